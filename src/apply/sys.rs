@@ -1,0 +1,416 @@
+//! The only module that changes anything: namespaces, path resolution inside
+//! the rootfs, and mounts. DESIGN.md §2 is the rule book:
+//!
+//! - every path inside the rootfs is resolved with `openat2(2)` and
+//!   `RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS` from an `O_PATH` fd of the
+//!   rootfs, plus `RESOLVE_NO_XDEV` for temp targets, so that "already a mount
+//!   point" reads as `EXDEV`;
+//! - missing directories are created with `mkdirat(2)` on such fds;
+//! - tmpfs instances are built with `fsopen(2)`/`fsconfig(2)`/`fsmount(2)` and
+//!   attached with `move_mount(2)` onto the target fd: no path is resolved twice;
+//! - `/dev/shm` is grown by `fspick(2)` + `FSCONFIG_CMD_RECONFIGURE` on its
+//!   superblock, so every process sharing it sees the new size;
+//! - sizes go to the kernel as numbers this program formatted.
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::Path;
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, StatxAttributes, StatxFlags};
+use rustix::io::Errno;
+use rustix::mount::{FsMountFlags, FsOpenFlags, FsPickFlags, MountAttrFlags, MoveMountFlags, UnmountFlags};
+use rustix::process::{Pid, PidfdFlags};
+use rustix::thread::{LinkNameSpaceType, ThreadNameSpaceType};
+
+use super::{ApplyError, Mounter, Prepared, TmpfsOptions};
+use crate::plan::SHM_PATH;
+use crate::size::Bytes;
+use crate::stage::Stage;
+use crate::target::{self, TargetPath};
+
+/// `TMPFS_MAGIC` from `<linux/magic.h>`.
+const TMPFS_MAGIC: u64 = 0x0102_1994;
+
+/// How often to retry `openat2` when the kernel reports a concurrent rename.
+const EAGAIN_RETRIES: usize = 16;
+
+/// A namespace's identity: device and inode of its nsfs file.
+type NsId = (u64, u64);
+
+/// A prepared effect.
+#[derive(Debug)]
+pub enum Pending {
+    /// Attach the detached mount `mnt` onto `target`.
+    Attach { mnt: OwnedFd, target: OwnedFd, what: String },
+    /// Apply the new size configured on the superblock context `fs`.
+    Reconfigure { fs: OwnedFd, what: String },
+}
+
+/// The real thing.
+#[derive(Debug, Default)]
+pub struct System {
+    /// Device of the host's `/dev/shm`, read before joining the container.
+    host_shm: Option<u64>,
+    root: Option<OwnedFd>,
+    /// The rootfs path as the kernel names it in this mount namespace.
+    root_name: String,
+    /// Mounts attached so far, for rollback.
+    attached: Vec<OwnedFd>,
+}
+
+fn ns_id(path: &str) -> Result<NsId, ApplyError> {
+    let st = rustix::fs::stat(path).map_err(|e| ApplyError::sys("reading namespace", path, e))?;
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// Number of pid namespaces this process is in, from `NSpid` in
+/// `/proc/self/status`: more than one means we already run inside a container.
+pub fn pid_namespace_depth() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("NSpid:")).map(|v| v.split_whitespace().count()))
+        .unwrap_or(1)
+}
+
+/// Picks the stage when the registration did not say: inside a pid namespace
+/// means createContainer; a live pid in another mount namespace means a
+/// runtime-namespace stage; anything else is refused.
+///
+/// # Errors
+/// [`ApplyError::UnknownStage`].
+pub fn detect_stage(pid: Option<i64>) -> Result<Stage, ApplyError> {
+    if pid_namespace_depth() > 1 {
+        return Ok(Stage::CreateContainer);
+    }
+    if let Some(p) = pid.filter(|&p| p > 1) {
+        let own = ns_id("/proc/self/ns/mnt")?;
+        if let Ok(theirs) = ns_id(&format!("/proc/{p}/ns/mnt")) {
+            if theirs != own && Some(theirs) != ns_id("/proc/1/ns/mnt").ok() {
+                return Ok(Stage::CreateRuntime);
+            }
+        }
+    }
+    Err(ApplyError::UnknownStage(pid))
+}
+
+fn fd_name(fd: &impl AsRawFd) -> String {
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    rustix::fs::readlink(link.as_str(), Vec::new())
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// `openat2(root, rel, O_PATH|O_DIRECTORY)` inside the root, retried on `EAGAIN`.
+fn resolve(root: &OwnedFd, rel: &str, flags: ResolveFlags) -> Result<OwnedFd, Errno> {
+    let mut last = Errno::AGAIN;
+    for _ in 0..EAGAIN_RETRIES {
+        match rustix::fs::openat2(
+            root,
+            rel,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            flags,
+        ) {
+            Err(Errno::AGAIN) => last = Errno::AGAIN,
+            other => return other,
+        }
+    }
+    Err(last)
+}
+
+/// Like [`resolve`], creating missing directories one component at a time,
+/// each with `mkdirat` on the fd of its (resolved) parent.
+fn resolve_or_create(root: &OwnedFd, rel: &str, flags: ResolveFlags) -> Result<OwnedFd, Errno> {
+    match resolve(root, rel, flags) {
+        Err(Errno::NOENT) => {}
+        other => return other,
+    }
+    let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
+    let mut parent: Option<OwnedFd> = None;
+    for i in 0..parts.len() {
+        let prefix = parts[..=i].join("/");
+        let fd = match resolve(root, &prefix, flags) {
+            Err(Errno::NOENT) => {
+                let dir = parent.as_ref().unwrap_or(root);
+                match rustix::fs::mkdirat(dir, parts[i], Mode::from_raw_mode(0o755)) {
+                    Ok(()) | Err(Errno::EXIST) => {}
+                    Err(e) => return Err(e),
+                }
+                resolve(root, &prefix, flags)?
+            }
+            other => other?,
+        };
+        parent = Some(fd);
+    }
+    parent.ok_or(Errno::INVAL)
+}
+
+/// A temp target that the image's layout rules out: why, and whether to warn.
+fn skip_reason(err: Errno) -> Option<&'static str> {
+    Some(match err {
+        Errno::XDEV => {
+            "it is already a mount point, or its path crosses one (a volume, or a symlink into another mount)"
+        }
+        Errno::NOTDIR => "the image has something other than a directory there",
+        Errno::LOOP => "its path has a symlink loop or a /proc magic link",
+        Errno::NOENT => "it is a dangling symlink in the image",
+        Errno::ROFS => "it is missing and the rootfs cannot be written to create it",
+        Errno::NAMETOOLONG => "its path is too long",
+        _ => return None,
+    })
+}
+
+impl System {
+    fn root(&self) -> &OwnedFd {
+        self.root.as_ref().expect("open_root before prepare")
+    }
+
+    /// Where `fd` landed, as a path inside the rootfs, or `None` when outside.
+    fn landed(&self, fd: &OwnedFd) -> Option<String> {
+        let name = fd_name(fd);
+        let rest = name.strip_prefix(&self.root_name)?;
+        match rest {
+            "" => Some("/".to_string()),
+            r if r.starts_with('/') => Some(r.to_string()),
+            _ => None,
+        }
+    }
+
+    fn new_tmpfs(
+        &self,
+        size: Bytes,
+        nr_inodes: Option<u64>,
+        attrs: MountAttrFlags,
+        what: &str,
+    ) -> Result<OwnedFd, ApplyError> {
+        let err = |op| move |e: Errno| ApplyError::sys(op, what.to_string(), e);
+        let fs = rustix::mount::fsopen("tmpfs", FsOpenFlags::FSOPEN_CLOEXEC)
+            .map_err(err("creating a tmpfs context for"))?;
+        rustix::mount::fsconfig_set_string(&fs, "size", size.0.to_string())
+            .map_err(err("setting the tmpfs size for"))?;
+        rustix::mount::fsconfig_set_string(&fs, "source", "oci-tmpfs-hook")
+            .map_err(err("naming the tmpfs for"))?;
+        rustix::mount::fsconfig_set_string(&fs, "mode", "1777").map_err(err("setting the tmpfs mode for"))?;
+        if let Some(n) = nr_inodes {
+            rustix::mount::fsconfig_set_string(&fs, "nr_inodes", n.to_string())
+                .map_err(err("setting nr_inodes for"))?;
+        }
+        rustix::mount::fsconfig_create(&fs).map_err(err("creating the tmpfs for"))?;
+        rustix::mount::fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, attrs)
+            .map_err(err("making the tmpfs mount for"))
+    }
+}
+
+impl Mounter for System {
+    type Pending = Pending;
+
+    fn enter(&mut self, stage: Stage, pid: Option<i64>) -> Result<(), ApplyError> {
+        // Before anything else: what the host's /dev/shm is (DESIGN.md §2 rule 6).
+        self.host_shm = rustix::fs::stat(SHM_PATH).ok().map(|s| s.st_dev);
+        let own = ns_id("/proc/self/ns/mnt")?;
+        let init = ns_id("/proc/1/ns/mnt").ok();
+        match stage {
+            Stage::StartContainer => Err(ApplyError::TooLate),
+            Stage::CreateContainer => {
+                // Already in the container's mount namespace, before pivot_root.
+                if Some(own) == init {
+                    return Err(ApplyError::SameNamespace(stage));
+                }
+                Ok(())
+            }
+            Stage::Prestart | Stage::CreateRuntime => {
+                if pid_namespace_depth() > 1 {
+                    return Err(ApplyError::InsideContainer(stage));
+                }
+                // pid 0 and 1 are what runtimes pass at createContainer; 1 is
+                // the host's init in our procfs. Never join those.
+                let p = pid
+                    .filter(|&p| p > 1)
+                    .and_then(|p| i32::try_from(p).ok())
+                    .and_then(Pid::from_raw)
+                    .ok_or(ApplyError::BadPid(pid, stage))?;
+                let raw = i64::from(p.as_raw_nonzero().get());
+                let pidfd = rustix::process::pidfd_open(p, PidfdFlags::empty()).map_err(|e| match e {
+                    Errno::SRCH => ApplyError::NoProcess(raw),
+                    e => ApplyError::sys("opening a pidfd for process", raw.to_string(), e),
+                })?;
+                let theirs = ns_id(&format!("/proc/{raw}/ns/mnt"))?;
+                if theirs == own || Some(theirs) == init {
+                    return Err(ApplyError::SameNamespace(stage));
+                }
+                // setns(2) by pidfd (Linux 5.8): bound to the process, not to a
+                // pid number that could be reused.
+                match rustix::thread::move_into_thread_name_spaces(pidfd.as_fd(), ThreadNameSpaceType::MOUNT)
+                {
+                    Ok(()) => {}
+                    Err(Errno::INVAL) => {
+                        let path = format!("/proc/{raw}/ns/mnt");
+                        let nsfd =
+                            rustix::fs::open(path.as_str(), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+                                .map_err(|e| ApplyError::sys("opening", path.clone(), e))?;
+                        // The pid must still be the same process after the open.
+                        rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::CONT)
+                            .map_err(|_| ApplyError::NoProcess(raw))?;
+                        rustix::thread::move_into_link_name_space(
+                            nsfd.as_fd(),
+                            Some(LinkNameSpaceType::Mount),
+                        )
+                        .map_err(|e| ApplyError::sys("joining the mount namespace of", path, e))?;
+                    }
+                    Err(e) => {
+                        return Err(ApplyError::sys(
+                            "joining the mount namespace of process",
+                            raw.to_string(),
+                            e,
+                        ))
+                    }
+                }
+                let now = ns_id("/proc/self/ns/mnt")?;
+                if now == own || Some(now) == init {
+                    return Err(ApplyError::SameNamespace(stage));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn open_root(&mut self, rootfs: &Path) -> Result<(), ApplyError> {
+        let shown = rootfs.display().to_string();
+        let fd = rustix::fs::open(rootfs, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| ApplyError::sys("opening the rootfs", shown.clone(), e))?;
+        let st =
+            rustix::fs::fstat(&fd).map_err(|e| ApplyError::sys("reading the rootfs", shown.clone(), e))?;
+        let host = rustix::fs::stat("/").map_err(|e| ApplyError::sys("reading", "/", e))?;
+        self.root_name = fd_name(&fd);
+        if (st.st_dev, st.st_ino) == (host.st_dev, host.st_ino)
+            || self.root_name == "/"
+            || self.root_name.is_empty()
+        {
+            return Err(ApplyError::RootIsHost(rootfs.to_path_buf()));
+        }
+        self.root = Some(fd);
+        Ok(())
+    }
+
+    fn prepare_tmpfs(
+        &mut self,
+        target: &TargetPath,
+        opts: TmpfsOptions,
+    ) -> Result<Prepared<Pending>, ApplyError> {
+        let flags = ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_XDEV;
+        let fd = match resolve_or_create(self.root(), target.relative(), flags) {
+            Ok(fd) => fd,
+            Err(e) => {
+                return match skip_reason(e) {
+                    Some(reason) => Ok(Prepared::Skip { reason: reason.to_string(), warn: e != Errno::XDEV }),
+                    None => Err(ApplyError::sys("resolving inside the rootfs", target.to_string(), e)),
+                }
+            }
+        };
+        // The rules apply to where the path lands, not only to its text.
+        match self.landed(&fd) {
+            None => {
+                return Ok(Prepared::Skip { reason: "it resolves outside the rootfs".into(), warn: true });
+            }
+            Some(real) if target::denied(&real) => {
+                return Ok(Prepared::Skip {
+                    reason: format!("it resolves to {real} inside the container, a system directory"),
+                    warn: true,
+                });
+            }
+            Some(_) => {}
+        }
+        let mut attrs = MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV;
+        if opts.noexec {
+            attrs |= MountAttrFlags::MOUNT_ATTR_NOEXEC;
+        }
+        let mnt = self.new_tmpfs(opts.size, opts.nr_inodes, attrs, target.as_str())?;
+        Ok(Prepared::Ready(Pending::Attach { mnt, target: fd, what: target.to_string() }))
+    }
+
+    fn prepare_shm(&mut self, size: Bytes) -> Result<Prepared<Pending>, ApplyError> {
+        let skip = |reason: String, warn| Ok(Prepared::Skip { reason, warn });
+        // /dev/shm is a mount by design: no RESOLVE_NO_XDEV, check what we reach.
+        let flags = ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS;
+        let fd = match resolve_or_create(self.root(), &SHM_PATH[1..], flags) {
+            Ok(fd) => fd,
+            Err(e) => {
+                return match skip_reason(e) {
+                    Some(reason) => skip(reason.to_string(), true),
+                    None => Err(ApplyError::sys("resolving inside the rootfs", SHM_PATH, e)),
+                }
+            }
+        };
+        match self.landed(&fd) {
+            Some(real) if real == SHM_PATH => {}
+            other => {
+                return skip(
+                    format!(
+                        "it resolves to {} instead",
+                        other.as_deref().unwrap_or("a place outside the rootfs")
+                    ),
+                    true,
+                )
+            }
+        }
+        let st = rustix::fs::fstat(&fd).map_err(|e| ApplyError::sys("reading", SHM_PATH, e))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+            return skip("it is not a directory".into(), true);
+        }
+        if Some(st.st_dev) == self.host_shm {
+            return skip("it is the host's own /dev/shm (host IPC); never resized".into(), false);
+        }
+        let sx = rustix::fs::statx(&fd, "", AtFlags::EMPTY_PATH, StatxFlags::BASIC_STATS)
+            .map_err(|e| ApplyError::sys("reading", SHM_PATH, e))?;
+        let is_mount = sx.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT)
+            && sx.stx_attributes.contains(StatxAttributes::MOUNT_ROOT);
+        if !is_mount {
+            let attrs = MountAttrFlags::MOUNT_ATTR_NOSUID
+                | MountAttrFlags::MOUNT_ATTR_NODEV
+                | MountAttrFlags::MOUNT_ATTR_NOEXEC;
+            let mnt = self.new_tmpfs(size, None, attrs, SHM_PATH)?;
+            return Ok(Prepared::Ready(Pending::Attach { mnt, target: fd, what: SHM_PATH.into() }));
+        }
+        let sfs = rustix::fs::fstatfs(&fd).map_err(|e| ApplyError::sys("reading", SHM_PATH, e))?;
+        if sfs.f_type as u64 != TMPFS_MAGIC {
+            return skip("it is a mount of a filesystem other than tmpfs".into(), true);
+        }
+        let current = Bytes((sfs.f_blocks as u64).saturating_mul(sfs.f_bsize as u64));
+        if current >= size {
+            return skip(format!("it already has {current}, not less than {size}; never shrunk"), false);
+        }
+        let err = |op| move |e: Errno| ApplyError::sys(op, SHM_PATH, e);
+        let fs = rustix::mount::fspick(&fd, "", FsPickFlags::FSPICK_EMPTY_PATH | FsPickFlags::FSPICK_CLOEXEC)
+            .map_err(err("picking the superblock of"))?;
+        rustix::mount::fsconfig_set_string(&fs, "size", size.0.to_string())
+            .map_err(err("setting the size of"))?;
+        Ok(Prepared::Ready(Pending::Reconfigure { fs, what: SHM_PATH.into() }))
+    }
+
+    fn commit(&mut self, pending: Pending) -> Result<(), ApplyError> {
+        match pending {
+            Pending::Attach { mnt, target, what } => {
+                rustix::mount::move_mount(
+                    &mnt,
+                    "",
+                    &target,
+                    "",
+                    MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
+                )
+                .map_err(|e| ApplyError::sys("attaching the tmpfs on", what, e))?;
+                self.attached.push(mnt);
+                Ok(())
+            }
+            Pending::Reconfigure { fs, what } => rustix::mount::fsconfig_reconfigure(&fs)
+                .map_err(|e| ApplyError::sys("resizing the tmpfs of", what, e)),
+        }
+    }
+
+    fn rollback(&mut self) {
+        for mnt in self.attached.drain(..).rev() {
+            let link = format!("/proc/self/fd/{}", mnt.as_raw_fd());
+            if let Err(e) = rustix::mount::unmount(link.as_str(), UnmountFlags::DETACH) {
+                log::error!("detaching a tmpfs after a failed mount: {e}");
+            }
+        }
+    }
+}

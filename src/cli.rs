@@ -1,0 +1,73 @@
+//! The command line: clap structs whose doc comments are the `--help` text.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::settings::DEFAULT_CONFIG_PATH;
+use crate::stage::Stage;
+
+/// Give read-only OCI containers a sized, writable /tmp, their TMPDIR and a
+/// bigger /dev/shm, from an OCI runtime hook.
+#[derive(Debug, Parser)]
+#[command(name = "oci-tmpfs-hook", version, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run as an OCI hook: read the state on stdin, decide, mount.
+    Hook {
+        /// The stage the hook is registered at. Without it the stage is
+        /// inferred, and refused when it cannot be told safely.
+        #[arg(long, value_parser = clap::value_parser!(Stage))]
+        stage: Option<Stage>,
+        /// Host config file.
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
+    /// Print what the hook would do for a bundle, changing nothing.
+    Explain {
+        /// The bundle directory (holds config.json).
+        #[arg(long, short = 'b', value_name = "DIR")]
+        bundle: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Host config file.
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
+    /// Add this hook to a bundle's config.json (for plain runc/crun); idempotent.
+    Inject {
+        /// The bundle directory (holds config.json).
+        #[arg(long, short = 'b', value_name = "DIR")]
+        bundle: PathBuf,
+        /// The stage to register at.
+        #[arg(long, default_value = "prestart", value_parser = clap::value_parser!(Stage))]
+        stage: Stage,
+        /// Path of the hook binary written into config.json [default: this binary].
+        #[arg(long, value_name = "PATH")]
+        hook_path: Option<PathBuf>,
+        /// Host config file the hook should read (passed as --config).
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
+}
+
+impl clap::builder::ValueParserFactory for Stage {
+    type Parser = clap::builder::ValueParser;
+    fn value_parser() -> Self::Parser {
+        clap::builder::ValueParser::new(|s: &str| s.parse::<Stage>())
+    }
+}
+
+/// The host config path and whether it was named explicitly.
+pub fn config_path(flag: &Option<PathBuf>) -> (PathBuf, bool) {
+    match flag {
+        Some(p) => (p.clone(), true),
+        None => (PathBuf::from(DEFAULT_CONFIG_PATH), false),
+    }
+}

@@ -1,0 +1,113 @@
+//! `oci-tmpfs-hook explain`: the plan for a bundle, as text or JSON. Reads
+//! only; no syscall here changes anything.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use crate::input;
+use crate::plan::{self, Action, Inputs, Origin, Plan, ShmSource, Sizing};
+use crate::size::Basis;
+
+/// Runs `explain`.
+pub fn run(bundle: &Path, json: bool, config: &Option<PathBuf>) -> ExitCode {
+    let (path, explicit) = crate::cli::config_path(config);
+    let result = (|| -> Result<(Plan, Option<PathBuf>), Box<dyn std::error::Error>> {
+        let settings = input::read_settings(&path, explicit)?;
+        let spec = input::read_spec(bundle)?;
+        let host_ram = input::host_ram()?;
+        let plan =
+            plan::decide(&Inputs { spec: &spec, state_annotations: None, settings: &settings, host_ram })?;
+        Ok((plan, input::rootfs_path(&spec, bundle)))
+    })();
+    let (plan, rootfs) = match result {
+        Ok(r) => r,
+        Err(e) => return super::fail(e.as_ref()),
+    };
+    if json {
+        let doc = serde_json::json!({ "bundle": bundle, "rootfs": rootfs, "plan": plan });
+        println!("{}", serde_json::to_string_pretty(&doc).expect("serialising the plan"));
+    } else {
+        print!("{}", render(bundle, rootfs.as_deref(), &plan));
+    }
+    ExitCode::SUCCESS
+}
+
+fn sizing(s: &Sizing) -> String {
+    let basis = match (s.basis, s.basis_bytes) {
+        (Basis::MemoryLimit, Some(b)) => format!("{} of the memory limit {b}", s.requested),
+        (Basis::HostRam, Some(b)) => format!("{} of host RAM {b}", s.requested),
+        _ => s.requested.clone(),
+    };
+    format!("{} ({basis}, from {})", s.bytes, s.from)
+}
+
+/// The text form of a plan.
+pub fn render(bundle: &Path, rootfs: Option<&Path>, plan: &Plan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "bundle:  {}", bundle.display());
+    if let Some(r) = rootfs {
+        let _ = writeln!(out, "rootfs:  {}", r.display());
+    }
+    let verdict = if plan.enabled { "acts" } else { "does nothing" };
+    let _ = writeln!(out, "hook:    {verdict} ({})", plan.why);
+    if !plan.actions.is_empty() {
+        let _ = writeln!(out, "actions:");
+    }
+    for action in &plan.actions {
+        match action {
+            Action::MountTmpfs { target, origins, size, nr_inodes, noexec } => {
+                let from: Vec<String> = origins
+                    .iter()
+                    .map(|o| match o {
+                        Origin::Default => "always".to_string(),
+                        Origin::Env(v) => format!("${v}"),
+                        Origin::HostConfig => "extra_targets".to_string(),
+                    })
+                    .collect();
+                let mut opts = "mode=1777,nosuid,nodev".to_string();
+                if *noexec {
+                    opts.push_str(",noexec");
+                }
+                if let Some(n) = nr_inodes {
+                    let _ = write!(opts, ",nr_inodes={n}");
+                }
+                let _ = writeln!(
+                    out,
+                    "  mount tmpfs on {target}: size {}, {opts} [{}]",
+                    sizing(size),
+                    from.join(", ")
+                );
+            }
+            Action::Shm { size, existing } => {
+                let what = match existing {
+                    ShmSource::None => {
+                        "mount tmpfs on /dev/shm (the spec has none): mode=1777,nosuid,nodev,noexec, size"
+                            .to_string()
+                    }
+                    ShmSource::Tmpfs { size: Some(have) } => {
+                        format!("grow /dev/shm (the spec's tmpfs has {have}) to")
+                    }
+                    ShmSource::Tmpfs { size: None } => {
+                        "grow /dev/shm (the spec's tmpfs) to at least".to_string()
+                    }
+                    ShmSource::Bind { source } => format!("grow /dev/shm (bound from {source}) to at least"),
+                };
+                let _ = writeln!(out, "  {what} {}", sizing(size));
+            }
+        }
+    }
+    if !plan.notes.is_empty() {
+        let _ = writeln!(out, "left alone:");
+    }
+    for n in &plan.notes {
+        let _ = writeln!(out, "  {}: {}", n.subject, n.reason);
+    }
+    if plan.enabled && !plan.actions.is_empty() {
+        let _ = writeln!(
+            out,
+            "at mount time, a target that is already a mount point, or that resolves to a system directory, is left alone too"
+        );
+    }
+    out
+}

@@ -1,0 +1,95 @@
+//! `oci-tmpfs-hook hook`: the hook itself.
+
+use std::io;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::apply::{self, sys};
+use crate::input::{self, InputError};
+use crate::plan::{self, Inputs, PlanError};
+use crate::settings::{OnError, Settings};
+use crate::stage::Stage;
+
+/// Everything that can stop the hook after the host config is read.
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Apply(#[from] apply::ApplyError),
+    #[error("config.json in {0} has no usable root.path")]
+    NoRootfs(PathBuf),
+}
+
+/// Runs the hook.
+pub fn run(stage: Option<Stage>, config: &Option<PathBuf>) -> ExitCode {
+    let (path, explicit) = crate::cli::config_path(config);
+    let settings = match input::read_settings(&path, explicit) {
+        Ok(s) => s,
+        Err(e) => return super::fail(&e),
+    };
+    crate::logger::set_level(settings.log_level.filter());
+    if let Some(file) = &settings.log_file {
+        if let Err(e) = crate::logger::add_file(file) {
+            log::warn!("cannot open log file {}: {e}", file.display());
+        }
+    }
+    match execute(stage, &settings, io::stdin().lock()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if settings.on_error == OnError::Warn => {
+            log::warn!(
+                "{} (on_error = \"warn\": the container starts without these mounts)",
+                super::chain(&e)
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => super::fail(&e),
+    }
+}
+
+fn execute(stage: Option<Stage>, settings: &Settings, stdin: impl io::Read) -> Result<(), HookError> {
+    let state = input::read_state(stdin)?;
+    crate::logger::set_container(&state.id);
+    if stage == Some(Stage::StartContainer) {
+        return Err(apply::ApplyError::TooLate.into());
+    }
+    let spec = input::read_spec(&state.bundle)?;
+    let host_ram = input::host_ram()?;
+    let plan = plan::decide(&Inputs {
+        spec: &spec,
+        state_annotations: state.annotations.as_ref(),
+        settings,
+        host_ram,
+    })?;
+    log::debug!("{}", plan.why);
+    for n in &plan.notes {
+        if n.warn {
+            log::warn!("{} left alone: {}", n.subject, n.reason);
+        } else {
+            log::info!("{} left alone: {}", n.subject, n.reason);
+        }
+    }
+    if !plan.enabled || plan.actions.is_empty() {
+        return Ok(());
+    }
+    let stage = match stage {
+        Some(s) => s,
+        None => sys::detect_stage(state.pid)?,
+    };
+    let rootfs =
+        input::rootfs_path(&spec, &state.bundle).ok_or_else(|| HookError::NoRootfs(state.bundle.clone()))?;
+    let report = apply::apply(&mut sys::System::default(), &plan, stage, state.pid, &rootfs)?;
+    for line in &report.done {
+        log::info!("{line}");
+    }
+    for (subject, reason, warn) in &report.skipped {
+        if *warn {
+            log::warn!("{subject} left alone: {reason}");
+        } else {
+            log::info!("{subject} left alone: {reason}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,258 @@
+//! Inputs of the hook: the OCI state on stdin, the bundle's `config.json`, the
+//! host config and the host's RAM. Every read is bounded and every file is
+//! opened without following a final symlink and without blocking on FIFOs
+//! (DESIGN.md §2 rule 1). Nothing here changes anything.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::Spec;
+use rustix::fs::{FileType, Mode, OFlags};
+use serde::Deserialize;
+
+use crate::settings::{Settings, SettingsError};
+use crate::size::Bytes;
+
+/// Largest state document accepted on stdin.
+pub const MAX_STATE_BYTES: u64 = 1 << 20;
+/// Largest `config.json` accepted.
+pub const MAX_CONFIG_BYTES: u64 = 8 << 20;
+/// Largest host config accepted.
+pub const MAX_SETTINGS_BYTES: u64 = 1 << 20;
+/// Longest container id we accept (it is printed in every log line).
+const MAX_ID_LEN: usize = 1024;
+
+/// The OCI state the runtime writes on the hook's stdin.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct State {
+    pub oci_version: String,
+    pub id: String,
+    #[serde(default)]
+    pub status: String,
+    /// Absent after the container stopped; 0 or 1 at createContainer (crun, runc).
+    #[serde(default)]
+    pub pid: Option<i64>,
+    pub bundle: PathBuf,
+    #[serde(default)]
+    pub annotations: Option<HashMap<String, String>>,
+    /// crun adds the rootfs path.
+    #[serde(default)]
+    pub root: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("reading the OCI state from stdin")]
+    ReadState(#[source] io::Error),
+    #[error("the OCI state on stdin is larger than {MAX_STATE_BYTES} bytes")]
+    StateTooLarge,
+    #[error("the OCI state on stdin is not valid JSON state: {0}")]
+    StateJson(#[source] serde_json::Error),
+    #[error("the OCI state has an invalid container id (empty, too long or with control characters)")]
+    StateId,
+    #[error("the OCI state's bundle {0:?} is not an absolute path")]
+    StateBundle(PathBuf),
+    #[error("opening {path}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path} is not a regular file")]
+    NotRegular { path: PathBuf },
+    #[error("{path} is larger than {limit} bytes")]
+    TooLarge { path: PathBuf, limit: u64 },
+    #[error("reading {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path} is not a valid OCI config: {source}")]
+    ConfigJson {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("host config {path}: {source}")]
+    Settings {
+        path: PathBuf,
+        #[source]
+        source: SettingsError,
+    },
+    #[error("{path} is not UTF-8")]
+    NotUtf8 { path: PathBuf },
+    #[error("reading the host's memory size")]
+    HostRam(#[source] io::Error),
+}
+
+/// Reads and validates the state from `reader`, at most [`MAX_STATE_BYTES`].
+///
+/// # Errors
+/// I/O, size, JSON, and an id or bundle that cannot be right.
+pub fn read_state(reader: impl Read) -> Result<State, InputError> {
+    let mut buf = Vec::new();
+    reader.take(MAX_STATE_BYTES + 1).read_to_end(&mut buf).map_err(InputError::ReadState)?;
+    if buf.len() as u64 > MAX_STATE_BYTES {
+        return Err(InputError::StateTooLarge);
+    }
+    let state: State = serde_json::from_slice(&buf).map_err(InputError::StateJson)?;
+    if state.id.is_empty() || state.id.len() > MAX_ID_LEN || state.id.chars().any(char::is_control) {
+        return Err(InputError::StateId);
+    }
+    if !state.bundle.is_absolute() {
+        return Err(InputError::StateBundle(state.bundle));
+    }
+    Ok(state)
+}
+
+/// Opens a file for reading without following a final symlink and without
+/// blocking on a FIFO, checks it is a regular file of at most `limit` bytes,
+/// and reads it.
+fn read_bounded(dir: Option<&OwnedFd>, path: &Path, limit: u64) -> Result<Vec<u8>, InputError> {
+    let shown = || path.to_path_buf();
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    let fd = match dir {
+        Some(dir) => rustix::fs::openat(dir, path.file_name().unwrap_or_default(), flags, Mode::empty()),
+        None => rustix::fs::open(path, flags, Mode::empty()),
+    }
+    .map_err(|e| InputError::Open { path: shown(), source: e.into() })?;
+    let stat = rustix::fs::fstat(&fd).map_err(|e| InputError::Read { path: shown(), source: e.into() })?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return Err(InputError::NotRegular { path: shown() });
+    }
+    if stat.st_size as u64 > limit {
+        return Err(InputError::TooLarge { path: shown(), limit });
+    }
+    let mut buf = Vec::with_capacity(stat.st_size as usize);
+    File::from(fd)
+        .take(limit + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| InputError::Read { path: shown(), source: e })?;
+    if buf.len() as u64 > limit {
+        return Err(InputError::TooLarge { path: shown(), limit });
+    }
+    Ok(buf)
+}
+
+/// Reads `<bundle>/config.json`.
+///
+/// # Errors
+/// A missing bundle, a config that is not a bounded regular file, bad JSON.
+pub fn read_spec(bundle: &Path) -> Result<Spec, InputError> {
+    let path = bundle.join("config.json");
+    let dir = rustix::fs::open(bundle, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| InputError::Open { path: bundle.to_path_buf(), source: e.into() })?;
+    let bytes = read_bounded(Some(&dir), &path, MAX_CONFIG_BYTES)?;
+    serde_json::from_slice(&bytes).map_err(|source| InputError::ConfigJson { path, source })
+}
+
+/// Reads the host config; a missing file at the default path means defaults.
+///
+/// # Errors
+/// An unreadable or invalid file, or a missing file that was named explicitly.
+pub fn read_settings(path: &Path, explicit: bool) -> Result<Settings, InputError> {
+    let bytes = match read_bounded(None, path, MAX_SETTINGS_BYTES) {
+        Err(InputError::Open { source, .. }) if !explicit && source.kind() == io::ErrorKind::NotFound => {
+            return Ok(Settings::default())
+        }
+        other => other?,
+    };
+    let text = String::from_utf8(bytes).map_err(|_| InputError::NotUtf8 { path: path.to_path_buf() })?;
+    Settings::parse(&text).map_err(|source| InputError::Settings { path: path.to_path_buf(), source })
+}
+
+/// The host's total RAM.
+///
+/// # Errors
+/// Only if `sysinfo(2)` fails.
+pub fn host_ram() -> Result<Bytes, InputError> {
+    let info = rustix::system::sysinfo();
+    let total = (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)));
+    if total == 0 {
+        return Err(InputError::HostRam(io::Error::other("sysinfo reports no RAM")));
+    }
+    Ok(Bytes(total))
+}
+
+/// The rootfs path: `root.path` from the spec, relative to the bundle when relative.
+pub fn rootfs_path(spec: &Spec, bundle: &Path) -> Option<PathBuf> {
+    let root = spec.root().as_ref()?;
+    let path = root.path();
+    if path.as_os_str().is_empty() {
+        return None;
+    }
+    Some(if path.is_absolute() { path.clone() } else { bundle.join(path) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(text: &str) -> Result<State, InputError> {
+        read_state(text.as_bytes())
+    }
+
+    #[test]
+    fn reads_runc_and_crun_state() {
+        let s = state(r#"{"ociVersion":"1.0.2","id":"c1","status":"creating","pid":42,"bundle":"/b","annotations":{"a":"b"}}"#).unwrap();
+        assert_eq!((s.id.as_str(), s.pid, s.bundle.as_path()), ("c1", Some(42), Path::new("/b")));
+        let s = state(
+            r#"{"ociVersion":"1.0.0","id":"c2","status":"created","pid":0,"bundle":"/b","root":"/b/rootfs"}"#,
+        )
+        .unwrap();
+        assert_eq!(s.root.as_deref(), Some(Path::new("/b/rootfs")));
+    }
+
+    #[test]
+    fn rejects_bad_state() {
+        let cases: &[(&str, &str)] = &[
+            ("empty", ""),
+            ("not json", "hello"),
+            ("no id", r#"{"ociVersion":"1","bundle":"/b"}"#),
+            ("empty id", r#"{"ociVersion":"1","id":"","bundle":"/b"}"#),
+            ("control id", r#"{"ociVersion":"1","id":"a\nb","bundle":"/b"}"#),
+            ("relative bundle", r#"{"ociVersion":"1","id":"a","bundle":"b"}"#),
+            ("pid string", r#"{"ociVersion":"1","id":"a","bundle":"/b","pid":"1"}"#),
+            ("pid huge", r#"{"ociVersion":"1","id":"a","bundle":"/b","pid":99999999999999999999}"#),
+            ("deep", &format!("{}{}", "[".repeat(100000), "]".repeat(100000))),
+        ];
+        for (name, text) in cases {
+            let err = state(text).expect_err(name);
+            assert!(!err.to_string().is_empty(), "{name}");
+        }
+        let big = vec![b' '; (MAX_STATE_BYTES + 10) as usize];
+        assert!(matches!(read_state(&big[..]), Err(InputError::StateTooLarge)));
+    }
+
+    #[test]
+    fn settings_file_missing_is_default_only_when_implicit() {
+        let missing = Path::new("/nonexistent/oci-tmpfs-hook.toml");
+        assert_eq!(read_settings(missing, false).unwrap(), Settings::default());
+        assert!(read_settings(missing, true).is_err());
+    }
+
+    #[test]
+    fn config_must_be_a_bounded_regular_file() {
+        let dir = std::env::temp_dir().join(format!("oth-input-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("config.json"),
+            r#"{"ociVersion":"1.0.2","root":{"path":"rootfs","readonly":true}}"#,
+        )
+        .unwrap();
+        let spec = read_spec(&dir).unwrap();
+        assert_eq!(rootfs_path(&spec, &dir), Some(dir.join("rootfs")));
+        std::fs::remove_file(dir.join("config.json")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.join("config.json")).unwrap();
+        assert!(matches!(read_spec(&dir), Err(InputError::Open { .. })));
+        std::fs::remove_file(dir.join("config.json")).unwrap();
+        std::fs::create_dir(dir.join("config.json")).unwrap();
+        assert!(read_spec(&dir).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,19 @@
+//! CLI entry: parse, set up logging, run the command, map to an exit code.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use oci_tmpfs_hook::cli::{Cli, Command};
+use oci_tmpfs_hook::commands;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    oci_tmpfs_hook::logger::init(log::LevelFilter::Warn);
+    match &cli.command {
+        Command::Hook { stage, config } => commands::hook::run(*stage, config),
+        Command::Explain { bundle, json, config } => commands::explain::run(bundle, *json, config),
+        Command::Inject { bundle, stage, hook_path, config } => {
+            commands::inject::run(bundle, *stage, hook_path.as_deref(), config.as_deref())
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! The host configuration (`/etc/oci-tmpfs-hook/config.toml`): what the
+//! platform engineer sets once per host. Parsing and validation only; the file
+//! is read by `input`.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::size::Size;
+use crate::target::{self, TargetPath};
+
+/// Default host config path.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/oci-tmpfs-hook/config.toml";
+/// Default size of `/tmp` and the other temp targets.
+pub const DEFAULT_TMP_SIZE: Size = Size::Percent(25);
+/// Default size of `/dev/shm`.
+pub const DEFAULT_SHM_SIZE: Size = Size::Percent(50);
+
+/// What to do when the hook cannot do its job.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// Exit 1: the runtime aborts the container start.
+    #[default]
+    Fail,
+    /// Log and exit 0: the container starts without the mounts.
+    Warn,
+}
+
+/// Log verbosity for the hook's own log lines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Error,
+    #[default]
+    Warn,
+    Info,
+    Debug,
+}
+
+impl LogLevel {
+    pub fn filter(self) -> log::LevelFilter {
+        match self {
+            LogLevel::Error => log::LevelFilter::Error,
+            LogLevel::Warn => log::LevelFilter::Warn,
+            LogLevel::Info => log::LevelFilter::Info,
+            LogLevel::Debug => log::LevelFilter::Debug,
+        }
+    }
+}
+
+/// The file as written: every key optional, unknown keys refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSettings {
+    tmp_size: Option<Size>,
+    shm_size: Option<Size>,
+    #[serde(default)]
+    extra_targets: Vec<String>,
+    #[serde(default)]
+    noexec: bool,
+    nr_inodes: Option<u64>,
+    #[serde(default)]
+    on_error: OnError,
+    log_file: Option<PathBuf>,
+    #[serde(default)]
+    log_level: LogLevel,
+    runtime_path: Option<PathBuf>,
+}
+
+/// The effective host settings.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Settings {
+    #[serde(serialize_with = "display")]
+    pub tmp_size: Size,
+    #[serde(serialize_with = "display")]
+    pub shm_size: Size,
+    pub extra_targets: Vec<TargetPath>,
+    pub noexec: bool,
+    pub nr_inodes: Option<u64>,
+    pub on_error: OnError,
+    pub log_file: Option<PathBuf>,
+    pub log_level: LogLevel,
+    pub runtime_path: Option<PathBuf>,
+}
+
+fn display<S: serde::Serializer, T: std::fmt::Display>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            tmp_size: DEFAULT_TMP_SIZE,
+            shm_size: DEFAULT_SHM_SIZE,
+            extra_targets: Vec::new(),
+            noexec: false,
+            nr_inodes: None,
+            on_error: OnError::Fail,
+            log_file: None,
+            log_level: LogLevel::Warn,
+            runtime_path: None,
+        }
+    }
+}
+
+/// A host config that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("{0}")]
+    Toml(String),
+    #[error("extra_targets: {path:?}: {reason}")]
+    Target { path: String, reason: String },
+    #[error("nr_inodes must be positive (0 means unlimited to tmpfs)")]
+    NrInodes,
+    #[error("{key} must be an absolute path")]
+    Relative { key: &'static str },
+}
+
+impl Settings {
+    /// Parses and validates the TOML text of a host config.
+    ///
+    /// # Errors
+    /// Syntax errors (with line and column), unknown keys, invalid sizes or
+    /// targets, `nr_inodes = 0`, relative paths.
+    pub fn parse(text: &str) -> Result<Settings, SettingsError> {
+        let raw: RawSettings =
+            toml::from_str(text).map_err(|e| SettingsError::Toml(one_line(&e.to_string())))?;
+        let mut extra_targets = Vec::new();
+        for path in raw.extra_targets {
+            let t = target::validate(&path)
+                .map_err(|reason| SettingsError::Target { path: path.clone(), reason: reason.to_string() })?;
+            if !extra_targets.contains(&t) {
+                extra_targets.push(t);
+            }
+        }
+        if raw.nr_inodes == Some(0) {
+            return Err(SettingsError::NrInodes);
+        }
+        if raw.log_file.as_ref().is_some_and(|p| !p.is_absolute()) {
+            return Err(SettingsError::Relative { key: "log_file" });
+        }
+        if raw.runtime_path.as_ref().is_some_and(|p| !p.is_absolute()) {
+            return Err(SettingsError::Relative { key: "runtime_path" });
+        }
+        Ok(Settings {
+            tmp_size: raw.tmp_size.unwrap_or(DEFAULT_TMP_SIZE),
+            shm_size: raw.shm_size.unwrap_or(DEFAULT_SHM_SIZE),
+            extra_targets,
+            noexec: raw.noexec,
+            nr_inodes: raw.nr_inodes,
+            on_error: raw.on_error,
+            log_file: raw.log_file,
+            log_level: raw.log_level,
+            runtime_path: raw.runtime_path,
+        })
+    }
+}
+
+/// TOML errors span several lines (a source excerpt); a runtime shows one.
+fn one_line(msg: &str) -> String {
+    msg.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('|') && !l.chars().all(|c| c == '^'))
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::size::Bytes;
+
+    #[test]
+    fn empty_file_is_defaults() {
+        assert_eq!(Settings::parse("").unwrap(), Settings::default());
+    }
+
+    #[test]
+    fn every_key() {
+        let s = Settings::parse(
+            r#"
+            tmp_size = "2Gi"
+            shm_size = "75%"
+            extra_targets = ["/var/tmp", "/run", "/var/tmp/"]
+            noexec = true
+            nr_inodes = 100000
+            on_error = "warn"
+            log_file = "/var/log/oci-tmpfs-hook.log"
+            log_level = "debug"
+            runtime_path = "/usr/sbin/runc"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(s.tmp_size, Size::Absolute(Bytes(2 << 30)));
+        assert_eq!(s.shm_size, Size::Percent(75));
+        let targets: Vec<_> = s.extra_targets.iter().map(|t| t.as_str()).collect();
+        assert_eq!(targets, ["/var/tmp", "/run"]);
+        assert!(s.noexec);
+        assert_eq!(s.nr_inodes, Some(100000));
+        assert_eq!(s.on_error, OnError::Warn);
+        assert_eq!(s.log_level, LogLevel::Debug);
+        assert_eq!(s.runtime_path.as_deref(), Some(std::path::Path::new("/usr/sbin/runc")));
+    }
+
+    #[test]
+    fn rejects_bad_files() {
+        let cases: &[(&str, &str)] = &[
+            ("unknown key", "tmp_sise = \"1g\""),
+            ("bad size", "tmp_size = \"1G,mode=4777\""),
+            ("zero size", "shm_size = \"0\""),
+            ("negative number", "shm_size = -1"),
+            ("percent over", "tmp_size = \"101%\""),
+            ("bad target", "extra_targets = [\"/etc\"]"),
+            ("relative target", "extra_targets = [\"tmp\"]"),
+            ("dotdot target", "extra_targets = [\"/tmp/../etc\"]"),
+            ("zero inodes", "nr_inodes = 0"),
+            ("bad on_error", "on_error = \"ignore\""),
+            ("relative log", "log_file = \"x.log\""),
+            ("not toml", "this is not toml"),
+            ("wrong type", "noexec = \"yes\""),
+        ];
+        for (name, text) in cases {
+            let err = Settings::parse(text).expect_err(name);
+            let msg = err.to_string();
+            assert!(!msg.contains('\n'), "case {name}: multi-line error {msg:?}");
+        }
+    }
+
+    #[test]
+    fn syntax_error_names_the_line() {
+        let err = Settings::parse("tmp_size = \"1g\"\nnoexec = tru\n").unwrap_err();
+        assert!(err.to_string().contains("line 2"), "{err}");
+    }
+}

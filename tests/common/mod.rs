@@ -1,0 +1,386 @@
+//! Shared harness for the integration tests: busybox bundles, running real
+//! runc/crun containers with a timeout and a guard that always deletes them,
+//! and `/proc/self/mountinfo` parsing. Root tests fail loudly without root or
+//! a runtime; they never skip.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// The binary under test.
+pub fn hook_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_oci-tmpfs-hook"))
+}
+
+/// Panics unless we are root: CI runs as root, a skip would hide a failure.
+pub fn require_root() {
+    assert!(rustix::process::geteuid().is_root(), "these tests need root (CI runs them as root)");
+}
+
+/// The OCI runtimes under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runtime {
+    Runc,
+    Crun,
+}
+
+impl Runtime {
+    pub const ALL: [Runtime; 2] = [Runtime::Runc, Runtime::Crun];
+
+    pub fn bin(self) -> &'static str {
+        match self {
+            Runtime::Runc => "runc",
+            Runtime::Crun => "crun",
+        }
+    }
+}
+
+/// crun refuses hybrid cgroups here unless hugetlb is a v1 hierarchy (DESIGN.md §4).
+pub fn crun_cgroup_fix() {
+    let dir = Path::new("/sys/fs/cgroup/hugetlb");
+    if Path::new("/sys/fs/cgroup/unified").exists() && !is_mountpoint(dir) {
+        let _ = std::fs::create_dir_all(dir);
+        let status =
+            Command::new("mount").args(["-t", "cgroup", "-o", "hugetlb", "cgroup"]).arg(dir).status();
+        // A concurrent test may have mounted it first.
+        assert!(is_mountpoint(dir), "mounting the hugetlb cgroup for crun: {status:?}");
+    }
+}
+
+fn is_mountpoint(dir: &Path) -> bool {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|m| parse_mountinfo(&m).iter().any(|x| Path::new(&x.mount_point) == dir))
+        .unwrap_or(false)
+}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A unique name for a container or directory.
+pub fn unique(name: &str) -> String {
+    format!("oth-{name}-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Busybox applets the tests use.
+const APPLETS: &[&str] = &[
+    "sh", "cat", "mount", "df", "stat", "touch", "ls", "grep", "true", "sleep", "echo", "id", "mkdir", "dd",
+    "rm", "test", "head", "wc", "su", "chmod", "env",
+];
+
+/// A bundle on disk: a busybox rootfs and a `runc spec` config with a
+/// read-only root, no terminal, and a shell script as the process.
+pub struct Bundle {
+    pub dir: PathBuf,
+    pub config: Value,
+}
+
+impl Bundle {
+    /// A fresh bundle under the system temp dir.
+    pub fn new(name: &str) -> Bundle {
+        let dir = std::env::temp_dir().join("oci-tmpfs-hook-tests").join(unique(name));
+        let rootfs = dir.join("rootfs");
+        for d in ["bin", "proc", "sys", "dev", "etc", "tmp", "var"] {
+            std::fs::create_dir_all(rootfs.join(d)).unwrap();
+        }
+        let busybox = ["/bin/busybox", "/usr/bin/busybox"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .expect("busybox-static is installed (.ci/run installs it)");
+        std::fs::copy(busybox, rootfs.join("bin/busybox")).unwrap();
+        for a in APPLETS {
+            std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(a)).unwrap();
+        }
+        std::fs::write(
+            rootfs.join("etc/passwd"),
+            "root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n",
+        )
+        .unwrap();
+        std::fs::write(rootfs.join("etc/group"), "root:x:0:\nnogroup:x:65534:\n").unwrap();
+        let out =
+            Command::new("runc").args(["spec", "--bundle"]).arg(&dir).output().expect("runc is installed");
+        assert!(out.status.success(), "runc spec: {}", String::from_utf8_lossy(&out.stderr));
+        let mut config: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+        config["process"]["terminal"] = json!(false);
+        config["root"]["readonly"] = json!(true);
+        let mut b = Bundle { dir, config };
+        b.script("true");
+        b.write();
+        b
+    }
+
+    pub fn rootfs(&self) -> PathBuf {
+        self.dir.join("rootfs")
+    }
+
+    /// Sets the container's process to `sh -c script`.
+    pub fn script(&mut self, script: &str) -> &mut Self {
+        self.config["process"]["args"] = json!(["sh", "-c", script]);
+        self
+    }
+
+    /// Appends `KEY=VALUE` entries to `process.env`.
+    pub fn env(&mut self, entry: &str) -> &mut Self {
+        self.config["process"]["env"].as_array_mut().unwrap().push(json!(entry));
+        self
+    }
+
+    pub fn annotate(&mut self, key: &str, value: &str) -> &mut Self {
+        if !self.config["annotations"].is_object() {
+            self.config["annotations"] = json!({});
+        }
+        self.config["annotations"][key] = json!(value);
+        self
+    }
+
+    pub fn readonly(&mut self, ro: bool) -> &mut Self {
+        self.config["root"]["readonly"] = json!(ro);
+        self
+    }
+
+    /// Replaces the options of the spec's `/dev/shm` mount.
+    pub fn shm_options(&mut self, options: &[&str]) -> &mut Self {
+        let mounts = self.config["mounts"].as_array_mut().unwrap();
+        let shm = mounts.iter_mut().find(|m| m["destination"] == "/dev/shm").expect("runc spec has /dev/shm");
+        shm["options"] = json!(options);
+        self
+    }
+
+    /// Writes `config` to `config.json`.
+    pub fn write(&self) {
+        std::fs::write(self.dir.join("config.json"), serde_json::to_vec_pretty(&self.config).unwrap())
+            .unwrap();
+    }
+
+    /// Writes the config, then registers the hook with `inject` at `stage`.
+    pub fn inject(&mut self, stage: &str) -> &mut Self {
+        self.write();
+        let out = Command::new(hook_bin())
+            .args(["inject", "--stage", stage, "--bundle"])
+            .arg(&self.dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "inject: {}", String::from_utf8_lossy(&out.stderr));
+        self.config = serde_json::from_slice(&std::fs::read(self.dir.join("config.json")).unwrap()).unwrap();
+        self
+    }
+
+    /// Like [`Bundle::inject`] with extra hook arguments (e.g. `--config`).
+    pub fn inject_with_config(&mut self, stage: &str, config: &Path) -> &mut Self {
+        self.write();
+        let out = Command::new(hook_bin())
+            .args(["inject", "--stage", stage, "--config"])
+            .arg(config)
+            .arg("--bundle")
+            .arg(&self.dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "inject: {}", String::from_utf8_lossy(&out.stderr));
+        self.config = serde_json::from_slice(&std::fs::read(self.dir.join("config.json")).unwrap()).unwrap();
+        self
+    }
+
+    /// `explain --json` for this bundle.
+    pub fn explain(&self) -> Value {
+        let out =
+            Command::new(hook_bin()).args(["explain", "--json", "--bundle"]).arg(&self.dir).output().unwrap();
+        assert!(out.status.success(), "explain: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Runs the container to completion with `runtime`; the container is
+    /// always deleted afterwards. Panics after `timeout`.
+    pub fn run(&self, runtime: Runtime) -> Run {
+        self.run_timeout(runtime, Duration::from_secs(60))
+    }
+
+    pub fn run_timeout(&self, runtime: Runtime, timeout: Duration) -> Run {
+        if runtime == Runtime::Crun {
+            crun_cgroup_fix();
+        }
+        self.write();
+        let id = unique("c");
+        let _guard = ContainerGuard { runtime, id: id.clone() };
+        let child = Command::new(runtime.bin())
+            .arg("run")
+            .arg("--bundle")
+            .arg(&self.dir)
+            .arg(&id)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("runtime is installed");
+        let output =
+            wait_timeout(child, timeout).unwrap_or_else(|| panic!("{} run {id} timed out", runtime.bin()));
+        Run { output, id }
+    }
+}
+
+impl Drop for Bundle {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Deletes a container whatever happened.
+pub struct ContainerGuard {
+    pub runtime: Runtime,
+    pub id: String,
+}
+
+impl Drop for ContainerGuard {
+    fn drop(&mut self) {
+        let _ = Command::new(self.runtime.bin())
+            .args(["delete", "--force", &self.id])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Waits for `child`, killing it after `timeout`.
+pub fn wait_timeout(mut child: std::process::Child, timeout: Duration) -> Option<Output> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => return child.wait_with_output().ok(),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+}
+
+/// A finished container run.
+pub struct Run {
+    pub output: Output,
+    pub id: String,
+}
+
+impl Run {
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+
+    /// Panics with both streams unless the container exited 0.
+    pub fn assert_ok(&self) -> &Self {
+        assert!(
+            self.output.status.success(),
+            "container {} failed: {:?}\nstdout:\n{}\nstderr:\n{}",
+            self.id,
+            self.output.status,
+            self.stdout(),
+            self.stderr()
+        );
+        self
+    }
+
+    /// Mounts listed by a container script that ran `cat /proc/self/mountinfo`.
+    pub fn mounts(&self) -> Vec<MountInfo> {
+        parse_mountinfo(&self.stdout())
+    }
+}
+
+/// One line of `/proc/self/mountinfo`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountInfo {
+    pub mount_point: String,
+    pub mount_options: Vec<String>,
+    pub fstype: String,
+    pub source: String,
+    pub super_options: Vec<String>,
+}
+
+impl MountInfo {
+    /// The `size=` super option in bytes (the kernel prints kibibytes with `k`).
+    pub fn size(&self) -> Option<u64> {
+        let v = self.super_options.iter().find_map(|o| o.strip_prefix("size="))?;
+        let (n, mult) = match v.strip_suffix('k') {
+            Some(n) => (n, 1024),
+            None => (v, 1),
+        };
+        n.parse::<u64>().ok().map(|n| n * mult)
+    }
+
+    pub fn has(&self, opt: &str) -> bool {
+        self.mount_options.iter().any(|o| o == opt)
+    }
+}
+
+/// Parses mountinfo lines; other lines in the text are ignored.
+pub fn parse_mountinfo(text: &str) -> Vec<MountInfo> {
+    text.lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let l: Vec<&str> = left.split(' ').collect();
+            let r: Vec<&str> = right.split(' ').collect();
+            if l.len() < 6 || r.len() < 3 || l[0].parse::<u64>().is_err() {
+                return None;
+            }
+            Some(MountInfo {
+                mount_point: l[4].replace("\\040", " "),
+                mount_options: l[5].split(',').map(String::from).collect(),
+                fstype: r[0].to_string(),
+                source: r[1].to_string(),
+                super_options: r[2].split(',').map(String::from).collect(),
+            })
+        })
+        .collect()
+}
+
+/// The last mount at `point` (the one on top).
+pub fn mount_at<'a>(mounts: &'a [MountInfo], point: &str) -> Option<&'a MountInfo> {
+    mounts.iter().rev().find(|m| m.mount_point == point)
+}
+
+/// The host's mount table, for "the host is untouched" checks.
+pub fn host_mounts() -> Vec<String> {
+    let text = std::fs::read_to_string("/proc/1/mountinfo").unwrap();
+    let mut v: Vec<String> = parse_mountinfo(&text)
+        .into_iter()
+        // Containers started by concurrent tests come and go; their mounts
+        // live under the runtimes' state dirs and the test bundles.
+        .filter(|m| !m.mount_point.starts_with("/run/runc") && !m.mount_point.starts_with("/run/crun"))
+        .map(|m| format!("{} {} {}", m.mount_point, m.fstype, m.source))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Runs the hook binary directly with `stdin`, returning its output.
+pub fn run_hook(args: &[&str], stdin: &[u8], timeout: Duration) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(hook_bin())
+        .args(args)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let data = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&data);
+    });
+    let out = wait_timeout(child, timeout).expect("hook timed out");
+    let _ = writer.join();
+    out
+}
+
+/// The script most tests run: the mount table, then the caller's checks.
+pub const SHOW_MOUNTS: &str = "cat /proc/self/mountinfo";
+
+pub const MI: u64 = 1 << 20;
+pub const GI: u64 = 1 << 30;
