@@ -1,18 +1,284 @@
-//! The hook against real runc and crun containers with a read-only root.
+//! The hook against real runc and crun containers with a read-only root:
+//! what the container sees in `/proc/self/mountinfo`, checked against what
+//! `explain` planned for the same bundle.
 
 mod common;
 
+use std::time::Duration;
+
 use common::*;
+use serde_json::{json, Value};
+
+/// Prints the mount table, the mode of /tmp, and whether writes work.
+const CHECKS: &str = "cat /proc/self/mountinfo; echo MODE $(stat -c %a /tmp); \
+    touch /tmp/probe && echo TMP_WRITE_OK; \
+    if [ -d /var/tmp ]; then touch /var/tmp/probe && echo VAR_TMP_WRITE_OK; fi; \
+    dd if=/dev/zero of=/dev/shm/blob bs=1M count=80 2>/dev/null && echo SHM_80M_OK; true";
+
+/// Planned sizes from `explain --json`: (target, bytes) of tmpfs mounts, shm bytes.
+fn planned(explain: &Value) -> (Vec<(String, u64)>, Option<u64>) {
+    let mut tmpfs = Vec::new();
+    let mut shm = None;
+    for a in explain["plan"]["actions"].as_array().unwrap() {
+        match a["action"].as_str().unwrap() {
+            "mount_tmpfs" => {
+                tmpfs.push((a["target"].as_str().unwrap().to_string(), a["size"]["bytes"].as_u64().unwrap()))
+            }
+            "shm" => shm = a["size"]["bytes"].as_u64(),
+            other => panic!("unknown action {other}"),
+        }
+    }
+    (tmpfs, shm)
+}
+
+/// A tmpfs from the hook: rw, nosuid, nodev, mode 1777, exactly `size` bytes.
+fn assert_hook_tmpfs(mounts: &[MountInfo], point: &str, size: u64) {
+    let m = mount_at(mounts, point).unwrap_or_else(|| panic!("{point} is not a mount: {mounts:#?}"));
+    assert_eq!(m.fstype, "tmpfs", "{point}");
+    assert_eq!(m.source, "oci-tmpfs-hook", "{point}");
+    assert!(m.has("rw") && m.has("nosuid") && m.has("nodev"), "{point}: {:?}", m.mount_options);
+    assert!(!m.has("noexec"), "{point}: exec is allowed by default");
+    // The kernel omits mode=1777 from the options: it is tmpfs' default.
+    assert!(!m.super_options.iter().any(|o| o.starts_with("mode=")), "{point}: {:?}", m.super_options);
+    assert_eq!(m.size(), Some(size), "{point}: {:?}", m.super_options);
+}
+
+fn read_only_case(runtime: Runtime, stage: &str) {
+    require_root();
+    let mut b = Bundle::new(&format!("ro-{}-{stage}", runtime.bin()));
+    // The image has no /var/tmp; the container names it in TMPDIR.
+    b.script(CHECKS).env("TMPDIR=/var/tmp").inject(stage);
+    let (tmpfs, shm) = planned(&b.explain());
+    assert_eq!(tmpfs.iter().map(|t| t.0.as_str()).collect::<Vec<_>>(), ["/tmp", "/var/tmp"]);
+    let run = b.run(runtime);
+    run.assert_ok();
+    let mounts = run.mounts();
+    for (target, size) in &tmpfs {
+        assert_hook_tmpfs(&mounts, target, *size);
+    }
+    let out = run.stdout();
+    assert!(out.contains("MODE 1777"), "{out}");
+    assert!(out.contains("TMP_WRITE_OK") && out.contains("VAR_TMP_WRITE_OK"), "{out}");
+    assert!(out.contains("SHM_80M_OK"), "80 MiB fit in the grown /dev/shm: {out}");
+    let shm_mount = mount_at(&mounts, "/dev/shm").expect("/dev/shm");
+    assert_eq!(shm_mount.size(), shm, "/dev/shm grown to the planned size");
+    assert!(shm_mount.has("noexec") && shm_mount.has("nosuid"), "the spec's flags are kept");
+    // The root stays read-only: the hook did not make the image writable.
+    let root = mount_at(&mounts, "/").unwrap();
+    assert!(root.has("ro"), "{root:?}");
+    // Nothing was left in the bundle's rootfs on the host but the new mountpoint dir.
+    assert!(b.rootfs().join("var/tmp").is_dir());
+    assert!(!b.rootfs().join("tmp/probe").exists(), "writes went to the tmpfs, not the image");
+}
 
 #[test]
-fn smoke_runc_prestart() {
+fn runc_prestart() {
+    read_only_case(Runtime::Runc, "prestart");
+}
+
+#[test]
+fn runc_create_runtime() {
+    read_only_case(Runtime::Runc, "createRuntime");
+}
+
+#[test]
+fn runc_create_container() {
+    read_only_case(Runtime::Runc, "createContainer");
+}
+
+#[test]
+fn crun_prestart() {
+    read_only_case(Runtime::Crun, "prestart");
+}
+
+#[test]
+fn crun_create_runtime() {
+    read_only_case(Runtime::Crun, "createRuntime");
+}
+
+#[test]
+fn crun_create_container() {
+    read_only_case(Runtime::Crun, "createContainer");
+}
+
+#[test]
+fn writable_root_gets_nothing() {
     require_root();
-    let mut b = Bundle::new("smoke");
-    b.script("cat /proc/self/mountinfo; touch /tmp/x && echo WRITE_OK").inject("prestart");
+    for runtime in Runtime::ALL {
+        let mut plain = Bundle::new("rw-plain");
+        plain.readonly(false).script(SHOW_MOUNTS).write();
+        let mut hooked = Bundle::new("rw-hooked");
+        hooked.readonly(false).script(SHOW_MOUNTS).env("TMPDIR=/var/tmp").inject("prestart");
+        assert_eq!(hooked.explain()["plan"]["enabled"], json!(false));
+        let shape = |r: &Run| -> Vec<(String, String, Option<u64>)> {
+            r.mounts().into_iter().map(|m| (m.mount_point.clone(), m.fstype.clone(), m.size())).collect()
+        };
+        let a = plain.run(runtime);
+        let b = hooked.run(runtime);
+        a.assert_ok();
+        b.assert_ok();
+        assert_eq!(shape(&a), shape(&b), "{}: the hook added or changed mounts", runtime.bin());
+        assert!(b.stderr().is_empty(), "quiet when there is nothing to do: {}", b.stderr());
+        assert!(!hooked.rootfs().join("var/tmp").exists());
+    }
+}
+
+#[test]
+fn annotations_set_the_sizes() {
+    require_root();
+    for runtime in Runtime::ALL {
+        let mut b = Bundle::new("annotations");
+        b.script(SHOW_MOUNTS)
+            .annotate("oci-tmpfs-hook/tmp-size", "96Mi")
+            .annotate("oci-tmpfs-hook/shm-size", "200m")
+            .inject("prestart");
+        let run = b.run(runtime);
+        run.assert_ok();
+        let mounts = run.mounts();
+        assert_hook_tmpfs(&mounts, "/tmp", 96 * MI);
+        assert_eq!(mount_at(&mounts, "/dev/shm").unwrap().size(), Some(200 * MI));
+    }
+}
+
+#[test]
+fn annotation_forces_writable_root_on_and_read_only_off() {
+    require_root();
+    let mut on = Bundle::new("force-on");
+    on.readonly(false).script(SHOW_MOUNTS).annotate("oci-tmpfs-hook/enabled", "true").inject("prestart");
+    let run = on.run(Runtime::Runc);
+    run.assert_ok();
+    assert_eq!(mount_at(&run.mounts(), "/tmp").map(|m| m.source.as_str()), Some("oci-tmpfs-hook"));
+
+    let mut off = Bundle::new("force-off");
+    off.script(SHOW_MOUNTS).annotate("oci-tmpfs-hook/enabled", "false").inject("prestart");
+    let run = off.run(Runtime::Runc);
+    run.assert_ok();
+    assert!(mount_at(&run.mounts(), "/tmp").is_none());
+    assert_eq!(mount_at(&run.mounts(), "/dev/shm").unwrap().size(), Some(64 * MI));
+}
+
+#[test]
+fn a_larger_shm_in_the_spec_is_kept() {
+    require_root();
+    let mut b = Bundle::new("big-shm");
+    b.script(SHOW_MOUNTS)
+        .shm_options(&["nosuid", "noexec", "nodev", "mode=1777", "size=256m"])
+        .annotate("oci-tmpfs-hook/shm-size", "128Mi")
+        .inject("prestart");
+    let run = b.run(Runtime::Crun);
+    run.assert_ok();
+    assert_eq!(mount_at(&run.mounts(), "/dev/shm").unwrap().size(), Some(256 * MI));
+    assert_hook_tmpfs(&run.mounts(), "/tmp", planned(&b.explain()).0[0].1);
+}
+
+#[test]
+fn memory_limit_is_the_basis_of_percent_sizes() {
+    require_root();
+    let mut b = Bundle::new("memlimit");
+    b.script(SHOW_MOUNTS);
+    b.config["linux"]["resources"]["memory"] = json!({"limit": GI});
+    b.inject("prestart");
+    let (tmpfs, shm) = planned(&b.explain());
+    assert_eq!(tmpfs[0].1, GI / 4);
+    assert_eq!(shm, Some(GI / 2));
+    let run = b.run(Runtime::Runc);
+    run.assert_ok();
+    assert_hook_tmpfs(&run.mounts(), "/tmp", GI / 4);
+    assert_eq!(mount_at(&run.mounts(), "/dev/shm").unwrap().size(), Some(GI / 2));
+}
+
+#[test]
+fn host_config_sizes_extra_targets_and_noexec() {
+    require_root();
+    let mut b = Bundle::new("hostcfg");
+    let cfg = b.dir.join("host.toml");
+    std::fs::write(
+        &cfg,
+        "tmp_size = \"48Mi\"\nshm_size = \"300Mi\"\nextra_targets = [\"/run\", \"/scratch/a\"]\nnoexec = true\nnr_inodes = 4096\n",
+    )
+    .unwrap();
+    b.script(SHOW_MOUNTS).inject_with_config("createRuntime", &cfg);
+    let run = b.run(Runtime::Crun);
+    run.assert_ok();
+    let mounts = run.mounts();
+    for point in ["/tmp", "/run", "/scratch/a"] {
+        let m = mount_at(&mounts, point).unwrap_or_else(|| panic!("{point} missing"));
+        assert_eq!(m.size(), Some(48 * MI), "{point}");
+        assert!(m.has("noexec"), "{point}");
+        assert!(m.super_options.iter().any(|o| o == "nr_inodes=4096"), "{point}: {:?}", m.super_options);
+    }
+    assert_eq!(mount_at(&mounts, "/dev/shm").unwrap().size(), Some(300 * MI));
+}
+
+#[test]
+fn a_spec_tmpfs_on_tmp_is_left_alone() {
+    require_root();
+    let mut b = Bundle::new("spec-tmp");
+    b.script(SHOW_MOUNTS);
+    b.config["mounts"].as_array_mut().unwrap().push(json!({
+        "destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "size=10m"]
+    }));
+    b.inject("prestart");
     let run = b.run(Runtime::Runc);
     run.assert_ok();
     let mounts = run.mounts();
-    let tmp = mount_at(&mounts, "/tmp").expect("/tmp is mounted");
-    assert_eq!(tmp.fstype, "tmpfs");
-    assert!(run.stdout().contains("WRITE_OK"));
+    let tmp = mount_at(&mounts, "/tmp").unwrap();
+    assert_eq!((tmp.source.as_str(), tmp.size()), ("tmpfs", Some(10 * MI)));
+    assert_eq!(mounts.iter().filter(|m| m.mount_point == "/tmp").count(), 1);
+}
+
+#[test]
+fn bad_annotation_fails_the_start_with_one_clear_line() {
+    require_root();
+    let mut b = Bundle::new("bad-size");
+    b.script(SHOW_MOUNTS).annotate("oci-tmpfs-hook/tmp-size", "1G,mode=4777").inject("prestart");
+    let run = b.run(Runtime::Runc);
+    assert!(!run.output.status.success(), "the start must fail");
+    let err = run.stderr();
+    assert!(err.contains("oci-tmpfs-hook: container") && err.contains("oci-tmpfs-hook/tmp-size"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn on_error_warn_starts_the_container_without_mounts() {
+    require_root();
+    let mut b = Bundle::new("warn");
+    let cfg = b.dir.join("host.toml");
+    std::fs::write(&cfg, "on_error = \"warn\"\n").unwrap();
+    b.script(SHOW_MOUNTS).annotate("oci-tmpfs-hook/shm-size", "0").inject_with_config("prestart", &cfg);
+    let run = b.run(Runtime::Runc);
+    run.assert_ok();
+    assert!(mount_at(&run.mounts(), "/tmp").is_none(), "no half-applied plan");
+    assert_eq!(mount_at(&run.mounts(), "/dev/shm").unwrap().size(), Some(64 * MI));
+}
+
+#[test]
+fn start_container_stage_is_refused_clearly() {
+    require_root();
+    let b = Bundle::new("start-stage");
+    let state =
+        json!({"ociVersion": "1.0.2", "id": "late", "status": "created", "pid": 4242, "bundle": b.dir});
+    let out = run_hook(
+        &["hook", "--stage", "startContainer"],
+        state.to_string().as_bytes(),
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("oci-tmpfs-hook: container late: "), "{err}");
+    assert!(err.contains("register it at prestart, createRuntime or createContainer"), "{err}");
+}
+
+#[test]
+fn two_registrations_mount_once() {
+    require_root();
+    for runtime in Runtime::ALL {
+        let mut b = Bundle::new("twice");
+        b.script(SHOW_MOUNTS).inject("prestart").inject("createContainer");
+        let run = b.run(runtime);
+        run.assert_ok();
+        let mounts = run.mounts();
+        assert_eq!(mounts.iter().filter(|m| m.mount_point == "/tmp").count(), 1, "{}", runtime.bin());
+    }
 }

@@ -17,7 +17,9 @@ use std::path::Path;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, StatxAttributes, StatxFlags};
 use rustix::io::Errno;
-use rustix::mount::{FsMountFlags, FsOpenFlags, FsPickFlags, MountAttrFlags, MoveMountFlags, UnmountFlags};
+use rustix::mount::{
+    FsMountFlags, FsOpenFlags, FsPickFlags, MountAttrFlags, MoveMountFlags, OpenTreeFlags, UnmountFlags,
+};
 use rustix::process::{Pid, PidfdFlags};
 use rustix::thread::{LinkNameSpaceType, ThreadNameSpaceType};
 
@@ -53,6 +55,9 @@ pub struct System {
     root: Option<OwnedFd>,
     /// The rootfs path as the kernel names it in this mount namespace.
     root_name: String,
+    /// A writable clone of the rootfs mount, made when a directory must be
+    /// created and the rootfs mount is already read-only.
+    writable_root: Option<OwnedFd>,
     /// Mounts attached so far, for rollback.
     attached: Vec<OwnedFd>,
 }
@@ -118,8 +123,15 @@ fn resolve(root: &OwnedFd, rel: &str, flags: ResolveFlags) -> Result<OwnedFd, Er
 }
 
 /// Like [`resolve`], creating missing directories one component at a time,
-/// each with `mkdirat` on the fd of its (resolved) parent.
-fn resolve_or_create(root: &OwnedFd, rel: &str, flags: ResolveFlags) -> Result<OwnedFd, Errno> {
+/// each with `mkdirat` on the fd of its (resolved) parent. Where the rootfs
+/// mount is already read-only (crun at createContainer), the directory is
+/// created through `writable`, a writable clone of the same rootfs mount.
+fn resolve_or_create(
+    root: &OwnedFd,
+    rel: &str,
+    flags: ResolveFlags,
+    writable: &mut Option<OwnedFd>,
+) -> Result<OwnedFd, Errno> {
     match resolve(root, rel, flags) {
         Err(Errno::NOENT) => {}
         other => return other,
@@ -133,6 +145,7 @@ fn resolve_or_create(root: &OwnedFd, rel: &str, flags: ResolveFlags) -> Result<O
                 let dir = parent.as_ref().unwrap_or(root);
                 match rustix::fs::mkdirat(dir, parts[i], Mode::from_raw_mode(0o755)) {
                     Ok(()) | Err(Errno::EXIST) => {}
+                    Err(Errno::ROFS) => mkdir_through_clone(root, &parts[..=i], flags, writable)?,
                     Err(e) => return Err(e),
                 }
                 resolve(root, &prefix, flags)?
@@ -142,6 +155,69 @@ fn resolve_or_create(root: &OwnedFd, rel: &str, flags: ResolveFlags) -> Result<O
         parent = Some(fd);
     }
     parent.ok_or(Errno::INVAL)
+}
+
+/// Creates the last of `parts` through a writable clone of the rootfs mount
+/// (made once, kept in `writable`). The clone is detached and private to this
+/// process: the container's own mount stays read-only.
+fn mkdir_through_clone(
+    root: &OwnedFd,
+    parts: &[&str],
+    flags: ResolveFlags,
+    writable: &mut Option<OwnedFd>,
+) -> Result<(), Errno> {
+    if writable.is_none() {
+        let clone = rustix::mount::open_tree(
+            root,
+            "",
+            OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC | OpenTreeFlags::AT_EMPTY_PATH,
+        )?;
+        clear_read_only(&clone)?;
+        *writable = Some(clone);
+    }
+    let clone = writable.as_ref().expect("set above");
+    let (last, parents) = parts.split_last().ok_or(Errno::INVAL)?;
+    let parent = if parents.is_empty() {
+        resolve(clone, ".", flags)?
+    } else {
+        resolve(clone, &parents.join("/"), flags)?
+    };
+    match rustix::fs::mkdirat(&parent, *last, Mode::from_raw_mode(0o755)) {
+        Ok(()) | Err(Errno::EXIST) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// `mount_setattr(2)` (Linux 5.12) clearing `MOUNT_ATTR_RDONLY` on a detached
+/// mount; rustix has no wrapper for it.
+#[allow(unsafe_code)]
+fn clear_read_only(mnt: &OwnedFd) -> Result<(), Errno> {
+    /// `struct mount_attr` from `<linux/mount.h>`.
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    let attr = MountAttr { attr_set: 0, attr_clr: MOUNT_ATTR_RDONLY, propagation: 0, userns_fd: 0 };
+    // SAFETY: the path is a NUL-terminated empty string, `attr` is a valid
+    // `struct mount_attr` that outlives the call, and its size is passed.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            mnt.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc < 0 {
+        return Err(Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::INVAL));
+    }
+    Ok(())
 }
 
 /// A temp target that the image's layout rules out: why, and whether to warn.
@@ -160,10 +236,6 @@ fn skip_reason(err: Errno) -> Option<&'static str> {
 }
 
 impl System {
-    fn root(&self) -> &OwnedFd {
-        self.root.as_ref().expect("open_root before prepare")
-    }
-
     /// Where `fd` landed, as a path inside the rootfs, or `None` when outside.
     fn landed(&self, fd: &OwnedFd) -> Option<String> {
         let name = fd_name(fd);
@@ -297,7 +369,12 @@ impl Mounter for System {
         opts: TmpfsOptions,
     ) -> Result<Prepared<Pending>, ApplyError> {
         let flags = ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_XDEV;
-        let fd = match resolve_or_create(self.root(), target.relative(), flags) {
+        let fd = match resolve_or_create(
+            self.root.as_ref().expect("open_root before prepare"),
+            target.relative(),
+            flags,
+            &mut self.writable_root,
+        ) {
             Ok(fd) => fd,
             Err(e) => {
                 return match skip_reason(e) {
@@ -331,7 +408,12 @@ impl Mounter for System {
         let skip = |reason: String, warn| Ok(Prepared::Skip { reason, warn });
         // /dev/shm is a mount by design: no RESOLVE_NO_XDEV, check what we reach.
         let flags = ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS;
-        let fd = match resolve_or_create(self.root(), &SHM_PATH[1..], flags) {
+        let fd = match resolve_or_create(
+            self.root.as_ref().expect("open_root before prepare"),
+            &SHM_PATH[1..],
+            flags,
+            &mut self.writable_root,
+        ) {
             Ok(fd) => fd,
             Err(e) => {
                 return match skip_reason(e) {
