@@ -282,3 +282,25 @@ fn two_registrations_mount_once() {
         assert_eq!(mounts.iter().filter(|m| m.mount_point == "/tmp").count(), 1, "{}", runtime.bin());
     }
 }
+
+/// The DESIGN.md §1 trap: a createContainer hook that is not really inside
+/// the container must not mount into the bundle's rootfs from the host.
+#[test]
+fn create_container_outside_a_container_is_refused() {
+    require_root();
+    let b = Bundle::new("cc-outside");
+    let before = host_mounts();
+    for pid in [0, 1] {
+        let state = json!({"ociVersion": "1.0.2", "id": "outside", "status": "creating", "pid": pid, "bundle": b.dir});
+        for args in [&["hook", "--stage", "createContainer"][..], &["hook"][..]] {
+            let out = run_hook(args, state.to_string().as_bytes(), Duration::from_secs(10));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{args:?} pid {pid}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+    }
+    assert_eq!(host_mounts(), before, "nothing mounted on the host");
+    let rootfs = b.rootfs().display().to_string();
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!table.contains(&rootfs), "a mount landed in the bundle's rootfs on the host:\n{table}");
+}

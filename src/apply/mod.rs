@@ -95,6 +95,8 @@ pub enum ApplyError {
     SameNamespace(Stage),
     #[error("the hook runs in a pid namespace, as at createContainer, but was told stage {0}; register it with --stage createContainer")]
     InsideContainer(Stage),
+    #[error("at createContainer the hook must run inside the container's pid namespace, and it does not (run by hand, or a container sharing the host's pid namespace); refusing to mount. Register the hook at prestart or createRuntime instead")]
+    NotInContainer,
     #[error("cannot tell the hook stage from the state (pid {0:?}); pass --stage")]
     UnknownStage(Option<i64>),
     #[error("the rootfs {0} is the host's root directory; refusing")]

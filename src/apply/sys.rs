@@ -283,9 +283,14 @@ impl Mounter for System {
         match stage {
             Stage::StartContainer => Err(ApplyError::TooLate),
             Stage::CreateContainer => {
-                // Already in the container's mount namespace, before pivot_root.
-                if Some(own) == init {
-                    return Err(ApplyError::SameNamespace(stage));
+                // We must already be in the container's mount namespace, before
+                // pivot_root. "Not the mount namespace of pid 1" is no proof:
+                // /proc/1/ns may be unreadable (sandboxes, hardened hosts) and a
+                // hook run by hand would then mount on the host. The proof we
+                // demand is positive: the runtime started us inside the
+                // container's pid namespace (runc and crun both do).
+                if pid_namespace_depth() < 2 || Some(own) == init {
+                    return Err(ApplyError::NotInContainer);
                 }
                 Ok(())
             }

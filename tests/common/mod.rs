@@ -344,9 +344,9 @@ pub fn mount_at<'a>(mounts: &'a [MountInfo], point: &str) -> Option<&'a MountInf
     mounts.iter().rev().find(|m| m.mount_point == point)
 }
 
-/// The host's mount table, for "the host is untouched" checks.
+/// The mount table of the runtimes' (this test's) namespace, for "the host is untouched" checks.
 pub fn host_mounts() -> Vec<String> {
-    let text = std::fs::read_to_string("/proc/1/mountinfo").unwrap();
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let mut v: Vec<String> = parse_mountinfo(&text)
         .into_iter()
         // Containers started by concurrent tests come and go; their mounts

@@ -1,0 +1,165 @@
+//! The built binary's commands that need no container: `explain`, `inject`,
+//! usage errors, and the hook's refusals of bad input.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use serde_json::{json, Value};
+
+fn cmd(args: &[&str]) -> std::process::Output {
+    Command::new(hook_bin()).args(args).output().unwrap()
+}
+
+fn text(out: &[u8]) -> String {
+    String::from_utf8_lossy(out).into_owned()
+}
+
+#[test]
+fn explain_text_lists_actions_and_skips() {
+    let mut b = Bundle::new("explain");
+    b.env("TMPDIR=/var/tmp").env("TEMP=../etc").annotate("oci-tmpfs-hook/tmp-size", "512Mi").write();
+    let out = cmd(&["explain", "--bundle", b.dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("acts (root.readonly is true)"), "{s}");
+    assert!(s.contains("mount tmpfs on /tmp: size 512Mi (512Mi, from oci-tmpfs-hook/tmp-size)"), "{s}");
+    assert!(s.contains("mount tmpfs on /var/tmp: size 512Mi"), "{s}");
+    assert!(s.contains("grow /dev/shm (the spec's tmpfs has 64Mi)"), "{s}");
+    assert!(s.contains("TEMP=../etc: not a usable temp dir: is not an absolute path"), "{s}");
+}
+
+#[test]
+fn explain_json_and_writable_root() {
+    let mut b = Bundle::new("explain-json");
+    b.readonly(false).write();
+    let v = b.explain();
+    assert_eq!(v["plan"]["enabled"], json!(false));
+    assert_eq!(v["plan"]["actions"], json!([]));
+    assert_eq!(v["rootfs"], json!(b.rootfs()));
+}
+
+#[test]
+fn explain_uses_the_host_config() {
+    let b = Bundle::new("explain-config");
+    let cfg = b.dir.join("c.toml");
+    std::fs::write(&cfg, "tmp_size = \"1g\"\nextra_targets = [\"/run\"]\n").unwrap();
+    let out =
+        cmd(&["explain", "--json", "--config", cfg.to_str().unwrap(), "--bundle", b.dir.to_str().unwrap()]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let targets: Vec<&str> =
+        v["plan"]["actions"].as_array().unwrap().iter().filter_map(|a| a["target"].as_str()).collect();
+    assert_eq!(targets, ["/tmp", "/run"]);
+    assert_eq!(v["plan"]["actions"][0]["size"]["bytes"], json!(GI));
+}
+
+#[test]
+fn explain_errors_are_one_line_exit_1() {
+    let cases: Vec<(&str, Vec<String>)> = vec![
+        ("missing bundle", vec!["explain".into(), "--bundle".into(), "/nonexistent/bundle".into()]),
+        (
+            "missing explicit config",
+            vec![
+                "explain".into(),
+                "--bundle".into(),
+                "/tmp".into(),
+                "--config".into(),
+                "/nonexistent/c.toml".into(),
+            ],
+        ),
+    ];
+    for (name, args) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = cmd(&args);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        let err = text(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{name}: {err}");
+        assert!(err.starts_with("oci-tmpfs-hook: "), "{name}: {err}");
+    }
+}
+
+#[test]
+fn bad_host_config_names_file_and_key() {
+    let b = Bundle::new("bad-config");
+    let cfg = b.dir.join("c.toml");
+    std::fs::write(&cfg, "tmp_sise = \"1g\"\n").unwrap();
+    let out = cmd(&["explain", "--config", cfg.to_str().unwrap(), "--bundle", b.dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("c.toml") && err.contains("tmp_sise"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in [&["frobnicate"][..], &["hook", "--stage", "poststop"], &["explain"], &[]] {
+        let out = cmd(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+    }
+}
+
+#[test]
+fn inject_is_idempotent_through_the_binary() {
+    let b = Bundle::new("inject");
+    let dir = b.dir.to_str().unwrap();
+    let first = cmd(&["inject", "--bundle", dir, "--stage", "createRuntime"]);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let once = std::fs::read(b.dir.join("config.json")).unwrap();
+    let second = cmd(&["inject", "--bundle", dir, "--stage", "createRuntime"]);
+    assert!(second.status.success());
+    assert!(text(&second.stdout).contains("unchanged"));
+    assert_eq!(std::fs::read(b.dir.join("config.json")).unwrap(), once);
+    let v: Value = serde_json::from_slice(&once).unwrap();
+    let hooks = v["hooks"]["createRuntime"].as_array().unwrap();
+    assert_eq!(hooks.len(), 1);
+    assert_eq!(hooks[0]["path"], json!(std::fs::canonicalize(hook_bin()).unwrap()));
+    assert_eq!(hooks[0]["args"], json!(["oci-tmpfs-hook", "hook", "--stage", "createRuntime"]));
+}
+
+#[test]
+fn hook_refuses_bad_state_with_one_line() {
+    let b = Bundle::new("bad-state");
+    let bundle = b.dir.to_str().unwrap().to_string();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("empty", vec![]),
+        ("garbage", b"not json at all".to_vec()),
+        (
+            "missing bundle",
+            json!({"ociVersion": "1.0.2", "id": "x", "pid": 5, "bundle": "/nonexistent/b"})
+                .to_string()
+                .into_bytes(),
+        ),
+        (
+            "relative bundle",
+            json!({"ociVersion": "1.0.2", "id": "x", "pid": 5, "bundle": "b"}).to_string().into_bytes(),
+        ),
+        ("oversized", vec![b' '; 2 << 20]),
+        (
+            "dead pid",
+            json!({"ociVersion": "1.0.2", "id": "x", "pid": 999_999_999, "bundle": bundle})
+                .to_string()
+                .into_bytes(),
+        ),
+    ];
+    for (name, stdin) in cases {
+        let out = run_hook(&["hook", "--stage", "prestart"], &stdin, Duration::from_secs(10));
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{name}: {err}");
+        assert!(err.starts_with("oci-tmpfs-hook: "), "{name}: {err}");
+        assert!(!err.contains("panicked"), "{name}: {err}");
+    }
+}
+
+#[test]
+fn hook_on_writable_root_does_nothing_silently() {
+    let mut b = Bundle::new("rw-direct");
+    b.readonly(false).write();
+    let state = json!({"ociVersion": "1.0.2", "id": "rw", "pid": 1, "bundle": b.dir});
+    let out =
+        run_hook(&["hook", "--stage", "prestart"], state.to_string().as_bytes(), Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stderr.is_empty() && out.stdout.is_empty());
+}
