@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The test command: as root, on Debian/Ubuntu. Installs what the tests run
+# (runc, crun, busybox-static) when missing, applies the one machine fix they
+# need (DESIGN.md §4: crun wants hugetlb as a cgroup v1 hierarchy on hybrid
+# cgroup hosts), then runs the whole suite with real containers.
+set -Eeuo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "tests/run.sh: run as root (the tests start real containers)" >&2; exit 1; }
+
+need=()
+for pkg in runc crun busybox-static; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "tests/run.sh: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+if [ -d /sys/fs/cgroup/unified ] && ! mountpoint -q /sys/fs/cgroup/hugetlb; then
+  mkdir -p /sys/fs/cgroup/hugetlb
+  mount -t cgroup -o hugetlb cgroup /sys/fs/cgroup/hugetlb
+fi
+
+exec cargo test --locked "$@"
