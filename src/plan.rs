@@ -80,6 +80,9 @@ pub enum Action {
         size: Sizing,
         nr_inodes: Option<u64>,
         noexec: bool,
+        /// Directories (mode 1777) to create inside the fresh tmpfs before it
+        /// is attached, relative to `target`: temp dirs nested in it.
+        subdirs: Vec<String>,
     },
     /// Make `/dev/shm` at least `size`: grow the existing tmpfs, never shrink,
     /// or mount one (nosuid, nodev, noexec) when there is none.
@@ -241,14 +244,6 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
             plan.notes.push(note(subject, format!("it lies inside the spec's mount at {d}"), false));
             continue;
         }
-        if let Some((p, _)) = chosen.iter().find(|(p, _)| path.is_under(p.as_str())) {
-            plan.notes.push(note(
-                subject,
-                format!("it lies inside {p}, which gets a tmpfs; the directory itself is not created"),
-                true,
-            ));
-            continue;
-        }
         if path.as_str().len() > target::TORCH_SOCKET_MAX {
             plan.notes.push(note(
                 subject.clone(),
@@ -261,26 +256,32 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
         }
         chosen.push((path, vec![origin]));
     }
-    // A target that was chosen before a parent of it came along is inside that parent.
-    let parents: Vec<TargetPath> = chosen.iter().map(|(p, _)| p.clone()).collect();
-    chosen.retain(|(p, origins)| match parents.iter().find(|q| p.is_under(q.as_str())) {
-        Some(q) => {
-            plan.notes.push(note(
-                describe(p, &origins[0]),
-                format!("it lies inside {q}, which gets a tmpfs; the directory itself is not created"),
-                true,
-            ));
-            false
+    // A target inside another one (TMPDIR=/tmp/job) is a directory created in
+    // the outer tmpfs, not a second mount.
+    let outer: Vec<TargetPath> = chosen
+        .iter()
+        .map(|(p, _)| p.clone())
+        .filter(|p| !chosen.iter().any(|(q, _)| p.is_under(q.as_str())))
+        .collect();
+    for top in outer {
+        let mut origins = Vec::new();
+        let mut subdirs = Vec::new();
+        for (p, o) in &chosen {
+            if *p == top {
+                origins.extend(o.iter().cloned());
+            } else if p.is_under(top.as_str()) {
+                subdirs.push(p.as_str()[top.as_str().len() + 1..].to_string());
+                origins.extend(o.iter().cloned());
+            }
         }
-        None => true,
-    });
-    for (target, origins) in chosen {
+        subdirs.sort();
         plan.actions.push(Action::MountTmpfs {
-            target,
+            target: top,
             origins,
             size: tmp_size.clone(),
             nr_inodes: settings.nr_inodes,
             noexec: settings.noexec,
+            subdirs,
         });
     }
 
@@ -541,10 +542,14 @@ mod tests {
     }
 
     #[test]
-    fn nested_targets_are_not_mounted_twice() {
-        let c = with(base(), "/process/env", json!(["TMPDIR=/tmp/job"]));
+    fn nested_targets_become_directories_in_the_outer_tmpfs() {
+        let c = with(base(), "/process/env", json!(["TMPDIR=/tmp/job/x", "TEMP=/tmp/a"]));
         let p = plan(&c);
         assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), 4 * GI)]);
+        let Action::MountTmpfs { subdirs, origins, .. } = &p.actions[0] else { panic!() };
+        assert_eq!(subdirs, &["a".to_string(), "job/x".to_string()]);
+        assert_eq!(origins, &[Origin::Default, Origin::Env("TMPDIR"), Origin::Env("TEMP")]);
+        // Order does not matter: the parent may come after the child.
         let s = Settings {
             extra_targets: vec![
                 target::validate("/scratch/a").unwrap(),
@@ -554,6 +559,8 @@ mod tests {
         };
         let p = decide_with(&base(), &s).unwrap();
         assert_eq!(tmpfs_targets(&p).iter().map(|t| t.0.as_str()).collect::<Vec<_>>(), ["/tmp", "/scratch"]);
+        let Action::MountTmpfs { subdirs, .. } = &p.actions[1] else { panic!() };
+        assert_eq!(subdirs, &["a".to_string()]);
     }
 
     #[test]

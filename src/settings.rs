@@ -227,6 +227,26 @@ mod tests {
         }
     }
 
+    /// The commented example in hooks/ parses, commented (defaults) and with
+    /// every key uncommented.
+    #[test]
+    fn example_config_parses() {
+        let text = include_str!("../hooks/config.toml");
+        assert_eq!(Settings::parse(text).unwrap(), Settings::default());
+        let uncommented: String = text
+            .lines()
+            .map(|l| match l.strip_prefix('#') {
+                Some(rest) if rest.contains(" = ") && !rest.starts_with(' ') => rest,
+                _ => l,
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let s = Settings::parse(&uncommented).unwrap();
+        assert_eq!(s.extra_targets.len(), 2);
+        assert_eq!(s.nr_inodes, Some(1048576));
+        assert!(s.log_file.is_some());
+    }
+
     #[test]
     fn syntax_error_names_the_line() {
         let err = Settings::parse("tmp_size = \"1g\"\nnoexec = tru\n").unwrap_err();

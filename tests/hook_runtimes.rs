@@ -304,3 +304,20 @@ fn create_container_outside_a_container_is_refused() {
     let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(!table.contains(&rootfs), "a mount landed in the bundle's rootfs on the host:\n{table}");
 }
+
+/// TMPDIR inside /tmp: one tmpfs on /tmp with the directory made in it.
+#[test]
+fn nested_tmpdir_is_created_inside_the_tmp_tmpfs() {
+    require_root();
+    for runtime in Runtime::ALL {
+        let mut b = Bundle::new("nested");
+        b.script("cat /proc/self/mountinfo; echo MODE $(stat -c %a /tmp/job/work); touch /tmp/job/work/f && echo NESTED_OK")
+            .env("TMPDIR=/tmp/job/work")
+            .inject("prestart");
+        let run = b.run(runtime);
+        run.assert_ok();
+        assert_eq!(run.mounts().iter().filter(|m| m.mount_point.starts_with("/tmp")).count(), 1);
+        assert!(run.stdout().contains("MODE 1777") && run.stdout().contains("NESTED_OK"), "{}", run.stdout());
+        assert!(!b.rootfs().join("tmp/job").exists(), "created in the tmpfs, not in the image");
+    }
+}

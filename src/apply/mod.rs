@@ -19,11 +19,13 @@ use crate::stage::Stage;
 use crate::target::TargetPath;
 
 /// Options of a fresh tmpfs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TmpfsOptions {
     pub size: Bytes,
     pub nr_inodes: Option<u64>,
     pub noexec: bool,
+    /// Directories (mode 1777) to create inside it before it is attached.
+    pub subdirs: Vec<String>,
 }
 
 /// The outcome of preparing one action.
@@ -139,8 +141,13 @@ pub fn apply<M: Mounter>(
     let mut ready = Vec::new();
     for action in &plan.actions {
         let (subject, done, prepared) = match action {
-            Action::MountTmpfs { target, size, nr_inodes, noexec, .. } => {
-                let opts = TmpfsOptions { size: size.bytes, nr_inodes: *nr_inodes, noexec: *noexec };
+            Action::MountTmpfs { target, size, nr_inodes, noexec, subdirs, .. } => {
+                let opts = TmpfsOptions {
+                    size: size.bytes,
+                    nr_inodes: *nr_inodes,
+                    noexec: *noexec,
+                    subdirs: subdirs.clone(),
+                };
                 (
                     target.to_string(),
                     format!("mounted tmpfs on {target} (size {})", size.bytes),
@@ -246,6 +253,7 @@ mod tests {
             size: sizing(1 << 30),
             nr_inodes: None,
             noexec: false,
+            subdirs: vec![],
         };
         Plan {
             enabled: true,

@@ -220,6 +220,27 @@ fn clear_read_only(mnt: &OwnedFd) -> Result<(), Errno> {
     Ok(())
 }
 
+/// Creates `rel` (and its parents), mode 1777, inside a fresh, still detached
+/// tmpfs: nobody else can see it yet, and `O_NOFOLLOW` keeps it that simple.
+fn make_dirs_1777(mnt: &OwnedFd, rel: &str) -> Result<(), Errno> {
+    let mut dir =
+        rustix::fs::openat(mnt, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    for part in rel.split('/').filter(|p| !p.is_empty()) {
+        match rustix::fs::mkdirat(&dir, part, Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(e),
+        }
+        dir = rustix::fs::openat(
+            &dir,
+            part,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        rustix::fs::fchmod(&dir, Mode::from_raw_mode(0o1777))?;
+    }
+    Ok(())
+}
+
 /// A temp target that the image's layout rules out: why, and whether to warn.
 fn skip_reason(err: Errno) -> Option<&'static str> {
     Some(match err {
@@ -406,6 +427,11 @@ impl Mounter for System {
             attrs |= MountAttrFlags::MOUNT_ATTR_NOEXEC;
         }
         let mnt = self.new_tmpfs(opts.size, opts.nr_inodes, attrs, target.as_str())?;
+        for dir in &opts.subdirs {
+            make_dirs_1777(&mnt, dir).map_err(|e| {
+                ApplyError::sys("creating a directory in the new tmpfs", format!("{target}/{dir}"), e)
+            })?;
+        }
         Ok(Prepared::Ready(Pending::Attach { mnt, target: fd, what: target.to_string() }))
     }
 

@@ -39,7 +39,19 @@ fn sizing(s: &Sizing) -> String {
         (Basis::HostRam, Some(b)) => format!("{} of host RAM {b}", s.requested),
         _ => s.requested.clone(),
     };
-    format!("{} ({basis}, from {})", s.bytes, s.from)
+    format!("{} ({basis}, from {})", approx(s.bytes), s.from)
+}
+
+/// "512Mi", or "6171024Ki (~5.9Gi)" when the exact form is hard to read.
+fn approx(b: crate::size::Bytes) -> String {
+    let exact = b.to_string();
+    let units = [("Ti", 1u64 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)];
+    match units.iter().find(|(_, u)| b.0 >= *u) {
+        Some((name, unit)) if !exact.ends_with(name) => {
+            format!("{exact} (~{:.1}{name})", b.0 as f64 / *unit as f64)
+        }
+        _ => exact,
+    }
 }
 
 /// The text form of a plan.
@@ -56,7 +68,7 @@ pub fn render(bundle: &Path, rootfs: Option<&Path>, plan: &Plan) -> String {
     }
     for action in &plan.actions {
         match action {
-            Action::MountTmpfs { target, origins, size, nr_inodes, noexec } => {
+            Action::MountTmpfs { target, origins, size, nr_inodes, noexec, subdirs } => {
                 let from: Vec<String> = origins
                     .iter()
                     .map(|o| match o {
@@ -78,6 +90,9 @@ pub fn render(bundle: &Path, rootfs: Option<&Path>, plan: &Plan) -> String {
                     sizing(size),
                     from.join(", ")
                 );
+                for dir in subdirs {
+                    let _ = writeln!(out, "    with directory {target}/{dir} (mode 1777) inside it");
+                }
             }
             Action::Shm { size, existing } => {
                 let what = match existing {
