@@ -157,23 +157,19 @@ impl Bundle {
 
     /// Writes the config, then registers the hook with `inject` at `stage`.
     pub fn inject(&mut self, stage: &str) -> &mut Self {
-        self.write();
-        let out = Command::new(hook_bin())
-            .args(["inject", "--stage", stage, "--bundle"])
-            .arg(&self.dir)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "inject: {}", String::from_utf8_lossy(&out.stderr));
-        self.config = serde_json::from_slice(&std::fs::read(self.dir.join("config.json")).unwrap()).unwrap();
-        self
+        self.inject_args(stage, &[])
     }
 
-    /// Like [`Bundle::inject`] with extra hook arguments (e.g. `--config`).
+    /// Like [`Bundle::inject`], with the hook reading the host config `config`.
     pub fn inject_with_config(&mut self, stage: &str, config: &Path) -> &mut Self {
+        self.inject_args(stage, &["--config".as_ref(), config.as_os_str()])
+    }
+
+    fn inject_args(&mut self, stage: &str, extra: &[&std::ffi::OsStr]) -> &mut Self {
         self.write();
         let out = Command::new(hook_bin())
-            .args(["inject", "--stage", stage, "--config"])
-            .arg(config)
+            .args(["inject", "--stage", stage])
+            .args(extra)
             .arg("--bundle")
             .arg(&self.dir)
             .output()
