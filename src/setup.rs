@@ -459,7 +459,12 @@ pub fn edit_containerd(
         if emptied && ctd.iter().all(|(_, item)| item.is_table()) {
             ctd.set_implicit(true);
         }
-        return Ok(Some(doc.to_string()));
+        let out = doc.to_string();
+        // What setup creates from nothing goes away entirely.
+        if out.trim() == "version = 2" {
+            return Ok(None);
+        }
+        return Ok(Some(out));
     }
 
     let ctd = table_mut(doc.as_table_mut(), &ctd_keys, path)?;
@@ -693,8 +698,10 @@ pub fn plan(opts: &Options) -> Result<Plan, SetupError> {
         plan.unchanged.push(path);
         return Ok(plan);
     }
+    // The original is saved before setup first changes it; undo only takes
+    // out what setup put in, so it needs no backup of its own.
     let backup = match (&before, opts.engine) {
-        (Some(text), Engine::Docker | Engine::Containerd) => Some(backup_path(&path, text)?),
+        (Some(text), Engine::Docker | Engine::Containerd) if !opts.undo => Some(backup_path(&path, text)?),
         _ => None,
     };
     plan.changes.push(Change { path, before, after, backup });
@@ -1021,6 +1028,7 @@ BinaryName = "/usr/local/bin/oci-tmpfs-runtime"
         assert_eq!(rt["oci-tmpfs"]["options"]["BinaryName"].as_str(), Some(WRAPPER));
         assert_eq!(rt["runc"]["runtime_type"].as_str(), Some("io.containerd.runc.v2"));
         assert_eq!(ctd(None, false, true).unwrap(), None);
+        assert_eq!(ctd(Some(&out), false, true).unwrap(), None, "undo of a file setup created removes it");
 
         let commented =
             "# my containerd\nversion = 2 # two\n\n# grpc\n[grpc]\n  address = \"/run/c.sock\" # sock\n";
@@ -1139,11 +1147,14 @@ BinaryName = "/usr/local/bin/oci-tmpfs-runtime"
         let undo = plan(&Options { undo: true, ..o.clone() }).unwrap();
         apply(&undo).unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), original);
-        // the undo's backup holds the configured file, under a new name
-        assert_eq!(fs::read_to_string(format!("{}.1", backup.display())).unwrap(), written);
+        assert_eq!(fs::read_to_string(&backup).unwrap(), original);
         let names: Vec<_> =
             fs::read_dir(root.join("etc/docker")).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(names.len(), 3, "no temp file left: {names:?}");
+        assert_eq!(names.len(), 2, "no temp file, no second backup: {names:?}");
+        // a later setup over a changed file keeps the first backup and adds another
+        fs::write(&path, "{\"debug\": false}\n").unwrap();
+        let p = plan(&o).unwrap();
+        assert_eq!(p.changes[0].backup, Some(PathBuf::from(format!("{}.1", backup.display()))));
         fs::remove_dir_all(&root).unwrap();
     }
 
