@@ -414,3 +414,80 @@ fn real_containerd_loads_the_setup_config() {
     assert!(log.contains("oci-tmpfs:{Type:io.containerd.runc.v2"), "CRI config lists our runtime: {log}");
     assert!(log.contains("PodAnnotations:[oci-tmpfs-hook/*]"), "annotations pass through: {log}");
 }
+
+/// dockerd itself loads what `setup docker --default` wrote: `docker info`
+/// lists the runtime and names it the default.
+#[test]
+fn real_dockerd_loads_the_setup_daemon_json() {
+    require_root();
+    let dockerd = Path::new("/usr/sbin/dockerd");
+    assert!(dockerd.exists(), "dockerd is not installed (.ci/run installs docker.io)");
+    let root = Root::new("dockerd");
+    let wrapper = root.path("/bin/oci-tmpfs-runtime");
+    fs::create_dir_all(wrapper.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(hook_bin(), &wrapper).unwrap();
+    let config = root.write("/etc/docker/daemon.json", "{\n  \"log-level\": \"warn\"\n}\n");
+    let wrapper_arg = wrapper.display().to_string();
+    let out = run(
+        &hook_bin(),
+        &[
+            "setup",
+            "docker",
+            "--default",
+            "--daemon-json",
+            &config.display().to_string(),
+            "--runtime-path",
+            &wrapper_arg,
+        ],
+    );
+    assert_ok(&out);
+    let sock = root.path("/d.sock");
+    let host = format!("unix://{}", sock.display());
+    let log = fs::File::create(root.path("/dockerd.log")).unwrap();
+    let mut daemon = Command::new(dockerd)
+        .arg("--config-file")
+        .arg(&config)
+        .args(["--iptables=false", "--ip6tables=false", "--bridge=none", "-H", &host])
+        .arg("--data-root")
+        .arg(root.path("/data"))
+        .arg("--exec-root")
+        .arg(root.path("/exec"))
+        .arg("--pidfile")
+        .arg(root.path("/dockerd.pid"))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    /// SIGTERM, so that dockerd stops the containerd it started.
+    struct Stop<'a>(&'a mut std::process::Child);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            if let Some(pid) = rustix::process::Pid::from_raw(self.0.id() as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.0.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _stop = Stop(&mut daemon);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let info = loop {
+        let out = Command::new("docker").args(["-H", &host, "info"]).output().unwrap();
+        if out.status.success() {
+            break text(&out.stdout);
+        }
+        assert!(Instant::now() < deadline, "dockerd did not come up: {}", root.read("/dockerd.log"));
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let runtimes = info.lines().find(|l| l.trim_start().starts_with("Runtimes:")).unwrap_or("");
+    assert!(runtimes.split_whitespace().any(|w| w == "oci-tmpfs"), "{info}");
+    assert!(info.contains("Default Runtime: oci-tmpfs"), "{info}");
+}
