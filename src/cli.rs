@@ -55,9 +55,11 @@ pub enum Command {
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
     },
-    /// Register the hook with an engine: Podman / CRI-O hooks dir, Docker
-    /// daemon.json runtime, containerd runtime. Idempotent; never restarts a
-    /// daemon (prints the command).
+    /// Register the hook with podman, crio, docker or containerd.
+    ///
+    /// Podman / CRI-O: the hook JSON in the hooks dir. Docker: a runtime in
+    /// daemon.json. containerd: a runtime in config.toml. Idempotent; never
+    /// restarts a daemon (prints the command).
     Setup {
         /// The engine: podman, crio, docker or containerd.
         #[arg(value_enum)]
@@ -90,8 +92,10 @@ pub enum Command {
         #[arg(long, value_name = "PATH")]
         containerd_config: Option<PathBuf>,
     },
-    /// Check this host: kernel features, privileges, host config, and each
-    /// engine's registration. Exit 0 when all is well, 1 with a fix per problem.
+    /// Check the kernel, privileges, host config and engine registrations.
+    ///
+    /// One line per check, `ok` or `problem` with the fix. Exit 0 when all is
+    /// well, 1 otherwise.
     Doctor {
         /// Host config file [default: /etc/oci-tmpfs-hook/config.toml].
         #[arg(long, value_name = "PATH")]

@@ -398,6 +398,28 @@ fn containerd_checks(ctx: &Context) -> Vec<Check> {
         }
         Err(e) => return vec![Check::problem(what, crate::commands::chain(&e), setup_fix(engine))],
     };
+    // containerd's own view (imports merged, defaults filled) beats our
+    // reading of one file; not under --root, where the binary is not the one
+    // that will read the file.
+    let mut checks = Vec::new();
+    let mut text = text;
+    let mut source = path.display().to_string();
+    if ctx.search_path {
+        if let Some(bin) = on_path("containerd") {
+            match containerd_dump(&bin, &path) {
+                Ok(dump) => {
+                    text = dump;
+                    source = format!("{} (as `containerd config dump` merges it)", path.display());
+                }
+                Err(why) => checks.push(Check::problem(
+                    what,
+                    format!("`containerd --config {} config dump` fails: {why}", path.display()),
+                    "fix the config until `containerd config dump` accepts it",
+                )),
+            }
+        }
+    }
+    let path = PathBuf::from(source);
     let doc: toml::Table = match toml::from_str(&text) {
         Ok(v) => v,
         Err(e) => {
@@ -423,7 +445,6 @@ fn containerd_checks(ctx: &Context) -> Vec<Check> {
     let ctd = doc.get("plugins").and_then(|p| p.get(plugin)).and_then(|c| c.get("containerd"));
     let runtimes = ctd.and_then(|c| c.get("runtimes")).and_then(toml::Value::as_table);
     let ours = runtimes.and_then(|r| r.get(RUNTIME_NAME));
-    let mut checks = Vec::new();
     match ours {
         None => checks.push(Check::problem(
             what,
@@ -462,6 +483,40 @@ fn containerd_checks(ctx: &Context) -> Vec<Check> {
         }
     }
     checks
+}
+
+/// `containerd --config PATH config dump`, bounded to ten seconds.
+fn containerd_dump(bin: &Path, config: &Path) -> Result<String, String> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(bin)
+        .arg("--config")
+        .arg(config)
+        .args(["config", "dump"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("timed out".into());
+            }
+        }
+    }
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(err.lines().last().unwrap_or("failed").trim().to_string());
+    }
+    String::from_utf8(out.stdout).map_err(|_| "not UTF-8".into())
 }
 
 /// The wrapper execs the host config's `runtime_path`, else `runc` on PATH.

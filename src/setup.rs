@@ -691,6 +691,14 @@ pub fn plan(opts: &Options) -> Result<Plan, SetupError> {
             let path = config_file(opts);
             let before = read_text(&path)?;
             let after = edit_containerd(&path, before.as_deref(), &opts.wrapper, opts.default, opts.undo)?;
+            if let Some(imports) = before.as_deref().and_then(containerd_imports) {
+                plan.notes.push(format!(
+                    "{} imports {imports}: before containerd 2.0 an imported file with its own CRI plugin \
+                     section replaces this file's whole section, runtimes included; check with \
+                     `containerd config dump`",
+                    path.display()
+                ));
+            }
             (path, after)
         }
     };
@@ -707,6 +715,14 @@ pub fn plan(opts: &Options) -> Result<Plan, SetupError> {
     };
     plan.changes.push(Change { path, before, after, backup });
     Ok(plan)
+}
+
+/// The non-empty `imports` list of a containerd config, for a warning.
+fn containerd_imports(text: &str) -> Option<String> {
+    let doc: toml::Table = toml::from_str(text).ok()?;
+    let list = doc.get("imports")?.as_array()?;
+    let names: Vec<&str> = list.iter().filter_map(toml::Value::as_str).collect();
+    (!names.is_empty()).then(|| names.join(", "))
 }
 
 /// `FILE.bak-oci-tmpfs-hook`, or `.1`, `.2`... when that holds something
