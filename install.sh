@@ -1,42 +1,98 @@
 #!/usr/bin/env bash
-# Builds and installs oci-tmpfs-hook and its example host config.
+# Builds and installs oci-tmpfs-hook, its runtime wrapper name and example host
+# config, and registers it with the container engines (through `setup`, so all
+# JSON/TOML editing is done by the tested binary, never by this script).
 set -Eeuo pipefail
 
 usage() {
   cat <<'USAGE'
-Usage: ./install.sh [--prefix DIR] [--dry-run] [--uninstall] [--help]
+Usage: ./install.sh [--prefix DIR] [--engines LIST] [--dry-run] [--uninstall] [--help]
 
 Builds the release binary with cargo and installs:
   PREFIX/bin/oci-tmpfs-hook                       the hook
+  PREFIX/bin/oci-tmpfs-runtime                    symlink: the runtime wrapper (Docker, containerd)
   /etc/oci-tmpfs-hook/config.toml                 example host config (kept if present)
+then runs `oci-tmpfs-hook setup ENGINE` for each engine.
 
-  --prefix DIR   install prefix (default /usr/local)
-  --dry-run      print what would be done, change nothing
-  --uninstall    remove what install put there (a changed config is kept)
-  DESTDIR=...    stage everything under DESTDIR (for packaging)
+  --prefix DIR     install prefix (default /usr/local)
+  --engines LIST   comma-separated: podman,crio,docker,containerd, or none
+                   (default: every engine found on PATH: podman, crio, dockerd, containerd)
+  --dry-run        print what would be done (setup prints its diffs), change nothing
+  --uninstall      undo setup for the engines, remove what install put there
+                   (a changed config is kept)
+  DESTDIR=...      stage everything under DESTDIR (for packaging); setup then
+                   edits the engine configs under DESTDIR too (--root)
+  OCI_TMPFS_HOOK_BINARY=PATH   install this binary instead of building one
+
+Daemons are never restarted: setup prints the command (e.g. systemctl restart docker).
 USAGE
 }
 
-prefix=/usr/local dry=0 uninstall=0
+prefix=/usr/local dry=0 uninstall=0 engines=auto
 while [ $# -gt 0 ]; do
   case "$1" in
     --prefix) prefix=${2:?--prefix needs a directory}; shift 2 ;;
     --prefix=*) prefix=${1#*=}; shift ;;
+    --engines) engines=${2:?--engines needs a list}; shift 2 ;;
+    --engines=*) engines=${1#*=}; shift ;;
     --dry-run) dry=1; shift ;;
     --uninstall) uninstall=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "install.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
   esac
 done
+case "$prefix" in
+  /*) ;;
+  *) echo "install.sh: --prefix must be an absolute path" >&2; exit 2 ;;
+esac
 
 here=$(cd "$(dirname "$0")" && pwd)
 dest=${DESTDIR:-}
-bin="$dest$prefix/bin/oci-tmpfs-hook"
+hook_path="$prefix/bin/oci-tmpfs-hook"
+wrapper_path="$prefix/bin/oci-tmpfs-runtime"
+bin="$dest$hook_path"
+wrapper="$dest$wrapper_path"
 confdir="$dest/etc/oci-tmpfs-hook"
 
 run() { if [ "$dry" = 1 ]; then echo "+ $*"; else "$@"; fi; }
 
+# The engines to register with.
+selected=()
+if [ "$engines" = auto ]; then
+  for pair in podman:podman crio:crio docker:dockerd containerd:containerd; do
+    if command -v "${pair#*:}" >/dev/null 2>&1; then selected+=("${pair%%:*}"); fi
+  done
+  echo "engines found: ${selected[*]:-none}"
+elif [ "$engines" != none ]; then
+  IFS=, read -r -a selected <<<"$engines"
+  for e in "${selected[@]}"; do
+    case "$e" in
+      podman|crio|docker|containerd) ;;
+      *) echo "install.sh: unknown engine $e (podman, crio, docker, containerd, none)" >&2; exit 2 ;;
+    esac
+  done
+fi
+
+# Runs `setup` for every selected engine with the binary $1 and extra flags.
+setup_engines() {
+  local setup_bin=$1; shift
+  local root_args=()
+  if [ -n "$dest" ]; then root_args=(--root "$dest"); fi
+  for e in "${selected[@]}"; do
+    "$setup_bin" setup "$e" --hook-path "$hook_path" --runtime-path "$wrapper_path" \
+      ${root_args[@]+"${root_args[@]}"} "$@"
+  done
+}
+
 if [ "$uninstall" = 1 ]; then
+  if [ "${#selected[@]}" -gt 0 ]; then
+    if [ -x "$bin" ]; then
+      if [ "$dry" = 1 ]; then setup_engines "$bin" --undo --dry-run; else setup_engines "$bin" --undo; fi
+    else
+      echo "install.sh: $bin is missing, so engine registrations are left as they are" >&2
+    fi
+  fi
+  if [ -L "$wrapper" ]; then run rm -f "$wrapper"; fi
   run rm -f "$bin"
   if [ -f "$confdir/config.toml" ] && cmp -s "$confdir/config.toml" "$here/hooks/config.toml"; then
     run rm -f "$confdir/config.toml"
@@ -53,9 +109,23 @@ else
   built="$here/target/release/oci-tmpfs-hook"
 fi
 run install -D -m 0755 "$built" "$bin"
+# containerd's BinaryName takes no arguments: the wrapper is this binary under a second name.
+run ln -sfn oci-tmpfs-hook "$wrapper"
 if [ -e "$confdir/config.toml" ]; then
   echo "keeping existing $confdir/config.toml"
 else
   run install -D -m 0644 "$here/hooks/config.toml" "$confdir/config.toml"
 fi
-echo "installed $bin"
+
+if [ "${#selected[@]}" -gt 0 ]; then
+  if [ "$dry" = 0 ]; then
+    setup_engines "$bin"
+  elif [ -x "$built" ]; then
+    setup_engines "$built" --dry-run
+  elif [ -x "$bin" ]; then
+    setup_engines "$bin" --dry-run
+  else
+    for e in "${selected[@]}"; do echo "+ $bin setup $e --hook-path $hook_path --runtime-path $wrapper_path"; done
+  fi
+fi
+if [ "$dry" = 1 ]; then echo "dry run: nothing changed"; else echo "installed $bin"; fi

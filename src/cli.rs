@@ -55,6 +55,56 @@ pub enum Command {
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
     },
+    /// Register the hook with podman, crio, docker or containerd.
+    ///
+    /// Podman / CRI-O: the hook JSON in the hooks dir. Docker: a runtime in
+    /// daemon.json. containerd: a runtime in config.toml. Idempotent; never
+    /// restarts a daemon (prints the command).
+    Setup {
+        /// The engine: podman, crio, docker or containerd.
+        #[arg(value_enum)]
+        engine: crate::setup::Engine,
+        /// Print the change (a diff), write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Remove the registration instead (only what setup added).
+        #[arg(long)]
+        undo: bool,
+        /// Docker, containerd: also make oci-tmpfs the default runtime.
+        #[arg(long)]
+        default: bool,
+        /// Path of the hook binary the engine runs [default: this binary].
+        #[arg(long, value_name = "PATH")]
+        hook_path: Option<PathBuf>,
+        /// Path of the runtime wrapper (Docker, containerd) [default: oci-tmpfs-runtime next to the hook].
+        #[arg(long, value_name = "PATH")]
+        runtime_path: Option<PathBuf>,
+        /// Prefix every default system path with DIR (packaging, tests).
+        #[arg(long, value_name = "DIR")]
+        root: Option<PathBuf>,
+        /// Podman, CRI-O: the hooks dir [default: /usr/share/containers/oci/hooks.d; CRI-O: its hooks_dir].
+        #[arg(long, value_name = "DIR")]
+        hooks_dir: Option<PathBuf>,
+        /// Docker: the daemon config [default: /etc/docker/daemon.json].
+        #[arg(long, value_name = "PATH")]
+        daemon_json: Option<PathBuf>,
+        /// containerd: the config [default: /etc/containerd/config.toml].
+        #[arg(long, value_name = "PATH")]
+        containerd_config: Option<PathBuf>,
+    },
+    /// Check the kernel, privileges, host config and engine registrations.
+    ///
+    /// One line per check, `ok` or `problem` with the fix. Exit 0 when all is
+    /// well, 1 otherwise.
+    Doctor {
+        /// Host config file [default: /etc/oci-tmpfs-hook/config.toml].
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+        /// Look for engine configs (and the default host config) under DIR;
+        /// engines are then detected by their config files only.
+        #[arg(long, value_name = "DIR")]
+        root: Option<PathBuf>,
+    },
 }
 
 impl clap::builder::ValueParserFactory for Stage {

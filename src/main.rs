@@ -15,5 +15,29 @@ fn main() -> ExitCode {
         Command::Inject { bundle, stage, hook_path, config } => {
             commands::inject::run(bundle, *stage, hook_path.as_deref(), config.as_deref())
         }
+        Command::Setup {
+            engine,
+            dry_run,
+            undo,
+            default,
+            hook_path,
+            runtime_path,
+            root,
+            hooks_dir,
+            daemon_json,
+            containerd_config,
+        } => commands::setup::run(&commands::setup::Args {
+            engine: *engine,
+            dry_run: *dry_run,
+            undo: *undo,
+            default: *default,
+            hook_path: hook_path.clone(),
+            runtime_path: runtime_path.clone(),
+            root: root.clone(),
+            hooks_dir: hooks_dir.clone(),
+            daemon_json: daemon_json.clone(),
+            containerd_config: containerd_config.clone(),
+        }),
+        Command::Doctor { config, root } => commands::doctor::run(config.as_deref(), root.as_deref()),
     }
 }

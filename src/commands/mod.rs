@@ -1,8 +1,10 @@
 //! Thin handlers: gather inputs, call the library, print, pick the exit code.
 
+pub mod doctor;
 pub mod explain;
 pub mod hook;
 pub mod inject;
+pub mod setup;
 
 use std::error::Error;
 use std::process::ExitCode;

@@ -1,0 +1,493 @@
+//! `setup`, `doctor` and `install.sh` run as built, against temporary roots;
+//! and a containerd config written by `setup` loaded by a real containerd.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{hook_bin, require_root, unique};
+
+const HOOK: &str = "/usr/local/bin/oci-tmpfs-hook";
+const WRAPPER: &str = "/usr/local/bin/oci-tmpfs-runtime";
+
+/// A temporary root, removed on drop.
+struct Root(PathBuf);
+
+impl Root {
+    fn new(name: &str) -> Root {
+        let dir = std::env::temp_dir().join(unique(name));
+        fs::create_dir_all(&dir).unwrap();
+        Root(dir.canonicalize().unwrap())
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.0.join(rel.trim_start_matches('/'))
+    }
+
+    fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.path(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn read(&self, rel: &str) -> String {
+        fs::read_to_string(self.path(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    }
+
+    /// Every file and symlink under the root (relative path -> contents or
+    /// "-> target"), to compare trees before and after.
+    fn tree(&self) -> BTreeMap<String, String> {
+        fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<String, String>) {
+            for e in fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                let rel = p.strip_prefix(base).unwrap().display().to_string();
+                let meta = fs::symlink_metadata(&p).unwrap();
+                if meta.file_type().is_symlink() {
+                    out.insert(rel, format!("-> {}", fs::read_link(&p).unwrap().display()));
+                } else if meta.is_dir() {
+                    walk(&p, base, out);
+                } else {
+                    let bytes = fs::read(&p).unwrap();
+                    out.insert(rel, String::from_utf8(bytes).unwrap_or_else(|_| "<binary>".into()));
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        walk(&self.0, &self.0, &mut out);
+        out
+    }
+
+    fn root_arg(&self) -> String {
+        self.0.display().to_string()
+    }
+}
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run(bin: &Path, args: &[&str]) -> Output {
+    Command::new(bin).args(args).stdin(Stdio::null()).output().expect("running the binary")
+}
+
+fn setup(root: &Root, args: &[&str]) -> Output {
+    let r = root.root_arg();
+    let mut all = vec!["setup"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--root", &r, "--hook-path", HOOK, "--runtime-path", WRAPPER]);
+    run(&hook_bin(), &all)
+}
+
+fn text(out: &[u8]) -> String {
+    String::from_utf8_lossy(out).into_owned()
+}
+
+#[track_caller]
+fn assert_ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+#[test]
+fn docker_twice_is_unchanged_and_undo_restores() {
+    let root = Root::new("docker");
+    let original = "{\n    \"log-driver\": \"journald\",\n    \"storage-driver\": \"overlay2\"\n}\n";
+    let path = root.write("/etc/docker/daemon.json", original);
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
+
+    let first = assert_ok(&setup(&root, &["docker"]));
+    assert!(first.contains("docker: updated"), "{first}");
+    assert!(first.contains("systemctl restart docker"), "{first}");
+    let configured = root.read("/etc/docker/daemon.json");
+    assert_eq!(
+        configured,
+        "{\n    \"log-driver\": \"journald\",\n    \"storage-driver\": \"overlay2\",\n    \"runtimes\": {\n        \"oci-tmpfs\": {\n            \"path\": \"/usr/local/bin/oci-tmpfs-runtime\"\n        }\n    }\n}\n"
+    );
+    assert_eq!(root.read("/etc/docker/daemon.json.bak-oci-tmpfs-hook"), original);
+    assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o7777, 0o640, "mode kept");
+
+    let tree = root.tree();
+    let second = assert_ok(&setup(&root, &["docker"]));
+    assert!(second.contains("already set up; unchanged"), "{second}");
+    assert!(!second.contains("systemctl restart"), "{second}");
+    assert_eq!(root.tree(), tree, "second run changes nothing");
+
+    let undo = assert_ok(&setup(&root, &["docker", "--undo"]));
+    assert!(undo.contains("docker: updated"), "{undo}");
+    assert_eq!(root.read("/etc/docker/daemon.json"), original, "undo restores the bytes");
+    let again = assert_ok(&setup(&root, &["docker", "--undo"]));
+    assert!(again.contains("has no registration; unchanged"), "{again}");
+}
+
+#[test]
+fn docker_default_and_dry_run_writes_nothing() {
+    let root = Root::new("docker-dry");
+    root.write("/etc/docker/daemon.json", "{\"debug\": true}\n");
+    let before = root.tree();
+    let out = assert_ok(&setup(&root, &["docker", "--default", "--dry-run"]));
+    assert!(out.contains("would update"), "{out}");
+    assert!(out.contains("-{\"debug\": true}"), "diff shows the old line: {out}");
+    assert!(out.contains("+{\"debug\":true,\"runtimes\":{\"oci-tmpfs\":{\"path\":\"/usr/local/bin/oci-tmpfs-runtime\"}},\"default-runtime\":\"oci-tmpfs\"}"), "{out}");
+    assert!(out.contains("dry run: nothing written"), "{out}");
+    assert_eq!(root.tree(), before, "dry run wrote nothing");
+
+    assert_ok(&setup(&root, &["docker", "--default"]));
+    assert_eq!(
+        root.read("/etc/docker/daemon.json"),
+        "{\"debug\":true,\"runtimes\":{\"oci-tmpfs\":{\"path\":\"/usr/local/bin/oci-tmpfs-runtime\"}},\"default-runtime\":\"oci-tmpfs\"}\n"
+    );
+    assert_ok(&setup(&root, &["docker", "--undo"]));
+    assert_eq!(root.read("/etc/docker/daemon.json"), "{\"debug\":true}\n");
+}
+
+#[test]
+fn malformed_configs_are_refused_with_file_and_line() {
+    let root = Root::new("bad");
+    let bad_json = "{\n  \"debug\": true,\n  \"runtimes\": {\n}\n";
+    root.write("/etc/docker/daemon.json", bad_json);
+    let bad_toml = "version = 2\n# comment\n[plugins.\"io.containerd.grpc.v1.cri\"\nx = 1\n";
+    root.write("/etc/containerd/config.toml", bad_toml);
+    let before = root.tree();
+    for (engine, file, line) in [("docker", "daemon.json", "line 5"), ("containerd", "config.toml", "line 3")]
+    {
+        let out = setup(&root, &[engine]);
+        assert_eq!(out.status.code(), Some(1), "{engine}: {out:?}");
+        let err = text(&out.stderr);
+        assert!(err.contains(file) && err.contains(line), "{engine}: {err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+    }
+    assert_eq!(root.tree(), before, "nothing written");
+}
+
+#[test]
+fn containerd_keeps_comments_and_undo_restores() {
+    let root = Root::new("containerd");
+    let original = "# containerd config, managed by hand\nversion = 2\nroot = \"/var/lib/containerd\" # big disk\n\n[plugins]\n  [plugins.\"io.containerd.grpc.v1.cri\"]\n    sandbox_image = \"registry.k8s.io/pause:3.6\" # pinned\n    [plugins.\"io.containerd.grpc.v1.cri\".cni]\n      bin_dir = \"/usr/lib/cni\"\n";
+    root.write("/etc/containerd/config.toml", original);
+    let out = assert_ok(&setup(&root, &["containerd"]));
+    assert!(out.contains("systemctl restart containerd"), "{out}");
+    let configured = root.read("/etc/containerd/config.toml");
+    assert!(configured.starts_with(original), "everything before is kept verbatim:\n{configured}");
+    assert!(configured.contains(
+        "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.oci-tmpfs.options]\nBinaryName = \"/usr/local/bin/oci-tmpfs-runtime\"\n"
+    ));
+    assert_eq!(root.read("/etc/containerd/config.toml.bak-oci-tmpfs-hook"), original);
+    let tree = root.tree();
+    assert!(assert_ok(&setup(&root, &["containerd"])).contains("unchanged"));
+    assert_eq!(root.tree(), tree);
+    assert_ok(&setup(&root, &["containerd", "--undo"]));
+    assert_eq!(root.read("/etc/containerd/config.toml"), original);
+}
+
+#[test]
+fn podman_and_crio_hooks_json() {
+    let root = Root::new("hooks");
+    let out = assert_ok(&setup(&root, &["podman"]));
+    assert!(!out.contains("restart"), "podman needs no restart: {out}");
+    let expected = "{\n  \"version\": \"1.0.0\",\n  \"hook\": {\n    \"path\": \"/usr/local/bin/oci-tmpfs-hook\",\n    \"args\": [\n      \"oci-tmpfs-hook\",\n      \"hook\",\n      \"--stage\",\n      \"prestart\"\n    ],\n    \"env\": [\n      \"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"\n    ]\n  },\n  \"when\": {\n    \"always\": true\n  },\n  \"stages\": [\n    \"prestart\"\n  ]\n}\n";
+    assert_eq!(root.read("/usr/share/containers/oci/hooks.d/oci-tmpfs-hook.json"), expected);
+
+    root.write("/etc/crio/crio.conf", "[crio.runtime]\nhooks_dir = [\"/etc/containers/oci/hooks.d\"]\n");
+    let out = assert_ok(&setup(&root, &["crio"]));
+    assert!(out.contains("systemctl restart crio"), "{out}");
+    assert_eq!(root.read("/etc/containers/oci/hooks.d/oci-tmpfs-hook.json"), expected);
+
+    let custom = root.path("/custom");
+    let custom_arg = custom.display().to_string();
+    assert_ok(&setup(&root, &["podman", "--hooks-dir", &custom_arg]));
+    assert_eq!(fs::read_to_string(custom.join("oci-tmpfs-hook.json")).unwrap(), expected);
+
+    assert_ok(&setup(&root, &["podman", "--undo"]));
+    assert!(!root.path("/usr/share/containers/oci/hooks.d/oci-tmpfs-hook.json").exists());
+}
+
+#[test]
+fn setup_usage_errors() {
+    let root = Root::new("usage");
+    let out = setup(&root, &["podman", "--daemon-json", "/x"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let out = run(&hook_bin(), &["setup", "docker", "--hook-path", "relative/bin"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let out = run(&hook_bin(), &["setup", "kubernetes"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
+fn install(dest: Option<&Root>, args: &[&str]) -> Output {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("install.sh");
+    let mut cmd = Command::new("bash");
+    cmd.arg(script).args(args).env("OCI_TMPFS_HOOK_BINARY", hook_bin()).stdin(Stdio::null());
+    match dest {
+        Some(d) => cmd.env("DESTDIR", &d.0),
+        None => cmd.env_remove("DESTDIR"),
+    };
+    cmd.output().expect("running install.sh")
+}
+
+#[test]
+fn install_dry_run_changes_nothing() {
+    let dest = Root::new("install-dry");
+    let out = install(Some(&dest), &["--dry-run", "--engines", "docker,podman", "--prefix", "/usr"]);
+    let stdout = assert_ok(&out);
+    assert!(stdout.contains("+ install -D -m 0755"), "{stdout}");
+    assert!(stdout.contains("+ ln -sfn oci-tmpfs-hook"), "{stdout}");
+    assert!(stdout.contains("docker: would create"), "{stdout}");
+    assert!(stdout.contains("podman: would create"), "{stdout}");
+    assert!(stdout.contains("dry run: nothing changed"), "{stdout}");
+    assert!(dest.tree().is_empty(), "{:?}", dest.tree());
+    let bad = install(Some(&dest), &["--engines", "docker,kubernetes"]);
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+}
+
+#[test]
+fn install_destdir_then_doctor_then_uninstall() {
+    let dest = Root::new("install");
+    let out = install(Some(&dest), &["--engines", "docker,podman", "--prefix", "/usr"]);
+    assert_ok(&out);
+    let tree = dest.tree();
+    let names: Vec<&str> = tree.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "etc/docker/daemon.json",
+            "etc/oci-tmpfs-hook/config.toml",
+            "usr/bin/oci-tmpfs-hook",
+            "usr/bin/oci-tmpfs-runtime",
+            "usr/share/containers/oci/hooks.d/oci-tmpfs-hook.json",
+        ]
+    );
+    assert_eq!(tree["usr/bin/oci-tmpfs-runtime"], "-> oci-tmpfs-hook");
+    assert_eq!(
+        tree["etc/docker/daemon.json"],
+        "{\n  \"runtimes\": {\n    \"oci-tmpfs\": {\n      \"path\": \"/usr/bin/oci-tmpfs-runtime\"\n    }\n  }\n}\n"
+    );
+    assert!(tree["usr/share/containers/oci/hooks.d/oci-tmpfs-hook.json"]
+        .contains("\"path\": \"/usr/bin/oci-tmpfs-hook\""));
+    assert_eq!(
+        tree["etc/oci-tmpfs-hook/config.toml"],
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("hooks/config.toml")).unwrap()
+    );
+    assert_eq!(fs::read(dest.path("/usr/bin/oci-tmpfs-hook")).unwrap(), fs::read(hook_bin()).unwrap());
+
+    // Idempotent.
+    assert_ok(&install(Some(&dest), &["--engines", "docker,podman", "--prefix", "/usr"]));
+    assert_eq!(dest.tree(), tree);
+
+    // The installed binary's doctor, looking under DESTDIR, is content.
+    let installed = dest.path("/usr/bin/oci-tmpfs-hook");
+    let doctor = run(&installed, &["doctor", "--root", &dest.root_arg()]);
+    let report = text(&doctor.stdout);
+    assert!(
+        report.contains("ok       docker: ") && report.contains("which resolves to this binary"),
+        "{report}"
+    );
+    assert!(report.contains("runs this binary at prestart"), "{report}");
+    if rustix::process::geteuid().is_root() {
+        assert_eq!(doctor.status.code(), Some(0), "{report}");
+        assert!(report.ends_with("all well\n"), "{report}");
+    } else {
+        // Without root, only the privilege-dependent checks may fail.
+        assert_eq!(doctor.status.code(), Some(1), "{report}");
+        for line in report.lines().filter(|l| l.starts_with("problem")) {
+            assert!(line.contains("privileges") || line.contains("fsopen"), "{line}");
+        }
+    }
+    // The test binary is not the installed one: doctor says so.
+    let other = run(&hook_bin(), &["doctor", "--root", &dest.root_arg()]);
+    assert_eq!(other.status.code(), Some(1), "{}", text(&other.stdout));
+    assert!(text(&other.stdout).contains("not this binary"), "{}", text(&other.stdout));
+
+    let out = install(Some(&dest), &["--uninstall", "--engines", "docker,podman", "--prefix", "/usr"]);
+    assert_ok(&out);
+    assert!(dest.tree().is_empty(), "uninstall leaves no file: {:?}", dest.tree());
+}
+
+#[test]
+fn doctor_reports_problems_with_fixes() {
+    let root = Root::new("doctor");
+    root.write(
+        "/etc/docker/daemon.json",
+        "{\"runtimes\": {\"oci-tmpfs\": {\"path\": \"/nonexistent/oci-tmpfs-runtime\"}}}",
+    );
+    root.write("/etc/containerd/config.toml", "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.other]\nruntime_type = \"io.containerd.runc.v2\"\n");
+    root.write("/etc/oci-tmpfs-hook/config.toml", "tmp_size = \"2Gi\"\nruntime_path = \"/usr/sbin/runc\"\n");
+    let out = run(&hook_bin(), &["doctor", "--root", &root.root_arg()]);
+    let report = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("config.toml parsed\n         tmp_size = 2Gi\n         shm_size = 50%"),
+        "{report}"
+    );
+    let problem = |needle: &str| {
+        report.lines().any(|l| l.starts_with("problem") && l.contains(needle) && l.contains("; fix: "))
+    };
+    assert!(problem("runtime oci-tmpfs: "), "{report}");
+    assert!(
+        problem("has no plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.oci-tmpfs"),
+        "{report}"
+    );
+    assert!(problem("default_runtime_name \"runc\" is not among the configured runtimes"), "{report}");
+    assert!(problem("runtime_path /usr/sbin/runc does not exist"), "{report}");
+
+    root.write("/etc/oci-tmpfs-hook/config.toml", "tmp_size = \"lots\"\n");
+    let out = run(&hook_bin(), &["doctor", "--root", &root.root_arg()]);
+    assert!(text(&out.stdout).lines().any(|l| l.starts_with("problem  config:")), "{}", text(&out.stdout));
+}
+
+/// containerd itself loads what `setup containerd` wrote over Debian's stock
+/// config: the CRI plugin comes up with our runtime (it would not without the
+/// added runc entry, see src/setup.rs).
+#[test]
+fn real_containerd_loads_the_setup_config() {
+    require_root();
+    let containerd = Path::new("/usr/bin/containerd");
+    assert!(containerd.exists(), "containerd is not installed (.ci/run installs it)");
+    let root = Root::new("ctd");
+    let debian = "version = 2\n\n[plugins]\n  [plugins.\"io.containerd.grpc.v1.cri\"]\n    [plugins.\"io.containerd.grpc.v1.cri\".cni]\n      bin_dir = \"/usr/lib/cni\"\n      conf_dir = \"/etc/cni/net.d\"\n  [plugins.\"io.containerd.internal.v1.opt\"]\n    path = \"/var/lib/containerd/opt\"\n";
+    let config = root.write("/etc/containerd/config.toml", debian);
+    assert_ok(&setup(&root, &["containerd"]));
+    // Private paths for this daemon, prepended (top-level keys).
+    let sock = root.path("/run/c.sock");
+    let private = format!(
+        "root = \"{}\"\nstate = \"{}\"\n[grpc]\n  address = \"{}\"\n[ttrpc]\n  address = \"{}.ttrpc\"\n",
+        root.path("/var/lib/containerd").display(),
+        root.path("/run/containerd").display(),
+        sock.display(),
+        sock.display(),
+    );
+    let configured = fs::read_to_string(&config)
+        .unwrap()
+        .replace("/var/lib/containerd/opt", &root.path("/opt").display().to_string());
+    let (head, rest) = configured.split_once("\n\n").unwrap();
+    fs::write(&config, format!("{head}\n{private}\n{rest}")).unwrap();
+
+    let dump =
+        Command::new(containerd).arg("--config").arg(&config).args(["config", "dump"]).output().unwrap();
+    let dump = assert_ok(&dump);
+    assert!(dump.contains("BinaryName = \"/usr/local/bin/oci-tmpfs-runtime\""), "{dump}");
+    assert!(dump.contains("bin_dir = \"/usr/lib/cni\""), "Debian's setting kept: {dump}");
+
+    let log = fs::File::create(root.path("/containerd.log")).unwrap();
+    let mut daemon = Command::new(containerd)
+        .arg("--config")
+        .arg(&config)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    struct Kill<'a>(&'a mut std::process::Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _guard = Kill(&mut daemon);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let plugins = loop {
+        let out = Command::new("ctr").arg("--address").arg(&sock).args(["plugins", "ls"]).output().unwrap();
+        let listing = text(&out.stdout);
+        if out.status.success() && listing.contains("io.containerd.grpc.v1") {
+            break listing;
+        }
+        assert!(Instant::now() < deadline, "containerd did not come up: {}", root.read("/containerd.log"));
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let cri =
+        plugins.lines().find(|l| l.contains("io.containerd.grpc.v1") && l.contains(" cri ")).unwrap_or("");
+    assert!(cri.trim_end().ends_with("ok"), "CRI plugin: {cri:?}\n{}", root.read("/containerd.log"));
+    let log = root.read("/containerd.log");
+    assert!(log.contains("oci-tmpfs:{Type:io.containerd.runc.v2"), "CRI config lists our runtime: {log}");
+    assert!(log.contains("PodAnnotations:[oci-tmpfs-hook/*]"), "annotations pass through: {log}");
+}
+
+/// dockerd itself loads what `setup docker --default` wrote: `docker info`
+/// lists the runtime and names it the default.
+#[test]
+fn real_dockerd_loads_the_setup_daemon_json() {
+    require_root();
+    let dockerd = Path::new("/usr/sbin/dockerd");
+    assert!(dockerd.exists(), "dockerd is not installed (.ci/run installs docker.io)");
+    let root = Root::new("dockerd");
+    let wrapper = root.path("/bin/oci-tmpfs-runtime");
+    fs::create_dir_all(wrapper.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(hook_bin(), &wrapper).unwrap();
+    let config = root.write("/etc/docker/daemon.json", "{\n  \"log-level\": \"warn\"\n}\n");
+    let wrapper_arg = wrapper.display().to_string();
+    let out = run(
+        &hook_bin(),
+        &[
+            "setup",
+            "docker",
+            "--default",
+            "--daemon-json",
+            &config.display().to_string(),
+            "--runtime-path",
+            &wrapper_arg,
+        ],
+    );
+    assert_ok(&out);
+    let sock = root.path("/d.sock");
+    let host = format!("unix://{}", sock.display());
+    let log = fs::File::create(root.path("/dockerd.log")).unwrap();
+    let mut daemon = Command::new(dockerd)
+        .arg("--config-file")
+        .arg(&config)
+        .args(["--iptables=false", "--ip6tables=false", "--bridge=none", "-H", &host])
+        .arg("--data-root")
+        .arg(root.path("/data"))
+        .arg("--exec-root")
+        .arg(root.path("/exec"))
+        .arg("--pidfile")
+        .arg(root.path("/dockerd.pid"))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    /// SIGTERM, so that dockerd stops the containerd it started.
+    struct Stop<'a>(&'a mut std::process::Child);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            if let Some(pid) = rustix::process::Pid::from_raw(self.0.id() as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.0.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _stop = Stop(&mut daemon);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let info = loop {
+        let out = Command::new("docker").args(["-H", &host, "info"]).output().unwrap();
+        if out.status.success() {
+            break text(&out.stdout);
+        }
+        assert!(Instant::now() < deadline, "dockerd did not come up: {}", root.read("/dockerd.log"));
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let runtimes = info.lines().find(|l| l.trim_start().starts_with("Runtimes:")).unwrap_or("");
+    assert!(runtimes.split_whitespace().any(|w| w == "oci-tmpfs"), "{info}");
+    assert!(info.contains("Default Runtime: oci-tmpfs"), "{info}");
+}
