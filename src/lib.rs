@@ -13,6 +13,8 @@ pub mod commands;
 pub mod input;
 pub mod logger;
 pub mod plan;
+pub mod registration;
+pub mod runtime;
 pub mod settings;
 pub mod size;
 pub mod stage;

@@ -3,6 +3,7 @@
 pub mod explain;
 pub mod hook;
 pub mod inject;
+pub mod runtime;
 
 use std::error::Error;
 use std::process::ExitCode;
