@@ -443,6 +443,24 @@ fn docker_and_containerd_use_the_wrapper() {
     assert_served("docker --ipc=host", &out, 256 * MI, SHM_64M);
     assert_eq!(fs_bytes(&d.daemon_shm()), SHM_64M, "the daemon's /dev/shm changed");
 
+    // --ipc=container:A shares A's /dev/shm: grown in place (both see it),
+    // never shrunk by a container with a smaller limit.
+    let a = unique("ipc-owner");
+    let owner = DockerGuard { dockerd: &d, name: a.clone() };
+    ok(d.docker()
+        .args(["run", "-d", "--name", &a, "--network", "none", "--ipc", "shareable"])
+        .args(rt)
+        .args([&image, "sleep", "120"]));
+    let in_a = || ok(d.docker().args(["exec", &a, "cat", "/proc/self/mountinfo"]));
+    assert_eq!(shm_size(&in_a()), Some(512 * MI), "docker --ipc shareable: /dev/shm");
+    let joined = format!("container:{a}");
+    let out = d.run(&["--runtime", "oci-tmpfs", "--read-only", "--memory", "2g", "--ipc", &joined], &image);
+    assert_served("docker --ipc container:A --memory 2g", &out, 512 * MI, GI);
+    assert_eq!(shm_size(&in_a()), Some(GI), "A sees the /dev/shm grown by the container sharing it");
+    let out = d.run(&["--runtime", "oci-tmpfs", "--read-only", "--memory", "512m", "--ipc", &joined], &image);
+    assert_served("docker --ipc container:A --memory 512m", &out, 128 * MI, GI);
+    drop(owner);
+
     // The user's own --tmpfs /tmp is left alone; /dev/shm still grown.
     let out = d.run(&[&rt[..], &["--tmpfs", "/tmp:size=10m"]].concat(), &image);
     let t = mount_at(&parse_mountinfo(&out), "/tmp").cloned().expect("docker --tmpfs /tmp");
