@@ -1,5 +1,6 @@
 //! The command line: clap structs whose doc comments are the `--help` text.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
@@ -104,6 +105,16 @@ pub enum Command {
         /// engines are then detected by their config files only.
         #[arg(long, value_name = "DIR")]
         root: Option<PathBuf>,
+    },
+    /// Act as an OCI runtime (for Docker and containerd): add the hook to the
+    /// bundle on `create`/`run`, then exec the real runtime (the host config's
+    /// `runtime_path`, else `runc` on PATH) with ARGS unchanged. Installed as
+    /// `oci-tmpfs-runtime`, the binary does this without the `runtime --`.
+    #[command(disable_help_flag = true, disable_version_flag = true)]
+    Runtime {
+        /// The runtime's arguments, e.g. `--root R create --bundle DIR ID`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+        args: Vec<OsString>,
     },
 }
 

@@ -14,6 +14,8 @@ pub mod doctor;
 pub mod input;
 pub mod logger;
 pub mod plan;
+pub mod registration;
+pub mod runtime;
 pub mod settings;
 pub mod setup;
 pub mod size;

@@ -7,6 +7,9 @@ use oci_tmpfs_hook::cli::{Cli, Command};
 use oci_tmpfs_hook::commands;
 
 fn main() -> ExitCode {
+    if std::env::args_os().next().is_some_and(|a| oci_tmpfs_hook::runtime::invoked_as_wrapper(&a)) {
+        return commands::runtime::run(std::env::args_os().skip(1).collect());
+    }
     let cli = Cli::parse();
     oci_tmpfs_hook::logger::init(log::LevelFilter::Warn);
     match &cli.command {
@@ -39,5 +42,6 @@ fn main() -> ExitCode {
             containerd_config: containerd_config.clone(),
         }),
         Command::Doctor { config, root } => commands::doctor::run(config.as_deref(), root.as_deref()),
+        Command::Runtime { args } => commands::runtime::run(args.clone()),
     }
 }

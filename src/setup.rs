@@ -37,8 +37,6 @@ pub const WRAPPER_NAME: &str = "oci-tmpfs-runtime";
 pub const HOOK_FILE: &str = "oci-tmpfs-hook.json";
 /// Suffix of the backup written before a config file is changed.
 pub const BACKUP_SUFFIX: &str = ".bak-oci-tmpfs-hook";
-/// The only environment the hook gets from Podman / CRI-O.
-pub const HOOK_ENV_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// Podman's and CRI-O's default hooks dir.
 pub const HOOKS_DIR: &str = "/usr/share/containers/oci/hooks.d";
 /// The hooks dir for the administrator's own hooks (Podman reads it too).
@@ -177,24 +175,10 @@ pub fn rooted(root: &Path, path: &Path) -> PathBuf {
 // ---------------------------------------------------------------------------
 // Podman / CRI-O: the oci-hooks(5) JSON.
 
-/// The value of the oci-hooks(5) file that runs `binary` at prestart for every
-/// container (the binary decides; `when` cannot match `root.readonly`).
-fn hooks_value(binary: &Path) -> Value {
-    json!({
-        "version": "1.0.0",
-        "hook": {
-            "path": binary.display().to_string(),
-            "args": ["oci-tmpfs-hook", "hook", "--stage", "prestart"],
-            "env": [HOOK_ENV_PATH],
-        },
-        "when": { "always": true },
-        "stages": ["prestart"],
-    })
-}
-
 /// The text of the oci-hooks(5) file for `binary`.
 pub fn hooks_json(binary: &Path) -> String {
-    let mut text = serde_json::to_string_pretty(&hooks_value(binary)).expect("serialising JSON");
+    let mut text =
+        serde_json::to_string_pretty(&crate::registration::oci_hooks_json(binary)).expect("serialising JSON");
     text.push('\n');
     text
 }

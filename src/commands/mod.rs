@@ -4,6 +4,7 @@ pub mod doctor;
 pub mod explain;
 pub mod hook;
 pub mod inject;
+pub mod runtime;
 pub mod setup;
 
 use std::error::Error;

@@ -1,0 +1,398 @@
+//! The runtime wrapper for engines without a hooks dir (Docker, containerd).
+//!
+//! Installed as a second name of the binary (`oci-tmpfs-runtime`), it is the
+//! "runtime" an engine calls: on `create` and `run` it adds this hook to the
+//! bundle's `config.json` (through [`crate::bundle::inject`]: idempotent,
+//! lossless), then `exec(2)`s the real runtime with the arguments unchanged,
+//! so exit status, signals and stdio are the real runtime's. Every other
+//! subcommand goes straight through.
+//!
+//! This module holds the pure parts (argument parsing, finding the real
+//! runtime on `PATH`); the `exec` itself is in [`crate::commands::runtime`].
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::settings::DEFAULT_CONFIG_PATH;
+
+/// The file name that makes the binary act as the wrapper.
+pub const WRAPPER_NAME: &str = "oci-tmpfs-runtime";
+/// The runtime exec'd when the host config sets no `runtime_path`.
+pub const DEFAULT_RUNTIME: &str = "runc";
+/// The search path when `PATH` is unset or empty.
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Global options that take a value (`--root R` or `--root=R`): runc's
+/// (`runc --help`), crun's (`--cgroup-manager`, `--log-level`) and youki's.
+/// Any other global option is taken as a switch.
+const GLOBAL_WITH_VALUE: &[&str] =
+    &["root", "log", "log-format", "log-level", "criu", "rootless", "cgroup-manager"];
+
+/// Options of `create` / `run` that take a value, besides the bundle
+/// (runc 1.1/1.2, crun's `--config`/`-f`).
+const CREATE_WITH_VALUE: &[&str] =
+    &["console-socket", "pid-file", "preserve-fds", "pidfd-socket", "config", "f"];
+
+/// The subcommands that create a container from a bundle.
+const CREATING: &[&str] = &["create", "run"];
+
+/// What the wrapper does with one call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Call {
+    /// `create` or `run`: add the hook to `bundle`'s `config.json`, then exec.
+    Create {
+        subcommand: &'static str,
+        /// The bundle flag's value; `None` means the current directory.
+        bundle: Option<PathBuf>,
+    },
+    /// Anything else (`start`, `state`, `delete`, `--version`, `features`...).
+    PassThrough,
+}
+
+/// True when `argv0`'s file name is [`WRAPPER_NAME`].
+pub fn invoked_as_wrapper(argv0: &OsStr) -> bool {
+    Path::new(argv0).file_name() == Some(OsStr::new(WRAPPER_NAME))
+}
+
+/// A command-line word split as an option: `--name=value`, `-name value`...
+/// Go's flag package (runc) takes one or two dashes for every option.
+fn option(arg: &OsStr) -> Option<(&[u8], Option<&OsStr>)> {
+    let bytes = arg.as_bytes();
+    let body = bytes.strip_prefix(b"--").or_else(|| bytes.strip_prefix(b"-"))?;
+    if body.is_empty() {
+        return None;
+    }
+    match body.iter().position(|&b| b == b'=') {
+        Some(i) => Some((&body[..i], Some(OsStr::from_bytes(&body[i + 1..])))),
+        None => Some((body, None)),
+    }
+}
+
+fn named(name: &[u8], list: &[&str]) -> bool {
+    list.iter().any(|n| n.as_bytes() == name)
+}
+
+/// Classifies the runtime's arguments (without argv\[0\]).
+///
+/// Global options come before the subcommand (runc's and crun's grammar);
+/// the ones in [`GLOBAL_WITH_VALUE`] consume the next word unless written
+/// `--opt=value`. For `create` and `run` the bundle is `--bundle DIR`,
+/// `--bundle=DIR`, `-b DIR` or `-b=DIR` (the last one wins, as with Go's
+/// flag package), searched up to a `--`.
+pub fn parse(args: &[OsString]) -> Call {
+    let mut i = 0;
+    let at = loop {
+        let Some(arg) = args.get(i) else { return Call::PassThrough };
+        if arg == "--" {
+            break i + 1;
+        }
+        match option(arg) {
+            Some((name, None)) if named(name, GLOBAL_WITH_VALUE) => i += 2,
+            Some(_) => i += 1,
+            None => break i,
+        }
+    };
+    let Some(sub) = args.get(at) else { return Call::PassThrough };
+    let Some(subcommand) = CREATING.iter().find(|c| sub == **c) else { return Call::PassThrough };
+    let rest = &args[at + 1..];
+    let mut bundle = None;
+    let mut j = 0;
+    while let Some(arg) = rest.get(j) {
+        if arg == "--" {
+            break;
+        }
+        match option(arg) {
+            Some((name, value)) if name == b"bundle" || name == b"b" => {
+                match value {
+                    Some(v) => bundle = Some(PathBuf::from(v)),
+                    None => {
+                        if let Some(v) = rest.get(j + 1) {
+                            bundle = Some(PathBuf::from(v));
+                        }
+                        j += 1;
+                    }
+                }
+                j += 1;
+            }
+            Some((name, None)) if named(name, CREATE_WITH_VALUE) => j += 2,
+            _ => j += 1,
+        }
+    }
+    Call::Create { subcommand, bundle }
+}
+
+/// Why the real runtime cannot be run.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("reading the host config")]
+    Settings(#[source] crate::input::InputError),
+    #[error(
+        "no {name} on PATH ({path}): install it, or set runtime_path in {DEFAULT_CONFIG_PATH} to the real runtime"
+    )]
+    NotFound { name: String, path: String },
+    #[error("runtime_path {path} is not an executable file: fix runtime_path in {DEFAULT_CONFIG_PATH}")]
+    NotExecutable { path: PathBuf },
+    #[error("{path} is this wrapper itself: set runtime_path in {DEFAULT_CONFIG_PATH} to the real runtime")]
+    Loop { path: PathBuf },
+    #[error("finding this binary (/proc/self/exe)")]
+    OwnExe(#[source] std::io::Error),
+    #[error("executing {path}")]
+    Exec {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The identity of a file: device and inode, so symlinks and hard links to
+/// the same binary compare equal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileId {
+    /// The identity of the file `path` resolves to.
+    pub fn of(path: &Path) -> std::io::Result<FileId> {
+        let m = std::fs::metadata(path)?;
+        Ok(FileId { dev: m.dev(), ino: m.ino() })
+    }
+}
+
+fn executable(path: &Path) -> Option<FileId> {
+    let m = std::fs::metadata(path).ok()?;
+    (m.is_file() && m.permissions().mode() & 0o111 != 0).then(|| FileId { dev: m.dev(), ino: m.ino() })
+}
+
+/// The real runtime: `configured` (the host config's `runtime_path`) when
+/// set, else [`DEFAULT_RUNTIME`] searched in `path_var` (or [`DEFAULT_PATH`]
+/// when unset or empty). Relative `PATH` entries are ignored, and so is any
+/// candidate that is this binary (`own`): the wrapper never execs itself.
+///
+/// # Errors
+/// No such runtime, a `runtime_path` that is not executable, or one that is
+/// this binary.
+pub fn find_runtime(
+    configured: Option<&Path>,
+    path_var: Option<&OsStr>,
+    own: FileId,
+) -> Result<PathBuf, RuntimeError> {
+    if let Some(path) = configured {
+        return match executable(path) {
+            None => Err(RuntimeError::NotExecutable { path: path.to_path_buf() }),
+            Some(id) if id == own => Err(RuntimeError::Loop { path: path.to_path_buf() }),
+            Some(_) => Ok(path.to_path_buf()),
+        };
+    }
+    let search = match path_var {
+        Some(p) if !p.is_empty() => p,
+        _ => OsStr::new(DEFAULT_PATH),
+    };
+    let mut looped = None;
+    for dir in std::env::split_paths(search).filter(|d| d.is_absolute()) {
+        let candidate = dir.join(DEFAULT_RUNTIME);
+        match executable(&candidate) {
+            Some(id) if id == own => looped = looped.or(Some(candidate)),
+            Some(_) => return Ok(candidate),
+            None => {}
+        }
+    }
+    match looped {
+        Some(path) => Err(RuntimeError::Loop { path }),
+        None => Err(RuntimeError::NotFound {
+            name: DEFAULT_RUNTIME.into(),
+            path: search.to_string_lossy().into_owned(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(args: &[&str]) -> Call {
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        parse(&args)
+    }
+
+    fn create(bundle: Option<&str>) -> Call {
+        Call::Create { subcommand: "create", bundle: bundle.map(PathBuf::from) }
+    }
+
+    fn run(bundle: Option<&str>) -> Call {
+        Call::Create { subcommand: "run", bundle: bundle.map(PathBuf::from) }
+    }
+
+    #[test]
+    fn table() {
+        let cases: &[(&str, &[&str], Call)] = &[
+            (
+                "docker (DESIGN.md §4)",
+                &[
+                    "--root",
+                    "/run/docker/runtime-runc/moby",
+                    "--log",
+                    "/run/containerd/io.containerd.runtime.v2.task/moby/ID/log.json",
+                    "--log-format",
+                    "json",
+                    "create",
+                    "--bundle",
+                    "/run/containerd/io.containerd.runtime.v2.task/moby/ID",
+                    "--pid-file",
+                    "/run/containerd/io.containerd.runtime.v2.task/moby/ID/init.pid",
+                    "ID",
+                ],
+                create(Some("/run/containerd/io.containerd.runtime.v2.task/moby/ID")),
+            ),
+            (
+                "containerd runc shim (go-runc: globals, then create --bundle)",
+                &[
+                    "--root",
+                    "/run/containerd/runc/k8s.io",
+                    "--log",
+                    "/run/containerd/io.containerd.runtime.v2.task/k8s.io/ID/log.json",
+                    "--log-format",
+                    "json",
+                    "--systemd-cgroup",
+                    "create",
+                    "--bundle",
+                    "/run/containerd/io.containerd.runtime.v2.task/k8s.io/ID",
+                    "--pid-file",
+                    "/run/containerd/io.containerd.runtime.v2.task/k8s.io/ID/init.pid",
+                    "--console-socket",
+                    "/tmp/pty123/pty.sock",
+                    "ID",
+                ],
+                create(Some("/run/containerd/io.containerd.runtime.v2.task/k8s.io/ID")),
+            ),
+            (
+                "go-runc with --debug and --rootless=false",
+                &["--debug", "--rootless=false", "--root", "R", "create", "--bundle", "B", "ID"],
+                create(Some("B")),
+            ),
+            (
+                "a value-taking global that looks like a subcommand",
+                &["--root", "run", "--log", "create", "state", "ID"],
+                Call::PassThrough,
+            ),
+            ("--root=R form", &["--root=create", "run", "-b", "B", "ID"], run(Some("B"))),
+            (
+                "Go single-dash globals",
+                &["-root", "R", "-log", "L", "create", "-bundle", "B", "ID"],
+                create(Some("B")),
+            ),
+            ("run -b DIR", &["run", "-b", "/b", "ID"], run(Some("/b"))),
+            ("-b=DIR", &["create", "-b=/b", "ID"], create(Some("/b"))),
+            ("--bundle=DIR", &["create", "--bundle=/b", "ID"], create(Some("/b"))),
+            ("no bundle flag: the current directory", &["create", "ID"], create(None)),
+            ("bundle after the id (crun permutes)", &["create", "ID", "--bundle", "/b"], create(Some("/b"))),
+            ("last bundle wins", &["create", "-b", "/a", "--bundle=/b", "ID"], create(Some("/b"))),
+            ("a pid file named like a flag is a value", &["create", "--pid-file", "-b", "ID"], create(None)),
+            ("after -- nothing is a flag", &["create", "--", "-b", "/b"], create(None)),
+            (
+                "-- before the subcommand",
+                &["--root", "R", "--", "create", "-b", "/b", "ID"],
+                create(Some("/b")),
+            ),
+            ("bundle flag without value", &["create", "--bundle"], create(None)),
+            ("state ID", &["state", "ID"], Call::PassThrough),
+            ("start", &["--root", "R", "start", "ID"], Call::PassThrough),
+            ("delete", &["--root", "R", "delete", "--force", "ID"], Call::PassThrough),
+            ("exec has a --bundle-less grammar", &["exec", "--process", "P", "ID"], Call::PassThrough),
+            ("--version", &["--version"], Call::PassThrough),
+            ("features", &["features"], Call::PassThrough),
+            ("nothing", &[], Call::PassThrough),
+            ("only globals", &["--root", "R", "--debug"], Call::PassThrough),
+            ("a subcommand named like create is not create", &["created", "-b", "/b"], Call::PassThrough),
+        ];
+        for (name, args, want) in cases {
+            assert_eq!(&call(args), want, "case {name:?}: {args:?}");
+        }
+    }
+
+    #[test]
+    fn non_utf8_bundle() {
+        let args = vec![OsString::from("create"), OsString::from("-b"), OsString::from_vec(vec![b'/', 0xff])];
+        assert_eq!(
+            parse(&args),
+            Call::Create { subcommand: "create", bundle: Some(PathBuf::from(&args[2])) }
+        );
+    }
+
+    use std::os::unix::ffi::OsStringExt;
+
+    #[test]
+    fn wrapper_name() {
+        assert!(invoked_as_wrapper(OsStr::new("oci-tmpfs-runtime")));
+        assert!(invoked_as_wrapper(OsStr::new("/usr/local/bin/oci-tmpfs-runtime")));
+        assert!(!invoked_as_wrapper(OsStr::new("/usr/local/bin/oci-tmpfs-hook")));
+        assert!(!invoked_as_wrapper(OsStr::new("oci-tmpfs-runtime-x")));
+    }
+
+    struct Dir(PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn tempdir(name: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("oth-runtime-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+
+    fn exe(path: &Path) {
+        std::fs::write(path, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn finds_runc_and_skips_itself() {
+        let t = tempdir("find");
+        let (me, other, plain) = (t.0.join("me"), t.0.join("other"), t.0.join("plain"));
+        for d in [&me, &other, &plain] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        exe(&me.join("wrapper"));
+        let own = FileId::of(&me.join("wrapper")).unwrap();
+        // `me/runc` is our own binary under the name runc: skipped.
+        std::os::unix::fs::symlink(me.join("wrapper"), me.join("runc")).unwrap();
+        // A non-executable runc is not a runtime.
+        std::fs::write(plain.join("runc"), "").unwrap();
+        exe(&other.join("runc"));
+        let path = std::env::join_paths([Path::new("relative"), &me, &plain, &other]).unwrap();
+        assert_eq!(find_runtime(None, Some(&path), own).unwrap(), other.join("runc"));
+
+        let only_me = std::env::join_paths([&me, &plain]).unwrap();
+        assert!(matches!(find_runtime(None, Some(&only_me), own), Err(RuntimeError::Loop { .. })));
+        let nothing = std::env::join_paths([&plain]).unwrap();
+        let err = find_runtime(None, Some(&nothing), own).unwrap_err();
+        assert!(err.to_string().starts_with("no runc on PATH ("), "{err}");
+
+        // runtime_path wins over PATH, and may not be ourselves.
+        exe(&t.0.join("crun"));
+        assert_eq!(find_runtime(Some(&t.0.join("crun")), Some(&path), own).unwrap(), t.0.join("crun"));
+        assert!(matches!(
+            find_runtime(Some(&me.join("runc")), Some(&path), own),
+            Err(RuntimeError::Loop { .. })
+        ));
+        assert!(matches!(
+            find_runtime(Some(&t.0.join("missing")), Some(&path), own),
+            Err(RuntimeError::NotExecutable { .. })
+        ));
+    }
+
+    #[test]
+    fn empty_path_uses_the_default() {
+        let own = FileId { dev: u64::MAX, ino: u64::MAX };
+        let found = find_runtime(None, Some(OsStr::new("")), own);
+        let expected =
+            DEFAULT_PATH.split(':').map(|d| Path::new(d).join("runc")).find(|p| executable(p).is_some());
+        assert_eq!(found.ok(), expected);
+    }
+}

@@ -1,0 +1,648 @@
+//! The hook with the real engines, as root: Podman (runc and crun) through
+//! its hooks dir, Docker through the runtime wrapper registered in a private
+//! `daemon.json`, containerd through the wrapper as the runc binary, and the
+//! wrapper alone around plain runc. Every engine runs on private paths and is
+//! stopped by its pid afterwards; an engine that does not start fails the
+//! test (DESIGN.md §4 has the flags that work on this machine).
+
+mod common;
+use common::*;
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use oci_tmpfs_hook::registration::oci_hooks_json;
+use serde_json::{json, Value};
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+/// The mount source the hook gives its tmpfs.
+const OURS: &str = "oci-tmpfs-hook";
+/// Podman's own /dev/shm default (64000k), Docker's and containerd's (64 MiB).
+const PODMAN_SHM: u64 = 64000 * 1024;
+const SHM_64M: u64 = 64 * MI;
+/// The script every container runs: the mount table, then a write to /tmp.
+const PROBE: &str = "cat /proc/self/mountinfo; touch /tmp/probe 2>/dev/null && echo TMP-WRITABLE; true";
+
+// ---------------------------------------------------------------- helpers
+
+/// A directory removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join("oci-tmpfs-hook-tests").join(unique(name));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    /// Directly under the temp dir: Podman refuses a run root longer than 50 bytes.
+    fn short(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(unique(name));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn join(&self, p: impl AsRef<Path>) -> PathBuf {
+        self.0.join(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `cmd` to completion with stdin closed, killing it after `TIMEOUT`.
+fn output(cmd: &mut Command) -> Output {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
+    wait_timeout(child, TIMEOUT).unwrap_or_else(|| panic!("{cmd:?} timed out after {TIMEOUT:?}"))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Runs `cmd` and panics with both streams unless it exits 0.
+fn ok(cmd: &mut Command) -> String {
+    let out = output(cmd);
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+/// A busybox rootfs (the harness's bundle, of which only `rootfs/` is used).
+fn busybox() -> Bundle {
+    Bundle::new("rootfs")
+}
+
+/// `dir/oci-tmpfs-runtime`, a symlink to the binary under test: the name
+/// that makes it the runtime wrapper, as `install.sh` installs it.
+fn wrapper_in(dir: &Path) -> PathBuf {
+    let link = dir.join("oci-tmpfs-runtime");
+    std::os::unix::fs::symlink(hook_bin(), &link).unwrap();
+    link
+}
+
+/// Checks the mounts of a read-only container that the hook served: `/tmp`
+/// is our tmpfs of `tmp` bytes, nosuid and nodev, and writable; `/dev/shm`
+/// is `shm` bytes.
+fn assert_served(what: &str, stdout: &str, tmp: u64, shm: u64) {
+    let mounts = parse_mountinfo(stdout);
+    let t = mount_at(&mounts, "/tmp").unwrap_or_else(|| panic!("{what}: no /tmp mount:\n{stdout}"));
+    assert_eq!((t.fstype.as_str(), t.source.as_str()), ("tmpfs", OURS), "{what}: /tmp is not ours: {t:?}");
+    assert_eq!(t.size(), Some(tmp), "{what}: /tmp size: {t:?}");
+    assert!(t.has("nosuid") && t.has("nodev") && t.has("rw"), "{what}: /tmp options: {t:?}");
+    assert!(stdout.contains("TMP-WRITABLE"), "{what}: /tmp is not writable:\n{stdout}");
+    let s = mount_at(&mounts, "/dev/shm").unwrap_or_else(|| panic!("{what}: no /dev/shm:\n{stdout}"));
+    assert_eq!(s.size(), Some(shm), "{what}: /dev/shm size: {s:?}");
+}
+
+/// A container the hook must leave alone: no tmpfs of ours anywhere.
+fn assert_untouched(what: &str, stdout: &str) {
+    let mounts = parse_mountinfo(stdout);
+    assert!(!mounts.is_empty(), "{what}: no mount table in the output:\n{stdout}");
+    let ours: Vec<_> = mounts.iter().filter(|m| m.source == OURS).collect();
+    assert!(ours.is_empty(), "{what}: the hook mounted {ours:?}");
+}
+
+fn shm_size(stdout: &str) -> Option<u64> {
+    mount_at(&parse_mountinfo(stdout), "/dev/shm").and_then(|m| m.size())
+}
+
+/// Total bytes of the filesystem at `path` (statvfs(2) on the path itself).
+fn fs_bytes(path: &Path) -> u64 {
+    let st = rustix::fs::statvfs(path).unwrap_or_else(|e| panic!("statvfs {}: {e}", path.display()));
+    st.f_blocks * st.f_frsize
+}
+
+/// `--ulimit` flags within this sandbox's hard limits: Podman's default
+/// nofile (1048576) is above them (DESIGN.md §4). Podman also lowers its own
+/// RLIMIT_NPROC to 32768 at start (measured: /proc/<podman>/limits shows
+/// 32768 while the calling shell has 96365), and conmon and the runtime
+/// inherit that, so nproc may not be above it.
+fn ulimit_flags() -> Vec<String> {
+    use rustix::process::{getrlimit, Resource};
+    let mut flags = Vec::new();
+    for (name, res, cap) in [("nofile", Resource::Nofile, u64::MAX), ("nproc", Resource::Nproc, 32768)] {
+        if let Some(max) = getrlimit(res).maximum {
+            let max = max.min(cap);
+            flags.push(format!("--ulimit={name}={max}:{max}"));
+        }
+    }
+    flags
+}
+
+// ---------------------------------------------------------------- Podman
+
+/// Podman with private storage, run root, tmp dir and hooks dir.
+struct Podman {
+    dir: TempDir,
+    runtime: Runtime,
+}
+
+impl Podman {
+    fn new(runtime: Runtime) -> Podman {
+        require_root();
+        if runtime == Runtime::Crun {
+            crun_cgroup_fix();
+        }
+        let dir = TempDir::short("p");
+        let hooks = dir.join("hooks.d");
+        std::fs::create_dir_all(&hooks).unwrap();
+        let rendered = oci_hooks_json(&hook_bin());
+        std::fs::write(hooks.join("oci-tmpfs-hook.json"), serde_json::to_vec_pretty(&rendered).unwrap())
+            .unwrap();
+        Podman { dir, runtime }
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = Command::new("podman");
+        c.arg("--root")
+            .arg(self.dir.join("storage"))
+            .arg("--runroot")
+            .arg(self.dir.join("rr"))
+            .arg("--tmpdir")
+            .arg(self.dir.join("tmp"))
+            .arg("--hooks-dir")
+            .arg(self.dir.join("hooks.d"))
+            .args(["--runtime", self.runtime.bin(), "--cgroup-manager=cgroupfs", "--events-backend=file"]);
+        c
+    }
+
+    /// `podman run --rm FLAGS --rootfs ROOTFS sh -c PROBE`. Podman's
+    /// `--rootfs` is a switch: the rootfs is the first positional argument,
+    /// so every flag goes before it.
+    fn run(&self, flags: &[&str], rootfs: &Path) -> String {
+        let name = unique("podman");
+        let _guard = PodmanGuard { podman: self, name: name.clone() };
+        let mut c = self.cmd();
+        c.args(["run", "--rm", "--name", &name, "--network=none"]).args(ulimit_flags()).args(flags);
+        c.arg("--rootfs").arg(rootfs).args(["/bin/sh", "-c", PROBE]);
+        ok(&mut c)
+    }
+}
+
+struct PodmanGuard<'a> {
+    podman: &'a Podman,
+    name: String,
+}
+
+impl Drop for PodmanGuard<'_> {
+    fn drop(&mut self) {
+        let _ = output(self.podman.cmd().args(["rm", "--force", "--ignore", &self.name]));
+    }
+}
+
+fn podman_cases(runtime: Runtime) {
+    let podman = Podman::new(runtime);
+    let rootfs_bundle = busybox();
+    let rootfs = rootfs_bundle.rootfs();
+    let ro: &[&str] = &["--read-only", "--read-only-tmpfs=false"];
+    let what = |case: &str| format!("podman --runtime {} {case}", runtime.bin());
+
+    // Defaults: 25% and 50% of the container's memory limit.
+    let out = podman.run(&[ro, &["--memory=1g"]].concat(), &rootfs);
+    assert_served(&what("--read-only --memory=1g"), &out, 256 * MI, 512 * MI);
+
+    // Annotations set the sizes per container.
+    let ann = ["--annotation=oci-tmpfs-hook/tmp-size=96Mi", "--annotation=oci-tmpfs-hook/shm-size=300Mi"];
+    let out = podman.run(&[ro, &ann].concat(), &rootfs);
+    assert_served(&what("annotations"), &out, 96 * MI, 300 * MI);
+
+    // Podman's own --tmpfs /tmp is left alone (its own size, not ours).
+    let out = podman.run(&[ro, &["--memory=1g", "--tmpfs=/tmp"]].concat(), &rootfs);
+    let mounts = parse_mountinfo(&out);
+    let t = mount_at(&mounts, "/tmp").expect("podman --tmpfs /tmp");
+    assert_ne!(t.source, OURS, "{}: {t:?}", what("--tmpfs /tmp"));
+    assert_ne!(t.size(), Some(256 * MI), "{}: {t:?}", what("--tmpfs /tmp"));
+    assert!(out.contains("TMP-WRITABLE"));
+    assert_eq!(shm_size(&out), Some(512 * MI), "{}: /dev/shm still grown", what("--tmpfs /tmp"));
+
+    // Podman's default --read-only-tmpfs=true mounts /tmp itself: left alone.
+    let out = podman.run(&["--read-only", "--memory=1g"], &rootfs);
+    let t = mount_at(&parse_mountinfo(&out), "/tmp").cloned().expect("podman's read-only tmpfs");
+    assert_ne!(t.source, OURS, "{}: {t:?}", what("--read-only"));
+
+    // A writable root: nothing added, /dev/shm at Podman's default.
+    let out = podman.run(&["--memory=1g"], &rootfs);
+    assert_untouched(&what("writable root"), &out);
+    assert_eq!(shm_size(&out), Some(PODMAN_SHM), "{}", what("writable root"));
+}
+
+#[test]
+fn podman_runc_uses_the_hooks_dir() {
+    podman_cases(Runtime::Runc);
+}
+
+#[test]
+fn podman_crun_uses_the_hooks_dir() {
+    podman_cases(Runtime::Crun);
+}
+
+// ------------------------------------------------- Docker and containerd
+
+/// A private dockerd (and the containerd it starts), stopped by pid on drop.
+///
+/// It runs in its own mount namespace whose `/dev/shm` is a 64 MiB tmpfs:
+/// that is the "host" /dev/shm a `--ipc=host` container gets, small enough
+/// that growing it by mistake would show (the real host's is as big as RAM
+/// here, which the hook's sizes can never exceed).
+struct Dockerd {
+    dir: TempDir,
+    child: Child,
+    sock: PathBuf,
+    namespaces: Vec<String>,
+}
+
+const DOCKER: &str = "/usr/bin/docker";
+
+impl Dockerd {
+    fn start() -> Dockerd {
+        require_root();
+        let dir = TempDir::new("dockerd");
+        let wrapper = wrapper_in(&dir.0);
+        let daemon_json = dir.join("daemon.json");
+        std::fs::write(
+            &daemon_json,
+            serde_json::to_vec_pretty(&json!({"runtimes": {"oci-tmpfs": {"path": wrapper}}})).unwrap(),
+        )
+        .unwrap();
+        let sock = dir.join("docker.sock");
+        let log = File::create(dir.join("dockerd.log")).unwrap();
+        let script = "mount -t tmpfs -o size=64m,nosuid,nodev,noexec shm /dev/shm && exec \"$@\"";
+        let child = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", "dockerd"])
+            .args(["--iptables=false", "--ip6tables=false", "--bridge=none"])
+            .arg("--data-root")
+            .arg(dir.join("data"))
+            .arg("--exec-root")
+            .arg(dir.join("exec"))
+            .arg("--pidfile")
+            .arg(dir.join("docker.pid"))
+            .arg("--config-file")
+            .arg(&daemon_json)
+            .arg("-H")
+            .arg(format!("unix://{}", sock.display()))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("starting dockerd (apt-get install docker.io)");
+        let mut d = Dockerd { dir, child, sock, namespaces: Vec::new() };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(status)) = d.child.try_wait() {
+                panic!("dockerd exited ({status}):\n{}", d.log());
+            }
+            if d.sock.exists() && output(d.docker().arg("version")).status.success() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "dockerd did not answer within 60s:\n{}", d.log());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        d
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("dockerd.log")).unwrap_or_default()
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The daemon's own /dev/shm, seen through its root.
+    fn daemon_shm(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/root/dev/shm", self.pid()))
+    }
+
+    fn docker(&self) -> Command {
+        let mut c = Command::new(DOCKER);
+        c.arg("-H").arg(format!("unix://{}", self.sock.display()));
+        c
+    }
+
+    /// `docker run --rm --network none FLAGS IMAGE sh -c PROBE`.
+    fn run(&self, flags: &[&str], image: &str) -> String {
+        let name = unique("docker");
+        let _guard = DockerGuard { dockerd: self, name: name.clone() };
+        ok(self
+            .docker()
+            .args(["run", "--rm", "--name", &name, "--network", "none"])
+            .args(flags)
+            .args([image, "sh", "-c", PROBE]))
+    }
+
+    fn containerd_sock(&self) -> PathBuf {
+        self.dir.join("exec/containerd/containerd.sock")
+    }
+
+    fn ctr(&self, namespace: &str) -> Command {
+        let mut c = Command::new("ctr");
+        c.arg("--address").arg(self.containerd_sock()).args(["--namespace", namespace]);
+        c
+    }
+}
+
+impl Drop for Dockerd {
+    fn drop(&mut self) {
+        use rustix::process::{kill_process, Pid, Signal};
+        let pid = Pid::from_raw(self.pid() as i32).expect("a positive pid");
+        let _ = kill_process(pid, Signal::TERM);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !matches!(self.child.try_wait(), Ok(Some(_))) {
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // runc state of the containerd namespaces lives on the host's /run.
+        for ns in &self.namespaces {
+            let _ = std::fs::remove_dir(Path::new("/run/containerd/runc").join(ns));
+        }
+    }
+}
+
+struct DockerGuard<'a> {
+    dockerd: &'a Dockerd,
+    name: String,
+}
+
+impl Drop for DockerGuard<'_> {
+    fn drop(&mut self) {
+        let _ = output(self.dockerd.docker().args(["rm", "--force", &self.name]));
+    }
+}
+
+struct CtrGuard<'a> {
+    dockerd: &'a Dockerd,
+    namespace: &'a str,
+    id: String,
+}
+
+impl Drop for CtrGuard<'_> {
+    fn drop(&mut self) {
+        let _ = output(self.dockerd.ctr(self.namespace).args(["task", "delete", "--force", &self.id]));
+        let _ = output(self.dockerd.ctr(self.namespace).args(["container", "delete", &self.id]));
+    }
+}
+
+/// `ctr run --rm --runc-binary WRAPPER FLAGS IMAGE ID sh -c PROBE`: the same
+/// `BinaryName` path a containerd config with `options.BinaryName` takes.
+fn ctr_run(d: &Dockerd, namespace: &str, flags: &[&str], image: &str) -> String {
+    let id = unique("ctr");
+    let _guard = CtrGuard { dockerd: d, namespace, id: id.clone() };
+    let wrapper = d.dir.join("oci-tmpfs-runtime");
+    ok(d.ctr(namespace)
+        .args(["run", "--rm", "--runc-binary"])
+        .arg(&wrapper)
+        .args(flags)
+        .args([image, &id, "sh", "-c", PROBE]))
+}
+
+#[test]
+fn docker_and_containerd_use_the_wrapper() {
+    let mut d = Dockerd::start();
+    let image = unique("busybox");
+    let rootfs_bundle = busybox();
+    let tar = d.dir.join("rootfs.tar");
+    ok(Command::new("tar").arg("-C").arg(rootfs_bundle.rootfs()).arg("-cf").arg(&tar).arg("."));
+    ok(d.docker().args(["import"]).arg(&tar).arg(&image));
+
+    let real_host_shm = fs_bytes(Path::new("/dev/shm"));
+    let daemon_shm = fs_bytes(&d.daemon_shm());
+    assert_eq!(daemon_shm, SHM_64M, "dockerd's private /dev/shm");
+
+    // Docker: --read-only gets a sized, writable /tmp and a grown /dev/shm.
+    let rt = ["--runtime", "oci-tmpfs", "--read-only", "--memory", "1g"];
+    let out = d.run(&rt, &image);
+    assert_served("docker --read-only --memory 1g", &out, 256 * MI, 512 * MI);
+
+    // --shm-size 2g is bigger than the configured 50% of 1g: not shrunk.
+    let out = d.run(&[&rt[..], &["--shm-size", "2g"]].concat(), &image);
+    assert_served("docker --shm-size 2g", &out, 256 * MI, 2 * GI);
+
+    // --ipc=host: the daemon's ("host's") /dev/shm is never resized.
+    let out = d.run(&[&rt[..], &["--ipc=host"]].concat(), &image);
+    assert_served("docker --ipc=host", &out, 256 * MI, SHM_64M);
+    assert_eq!(fs_bytes(&d.daemon_shm()), SHM_64M, "the daemon's /dev/shm changed");
+
+    // --ipc=container:A shares A's /dev/shm: grown in place (both see it),
+    // never shrunk by a container with a smaller limit.
+    let a = unique("ipc-owner");
+    let owner = DockerGuard { dockerd: &d, name: a.clone() };
+    ok(d.docker()
+        .args(["run", "-d", "--name", &a, "--network", "none", "--ipc", "shareable"])
+        .args(rt)
+        .args([&image, "sleep", "120"]));
+    let in_a = || ok(d.docker().args(["exec", &a, "cat", "/proc/self/mountinfo"]));
+    assert_eq!(shm_size(&in_a()), Some(512 * MI), "docker --ipc shareable: /dev/shm");
+    let joined = format!("container:{a}");
+    let out = d.run(&["--runtime", "oci-tmpfs", "--read-only", "--memory", "2g", "--ipc", &joined], &image);
+    assert_served("docker --ipc container:A --memory 2g", &out, 512 * MI, GI);
+    assert_eq!(shm_size(&in_a()), Some(GI), "A sees the /dev/shm grown by the container sharing it");
+    let out = d.run(&["--runtime", "oci-tmpfs", "--read-only", "--memory", "512m", "--ipc", &joined], &image);
+    assert_served("docker --ipc container:A --memory 512m", &out, 128 * MI, GI);
+    drop(owner);
+
+    // The user's own --tmpfs /tmp is left alone; /dev/shm still grown.
+    let out = d.run(&[&rt[..], &["--tmpfs", "/tmp:size=10m"]].concat(), &image);
+    let t = mount_at(&parse_mountinfo(&out), "/tmp").cloned().expect("docker --tmpfs /tmp");
+    assert_eq!((t.source.as_str(), t.size()), ("tmpfs", Some(10 * MI)), "docker --tmpfs /tmp: {t:?}");
+    assert_eq!(shm_size(&out), Some(512 * MI), "docker --tmpfs /tmp: /dev/shm");
+
+    // A writable root: the wrapper adds the hook, the hook does nothing.
+    let out = d.run(&["--runtime", "oci-tmpfs", "--memory", "1g"], &image);
+    assert_untouched("docker, writable root", &out);
+    assert_eq!(shm_size(&out), Some(SHM_64M), "docker, writable root: /dev/shm");
+
+    // Without --runtime the default runc runs, unwrapped.
+    let out = d.run(&["--read-only"], &image);
+    assert_untouched("docker without the wrapper", &out);
+
+    // containerd (the one dockerd started), with the wrapper as runc binary.
+    let ns = unique("ns");
+    d.namespaces.push(ns.clone());
+    let archive = d.dir.join("image.tar");
+    ok(d.docker().args(["save", "-o"]).arg(&archive).arg(&image));
+    ok(d.ctr(&ns).args(["images", "import"]).arg(&archive));
+    let reference = format!("docker.io/library/{image}:latest");
+
+    let out = ctr_run(&d, &ns, &["--read-only", "--memory-limit", &GI.to_string()], &reference);
+    assert_served("ctr run --read-only --memory-limit 1g", &out, 256 * MI, 512 * MI);
+
+    // Kubernetes-style annotations reach the spec: the sizes follow them.
+    let ann = [
+        "--read-only",
+        "--annotation",
+        "oci-tmpfs-hook/tmp-size=96Mi",
+        "--annotation",
+        "oci-tmpfs-hook/shm-size=200Mi",
+    ];
+    let out = ctr_run(&d, &ns, &ann, &reference);
+    assert_served("ctr run with annotations", &out, 96 * MI, 200 * MI);
+
+    let out = ctr_run(&d, &ns, &[], &reference);
+    assert_untouched("ctr run, writable root", &out);
+    assert_eq!(shm_size(&out), Some(SHM_64M), "ctr run, writable root: /dev/shm");
+
+    // Nothing leaked onto the host.
+    assert_eq!(fs_bytes(Path::new("/dev/shm")), real_host_shm, "the host's /dev/shm changed");
+    assert_eq!(fs_bytes(&d.daemon_shm()), SHM_64M, "the daemon's /dev/shm changed");
+    let _ = output(d.ctr(&ns).args(["images", "remove", &reference]));
+}
+
+// ------------------------------------------------ the wrapper alone, runc
+
+/// `runc --root` dir private to a test, and the containers in it deleted.
+struct RuncRoot {
+    dir: TempDir,
+    ids: Vec<String>,
+}
+
+impl RuncRoot {
+    fn new() -> RuncRoot {
+        RuncRoot { dir: TempDir::new("runc-root"), ids: Vec::new() }
+    }
+
+    fn id(&mut self) -> String {
+        let id = unique("wrapped");
+        self.ids.push(id.clone());
+        id
+    }
+}
+
+impl Drop for RuncRoot {
+    fn drop(&mut self) {
+        for id in &self.ids {
+            let _ =
+                output(Command::new("runc").arg("--root").arg(&self.dir.0).args(["delete", "--force", id]));
+        }
+    }
+}
+
+fn hooks_of(bundle: &Path) -> Value {
+    let config: Value = serde_json::from_slice(&std::fs::read(bundle.join("config.json")).unwrap()).unwrap();
+    config["hooks"].clone()
+}
+
+#[test]
+fn wrapper_adds_the_hook_once_and_execs_runc() {
+    require_root();
+    let bin = TempDir::new("wrapper-bin");
+    let wrapper = wrapper_in(&bin.0);
+    let mut root = RuncRoot::new();
+    let mut b = Bundle::new("wrapped");
+    b.script(&format!("{PROBE}; exit 7")).annotate("oci-tmpfs-hook/tmp-size", "80Mi");
+    b.write();
+
+    // As the engines call it: globals, then `run --bundle DIR ID`.
+    let id = root.id();
+    let out = output(
+        Command::new(&wrapper)
+            .arg("--root")
+            .arg(&root.dir.0)
+            .args(["--log-format", "json", "run", "--bundle"])
+            .arg(&b.dir)
+            .arg(&id),
+    );
+    // exec: the container's own exit status comes back.
+    assert_eq!(out.status.code(), Some(7), "stderr: {}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let t = mount_at(&parse_mountinfo(&stdout), "/tmp").cloned().expect("/tmp mounted");
+    assert_eq!((t.source.as_str(), t.size()), (OURS, Some(80 * MI)));
+    let hooks = hooks_of(&b.dir);
+    let own = hook_bin().canonicalize().unwrap();
+    assert_eq!(
+        hooks,
+        json!({"prestart": [{"path": own.display().to_string(), "args": ["oci-tmpfs-hook", "hook", "--stage", "prestart"]}]})
+    );
+
+    // `oci-tmpfs-hook runtime -- ...`, bundle = the current directory: the
+    // hook is already there and is not added twice.
+    let id = root.id();
+    let out = output(
+        Command::new(hook_bin())
+            .args(["runtime", "--", "--root"])
+            .arg(&root.dir.0)
+            .args(["run", &id])
+            .current_dir(&b.dir),
+    );
+    assert_eq!(out.status.code(), Some(7), "stderr: {}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("TMP-WRITABLE"));
+    assert_eq!(hooks_of(&b.dir), hooks, "the hook was added twice");
+
+    // Anything else passes straight through.
+    let ours = ok(Command::new(&wrapper).arg("--version"));
+    assert_eq!(ours, ok(Command::new("runc").arg("--version")));
+}
+
+#[test]
+fn wrapper_passes_unreadable_bundles_to_runc() {
+    require_root();
+    let bin = TempDir::new("wrapper-bin");
+    let wrapper = wrapper_in(&bin.0);
+    let mut root = RuncRoot::new();
+    let bundle = TempDir::new("bad-bundle");
+
+    // No config.json: our warning, then runc's own error.
+    let id = root.id();
+    let out = output(
+        Command::new(&wrapper).arg("--root").arg(&root.dir.0).arg("create").arg("-b").arg(&bundle.0).arg(&id),
+    );
+    let err = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("oci-tmpfs-hook: warning:") && err.contains("hook is not added"), "{err}");
+    assert!(err.contains("JSON specification file config.json not found"), "runc's error is kept: {err}");
+
+    // Invalid JSON: left byte for byte as it was, runc reports it.
+    std::fs::write(bundle.join("config.json"), "{not json").unwrap();
+    let id = root.id();
+    let out = output(
+        Command::new(&wrapper)
+            .arg("--root")
+            .arg(&root.dir.0)
+            .arg("create")
+            .arg(format!("--bundle={}", bundle.0.display()))
+            .arg(&id),
+    );
+    let err = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("is not valid JSON"), "{err}");
+    assert!(err.contains("runc create failed"), "runc's error is kept: {err}");
+    assert_eq!(std::fs::read_to_string(bundle.join("config.json")).unwrap(), "{not json");
+}
+
+#[test]
+fn wrapper_without_a_runtime_says_so() {
+    let bin = TempDir::new("wrapper-bin");
+    let wrapper = wrapper_in(&bin.0);
+    // Only our own name on PATH as `runc`: never exec ourselves.
+    std::os::unix::fs::symlink(hook_bin(), bin.join("runc")).unwrap();
+    for (path, expect) in
+        [(bin.join("empty-dir"), "no runc on PATH"), (bin.0.clone(), "is this wrapper itself")]
+    {
+        std::fs::create_dir_all(bin.join("empty-dir")).unwrap();
+        let out = output(Command::new(&wrapper).args(["state", "x"]).env("PATH", OsStr::new(&path)));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        assert!(err.starts_with("oci-tmpfs-hook: ") && err.contains(expect), "{err}");
+    }
+}
