@@ -163,9 +163,13 @@ impl Podman {
         let dir = TempDir::short("p");
         let hooks = dir.join("hooks.d");
         std::fs::create_dir_all(&hooks).unwrap();
-        let rendered = oci_hooks_json(&hook_bin());
-        std::fs::write(hooks.join("oci-tmpfs-hook.json"), serde_json::to_vec_pretty(&rendered).unwrap())
-            .unwrap();
+        // Registered the way a platform engineer does it: `setup podman`.
+        let mut setup = Command::new(hook_bin());
+        setup.args(["setup", "podman", "--hooks-dir"]).arg(&hooks).arg("--hook-path").arg(hook_bin());
+        ok(&mut setup);
+        let written: Value =
+            serde_json::from_slice(&std::fs::read(hooks.join("oci-tmpfs-hook.json")).unwrap()).unwrap();
+        assert_eq!(written, oci_hooks_json(&hook_bin()));
         Podman { dir, runtime }
     }
 
@@ -276,11 +280,13 @@ impl Dockerd {
         let dir = TempDir::new("dockerd");
         let wrapper = wrapper_in(&dir.0);
         let daemon_json = dir.join("daemon.json");
-        std::fs::write(
-            &daemon_json,
-            serde_json::to_vec_pretty(&json!({"runtimes": {"oci-tmpfs": {"path": wrapper}}})).unwrap(),
-        )
-        .unwrap();
+        // Registered the way a platform engineer does it: `setup docker`.
+        let mut setup = Command::new(hook_bin());
+        setup.args(["setup", "docker", "--daemon-json"]).arg(&daemon_json);
+        setup.arg("--hook-path").arg(hook_bin()).arg("--runtime-path").arg(&wrapper);
+        ok(&mut setup);
+        let written: Value = serde_json::from_slice(&std::fs::read(&daemon_json).unwrap()).unwrap();
+        assert_eq!(written["runtimes"]["oci-tmpfs"]["path"], json!(wrapper));
         let sock = dir.join("docker.sock");
         let log = File::create(dir.join("dockerd.log")).unwrap();
         let script = "mount -t tmpfs -o size=64m,nosuid,nodev,noexec shm /dev/shm && exec \"$@\"";
