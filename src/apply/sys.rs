@@ -56,6 +56,10 @@ pub struct System {
     root_name: String,
     /// Mounts attached so far, for rollback.
     attached: Vec<OwnedFd>,
+    /// Directories (device, inode) that already have a tmpfs prepared, and
+    /// for which target: two targets reached through symlinks (`/var -> /`
+    /// with `TMPDIR=/var/tmp`) must not stack two mounts.
+    prepared: Vec<((u64, u64), String)>,
 }
 
 fn ns_id(path: &str) -> Result<NsId, ApplyError> {
@@ -366,6 +370,12 @@ impl Mounter for System {
             }
             Some(_) => {}
         }
+        let st = rustix::fs::fstat(&fd).map_err(|e| ApplyError::sys("reading", target.to_string(), e))?;
+        let id = (st.st_dev, st.st_ino);
+        if let Some((_, first)) = self.prepared.iter().find(|(d, _)| *d == id) {
+            return Ok(Prepared::Skip { reason: format!("it is the same directory as {first}"), warn: true });
+        }
+        self.prepared.push((id, target.to_string()));
         let mut attrs = MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV;
         if opts.noexec {
             attrs |= MountAttrFlags::MOUNT_ATTR_NOEXEC;
