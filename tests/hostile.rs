@@ -543,6 +543,15 @@ fn case04_tmpdir_behind_a_symlinked_component() {
 // ---------------------------------------------------------------------------
 // 5. A race against RENAME_EXCHANGE
 
+/// Sets the flag when dropped, panics included.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 #[test]
 fn case05_rename_exchange_race_never_reaches_the_host() {
     require_root();
@@ -582,6 +591,8 @@ fn case05_rename_exchange_race_never_reaches_the_host() {
                                 swaps.fetch_add(1, Ordering::Relaxed);
                             }
                         });
+                        // Stops the swapper even when a check below panics.
+                        let _stop = StopOnDrop(&stop);
                         for i in 0..RUNS_PER_RUNTIME {
                             let case = format!("case 5 race run {i} ({rt:?})");
                             let r = run(&b, rt, &case);
@@ -597,9 +608,13 @@ fn case05_rename_exchange_race_never_reaches_the_host() {
                             } else {
                                 mounted += 1;
                             }
-                            assert_no_mount_under(&all_mounts("1"), &marker_path, &case);
+                            let host_table = all_mounts("1");
+                            assert_no_mount_under(&host_table, &marker_path, &case);
+                            assert!(
+                                !host_table.iter().any(|m| m.source == HOOK_SOURCE),
+                                "{case}: host mount"
+                            );
                         }
-                        stop.store(true, Ordering::Relaxed);
                     });
                     (rt, mounted, left_alone, swaps.load(Ordering::Relaxed))
                 })
