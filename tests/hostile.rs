@@ -1281,6 +1281,101 @@ fn case14_user_namespace_containers_can_use_their_tmp() {
     }
 }
 
+/// The unprivileged user for rootless Podman, made on first use with its
+/// subordinate id ranges; returns its uid and gid.
+fn rootless_user() -> (u32, u32) {
+    const USER: &str = "oth-rootless";
+    if !Command::new("id").arg(USER).output().unwrap().status.success() {
+        let out = Command::new("useradd").args(["-m", "-s", "/bin/sh", USER]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() || err.contains("already exists"), "useradd: {err}");
+    }
+    for file in ["/etc/subuid", "/etc/subgid"] {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        if !text.lines().any(|l| l.starts_with(&format!("{USER}:"))) {
+            let mut f = std::fs::OpenOptions::new().append(true).create(true).open(file).unwrap();
+            std::io::Write::write_all(&mut f, format!("{USER}:400000:65536\n").as_bytes()).unwrap();
+        }
+    }
+    let id = |flag: &str| -> u32 {
+        let out = Command::new("id").args([flag, USER]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    (id("-u"), id("-g"))
+}
+
+#[test]
+fn case14_rootless_podman() {
+    require_root();
+    let before = host(&[]);
+    let (uid, gid) = rootless_user();
+    // The bundle gives the busybox rootfs and the cleanup; Podman makes its own config.
+    let b = Bundle::new("c14-podman");
+    let dir = b.dir.clone();
+    let hook = dir.join("oci-tmpfs-hook");
+    std::fs::copy(hook_bin(), &hook).unwrap();
+    std::fs::create_dir(dir.join("hooks")).unwrap();
+    std::fs::create_dir(b.rootfs().join("var/tmp")).unwrap();
+    let log = dir.join("hook.log");
+    let conf = dir.join("host.toml");
+    std::fs::write(
+        &conf,
+        format!("log_file = {}\nlog_level = \"info\"\n", toml_string(log.to_str().unwrap())),
+    )
+    .unwrap();
+    // An oci-hooks(5) file as Podman reads it; Podman runs prestart hooks as createRuntime.
+    let hooks_json = json!({
+        "version": "1.0.0",
+        "hook": {"path": hook, "args": ["oci-tmpfs-hook", "hook", "--stage", "createRuntime", "--config", conf],
+                 "env": ["PATH=/usr/bin:/bin"]},
+        "when": {"always": true},
+        "stages": ["prestart"],
+    });
+    std::fs::write(dir.join("hooks/oci-tmpfs-hook.json"), serde_json::to_vec(&hooks_json).unwrap()).unwrap();
+    chown_tree(&dir, uid, gid);
+    for (who, user) in [("root", ""), ("uid 1000", "--user 1000:1000")] {
+        let case = format!("case 14 rootless Podman, {who}");
+        // Flags before --rootfs: podman run stops parsing flags at the first positional.
+        // This sandbox caps rlimits: pass the session's own hard limits, nproc at most 32768
+        // (crun in the rootless user namespace cannot raise it further here; DESIGN.md §4).
+        let cmd = format!(
+            "np=$(ulimit -Hu); [ \"$np\" = unlimited ] || [ \"$np\" -gt 32768 ] && np=32768; \
+             cd /tmp && podman --storage-driver vfs --cgroup-manager cgroupfs --events-backend file run --rm \
+             --network none --read-only --read-only-tmpfs=false --hooks-dir {hooks} \
+             --ulimit nofile=$(ulimit -Hn):$(ulimit -Hn) --ulimit nproc=$np:$np {user} \
+             --env TMPDIR=/var/tmp --annotation oci-tmpfs-hook/tmp-size=40Mi \
+             --rootfs {rootfs} sh -c 'cat /proc/self/mountinfo; touch /tmp/f /var/tmp/f /dev/shm/f && echo TMP_OK'",
+            hooks = dir.join("hooks").display(),
+            rootfs = b.rootfs().display(),
+        );
+        let child = Command::new("su")
+            .args(["-", "oth-rootless", "-s", "/bin/bash", "-c", &cmd])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out =
+            wait_timeout(child, Duration::from_secs(120)).unwrap_or_else(|| panic!("{case}: timed out"));
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(out.status.success(), "{case}: {stdout}\n{stderr}\nhook log:\n{log_text}");
+        assert!(!stderr.contains("panicked"), "{case}: {stderr}");
+        assert!(stdout.contains("TMP_OK"), "{case}: {stdout}\n{stderr}");
+        let ours: Vec<MountInfo> =
+            parse_mountinfo(&stdout).into_iter().filter(|m| m.source == HOOK_SOURCE).collect();
+        let mut points: Vec<&str> = ours.iter().map(|m| m.mount_point.as_str()).collect();
+        points.sort();
+        assert_eq!(points, ["/tmp", "/var/tmp"], "{case}: {stdout}");
+        for m in &ours {
+            assert_eq!(m.size(), Some(40 * MI), "{case}: {m:?}");
+            assert!(m.has("nosuid") && m.has("nodev"), "{case}: {m:?}");
+        }
+        assert!(log_text.contains("mounted tmpfs on /tmp"), "{case}: hook log {log_text}");
+        before.assert_untouched(&case);
+    }
+}
+
 // ---------------------------------------------------------------------------
 // 15. Environment hygiene
 
