@@ -1304,11 +1304,29 @@ fn rootless_user() -> (u32, u32) {
     (id("-u"), id("-g"))
 }
 
+/// Stops the rootless Podman pause process (it keeps the user namespace of
+/// `uid` alive after the containers are gone), by the pid Podman recorded.
+struct PauseGuard(u32);
+
+impl Drop for PauseGuard {
+    fn drop(&mut self) {
+        let file = format!("/tmp/podman-run-{}/libpod/tmp/pause.pid", self.0);
+        let Some(pid) = std::fs::read_to_string(&file).ok().and_then(|p| p.trim().parse::<i32>().ok()) else {
+            return;
+        };
+        let owned = std::fs::metadata(format!("/proc/{pid}")).is_ok_and(|m| m.uid() == self.0);
+        if let (true, Some(pid)) = (owned, rustix::process::Pid::from_raw(pid)) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+    }
+}
+
 #[test]
 fn case14_rootless_podman() {
     require_root();
     let before = host(&[]);
     let (uid, gid) = rootless_user();
+    let _pause = PauseGuard(uid);
     // The bundle gives the busybox rootfs and the cleanup; Podman makes its own config.
     let b = Bundle::new("c14-podman");
     let dir = b.dir.clone();
