@@ -35,9 +35,11 @@ impl log::Log for Logger {
             log::Level::Info => "info",
             log::Level::Debug | log::Level::Trace => "debug",
         };
+        // Messages quote the container's env and annotations: one record, one line.
+        let message = escape_controls(&record.args().to_string());
         let line = match self.id.get() {
-            Some(id) => format!("oci-tmpfs-hook: container {id}: {level}: {}\n", record.args()),
-            None => format!("oci-tmpfs-hook: {level}: {}\n", record.args()),
+            Some(id) => format!("oci-tmpfs-hook: container {id}: {level}: {message}\n"),
+            None => format!("oci-tmpfs-hook: {level}: {message}\n"),
         };
         let _ = std::io::stderr().write_all(line.as_bytes());
         if let Ok(mut guard) = self.file.lock() {
@@ -48,6 +50,17 @@ impl log::Log for Logger {
     }
 
     fn flush(&self) {}
+}
+
+/// `text` with control characters (newlines, escape sequences) written as
+/// Rust escapes, so that text from a container cannot forge or split log lines.
+pub fn escape_controls(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+        .collect()
 }
 
 fn parse_level(text: &str) -> Option<log::LevelFilter> {
@@ -108,4 +121,15 @@ pub fn file_only(line: &str) {
 /// The id set by [`set_container`], if any.
 pub fn container() -> Option<&'static str> {
     LOGGER.id.get().map(String::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(escape_controls("plain /tmp é"), "plain /tmp é");
+        assert_eq!(escape_controls("a\nb\r\u{1b}[31m"), "a\\nb\\r\\u{1b}[31m");
+    }
 }

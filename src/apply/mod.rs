@@ -101,6 +101,10 @@ pub enum ApplyError {
     NotInContainer,
     #[error("cannot tell the hook stage from the state (pid {0:?}); pass --stage")]
     UnknownStage(Option<i64>),
+    #[error("cannot tell this mount namespace from the host's (neither /proc/1/ns/mnt nor /proc/1/mountinfo is readable); refusing to mount")]
+    InitUnknown,
+    #[error("{call}(2) is not available in this kernel (Linux {since} or later is needed); refusing to mount without it")]
+    Unsupported { call: &'static str, since: &'static str },
     #[error("the rootfs {0} is the host's root directory; refusing")]
     RootIsHost(PathBuf),
     #[error("{op} {path}")]

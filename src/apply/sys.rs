@@ -12,6 +12,7 @@
 //!   superblock, so every process sharing it sees the new size;
 //! - sizes go to the kernel as numbers this program formatted.
 
+use std::collections::HashSet;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
@@ -60,11 +61,66 @@ pub struct System {
     writable_root: Option<OwnedFd>,
     /// Mounts attached so far, for rollback.
     attached: Vec<OwnedFd>,
+    /// Directories (device, inode) that already have a tmpfs prepared, and
+    /// for which target: two targets reached through symlinks (`/var -> /`
+    /// with `TMPDIR=/var/tmp`) must not stack two mounts.
+    prepared: Vec<((u64, u64), String)>,
 }
 
 fn ns_id(path: &str) -> Result<NsId, ApplyError> {
     let st = rustix::fs::stat(path).map_err(|e| ApplyError::sys("reading namespace", path, e))?;
     Ok((st.st_dev, st.st_ino))
+}
+
+/// Mount ids listed in `/proc/<who>/mountinfo`.
+fn mount_ids(who: &str) -> Option<HashSet<u64>> {
+    let text = std::fs::read_to_string(format!("/proc/{who}/mountinfo")).ok()?;
+    let ids: HashSet<u64> = text.lines().filter_map(|l| l.split(' ').next()?.parse().ok()).collect();
+    (!ids.is_empty()).then_some(ids)
+}
+
+/// Whether processes `a` and `b` (pids or `self`) share a mount namespace,
+/// or `None` when that cannot be told. `/proc/<pid>/ns/mnt` is the direct
+/// answer, but reading it needs ptrace access, which some hosts deny even to
+/// root for pid 1 (sandboxes, hardened procfs). The mount ids of
+/// `/proc/<pid>/mountinfo` answer too: a mount belongs to exactly one
+/// namespace, and copying a namespace gives every mount a new id.
+fn same_mount_ns(a: &str, b: &str) -> Option<bool> {
+    if let (Ok(x), Ok(y)) = (ns_id(&format!("/proc/{a}/ns/mnt")), ns_id(&format!("/proc/{b}/ns/mnt"))) {
+        return Some(x == y);
+    }
+    let (x, y) = (mount_ids(a)?, mount_ids(b)?);
+    Some(!x.is_disjoint(&y))
+}
+
+/// Refuses when process `who` is in the mount namespace of pid 1 (the
+/// host's init in our procfs), or when that cannot be told: never guess.
+fn outside_init(who: &str, stage: Stage) -> Result<(), ApplyError> {
+    match same_mount_ns(who, "1") {
+        Some(false) => Ok(()),
+        Some(true) => Err(ApplyError::SameNamespace(stage)),
+        None => Err(ApplyError::InitUnknown),
+    }
+}
+
+/// The error for a syscall the kernel does not have (`ENOSYS`), naming the
+/// Linux version that added it.
+fn unsupported(call: &'static str) -> ApplyError {
+    let since = match call {
+        "openat2" => "5.6",
+        "pidfd_open" => "5.3",
+        _ => "5.2", // fsopen, fsconfig, fsmount, move_mount, fspick
+    };
+    ApplyError::Unsupported { call, since }
+}
+
+/// Maps `e` from `call` to an [`ApplyError`]: `ENOSYS` names the kernel needed.
+fn sys_err(call: &'static str, op: &'static str, path: impl Into<String>, e: Errno) -> ApplyError {
+    if e == Errno::NOSYS {
+        unsupported(call)
+    } else {
+        ApplyError::sys(op, path, e)
+    }
 }
 
 /// Number of pid namespaces this process is in, from `NSpid` in
@@ -89,7 +145,7 @@ pub fn detect_stage(pid: Option<i64>) -> Result<Stage, ApplyError> {
     if let Some(p) = pid.filter(|&p| p > 1) {
         let own = ns_id("/proc/self/ns/mnt")?;
         if let Ok(theirs) = ns_id(&format!("/proc/{p}/ns/mnt")) {
-            if theirs != own && Some(theirs) != ns_id("/proc/1/ns/mnt").ok() {
+            if theirs != own && same_mount_ns(&p.to_string(), "1") == Some(false) {
                 return Ok(Stage::CreateRuntime);
             }
         }
@@ -275,21 +331,21 @@ impl System {
         attrs: MountAttrFlags,
         what: &str,
     ) -> Result<OwnedFd, ApplyError> {
-        let err = |op| move |e: Errno| ApplyError::sys(op, what.to_string(), e);
+        let err = |call, op| move |e: Errno| sys_err(call, op, what.to_string(), e);
         let fs = rustix::mount::fsopen("tmpfs", FsOpenFlags::FSOPEN_CLOEXEC)
-            .map_err(err("creating a tmpfs context for"))?;
-        rustix::mount::fsconfig_set_string(&fs, "size", size.0.to_string())
-            .map_err(err("setting the tmpfs size for"))?;
-        rustix::mount::fsconfig_set_string(&fs, "source", "oci-tmpfs-hook")
-            .map_err(err("naming the tmpfs for"))?;
-        rustix::mount::fsconfig_set_string(&fs, "mode", "1777").map_err(err("setting the tmpfs mode for"))?;
+            .map_err(err("fsopen", "creating a tmpfs context for"))?;
+        let set = |key: &str, value: String, op| {
+            rustix::mount::fsconfig_set_string(&fs, key, value).map_err(err("fsconfig", op))
+        };
+        set("size", size.0.to_string(), "setting the tmpfs size for")?;
+        set("source", "oci-tmpfs-hook".into(), "naming the tmpfs for")?;
+        set("mode", "1777".into(), "setting the tmpfs mode for")?;
         if let Some(n) = nr_inodes {
-            rustix::mount::fsconfig_set_string(&fs, "nr_inodes", n.to_string())
-                .map_err(err("setting nr_inodes for"))?;
+            set("nr_inodes", n.to_string(), "setting nr_inodes for")?;
         }
-        rustix::mount::fsconfig_create(&fs).map_err(err("creating the tmpfs for"))?;
+        rustix::mount::fsconfig_create(&fs).map_err(err("fsconfig", "creating the tmpfs for"))?;
         rustix::mount::fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, attrs)
-            .map_err(err("making the tmpfs mount for"))
+            .map_err(err("fsmount", "making the tmpfs mount for"))
     }
 }
 
@@ -300,20 +356,18 @@ impl Mounter for System {
         // Before anything else: what the host's /dev/shm is (DESIGN.md §2 rule 6).
         self.host_shm = rustix::fs::stat(SHM_PATH).ok().map(|s| s.st_dev);
         let own = ns_id("/proc/self/ns/mnt")?;
-        let init = ns_id("/proc/1/ns/mnt").ok();
         match stage {
             Stage::StartContainer => Err(ApplyError::TooLate),
             Stage::CreateContainer => {
                 // We must already be in the container's mount namespace, before
-                // pivot_root. "Not the mount namespace of pid 1" is no proof:
-                // /proc/1/ns may be unreadable (sandboxes, hardened hosts) and a
-                // hook run by hand would then mount on the host. The proof we
-                // demand is positive: the runtime started us inside the
-                // container's pid namespace (runc and crun both do).
-                if pid_namespace_depth() < 2 || Some(own) == init {
+                // pivot_root. Two independent proofs, both required: the
+                // runtime started us inside the container's pid namespace (runc
+                // and crun both do), and our mount namespace is not pid 1's
+                // (told by mount ids where /proc/1/ns is unreadable).
+                if pid_namespace_depth() < 2 {
                     return Err(ApplyError::NotInContainer);
                 }
-                Ok(())
+                outside_init("self", stage)
             }
             Stage::Prestart | Stage::CreateRuntime => {
                 if pid_namespace_depth() > 1 {
@@ -329,12 +383,13 @@ impl Mounter for System {
                 let raw = i64::from(p.as_raw_nonzero().get());
                 let pidfd = rustix::process::pidfd_open(p, PidfdFlags::empty()).map_err(|e| match e {
                     Errno::SRCH => ApplyError::NoProcess(raw),
-                    e => ApplyError::sys("opening a pidfd for process", raw.to_string(), e),
+                    e => sys_err("pidfd_open", "opening a pidfd for process", raw.to_string(), e),
                 })?;
                 let theirs = ns_id(&format!("/proc/{raw}/ns/mnt"))?;
-                if theirs == own || Some(theirs) == init {
+                if theirs == own {
                     return Err(ApplyError::SameNamespace(stage));
                 }
+                outside_init(&raw.to_string(), stage)?;
                 // setns(2) by pidfd (Linux 5.8): bound to the process, not to a
                 // pid number that could be reused.
                 match rustix::thread::move_into_thread_name_spaces(pidfd.as_fd(), ThreadNameSpaceType::MOUNT)
@@ -363,10 +418,10 @@ impl Mounter for System {
                     }
                 }
                 let now = ns_id("/proc/self/ns/mnt")?;
-                if now == own || Some(now) == init {
+                if now == own {
                     return Err(ApplyError::SameNamespace(stage));
                 }
-                Ok(())
+                outside_init("self", stage)
             }
         }
     }
@@ -405,7 +460,7 @@ impl Mounter for System {
             Err(e) => {
                 return match skip_reason(e) {
                     Some(reason) => Ok(Prepared::Skip { reason: reason.to_string(), warn: e != Errno::XDEV }),
-                    None => Err(ApplyError::sys("resolving inside the rootfs", target.to_string(), e)),
+                    None => Err(sys_err("openat2", "resolving inside the rootfs", target.to_string(), e)),
                 }
             }
         };
@@ -422,6 +477,12 @@ impl Mounter for System {
             }
             Some(_) => {}
         }
+        let st = rustix::fs::fstat(&fd).map_err(|e| ApplyError::sys("reading", target.to_string(), e))?;
+        let id = (st.st_dev, st.st_ino);
+        if let Some((_, first)) = self.prepared.iter().find(|(d, _)| *d == id) {
+            return Ok(Prepared::Skip { reason: format!("it is the same directory as {first}"), warn: true });
+        }
+        self.prepared.push((id, target.to_string()));
         let mut attrs = MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV;
         if opts.noexec {
             attrs |= MountAttrFlags::MOUNT_ATTR_NOEXEC;
@@ -449,7 +510,7 @@ impl Mounter for System {
             Err(e) => {
                 return match skip_reason(e) {
                     Some(reason) => skip(reason.to_string(), true),
-                    None => Err(ApplyError::sys("resolving inside the rootfs", SHM_PATH, e)),
+                    None => Err(sys_err("openat2", "resolving inside the rootfs", SHM_PATH, e)),
                 }
             }
         };
@@ -491,11 +552,11 @@ impl Mounter for System {
         if current >= size {
             return skip(format!("it already has {current}, not less than {size}; never shrunk"), false);
         }
-        let err = |op| move |e: Errno| ApplyError::sys(op, SHM_PATH, e);
+        let err = |call, op| move |e: Errno| sys_err(call, op, SHM_PATH, e);
         let fs = rustix::mount::fspick(&fd, "", FsPickFlags::FSPICK_EMPTY_PATH | FsPickFlags::FSPICK_CLOEXEC)
-            .map_err(err("picking the superblock of"))?;
+            .map_err(err("fspick", "picking the superblock of"))?;
         rustix::mount::fsconfig_set_string(&fs, "size", size.0.to_string())
-            .map_err(err("setting the size of"))?;
+            .map_err(err("fsconfig", "setting the size of"))?;
         Ok(Prepared::Ready(Pending::Reconfigure { fs, what: SHM_PATH.into() }))
     }
 
@@ -509,12 +570,12 @@ impl Mounter for System {
                     "",
                     MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
                 )
-                .map_err(|e| ApplyError::sys("attaching the tmpfs on", what, e))?;
+                .map_err(|e| sys_err("move_mount", "attaching the tmpfs on", what, e))?;
                 self.attached.push(mnt);
                 Ok(())
             }
             Pending::Reconfigure { fs, what } => rustix::mount::fsconfig_reconfigure(&fs)
-                .map_err(|e| ApplyError::sys("resizing the tmpfs of", what, e)),
+                .map_err(|e| sys_err("fsconfig", "resizing the tmpfs of", what, e)),
         }
     }
 
@@ -525,5 +586,18 @@ impl Mounter for System {
                 log::error!("detaching a tmpfs after a failed mount: {e}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_namespace_identity() {
+        assert_eq!(same_mount_ns("self", "self"), Some(true));
+        assert!(mount_ids("self").is_some_and(|ids| !ids.is_empty()));
+        assert_eq!(same_mount_ns("self", "0"), None);
+        assert!(matches!(unsupported("openat2"), ApplyError::Unsupported { since: "5.6", .. }));
     }
 }

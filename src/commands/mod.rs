@@ -27,7 +27,7 @@ pub fn chain(err: &dyn Error) -> String {
         }
         source = s.source();
     }
-    line.replace('\n', " ")
+    crate::logger::escape_controls(&line)
 }
 
 /// Prints one error line on stderr (and in the log file) and returns exit 1.
