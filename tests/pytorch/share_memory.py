@@ -1,23 +1,31 @@
-"""share_memory: a tensor moved to shared memory with the `file_system`
-strategy, handed to a child through a torch.multiprocessing queue; the child
-writes, the parent sees the write.
+"""share_memory: a tensor moved to shared memory, handed to a child through a
+torch.multiprocessing queue; the child writes, the parent sees the write.
 
-`file_system` makes torch start `torch_shm_manager`, whose socket lives in
-`$TMPDIR` (or `/tmp`). Read-only /tmp gives:
-  RuntimeError: torch_shm_manager at ".../torch_shm_manager": could not
-  generate a random directory for manager socket
-With an argument, the manager's socket dir must be in that directory (the
-hook follows the container's own choice). Prints one `PASS share_memory` or `FAIL share_memory: <error>` line.
+The sharing strategy comes from $SHARING_STRATEGY (default `file_system`):
+- `file_system` makes torch start `torch_shm_manager`, whose socket lives in
+  `$TMPDIR` (or `/tmp`). Read-only /tmp gives:
+    RuntimeError: torch_shm_manager at ".../torch_shm_manager": could not
+    generate a random directory for manager socket
+- `file_descriptor` (PyTorch's default) passes the segment's fd through a unix
+  socket that Python's multiprocessing creates in the temp dir. Read-only /tmp
+  gives `FileNotFoundError: [Errno 2] No usable temporary directory found` in
+  the queue's feeder thread, and the child waits forever for the tensor.
+With an argument (and `file_system`), the manager's socket dir must be in that
+directory (the hook follows the container's own choice). Prints one
+`PASS <name>` or `FAIL <name>: <error>` line; the name is `share_memory`, or
+`share_memory_file_descriptor` with that strategy.
 """
 
 import glob
 import os
+import queue as queues
 import sys
 
 import torch
 import torch.multiprocessing as mp
 
-NAME = "share_memory"
+STRATEGY = os.environ.get("SHARING_STRATEGY", "file_system")
+NAME = "share_memory" if STRATEGY == "file_system" else f"share_memory_{STRATEGY}"
 
 
 def child(queue, done):
@@ -27,7 +35,7 @@ def child(queue, done):
 
 
 def main():
-    mp.set_sharing_strategy("file_system")
+    mp.set_sharing_strategy(STRATEGY)
     tensor = torch.zeros(1024)
     tensor.share_memory_()
     if len(sys.argv) > 1:
@@ -37,10 +45,13 @@ def main():
             raise RuntimeError(f"no torch-shm-dir-* in {sys.argv[1]}: torch_shm_manager used another dir")
         print(f"share_memory: manager socket dir {found[0]}", flush=True)
     queue, done = mp.Queue(), mp.Queue()
-    proc = mp.Process(target=child, args=(queue, done))
+    proc = mp.Process(target=child, args=(queue, done), daemon=True)
     proc.start()
     queue.put(tensor)
-    done.get(timeout=60)
+    try:
+        done.get(timeout=20)
+    except queues.Empty:
+        raise RuntimeError("the child never got the tensor in 20 s (see the errors above)") from None
     proc.join(timeout=60)
     if proc.exitcode != 0:
         raise RuntimeError(f"child exited with {proc.exitcode}")
