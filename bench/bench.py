@@ -11,6 +11,8 @@ root and `runc spec`'s other defaults (64 MiB /dev/shm). Variants:
   floor   the hook's mounts (sizes from `explain --json`) written straight into
           config.json, so the runtime mounts them itself: the best any hook
           could do;
+  noop    a prestart hook that does nothing (static busybox `true`): what
+          running any hook process costs;
   LABEL   `oci-tmpfs-hook inject --stage prestart` with the binary given as
           `--hook LABEL=PATH` (repeatable: e.g. a glibc and a musl build).
 Latency is the wall time of `<runtime> run` (create, hooks, start, `true`,
@@ -31,7 +33,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNTIMES = ["runc", "crun"]
-SECTIONS = ["latency", "hook", "many", "binary"]
+SECTIONS = ["latency", "hook", "many", "exec", "binary"]
 MIB = 1 << 20
 GNU_TIME = "/usr/bin/time"
 WARMUP = 3
@@ -58,6 +60,7 @@ class Bench:
         busybox = next((p for p in ["/bin/busybox", "/usr/bin/busybox"] if os.path.exists(p)), None)
         if not busybox:
             die("busybox is missing: apt-get install busybox-static")
+        self.busybox = busybox
         shutil.copy(busybox, os.path.join(self.rootfs, "bin/busybox"))
         for a in ["sh", "true"]:
             os.symlink("busybox", os.path.join(self.rootfs, "bin", a))
@@ -88,6 +91,9 @@ class Bench:
         settings = self.settings(targets)
         if variant == "floor":
             self.write_floor(d, cfg, settings)
+        elif variant == "noop":
+            cfg["hooks"] = {"prestart": [{"path": self.busybox, "args": ["busybox", "true"]}]}
+            write_json(path, cfg)
         elif variant != "plain":
             binary = dict(self.hooks)[variant]
             subprocess.run(
@@ -239,7 +245,7 @@ def section_latency(b, runtimes, runs):
     rows = []
     labels = [label for label, _ in b.hooks]
     for rt in runtimes:
-        variants = ["plain", "floor"] + labels
+        variants = ["plain", "floor", "noop"] + labels
         bundles = {v: b.bundle(f"{rt}-{v}", v) for v in variants}
         t = {n: stats(x) for n, x in b.alternate(rt, bundles, runs).items()}
         base = t["plain"]["median"]
@@ -247,11 +253,12 @@ def section_latency(b, runtimes, runs):
             s = t[v]
             rows.append([rt, v, f"{s['median']:.2f}", f"{s['p10']:.2f}", f"{s['p90']:.2f}",
                          f"{s['median'] - base:+.2f}", pct(s["median"], base),
-                         pct(s["median"], t["floor"]["median"])])
+                         pct(s["median"], t["floor"]["median"]), pct(s["median"], t["noop"]["median"])])
         print(f"bench: latency {rt} done", file=sys.stderr)
     return [
         f"### Container start latency (`<runtime> run` of `true`, ms; {runs} alternating rounds)\n",
-        table(["runtime", "variant", "median", "p10", "p90", "Δ median vs plain", "vs plain", "vs floor"], rows),
+        table(["runtime", "variant", "median", "p10", "p90", "Δ median vs plain", "vs plain", "vs floor",
+               "vs noop"], rows),
     ]
 
 
@@ -315,6 +322,42 @@ def section_many(b, runtimes, rounds):
     ]
 
 
+def spawn_cost(argv, runs):
+    """Median wall and CPU ms of posix_spawn + wait4 of argv (stdout to /dev/null)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    wall, cpu = [], []
+    try:
+        for _ in range(runs):
+            t0 = time.perf_counter_ns()
+            pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, null, 1)])
+            _, status, usage = os.wait4(pid, 0)
+            wall.append((time.perf_counter_ns() - t0) / 1e6)
+            cpu.append((usage.ru_utime + usage.ru_stime) * 1e3)
+            if os.waitstatus_to_exitcode(status) != 0:
+                die(f"{argv} exited {os.waitstatus_to_exitcode(status)}")
+    finally:
+        os.close(null)
+    return stats(wall), stats(cpu)
+
+
+def section_exec(b, runs):
+    """What starting a process costs here, outside any container: the floor
+    under the hook's own numbers."""
+    progs = [("`/bin/true` (coreutils, dynamic)", ["/bin/true"]),
+             ("busybox `true` (static)", [b.busybox, "true"])]
+    progs += [(f"`{label} --version`", [path, "--version"]) for label, path in b.hooks]
+    progs += [(f"`{label} explain` (reads config.json, plans, prints)",
+               [path, "explain", "--bundle", b.bundle(f"exec-{label}", "plain")]) for label, path in b.hooks]
+    rows = []
+    for name, argv in progs:
+        w, c = spawn_cost(argv, runs)
+        rows.append([name, f"{w['median']:.3f}", f"{w['p90']:.3f}", f"{c['median']:.3f}", f"{c['p90']:.3f}"])
+    return [
+        f"\n### Process start cost on this machine ({runs} spawns each, no container)\n",
+        table(["program", "wall median ms", "wall p90", "CPU median ms", "CPU p90"], rows),
+    ]
+
+
 def section_binary(b):
     rows = []
     for label, path in b.hooks:
@@ -335,7 +378,7 @@ def parse_hooks(values):
         path = os.path.abspath(path)
         if not os.access(path, os.X_OK):
             die(f"{path} is missing: cargo build --release")
-        if label in ("plain", "floor") or label in dict(hooks):
+        if label in ("plain", "floor", "noop") or label in dict(hooks):
             die(f"hook label {label!r} is taken")
         hooks.append((label, path))
     return hooks
@@ -374,6 +417,8 @@ def main():
             out += section_hook(b, runtimes, args.runs)
         if "many" in sections:
             out += section_many(b, runtimes, args.rounds)
+        if "exec" in sections:
+            out += section_exec(b, max(args.runs, 300))
         if "binary" in sections:
             out += section_binary(b)
     finally:
