@@ -14,7 +14,7 @@
 //! DataLoader case runs once without the hook and once per registration path.
 //! Every container has a timeout. Root, `python3-torch`, runc, crun and Podman
 //! are required: these tests fail loudly without them (`.ci/run` installs them).
-//! About 80 s on 2 busy cores; the DataLoader runs need about 2 GiB of memory.
+//! About 80 s on 2 busy cores; each DataLoader run peaks at 2-3 GiB of memory.
 
 mod common;
 
