@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: as root, on Debian/Ubuntu. Installs what the tests run
 # (runc, crun, busybox-static; podman, containerd and docker.io for the
-# engine tests; python3-seccomp, uidmap, slirp4netns for the hostile suite) when missing, applies the one machine fix they
+# engine tests; python3-seccomp, uidmap, slirp4netns for the hostile suite;
+# python3-torch for the PyTorch end-to-end tests) when missing, applies the one machine fix they
 # need (DESIGN.md §4: crun wants hugetlb as a cgroup v1 hierarchy on hybrid
 # cgroup hosts), then runs the whole suite with real containers.
 set -Eeuo pipefail
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "tests/run.sh: run as root (the tests start real containers)" >&2; exit 1; }
 
 need=()
-for pkg in runc crun busybox-static containerd docker.io podman python3-seccomp util-linux uidmap slirp4netns; do
+for pkg in runc crun busybox-static containerd docker.io podman python3-seccomp util-linux uidmap slirp4netns python3-torch; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

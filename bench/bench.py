@@ -1,0 +1,433 @@
+"""What oci-tmpfs-hook costs: container start latency, the hook's own wall time,
+CPU time and peak memory, how they grow with temp targets and with containers
+started at once, and the binary's size. Prints Markdown tables (BENCHMARKS.md
+holds a measured copy). Run it through bench/run.sh, as root, with runc, crun,
+busybox-static and GNU time installed. Standard library only (Debian's
+/usr/bin/python3).
+
+Every container is a busybox-static rootfs running `true` with a read-only
+root and `runc spec`'s other defaults (64 MiB /dev/shm). Variants:
+  plain   nothing else: the container users have today;
+  floor   the hook's mounts (sizes from `explain --json`) written straight into
+          config.json, so the runtime mounts them itself: the best any hook
+          could do;
+  noop    a prestart hook that does nothing (static busybox `true`): what
+          running any hook process costs;
+  LABEL   `oci-tmpfs-hook inject --stage prestart` with the binary given as
+          `--hook LABEL=PATH` (repeatable: e.g. a glibc and a musl build).
+Latency is the wall time of `<runtime> run` (create, hooks, start, `true`,
+exit, delete), measured in rounds that alternate the variants (the order
+rotates every round) so that load from anything else on the machine hits all
+of them alike.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUNTIMES = ["runc", "crun"]
+SECTIONS = ["latency", "hook", "many", "exec", "binary"]
+MIB = 1 << 20
+GNU_TIME = "/usr/bin/time"
+WARMUP = 3
+
+
+def die(msg):
+    sys.exit(f"bench: {msg}")
+
+
+class Bench:
+    """A work dir with one shared busybox rootfs and any number of bundles."""
+
+    def __init__(self, hooks):
+        self.hooks = hooks  # [(label, absolute path)]
+        self.tool = hooks[0][1]  # runs inject and explain
+        self.work = tempfile.mkdtemp(prefix="oci-tmpfs-hook-bench-")
+        self.rootfs = os.path.join(self.work, "rootfs")
+        self.counter = 0
+        self._make_rootfs()
+
+    def _make_rootfs(self):
+        for d in ["bin", "proc", "sys", "dev", "tmp", "etc"]:
+            os.makedirs(os.path.join(self.rootfs, d))
+        busybox = next((p for p in ["/bin/busybox", "/usr/bin/busybox"] if os.path.exists(p)), None)
+        if not busybox:
+            die("busybox is missing: apt-get install busybox-static")
+        self.busybox = busybox
+        shutil.copy(busybox, os.path.join(self.rootfs, "bin/busybox"))
+        for a in ["sh", "true"]:
+            os.symlink("busybox", os.path.join(self.rootfs, "bin", a))
+        # The extra targets' mount points exist in the image, so the floor and
+        # the hook do the same work (neither has to create directories).
+        for i in range(1, 16):
+            os.makedirs(os.path.join(self.rootfs, f"scratch/t{i}"))
+
+    def settings(self, targets):
+        """A host config that gives `targets` temp targets in all (/tmp + extras)."""
+        path = os.path.join(self.work, f"config-{targets}.toml")
+        with open(path, "w") as f:
+            f.write(f"extra_targets = {json.dumps([f'/scratch/t{i}' for i in range(1, targets)])}\n")
+        return path
+
+    def bundle(self, name, variant, targets=1, measure=None):
+        """variant: "plain", "floor" or a hook label; measure: None, "wall" or "rss"."""
+        d = os.path.join(self.work, name)
+        os.makedirs(d)
+        subprocess.run(["runc", "spec", "--bundle", d], check=True)
+        path = os.path.join(d, "config.json")
+        with open(path) as f:
+            cfg = json.load(f)
+        cfg["process"]["terminal"] = False
+        cfg["process"]["args"] = ["/bin/true"]
+        cfg["root"] = {"path": self.rootfs, "readonly": True}
+        write_json(path, cfg)
+        settings = self.settings(targets)
+        if variant == "floor":
+            self.write_floor(d, cfg, settings)
+        elif variant == "noop":
+            cfg["hooks"] = {"prestart": [{"path": self.busybox, "args": ["busybox", "true"]}]}
+            write_json(path, cfg)
+        elif variant != "plain":
+            binary = dict(self.hooks)[variant]
+            subprocess.run(
+                [self.tool, "inject", "--bundle", d, "--stage", "prestart", "--config", settings,
+                 "--hook-path", binary],
+                check=True, stdout=subprocess.DEVNULL,
+            )
+            if measure:
+                self.wrap_hook(d, measure, self.log(name))
+        return d
+
+    def log(self, name):
+        return os.path.join(self.work, f"{name}.log")
+
+    def wrap_hook(self, bundle, measure, log):
+        """Puts hook_timer.py (wall and CPU time) or GNU time (peak memory) in
+        front of the injected hook entry."""
+        path = os.path.join(bundle, "config.json")
+        with open(path) as f:
+            cfg = json.load(f)
+        entry = cfg["hooks"]["prestart"][0]
+        hook = [entry["path"]] + entry["args"][1:]
+        if measure == "wall":
+            entry["path"] = "/usr/bin/python3"
+            entry["args"] = ["python3", os.path.join(HERE, "hook_timer.py"), log] + hook
+        else:
+            entry["path"] = GNU_TIME
+            entry["args"] = ["time", "-f", "%M %x", "-a", "-o", log] + hook
+        write_json(path, cfg)
+
+    def write_floor(self, bundle, cfg, settings):
+        """The hook's plan, as the runtime's own mounts."""
+        out = subprocess.run(
+            [self.tool, "explain", "--json", "--bundle", bundle, "--config", settings],
+            check=True, capture_output=True, text=True,
+        )
+        for action in json.loads(out.stdout)["plan"]["actions"]:
+            size = action["size"]["bytes"]
+            if action["action"] == "mount_tmpfs":
+                opts = ["nosuid", "nodev", "mode=1777", f"size={size}"] + (["noexec"] if action["noexec"] else [])
+                cfg["mounts"].append(
+                    {"destination": action["target"], "type": "tmpfs", "source": "tmpfs", "options": opts}
+                )
+            elif action["action"] == "shm":
+                shm = next(m for m in cfg["mounts"] if m["destination"] == "/dev/shm")
+                shm["options"] = [o for o in shm["options"] if not o.startswith("size=")] + [f"size={size}"]
+        write_json(os.path.join(bundle, "config.json"), cfg)
+
+    # ---- running -------------------------------------------------------
+
+    def spawn(self, runtime, bundle):
+        self.counter += 1
+        cid = f"othbench-{os.getpid()}-{self.counter}"
+        p = subprocess.Popen(
+            [runtime, "run", "--bundle", bundle, cid],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        return cid, p
+
+    def finish(self, runtime, cid, p, t0):
+        """Waits for a `run`; returns ms since t0. Any failure stops the benchmark."""
+        try:
+            _, err = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+            err = b"timed out; " + err
+        ms = (time.perf_counter_ns() - t0) / 1e6
+        if p.returncode != 0:
+            subprocess.run([runtime, "delete", "--force", cid], capture_output=True)
+            die(f"{runtime} run {cid} failed: {err.decode(errors='replace').strip()}")
+        return ms
+
+    def run_once(self, runtime, bundle):
+        t0 = time.perf_counter_ns()
+        cid, p = self.spawn(runtime, bundle)
+        return self.finish(runtime, cid, p, t0)
+
+    def alternate(self, runtime, bundles, rounds):
+        """{name: [ms, ...]}: `rounds` rounds over all bundles, order rotating."""
+        names = list(bundles)
+        for _ in range(WARMUP):
+            for n in names:
+                self.run_once(runtime, bundles[n])
+        for n in names:  # the warm-up runs' hook measurements are dropped too
+            if os.path.exists(self.log(n)):
+                os.unlink(self.log(n))
+        times = {n: [] for n in names}
+        for r in range(rounds):
+            k = r % len(names)
+            for n in names[k:] + names[:k]:
+                times[n].append(self.run_once(runtime, bundles[n]))
+        return times
+
+    def at_once(self, runtime, bundle, count):
+        """Starts `count` containers together: (ms until all are done, [ms each])."""
+        t0 = time.perf_counter_ns()
+        procs = [self.spawn(runtime, bundle) for _ in range(count)]
+        each = [self.finish(runtime, cid, p, t0) for cid, p in procs]
+        return (time.perf_counter_ns() - t0) / 1e6, each
+
+
+def write_json(path, value):
+    with open(path, "w") as f:
+        json.dump(value, f, indent=2)
+
+
+# ---- statistics and tables --------------------------------------------
+
+
+def stats(xs):
+    xs = sorted(xs)
+    q = statistics.quantiles(xs, n=10, method="inclusive") if len(xs) > 1 else [xs[0]] * 9
+    return {"median": statistics.median(xs), "p10": q[0], "p90": q[8], "n": len(xs)}
+
+
+def pct(a, b):
+    return f"{(a - b) / b * 100:+.1f}%"
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def read_log(path):
+    """Lines of numbers whose last column is the hook's exit code."""
+    rows = []
+    with open(path) as f:
+        for line in f:
+            *values, code = line.split()
+            if code != "0":
+                die(f"the hook exited {code} (see {path})")
+            rows.append([float(v) for v in values])
+    return rows
+
+
+def gnu_time_floor():
+    """GNU time's max RSS for /bin/true: what any tiny dynamic program shows."""
+    out = subprocess.run([GNU_TIME, "-f", "%M", "/bin/true"], capture_output=True, text=True, check=True)
+    return int(out.stderr.split()[-1])
+
+
+# ---- sections ----------------------------------------------------------
+
+
+def section_latency(b, runtimes, runs):
+    rows = []
+    labels = [label for label, _ in b.hooks]
+    for rt in runtimes:
+        variants = ["plain", "floor", "noop"] + labels
+        bundles = {v: b.bundle(f"{rt}-{v}", v) for v in variants}
+        t = {n: stats(x) for n, x in b.alternate(rt, bundles, runs).items()}
+        base = t["plain"]["median"]
+        for v in variants:
+            s = t[v]
+            rows.append([rt, v, f"{s['median']:.2f}", f"{s['p10']:.2f}", f"{s['p90']:.2f}",
+                         f"{s['median'] - base:+.2f}", pct(s["median"], base),
+                         pct(s["median"], t["floor"]["median"]), pct(s["median"], t["noop"]["median"])])
+        print(f"bench: latency {rt} done", file=sys.stderr)
+    return [
+        f"### Container start latency (`<runtime> run` of `true`, ms; {runs} alternating rounds)\n",
+        table(["runtime", "variant", "median", "p10", "p90", "Δ median vs plain", "vs plain", "vs floor",
+               "vs noop"], rows),
+    ]
+
+
+def section_hook(b, runtimes, runs):
+    rows, lrows = [], []
+    for rt in runtimes:
+        bundles = {}
+        for n in [1, 4, 16]:
+            bundles[f"{rt}-floor-{n}"] = b.bundle(f"{rt}-floor-{n}", "floor", targets=n)
+            for label, _ in b.hooks:
+                bundles[f"{rt}-{label}-{n}"] = b.bundle(f"{rt}-{label}-{n}", label, targets=n)
+                for m in ["wall", "rss"]:
+                    name = f"{rt}-{label}-{n}-{m}"
+                    bundles[name] = b.bundle(name, label, targets=n, measure=m)
+        times = b.alternate(rt, bundles, runs)
+        for n in [1, 4, 16]:
+            fl = stats(times[f"{rt}-floor-{n}"])
+            for label, _ in b.hooks:
+                wall = read_log(b.log(f"{rt}-{label}-{n}-wall"))
+                rss = [r[0] for r in read_log(b.log(f"{rt}-{label}-{n}-rss"))]
+                h, t, cpu = stats([r[1] for r in wall]), stats([r[0] for r in wall]), stats([r[2] for r in wall])
+                rows.append([rt, label, n, f"{h['median']:.3f}", f"{h['p10']:.3f}", f"{h['p90']:.3f}",
+                             f"{t['median']:.3f}", f"{cpu['median']:.3f}", f"{cpu['p90']:.3f}",
+                             f"{statistics.median(rss) / 1024:.2f}", f"{max(rss) / 1024:.2f}"])
+                hk = stats(times[f"{rt}-{label}-{n}"])
+                lrows.append([rt, label, n, f"{fl['median']:.2f}", f"{hk['median']:.2f}",
+                              f"{hk['median'] - fl['median']:+.2f}", pct(hk["median"], fl["median"])])
+        print(f"bench: hook and targets {rt} done", file=sys.stderr)
+    return [
+        f"\n### The hook itself, per invocation (prestart; {runs} runs each; /dev/shm grown as well)\n",
+        table(["runtime", "binary", "temp targets", "wall median ms", "wall p10", "wall p90",
+               "`/bin/true` wall ms", "CPU median ms", "CPU p90", "max RSS median MiB", "max RSS max MiB"], rows),
+        f"\nFor scale, GNU time shows {gnu_time_floor() / 1024:.2f} MiB max RSS for `/bin/true`.\n",
+        "\n### Start latency by number of temp targets (ms, median)\n",
+        table(["runtime", "binary", "temp targets", "floor", "hook", "hook − floor", "vs floor"], lrows),
+    ]
+
+
+def section_many(b, runtimes, rounds):
+    rows = []
+    variants = ["plain"] + [label for label, _ in b.hooks]
+    for rt in runtimes:
+        bundles = {v: b.bundle(f"{rt}-many-{v}", v) for v in variants}
+        for count in [1, 10, 50]:
+            walls = {v: [] for v in variants}
+            each = {v: [] for v in variants}
+            for r in range(rounds):
+                k = r % len(variants)
+                for v in variants[k:] + variants[:k]:
+                    w, e = b.at_once(rt, bundles[v], count)
+                    walls[v].append(w)
+                    each[v].extend(e)
+            base = statistics.median(walls["plain"])
+            for v in variants:
+                w = statistics.median(walls[v])
+                rows.append([rt, count, v, f"{w:.1f}", pct(w, base), f"{statistics.median(each[v]):.1f}"])
+        print(f"bench: at once {rt} done", file=sys.stderr)
+    return [
+        f"\n### Containers started at once (ms; median of {rounds} alternating rounds)\n",
+        table(["runtime", "containers", "variant", "all done", "vs plain", "each (median)"], rows),
+    ]
+
+
+def spawn_cost(argv, runs):
+    """Median wall and CPU ms of posix_spawn + wait4 of argv (stdout to /dev/null)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    wall, cpu = [], []
+    try:
+        for _ in range(runs):
+            t0 = time.perf_counter_ns()
+            pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, null, 1)])
+            _, status, usage = os.wait4(pid, 0)
+            wall.append((time.perf_counter_ns() - t0) / 1e6)
+            cpu.append((usage.ru_utime + usage.ru_stime) * 1e3)
+            if os.waitstatus_to_exitcode(status) != 0:
+                die(f"{argv} exited {os.waitstatus_to_exitcode(status)}")
+    finally:
+        os.close(null)
+    return stats(wall), stats(cpu)
+
+
+def section_exec(b, runs):
+    """What starting a process costs here, outside any container: the floor
+    under the hook's own numbers."""
+    progs = [("`/bin/true` (coreutils, dynamic)", ["/bin/true"]),
+             ("busybox `true` (static)", [b.busybox, "true"])]
+    progs += [(f"`{label} --version`", [path, "--version"]) for label, path in b.hooks]
+    progs += [(f"`{label} explain` (reads config.json, plans, prints)",
+               [path, "explain", "--bundle", b.bundle(f"exec-{label}", "plain")]) for label, path in b.hooks]
+    rows = []
+    for name, argv in progs:
+        w, c = spawn_cost(argv, runs)
+        rows.append([name, f"{w['median']:.3f}", f"{w['p90']:.3f}", f"{c['median']:.3f}", f"{c['p90']:.3f}"])
+    return [
+        f"\n### Process start cost on this machine ({runs} spawns each, no container)\n",
+        table(["program", "wall median ms", "wall p90", "CPU median ms", "CPU p90"], rows),
+    ]
+
+
+def section_binary(b):
+    rows = []
+    for label, path in b.hooks:
+        size = os.path.getsize(path)
+        kind = "?"
+        if shutil.which("file"):
+            kind = subprocess.run(["file", "-b", path], capture_output=True, text=True).stdout.strip()
+            kind = ", ".join(p for p in kind.split(", ") if "linked" in p or "stripped" in p)
+        rows.append([label, os.path.relpath(path), size, f"{size / MIB:.2f}", kind])
+    return ["\n### Binary\n", table(["binary", "path", "bytes", "MiB", "file(1)"], rows)]
+
+
+def parse_hooks(values):
+    hooks = []
+    for v in values or [os.path.join(HERE, "..", "target", "release", "oci-tmpfs-hook")]:
+        label, _, path = v.rpartition("=")
+        label = label or ("hook" if not hooks else f"hook{len(hooks) + 1}")
+        path = os.path.abspath(path)
+        if not os.access(path, os.X_OK):
+            die(f"{path} is missing: cargo build --release")
+        if label in ("plain", "floor", "noop") or label in dict(hooks):
+            die(f"hook label {label!r} is taken")
+        hooks.append((label, path))
+    return hooks
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hook", action="append", metavar="[LABEL=]PATH",
+                    help="hook binary to measure; repeatable (default: target/release/oci-tmpfs-hook)")
+    ap.add_argument("--runs", type=int, default=60, help="alternating rounds per latency row (default 60)")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of the containers-at-once table (default 5)")
+    ap.add_argument("--runtimes", default=",".join(RUNTIMES), help="default: " + ",".join(RUNTIMES))
+    ap.add_argument("--sections", default=",".join(SECTIONS), help="default: " + ",".join(SECTIONS))
+    ap.add_argument("--keep", action="store_true", help="keep the work dir")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        die("run as root (it starts containers)")
+    if not os.access(GNU_TIME, os.X_OK):
+        die(f"{GNU_TIME} is missing: apt-get install time")
+    runtimes = args.runtimes.split(",")
+    for rt in runtimes:
+        if not shutil.which(rt):
+            die(f"{rt} is missing: apt-get install {rt}")
+    sections = args.sections.split(",")
+    for s in sections:
+        if s not in SECTIONS:
+            die(f"unknown section {s!r}; known: {', '.join(SECTIONS)}")
+
+    b = Bench(parse_hooks(args.hook))
+    out = [", ".join(f"`{label}` = `{os.path.relpath(p)}`" for label, p in b.hooks)
+           + f". {WARMUP} warm-up runs per bundle are dropped.\n"]
+    try:
+        if "latency" in sections:
+            out += section_latency(b, runtimes, args.runs)
+        if "hook" in sections:
+            out += section_hook(b, runtimes, args.runs)
+        if "many" in sections:
+            out += section_many(b, runtimes, args.rounds)
+        if "exec" in sections:
+            out += section_exec(b, max(args.runs, 300))
+        if "binary" in sections:
+            out += section_binary(b)
+    finally:
+        if args.keep:
+            print(f"bench: work dir kept: {b.work}", file=sys.stderr)
+        else:
+            shutil.rmtree(b.work, ignore_errors=True)
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
