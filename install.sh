@@ -8,7 +8,7 @@ usage() {
   cat <<'USAGE'
 Usage: ./install.sh [--prefix DIR] [--engines LIST] [--dry-run] [--uninstall] [--help]
 
-Builds the release binary with cargo and installs:
+Builds a static release binary with cargo and installs:
   PREFIX/bin/oci-tmpfs-hook                       the hook
   PREFIX/bin/oci-tmpfs-runtime                    symlink: the runtime wrapper (Docker, containerd)
   /etc/oci-tmpfs-hook/config.toml                 example host config (kept if present)
@@ -105,8 +105,13 @@ if [ -n "${OCI_TMPFS_HOOK_BINARY:-}" ]; then
   built=$OCI_TMPFS_HOOK_BINARY
 else
   command -v cargo >/dev/null || { echo "install.sh: cargo not found; install Rust (rustup) or set OCI_TMPFS_HOOK_BINARY" >&2; exit 1; }
-  run cargo build --release --locked --manifest-path "$here/Cargo.toml"
-  built="$here/target/release/oci-tmpfs-hook"
+  # A static binary: no dynamic loader at every container start (about a
+  # third of the hook's cost, BENCHMARKS.md), no LD_PRELOAD. The explicit
+  # --target keeps the static flag off build scripts and proc macros.
+  host=$(rustc -vV | sed -n 's/^host: //p')
+  run env RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
+    cargo build --release --locked --target "$host" --manifest-path "$here/Cargo.toml"
+  built="$here/target/$host/release/oci-tmpfs-hook"
 fi
 run install -D -m 0755 "$built" "$bin"
 # containerd's BinaryName takes no arguments: the wrapper is this binary under a second name.
