@@ -3,8 +3,8 @@
 #
 #   bench/run.sh [bench.py options, e.g. --runs 100 --runtimes crun]
 #
-# Builds the release binary (and the static musl one when that Rust target is
-# installed), describes the machine, then runs bench/bench.py, which prints
+# Builds the release binary, the static glibc one install.sh installs (and the
+# static musl one when that Rust target is installed), describes the machine, then runs bench/bench.py, which prints
 # Markdown tables. Needs runc, crun, busybox-static, GNU time and python3:
 #   apt-get install --no-install-recommends runc crun busybox-static time python3
 # Not part of CI: numbers depend on the machine and on whatever else runs on it.
@@ -23,6 +23,11 @@ done
 echo "bench: building the release binary" >&2
 cargo build --release --locked --quiet
 hooks=(--hook "gnu=target/release/oci-tmpfs-hook")
+# What install.sh installs: glibc, statically linked.
+host=$(rustc -vV | sed -n 's/^host: //p')
+echo "bench: building the static glibc binary (as install.sh does)" >&2
+RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" cargo build --release --locked --quiet --target "$host"
+hooks+=(--hook "static=target/$host/release/oci-tmpfs-hook")
 musl=x86_64-unknown-linux-musl
 if command -v rustup >/dev/null && rustup target list --installed 2>/dev/null | grep -qx "$musl"; then
     echo "bench: building the static $musl binary" >&2
