@@ -105,13 +105,21 @@ if [ -n "${OCI_TMPFS_HOOK_BINARY:-}" ]; then
   built=$OCI_TMPFS_HOOK_BINARY
 else
   command -v cargo >/dev/null || { echo "install.sh: cargo not found; install Rust (rustup) or set OCI_TMPFS_HOOK_BINARY" >&2; exit 1; }
-  # A static binary: no dynamic loader at every container start (about a
-  # third of the hook's cost, BENCHMARKS.md), no LD_PRELOAD. The explicit
-  # --target keeps the static flag off build scripts and proc macros.
+  # A static binary: no dynamic loader at every container start, no
+  # LD_PRELOAD. musl when its Rust target is installed (the fastest start,
+  # BENCHMARKS.md), else glibc with crt-static; the explicit --target keeps
+  # the static flag off build scripts and proc macros.
   host=$(rustc -vV | sed -n 's/^host: //p')
+  musl=${host%-gnu}-musl
+  if [ "$musl" != "$host" ] && command -v rustup >/dev/null &&
+     rustup target list --installed 2>/dev/null | grep -qx "$musl"; then
+    target=$musl
+  else
+    target=$host
+  fi
   run env RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-    cargo build --release --locked --target "$host" --manifest-path "$here/Cargo.toml"
-  built="$here/target/$host/release/oci-tmpfs-hook"
+    cargo build --release --locked --target "$target" --manifest-path "$here/Cargo.toml"
+  built="$here/target/$target/release/oci-tmpfs-hook"
 fi
 run install -D -m 0755 "$built" "$bin"
 # containerd's BinaryName takes no arguments: the wrapper is this binary under a second name.
