@@ -25,4 +25,10 @@ if [ -d /sys/fs/cgroup/unified ] && ! mountpoint -q /sys/fs/cgroup/hugetlb; then
   mount -t cgroup -o hugetlb cgroup /sys/fs/cgroup/hugetlb
 fi
 
-exec cargo test --locked "$@"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --locked "$@" 2>&1 | tee "$log" || status=$?
+# One closing line over every test binary: "N passed, N failed".
+awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"
