@@ -99,12 +99,22 @@ pub struct Note {
     pub warn: bool,
 }
 
+/// Host ids that own the new tmpfs roots: the container's root under a user
+/// namespace, so that it owns its `/tmp` as it would without one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
+}
+
 /// The decision.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Plan {
     pub enabled: bool,
     /// Why the hook acts or not.
     pub why: String,
+    /// Owner of every fresh tmpfs (and directory made in it); `None`: root.
+    pub owner: Option<Owner>,
     pub actions: Vec<Action>,
     pub notes: Vec<Note>,
 }
@@ -161,6 +171,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
         return Err(PlanError::NoRoot);
     }
     check_mount_namespace(spec)?;
+    plan.owner = container_root_owner(spec);
 
     let settings = inputs.settings;
     let memory_limit = spec
@@ -332,6 +343,22 @@ fn describe(path: &TargetPath, origin: &Origin) -> String {
         Origin::Env(var) => format!("{var}={path}"),
         _ => path.to_string(),
     }
+}
+
+/// The host ids the container's uid 0 and gid 0 map to, when it has a user
+/// namespace of its own with mappings that cover them.
+fn container_root_owner(spec: &Spec) -> Option<Owner> {
+    let linux = spec.linux().as_ref()?;
+    let own_userns = linux.namespaces().as_ref()?.iter().any(|n| {
+        n.typ() == LinuxNamespaceType::User && n.path().as_ref().is_none_or(|p| p.as_os_str().is_empty())
+    });
+    if !own_userns {
+        return None;
+    }
+    let root_of = |maps: &Option<Vec<oci_spec::runtime::LinuxIdMapping>>| -> Option<u32> {
+        maps.as_ref()?.iter().find(|m| m.container_id() == 0 && m.size() > 0).map(|m| m.host_id())
+    };
+    Some(Owner { uid: root_of(linux.uid_mappings())?, gid: root_of(linux.gid_mappings())? })
 }
 
 fn check_mount_namespace(spec: &Spec) -> Result<(), PlanError> {
@@ -628,6 +655,23 @@ mod tests {
         // Not enabled: no error, nothing to do.
         let c = with(with(base(), "/linux/namespaces", json!([])), "/root/readonly", json!(false));
         assert!(!plan(&c).enabled);
+    }
+
+    #[test]
+    fn user_namespace_root_owns_the_tmpfs() {
+        let mut c = base();
+        c["linux"]["namespaces"].as_array_mut().unwrap().push(json!({"type": "user"}));
+        c["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+        c["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": 200000, "size": 65536}]);
+        assert_eq!(plan(&c).owner, Some(Owner { uid: 100000, gid: 200000 }));
+        // Joined user namespace, unmapped root, or no user namespace: root.
+        let mut joined = c.clone();
+        joined["linux"]["namespaces"][2] = json!({"type": "user", "path": "/proc/9/ns/user"});
+        assert_eq!(plan(&joined).owner, None);
+        let mut unmapped = c.clone();
+        unmapped["linux"]["uidMappings"] = json!([{"containerID": 1000, "hostID": 100000, "size": 1}]);
+        assert_eq!(plan(&unmapped).owner, None);
+        assert_eq!(plan(&base()).owner, None);
     }
 
     #[test]

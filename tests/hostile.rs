@@ -1268,7 +1268,7 @@ fn case14_user_namespace_containers_can_use_their_tmp() {
             let case = format!("case 14 user namespace, {who} ({rt:?})");
             let mut b = Bundle::new("c14");
             b.script(
-                "cat /proc/self/mountinfo; id; \
+                "cat /proc/self/mountinfo; id; echo OWNER $(stat -c %u:%g /tmp /scratch/deep); \
                  touch /tmp/f /scratch/deep/f /dev/shm/f && mkdir /tmp/d && echo > /tmp/d/x && rm -r /tmp/d && echo TMP_OK",
             )
             .env("TMPDIR=/scratch/deep")
@@ -1285,6 +1285,8 @@ fn case14_user_namespace_containers_can_use_their_tmp() {
             let ours = assert_hook_mounts_within(&r, &case, &["/tmp", "/scratch/deep"]);
             assert_eq!(ours.len(), 2, "{case}: {}", r.stdout());
             assert!(r.stdout().contains("TMP_OK"), "{case}:\n{}\n{}", r.stdout(), r.stderr());
+            // The container's root owns its tmpfs, as it would without a user namespace.
+            assert!(r.stdout().contains("OWNER 0:0 0:0"), "{case}:\n{}", r.stdout());
             assert_eq!(mount_at(&r.mounts(), "/dev/shm").unwrap().size(), Some(80 * MI), "{case}");
             before.assert_untouched(&case);
         }

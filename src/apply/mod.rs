@@ -13,7 +13,7 @@ pub mod sys;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::plan::{Action, Plan};
+use crate::plan::{Action, Owner, Plan};
 use crate::size::Bytes;
 use crate::stage::Stage;
 use crate::target::TargetPath;
@@ -26,6 +26,8 @@ pub struct TmpfsOptions {
     pub noexec: bool,
     /// Directories (mode 1777) to create inside it before it is attached.
     pub subdirs: Vec<String>,
+    /// Owner of its root and of those directories; `None`: root.
+    pub owner: Option<Owner>,
 }
 
 /// The outcome of preparing one action.
@@ -66,7 +68,11 @@ pub trait Mounter {
     ///
     /// # Errors
     /// As for `prepare_tmpfs`.
-    fn prepare_shm(&mut self, size: Bytes) -> Result<Prepared<Self::Pending>, ApplyError>;
+    fn prepare_shm(
+        &mut self,
+        size: Bytes,
+        owner: Option<Owner>,
+    ) -> Result<Prepared<Self::Pending>, ApplyError>;
     /// Attaches a prepared mount or applies a prepared resize.
     ///
     /// # Errors
@@ -151,6 +157,7 @@ pub fn apply<M: Mounter>(
                     nr_inodes: *nr_inodes,
                     noexec: *noexec,
                     subdirs: subdirs.clone(),
+                    owner: plan.owner,
                 };
                 (
                     target.to_string(),
@@ -161,7 +168,7 @@ pub fn apply<M: Mounter>(
             Action::Shm { size, .. } => (
                 crate::plan::SHM_PATH.to_string(),
                 format!("/dev/shm is at least {}", size.bytes),
-                m.prepare_shm(size.bytes)?,
+                m.prepare_shm(size.bytes, plan.owner)?,
             ),
         };
         match prepared {
@@ -192,6 +199,7 @@ mod tests {
         skip: Vec<&'static str>,
         fail_prepare: Option<&'static str>,
         fail_commit: Option<&'static str>,
+        owners: Vec<Option<Owner>>,
     }
 
     impl Mounter for Recorder {
@@ -210,10 +218,12 @@ mod tests {
             opts: TmpfsOptions,
         ) -> Result<Prepared<String>, ApplyError> {
             self.calls.push(format!("prepare {target} {}", opts.size));
+            self.owners.push(opts.owner);
             self.prepared(target.as_str())
         }
-        fn prepare_shm(&mut self, size: Bytes) -> Result<Prepared<String>, ApplyError> {
+        fn prepare_shm(&mut self, size: Bytes, owner: Option<Owner>) -> Result<Prepared<String>, ApplyError> {
             self.calls.push(format!("prepare shm {size}"));
+            self.owners.push(owner);
             self.prepared("/dev/shm")
         }
         fn commit(&mut self, p: String) -> Result<(), ApplyError> {
@@ -262,6 +272,7 @@ mod tests {
         Plan {
             enabled: true,
             why: "test".into(),
+            owner: None,
             actions: vec![
                 tmpfs("/tmp"),
                 tmpfs("/var/tmp"),
@@ -293,6 +304,14 @@ mod tests {
             ]
         );
         assert_eq!(report.done.len(), 3);
+    }
+
+    #[test]
+    fn the_plan_owner_reaches_every_mount() {
+        let mut r = Recorder::default();
+        let owner = Some(Owner { uid: 100000, gid: 100000 });
+        apply(&mut r, &Plan { owner, ..plan() }, Stage::Prestart, Some(42), Path::new("/r")).unwrap();
+        assert_eq!(r.owners, [owner; 3]);
     }
 
     #[test]

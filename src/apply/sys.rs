@@ -25,7 +25,7 @@ use rustix::process::{Pid, PidfdFlags};
 use rustix::thread::{LinkNameSpaceType, ThreadNameSpaceType};
 
 use super::{ApplyError, Mounter, Prepared, TmpfsOptions};
-use crate::plan::SHM_PATH;
+use crate::plan::{Owner, SHM_PATH};
 use crate::size::Bytes;
 use crate::stage::Stage;
 use crate::target::{self, TargetPath};
@@ -278,7 +278,7 @@ fn clear_read_only(mnt: &OwnedFd) -> Result<(), Errno> {
 
 /// Creates `rel` (and its parents), mode 1777, inside a fresh, still detached
 /// tmpfs: nobody else can see it yet, and `O_NOFOLLOW` keeps it that simple.
-fn make_dirs_1777(mnt: &OwnedFd, rel: &str) -> Result<(), Errno> {
+fn make_dirs_1777(mnt: &OwnedFd, rel: &str, owner: Option<Owner>) -> Result<(), Errno> {
     let mut dir =
         rustix::fs::openat(mnt, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
     for part in rel.split('/').filter(|p| !p.is_empty()) {
@@ -292,6 +292,13 @@ fn make_dirs_1777(mnt: &OwnedFd, rel: &str) -> Result<(), Errno> {
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         )?;
+        if let Some(o) = owner {
+            rustix::fs::fchown(
+                &dir,
+                Some(rustix::fs::Uid::from_raw(o.uid)),
+                Some(rustix::fs::Gid::from_raw(o.gid)),
+            )?;
+        }
         rustix::fs::fchmod(&dir, Mode::from_raw_mode(0o1777))?;
     }
     Ok(())
@@ -328,6 +335,7 @@ impl System {
         &self,
         size: Bytes,
         nr_inodes: Option<u64>,
+        owner: Option<Owner>,
         attrs: MountAttrFlags,
         what: &str,
     ) -> Result<OwnedFd, ApplyError> {
@@ -342,6 +350,11 @@ impl System {
         set("mode", "1777".into(), "setting the tmpfs mode for")?;
         if let Some(n) = nr_inodes {
             set("nr_inodes", n.to_string(), "setting nr_inodes for")?;
+        }
+        if let Some(o) = owner {
+            // Host ids: the fs context belongs to our (initial) user namespace.
+            set("uid", o.uid.to_string(), "setting the tmpfs owner for")?;
+            set("gid", o.gid.to_string(), "setting the tmpfs group for")?;
         }
         rustix::mount::fsconfig_create(&fs).map_err(err("fsconfig", "creating the tmpfs for"))?;
         rustix::mount::fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, attrs)
@@ -487,16 +500,16 @@ impl Mounter for System {
         if opts.noexec {
             attrs |= MountAttrFlags::MOUNT_ATTR_NOEXEC;
         }
-        let mnt = self.new_tmpfs(opts.size, opts.nr_inodes, attrs, target.as_str())?;
+        let mnt = self.new_tmpfs(opts.size, opts.nr_inodes, opts.owner, attrs, target.as_str())?;
         for dir in &opts.subdirs {
-            make_dirs_1777(&mnt, dir).map_err(|e| {
+            make_dirs_1777(&mnt, dir, opts.owner).map_err(|e| {
                 ApplyError::sys("creating a directory in the new tmpfs", format!("{target}/{dir}"), e)
             })?;
         }
         Ok(Prepared::Ready(Pending::Attach { mnt, target: fd, what: target.to_string() }))
     }
 
-    fn prepare_shm(&mut self, size: Bytes) -> Result<Prepared<Pending>, ApplyError> {
+    fn prepare_shm(&mut self, size: Bytes, owner: Option<Owner>) -> Result<Prepared<Pending>, ApplyError> {
         let skip = |reason: String, warn| Ok(Prepared::Skip { reason, warn });
         // /dev/shm is a mount by design: no RESOLVE_NO_XDEV, check what we reach.
         let flags = ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS;
@@ -541,7 +554,7 @@ impl Mounter for System {
             let attrs = MountAttrFlags::MOUNT_ATTR_NOSUID
                 | MountAttrFlags::MOUNT_ATTR_NODEV
                 | MountAttrFlags::MOUNT_ATTR_NOEXEC;
-            let mnt = self.new_tmpfs(size, None, attrs, SHM_PATH)?;
+            let mnt = self.new_tmpfs(size, None, owner, attrs, SHM_PATH)?;
             return Ok(Prepared::Ready(Pending::Attach { mnt, target: fd, what: SHM_PATH.into() }));
         }
         let sfs = rustix::fs::fstatfs(&fd).map_err(|e| ApplyError::sys("reading", SHM_PATH, e))?;

@@ -63,6 +63,13 @@ pub fn render(bundle: &Path, rootfs: Option<&Path>, plan: &Plan) -> String {
     }
     let verdict = if plan.enabled { "acts" } else { "does nothing" };
     let _ = writeln!(out, "hook:    {verdict} ({})", plan.why);
+    if let (Some(o), false) = (plan.owner, plan.actions.is_empty()) {
+        let _ = writeln!(
+            out,
+            "owner:   host uid {} gid {} (root in the container's user namespace)",
+            o.uid, o.gid
+        );
+    }
     if !plan.actions.is_empty() {
         let _ = writeln!(out, "actions:");
     }
