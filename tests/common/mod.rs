@@ -354,25 +354,25 @@ pub fn host_mounts() -> Vec<String> {
     v
 }
 
-/// Runs the hook binary directly with `stdin`, returning its output.
-pub fn run_hook(args: &[&str], stdin: &[u8], timeout: Duration) -> Output {
+/// Runs `cmd` with `stdin` written by a thread (so a hook that does not read
+/// cannot block the test), stdout and stderr captured; `None` after `timeout`.
+pub fn run_with_stdin(cmd: &mut Command, stdin: Vec<u8>, timeout: Duration) -> Option<Output> {
     use std::io::Write;
-    let mut child = Command::new(hook_bin())
-        .args(args)
-        .env_clear()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let mut input = child.stdin.take().unwrap();
-    let data = stdin.to_vec();
     let writer = std::thread::spawn(move || {
-        let _ = input.write_all(&data);
+        let _ = input.write_all(&stdin);
     });
-    let out = wait_timeout(child, timeout).expect("hook timed out");
+    let out = wait_timeout(child, timeout);
     let _ = writer.join();
     out
+}
+
+/// Runs the hook binary directly with `stdin` and an empty environment, as
+/// runtimes do, returning its output.
+pub fn run_hook(args: &[&str], stdin: &[u8], timeout: Duration) -> Output {
+    run_with_stdin(Command::new(hook_bin()).args(args).env_clear(), stdin.to_vec(), timeout)
+        .expect("hook timed out")
 }
 
 /// The script most tests run: the mount table, then the caller's checks.
