@@ -28,17 +28,7 @@ pub struct HookEntry {
 impl HookEntry {
     /// The entry that runs `binary hook --stage STAGE [--config PATH]`.
     pub fn for_stage(binary: &Path, stage: Stage, config: Option<&Path>) -> HookEntry {
-        let mut args = vec![
-            "oci-tmpfs-hook".to_string(),
-            "hook".to_string(),
-            "--stage".to_string(),
-            stage.as_str().to_string(),
-        ];
-        if let Some(c) = config {
-            args.push("--config".into());
-            args.push(c.display().to_string());
-        }
-        HookEntry { path: binary.to_path_buf(), args }
+        HookEntry { path: binary.to_path_buf(), args: crate::names::hook_argv(stage, config) }
     }
 
     fn to_json(&self) -> Value {

@@ -13,6 +13,7 @@ pub mod commands;
 pub mod doctor;
 pub mod input;
 pub mod logger;
+pub mod names;
 pub mod plan;
 pub mod registration;
 pub mod runtime;

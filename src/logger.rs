@@ -10,8 +10,7 @@ use std::sync::{Mutex, OnceLock};
 
 use rustix::fs::{Mode, OFlags};
 
-/// Environment variable that overrides the log level (error, warn, info, debug).
-pub const LOG_ENV: &str = "OCI_TMPFS_HOOK_LOG";
+pub use crate::names::LOG_ENV;
 
 struct Logger {
     id: OnceLock<String>,

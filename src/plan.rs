@@ -12,15 +12,7 @@ use crate::settings::Settings;
 use crate::size::{Basis, Bytes, Size, SizeError};
 use crate::target::{self, EnvTarget, TargetPath};
 
-/// Annotation that forces the hook on (`true`) or off (`false`).
-pub const ANNOTATION_ENABLED: &str = "oci-tmpfs-hook/enabled";
-/// Annotation that sets the size of `/tmp` and the other temp targets.
-pub const ANNOTATION_TMP_SIZE: &str = "oci-tmpfs-hook/tmp-size";
-/// Annotation that sets the size of `/dev/shm`.
-pub const ANNOTATION_SHM_SIZE: &str = "oci-tmpfs-hook/shm-size";
-
-/// `/dev/shm` inside the container.
-pub const SHM_PATH: &str = "/dev/shm";
+pub use crate::names::{ANNOTATION_ENABLED, ANNOTATION_SHM_SIZE, ANNOTATION_TMP_SIZE, SHM_PATH};
 
 /// Everything a decision depends on.
 #[derive(Clone, Copy, Debug)]

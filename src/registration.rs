@@ -9,8 +9,7 @@ use serde_json::{json, Value};
 
 use crate::stage::Stage;
 
-/// The `PATH` a hook gets: runtimes give hooks an empty environment.
-pub const HOOK_PATH_ENV: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+use crate::names::HOOK_PATH_ENV;
 
 /// The oci-hooks(5) file (schema 1.0.0) that Podman and CRI-O read from their
 /// hooks dir: always run at `prestart` (the binary decides, as oci-hooks
@@ -21,7 +20,7 @@ pub fn oci_hooks_json(binary: &Path) -> Value {
         "version": "1.0.0",
         "hook": {
             "path": binary.display().to_string(),
-            "args": ["oci-tmpfs-hook", "hook", "--stage", stage],
+            "args": crate::names::hook_argv(Stage::Prestart, None),
             "env": [HOOK_PATH_ENV],
         },
         "when": { "always": true },

@@ -15,14 +15,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::settings::DEFAULT_CONFIG_PATH;
-
-/// The file name that makes the binary act as the wrapper.
-pub const WRAPPER_NAME: &str = "oci-tmpfs-runtime";
-/// The runtime exec'd when the host config sets no `runtime_path`.
-pub const DEFAULT_RUNTIME: &str = "runc";
-/// The search path when `PATH` is unset or empty.
-pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+use crate::names::DEFAULT_CONFIG_PATH;
+pub use crate::names::{DEFAULT_PATH, DEFAULT_RUNTIME, WRAPPER_NAME};
 
 /// Global options that take a value (`--root R` or `--root=R`): runc's
 /// (`runc --help`), crun's (`--cgroup-manager`, `--log-level`) and youki's.

@@ -29,12 +29,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-/// Name of the Docker / containerd runtime this registers.
-pub const RUNTIME_NAME: &str = "oci-tmpfs";
-/// File name of the wrapper: a symlink to this binary, next to it.
-pub const WRAPPER_NAME: &str = "oci-tmpfs-runtime";
-/// File name of the oci-hooks(5) JSON in a hooks dir.
-pub const HOOK_FILE: &str = "oci-tmpfs-hook.json";
+pub use crate::names::{ANNOTATION_GLOB, HOOK_FILE, RUNTIME_NAME, WRAPPER_NAME};
+
 /// Suffix of the backup written before a config file is changed.
 pub const BACKUP_SUFFIX: &str = ".bak-oci-tmpfs-hook";
 /// Podman's and CRI-O's default hooks dir.
@@ -51,8 +47,6 @@ pub const CONTAINERD_CONFIG: &str = "/etc/containerd/config.toml";
 /// containerd CRI plugin names by config version.
 pub const CRI_PLUGIN_V2: &str = "io.containerd.grpc.v1.cri";
 pub const CRI_PLUGIN_V3: &str = "io.containerd.cri.v1.runtime";
-/// Pod annotations containerd passes through to the OCI spec for our runtime.
-pub const ANNOTATION_GLOB: &str = "oci-tmpfs-hook/*";
 /// Marks what setup added to a TOML file, so that `--undo` finds it.
 const MARK: &str = "oci-tmpfs-hook setup";
 /// Largest config file we edit.

@@ -1,0 +1,59 @@
+//! Names and paths that more than one module uses: annotation keys, the
+//! runtime and wrapper names, default paths, and the hook's argv. One place,
+//! so that the hook, the wrapper, the registration files and the tests cannot
+//! drift apart. Constants only (and the argv builder); no I/O here.
+
+use std::path::Path;
+
+use crate::stage::Stage;
+
+/// Annotation that forces the hook on (`true`) or off (`false`).
+pub const ANNOTATION_ENABLED: &str = "oci-tmpfs-hook/enabled";
+/// Annotation that sets the size of `/tmp` and the other temp targets.
+pub const ANNOTATION_TMP_SIZE: &str = "oci-tmpfs-hook/tmp-size";
+/// Annotation that sets the size of `/dev/shm`.
+pub const ANNOTATION_SHM_SIZE: &str = "oci-tmpfs-hook/shm-size";
+/// The glob that lets our annotations through containerd's CRI to the spec.
+pub const ANNOTATION_GLOB: &str = "oci-tmpfs-hook/*";
+
+/// `/dev/shm` inside the container.
+pub const SHM_PATH: &str = "/dev/shm";
+
+/// The runtime name the engines know the wrapper by (Docker, containerd).
+pub const RUNTIME_NAME: &str = "oci-tmpfs";
+/// The wrapper's file name: the binary acts as a runtime when called so.
+pub const WRAPPER_NAME: &str = "oci-tmpfs-runtime";
+/// The real runtime the wrapper execs when the host config names none.
+pub const DEFAULT_RUNTIME: &str = "runc";
+/// The hooks-dir file name (Podman, CRI-O).
+pub const HOOK_FILE: &str = "oci-tmpfs-hook.json";
+
+/// The host config file.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/oci-tmpfs-hook/config.toml";
+/// The environment variable that sets the log level.
+pub const LOG_ENV: &str = "OCI_TMPFS_HOOK_LOG";
+
+/// The `PATH` searched when there is none (runtimes give hooks an empty environment).
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// The `PATH` entry a registered hook gets.
+pub const HOOK_PATH_ENV: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The argv of a registered hook: `oci-tmpfs-hook hook --stage STAGE [--config PATH]`.
+pub fn hook_argv(stage: Stage, config: Option<&Path>) -> Vec<String> {
+    let mut args = vec!["oci-tmpfs-hook".to_string(), "hook".into(), "--stage".into(), stage.as_str().into()];
+    if let Some(c) = config {
+        args.push("--config".into());
+        args.push(c.display().to_string());
+    }
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hook_path_env_is_the_default_path() {
+        assert_eq!(HOOK_PATH_ENV.strip_prefix("PATH="), Some(DEFAULT_PATH));
+    }
+}
