@@ -122,6 +122,25 @@ pub fn container() -> Option<&'static str> {
     LOGGER.id.get().map(String::as_str)
 }
 
+/// Logs what the hook did and what it left alone: the one place that does.
+/// A note is a warning when a user's setting is not honoured, else info; an
+/// effect is info (a successful hook prints nothing at the default level).
+pub fn outcome<'a, D: std::fmt::Display + 'a>(
+    notes: impl IntoIterator<Item = &'a crate::plan::Note>,
+    done: impl IntoIterator<Item = &'a D>,
+) {
+    for n in notes {
+        if n.warn {
+            log::warn!("{} left alone: {}", n.subject, n.reason);
+        } else {
+            log::info!("{} left alone: {}", n.subject, n.reason);
+        }
+    }
+    for d in done {
+        log::info!("{d}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

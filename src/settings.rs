@@ -74,6 +74,12 @@ pub struct Settings {
     pub tmp_size: Size,
     #[serde(serialize_with = "display")]
     pub shm_size: Size,
+    /// `tmp_size` was set in the file (even to the default's value).
+    #[serde(skip)]
+    pub tmp_size_set: bool,
+    /// `shm_size` was set in the file.
+    #[serde(skip)]
+    pub shm_size_set: bool,
     pub extra_targets: Vec<TargetPath>,
     pub noexec: bool,
     pub nr_inodes: Option<u64>,
@@ -92,6 +98,8 @@ impl Default for Settings {
         Settings {
             tmp_size: DEFAULT_TMP_SIZE,
             shm_size: DEFAULT_SHM_SIZE,
+            tmp_size_set: false,
+            shm_size_set: false,
             extra_targets: Vec::new(),
             noexec: false,
             nr_inodes: None,
@@ -145,6 +153,8 @@ impl Settings {
         Ok(Settings {
             tmp_size: raw.tmp_size.unwrap_or(DEFAULT_TMP_SIZE),
             shm_size: raw.shm_size.unwrap_or(DEFAULT_SHM_SIZE),
+            tmp_size_set: raw.tmp_size.is_some(),
+            shm_size_set: raw.shm_size.is_some(),
             extra_targets,
             noexec: raw.noexec,
             nr_inodes: raw.nr_inodes,

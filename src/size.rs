@@ -19,10 +19,42 @@ const MAX_LEN: usize = 32;
 #[serde(transparent)]
 pub struct Bytes(pub u64);
 
+/// The binary units we print, largest first.
+const UNITS: [(&str, u64); 4] = [("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)];
+
+impl Bytes {
+    /// A tmpfs `size=` option as the kernel reads it: a number with an
+    /// optional k/m/g/t suffix (powers of 1024). Percent sizes are unknown.
+    pub fn from_tmpfs_option(text: &str) -> Option<Bytes> {
+        let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+        let (digits, unit) = text.split_at(split);
+        let n: u64 = digits.parse().ok()?;
+        let shift = match unit {
+            "" => 0,
+            "k" | "K" => 10,
+            "m" | "M" => 20,
+            "g" | "G" => 30,
+            "t" | "T" => 40,
+            _ => return None,
+        };
+        n.checked_mul(1 << shift).map(Bytes)
+    }
+
+    /// "512Mi", or "6171024Ki (~5.9Gi)" when the exact form is hard to read.
+    pub fn approx(self) -> String {
+        let exact = self.to_string();
+        match UNITS.iter().find(|(_, u)| self.0 >= *u) {
+            Some((name, unit)) if !exact.ends_with(name) => {
+                format!("{exact} (~{:.1}{name})", self.0 as f64 / *unit as f64)
+            }
+            _ => exact,
+        }
+    }
+}
+
 impl fmt::Display for Bytes {
     /// Exact, human-readable: the largest binary unit that divides evenly.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [(&str, u64); 4] = [("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)];
         for (name, unit) in UNITS {
             if self.0 >= unit && self.0 % unit == 0 {
                 return write!(f, "{}{}", self.0 / unit, name);
@@ -174,6 +206,28 @@ impl Size {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tmpfs_option_sizes() {
+        let cases = [
+            ("65536k", Some(64 << 20)),
+            ("2g", Some(2 << 30)),
+            ("1048576", Some(1 << 20)),
+            ("50%", None),
+            ("", None),
+            ("99999999999999999999t", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(Bytes::from_tmpfs_option(text), want.map(Bytes), "{text}");
+        }
+    }
+
+    #[test]
+    fn approx_shows_a_rounded_unit_only_when_needed() {
+        assert_eq!(Bytes(512 << 20).approx(), "512Mi");
+        assert_eq!(Bytes(6_171_024 << 10).approx(), "6171024Ki (~5.9Gi)");
+        assert_eq!(Bytes(100).approx(), "100");
+    }
 
     const MI: u64 = 1 << 20;
     const GI: u64 = 1 << 30;

@@ -82,22 +82,24 @@ pub fn validate(path: &str) -> Result<TargetPath, Reject> {
     if !path.starts_with('/') {
         return Err(Reject::Relative);
     }
-    let mut parts = Vec::new();
-    for part in path.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => return Err(Reject::DotDot),
-            p => parts.push(p),
-        }
+    if path.split('/').any(|p| p == "..") {
+        return Err(Reject::DotDot);
     }
-    if parts.is_empty() {
+    let normal = normalise(path);
+    if normal == "/" {
         return Err(Reject::Root);
     }
-    let normal = format!("/{}", parts.join("/"));
     if denied(&normal) {
         return Err(Reject::Denied);
     }
     Ok(TargetPath(normal))
+}
+
+/// Collapses repeated and trailing slashes and `.` components of an absolute
+/// path, for comparing paths (mount destinations, targets). Keeps `..`.
+pub fn normalise(path: &str) -> String {
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
+    format!("/{}", parts.join("/"))
 }
 
 /// True for `/` and for paths in the denied trees. Takes a normalised path.

@@ -155,7 +155,8 @@ proptest! {
         let mut seen: Vec<String> = Vec::new();
         for action in &plan.actions {
             match action {
-                Action::MountTmpfs { target, size, nr_inodes, .. } => {
+                Action::MountTmpfs { target, tmpfs, .. } => {
+                    let (size, nr_inodes) = (&tmpfs.size, tmpfs.nr_inodes);
                     prop_assert!(!target::denied(target.as_str()));
                     prop_assert_eq!(target::validate(target.as_str()), Ok(target.clone()));
                     prop_assert!(size.bytes.0 >= MIN_BYTES && size.bytes <= RAM);
@@ -166,7 +167,7 @@ proptest! {
                     }
                     seen.push(target.to_string());
                 }
-                Action::Shm { size, .. } => prop_assert!(size.bytes.0 >= MIN_BYTES && size.bytes <= RAM),
+                Action::Shm { tmpfs, .. } => prop_assert!(tmpfs.size.bytes.0 >= MIN_BYTES && tmpfs.size.bytes <= RAM),
             }
         }
     }

@@ -1,6 +1,9 @@
-//! Carrying out a [`Plan`]: the order of effects, with the effects behind the
-//! small [`Mounter`] trait. [`sys::System`] is the only implementation that
-//! makes syscalls; unit tests here use a recorder to check the order.
+//! Carrying out a [`Plan`] inside the container's mount namespace: the order
+//! of effects, with the effects behind the small [`Mounter`] trait.
+//! [`System`] is the only implementation that makes syscalls (built from
+//! [`ns`], [`resolve`] and [`mount`]); unit tests here use a recorder to
+//! check the order. This module only reads the plan: what to mount, how big
+//! and with which attributes was decided there.
 //!
 //! The order is all-or-nothing where the kernel allows it: enter the mount
 //! namespace, open the rootfs, prepare every mount (resolve targets, build
@@ -8,39 +11,62 @@
 //! failure before the first attach changes nothing; a failure while attaching
 //! detaches what was attached.
 
-pub mod sys;
+mod error;
+mod mount;
+mod ns;
+mod resolve;
+mod system;
 
-use std::io;
-use std::path::{Path, PathBuf};
+use std::fmt;
+use std::path::Path;
 
-use crate::plan::{Action, Owner, Plan};
+pub use error::{ApplyError, Call};
+pub use ns::detect_stage;
+pub use system::System;
+
+use crate::plan::{Action, Note, Plan, ShmWay, Tmpfs, SHM_PATH};
 use crate::size::Bytes;
 use crate::stage::Stage;
 use crate::target::TargetPath;
 
-/// Options of a fresh tmpfs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TmpfsOptions {
-    pub size: Bytes,
-    pub nr_inodes: Option<u64>,
-    pub noexec: bool,
-    /// Directories (mode 1777) to create inside it before it is attached.
-    pub subdirs: Vec<String>,
-    /// Owner of its root and of those directories; `None`: root.
-    pub owner: Option<Owner>,
-}
-
 /// The outcome of preparing one action.
 #[derive(Debug)]
 pub enum Prepared<P> {
-    /// Ready to commit.
-    Ready(P),
-    /// Left alone, and why; `warn` when a user's setting is not honoured.
-    Skip { reason: String, warn: bool },
+    /// Ready to commit; what committing it will have done.
+    Ready(P, Done),
+    /// Left alone, and why.
+    Skip(Note),
+}
+
+/// One effect carried out, for the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Done {
+    /// A fresh tmpfs on a temp target.
+    Mounted { target: String, size: Bytes },
+    /// A fresh tmpfs on `/dev/shm`, where there was none.
+    MountedShm { size: Bytes },
+    /// `/dev/shm`'s tmpfs resized.
+    GrewShm { from: Bytes, to: Bytes },
+}
+
+impl fmt::Display for Done {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Done::Mounted { target, size } => write!(f, "mounted tmpfs on {target} (size {})", size.approx()),
+            Done::MountedShm { size } => {
+                write!(f, "mounted tmpfs on {SHM_PATH} (there was none; size {})", size.approx())
+            }
+            Done::GrewShm { from, to } => {
+                write!(f, "grew {SHM_PATH} from {} to {}", from.approx(), to.approx())
+            }
+        }
+    }
 }
 
 /// The effects. Each method is one step of [`apply`].
 pub trait Mounter {
+    /// The opened rootfs, which every preparation resolves from.
+    type Root;
     /// A prepared effect, committed by [`Mounter::commit`].
     type Pending;
 
@@ -54,24 +80,27 @@ pub trait Mounter {
     ///
     /// # Errors
     /// A rootfs that cannot be opened or is the host's root.
-    fn open_root(&mut self, rootfs: &Path) -> Result<(), ApplyError>;
-    /// Resolves `target` inside the rootfs and builds a detached tmpfs.
+    fn open_root(&mut self, rootfs: &Path) -> Result<Self::Root, ApplyError>;
+    /// Resolves `target` inside the rootfs and builds the detached tmpfs.
     ///
     /// # Errors
     /// Failures that are not a property of the image (those are skips).
     fn prepare_tmpfs(
         &mut self,
+        root: &mut Self::Root,
         target: &TargetPath,
-        opts: TmpfsOptions,
+        tmpfs: &Tmpfs,
+        subdirs: &[String],
     ) -> Result<Prepared<Self::Pending>, ApplyError>;
-    /// Prepares `/dev/shm` to be at least `size`.
+    /// Prepares `/dev/shm` to be at least `tmpfs.size`.
     ///
     /// # Errors
     /// As for `prepare_tmpfs`.
     fn prepare_shm(
         &mut self,
-        size: Bytes,
-        owner: Option<Owner>,
+        root: &mut Self::Root,
+        way: ShmWay,
+        tmpfs: &Tmpfs,
     ) -> Result<Prepared<Self::Pending>, ApplyError>;
     /// Attaches a prepared mount or applies a prepared resize.
     ///
@@ -82,50 +111,11 @@ pub trait Mounter {
     fn rollback(&mut self);
 }
 
-/// What a successful apply did.
+/// What a successful apply did, and what it left alone.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Report {
-    /// One line per effect: "mounted tmpfs on /tmp (4Gi)".
-    pub done: Vec<String>,
-    /// What was left alone at mount time: (subject, reason, warn).
-    pub skipped: Vec<(String, String, bool)>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ApplyError {
-    #[error("the hook cannot act at startContainer (the root is already pivoted and read-only); register it at prestart, createRuntime or createContainer")]
-    TooLate,
-    #[error("the state's pid {0:?} is not a container process the hook can join (stage {1}); check the hook's --stage")]
-    BadPid(Option<i64>, Stage),
-    #[error("container process {0} no longer exists")]
-    NoProcess(i64),
-    #[error("the target mount namespace is the hook's own or the host's; refusing to mount (stage {0}: is --stage right?)")]
-    SameNamespace(Stage),
-    #[error("the hook runs in a pid namespace, as at createContainer, but was told stage {0}; register it with --stage createContainer")]
-    InsideContainer(Stage),
-    #[error("at createContainer the hook must run inside the container's pid namespace, and it does not (run by hand, or a container sharing the host's pid namespace); refusing to mount. Register the hook at prestart or createRuntime instead")]
-    NotInContainer,
-    #[error("cannot tell the hook stage from the state (pid {0:?}); pass --stage")]
-    UnknownStage(Option<i64>),
-    #[error("cannot tell this mount namespace from the host's (neither /proc/1/ns/mnt nor /proc/1/mountinfo is readable); refusing to mount")]
-    InitUnknown,
-    #[error("{call}(2) is not available in this kernel (Linux {since} or later is needed); refusing to mount without it")]
-    Unsupported { call: &'static str, since: &'static str },
-    #[error("the rootfs {0} is the host's root directory; refusing")]
-    RootIsHost(PathBuf),
-    #[error("{op} {path}")]
-    Sys {
-        op: &'static str,
-        path: String,
-        #[source]
-        source: io::Error,
-    },
-}
-
-impl ApplyError {
-    pub(crate) fn sys(op: &'static str, path: impl Into<String>, source: impl Into<io::Error>) -> Self {
-        ApplyError::Sys { op, path: path.into(), source: source.into() }
-    }
+    pub done: Vec<Done>,
+    pub notes: Vec<Note>,
 }
 
 /// Executes `plan` for a container whose rootfs is `rootfs`.
@@ -147,33 +137,18 @@ pub fn apply<M: Mounter>(
         return Err(ApplyError::TooLate);
     }
     m.enter(stage, pid)?;
-    m.open_root(rootfs)?;
+    let mut root = m.open_root(rootfs)?;
     let mut ready = Vec::new();
     for action in &plan.actions {
-        let (subject, done, prepared) = match action {
-            Action::MountTmpfs { target, size, nr_inodes, noexec, subdirs, .. } => {
-                let opts = TmpfsOptions {
-                    size: size.bytes,
-                    nr_inodes: *nr_inodes,
-                    noexec: *noexec,
-                    subdirs: subdirs.clone(),
-                    owner: plan.owner,
-                };
-                (
-                    target.to_string(),
-                    format!("mounted tmpfs on {target} (size {})", size.bytes),
-                    m.prepare_tmpfs(target, opts)?,
-                )
+        let prepared = match action {
+            Action::MountTmpfs { target, tmpfs, subdirs, .. } => {
+                m.prepare_tmpfs(&mut root, target, tmpfs, subdirs)?
             }
-            Action::Shm { size, .. } => (
-                crate::plan::SHM_PATH.to_string(),
-                format!("/dev/shm is at least {}", size.bytes),
-                m.prepare_shm(size.bytes, plan.owner)?,
-            ),
+            Action::Shm { way, tmpfs, .. } => m.prepare_shm(&mut root, *way, tmpfs)?,
         };
         match prepared {
-            Prepared::Ready(p) => ready.push((p, done)),
-            Prepared::Skip { reason, warn } => report.skipped.push((subject, reason, warn)),
+            Prepared::Ready(p, done) => ready.push((p, done)),
+            Prepared::Skip(note) => report.notes.push(note),
         }
     }
     for (pending, done) in ready {
@@ -189,7 +164,7 @@ pub fn apply<M: Mounter>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Origin, ShmSource, Sizing};
+    use crate::plan::{Origin, Owner, ShmSource, SizeFrom, Sizing, TMPFS_MODE};
     use crate::size::Basis;
 
     /// Records every call; fails where told to.
@@ -203,33 +178,44 @@ mod tests {
     }
 
     impl Mounter for Recorder {
+        type Root = String;
         type Pending = String;
         fn enter(&mut self, stage: Stage, pid: Option<i64>) -> Result<(), ApplyError> {
             self.calls.push(format!("enter {stage} {pid:?}"));
             Ok(())
         }
-        fn open_root(&mut self, rootfs: &Path) -> Result<(), ApplyError> {
+        fn open_root(&mut self, rootfs: &Path) -> Result<String, ApplyError> {
             self.calls.push(format!("open_root {}", rootfs.display()));
-            Ok(())
+            Ok(rootfs.display().to_string())
         }
         fn prepare_tmpfs(
             &mut self,
+            root: &mut String,
             target: &TargetPath,
-            opts: TmpfsOptions,
+            tmpfs: &Tmpfs,
+            _subdirs: &[String],
         ) -> Result<Prepared<String>, ApplyError> {
-            self.calls.push(format!("prepare {target} {}", opts.size));
-            self.owners.push(opts.owner);
-            self.prepared(target.as_str())
+            self.calls.push(format!("prepare {target} {} in {root}", tmpfs.size.bytes));
+            self.owners.push(tmpfs.owner);
+            self.prepared(
+                target.as_str(),
+                Done::Mounted { target: target.to_string(), size: tmpfs.size.bytes },
+            )
         }
-        fn prepare_shm(&mut self, size: Bytes, owner: Option<Owner>) -> Result<Prepared<String>, ApplyError> {
-            self.calls.push(format!("prepare shm {size}"));
-            self.owners.push(owner);
-            self.prepared("/dev/shm")
+        fn prepare_shm(
+            &mut self,
+            _: &mut String,
+            way: ShmWay,
+            tmpfs: &Tmpfs,
+        ) -> Result<Prepared<String>, ApplyError> {
+            self.calls.push(format!("prepare shm {way:?} {}", tmpfs.size.bytes));
+            self.owners.push(tmpfs.owner);
+            self.prepared("/dev/shm", Done::GrewShm { from: Bytes(1 << 26), to: tmpfs.size.bytes })
         }
         fn commit(&mut self, p: String) -> Result<(), ApplyError> {
             self.calls.push(format!("commit {p}"));
             if self.fail_commit == Some(p.as_str()) {
-                return Err(ApplyError::sys("attaching", p, io::Error::other("boom")));
+                return Err(ApplyError::sys(Call::MoveMount, "attaching", p, rustix::io::Errno::IO));
             }
             Ok(())
         }
@@ -239,51 +225,50 @@ mod tests {
     }
 
     impl Recorder {
-        fn prepared(&self, what: &str) -> Result<Prepared<String>, ApplyError> {
+        fn prepared(&self, what: &str, done: Done) -> Result<Prepared<String>, ApplyError> {
             if self.fail_prepare == Some(what) {
-                return Err(ApplyError::sys("resolving", what.to_string(), io::Error::other("boom")));
+                return Err(ApplyError::sys(Call::Openat2, "resolving", what, rustix::io::Errno::IO));
             }
             if self.skip.contains(&what) {
-                return Ok(Prepared::Skip { reason: "already a mount point".into(), warn: false });
+                return Ok(Prepared::Skip(Note::info(what, "already a mount point")));
             }
-            Ok(Prepared::Ready(what.to_string()))
+            Ok(Prepared::Ready(what.to_string(), done))
         }
     }
 
-    fn sizing(bytes: u64) -> Sizing {
-        Sizing {
+    fn tmpfs(bytes: u64, owner: Option<Owner>) -> Tmpfs {
+        let size = Sizing {
             bytes: Bytes(bytes),
             requested: "x".into(),
-            from: "default",
+            from: SizeFrom::Default,
             basis: Basis::Absolute,
             basis_bytes: None,
-        }
+        };
+        Tmpfs { size, nr_inodes: None, mode: TMPFS_MODE, nosuid: true, nodev: true, noexec: false, owner }
     }
 
-    fn plan() -> Plan {
-        let tmpfs = |p: &str| Action::MountTmpfs {
+    fn plan_owned(owner: Option<Owner>) -> Plan {
+        let mount = |p: &str| Action::MountTmpfs {
             target: crate::target::validate(p).unwrap(),
             origins: vec![Origin::Default],
-            size: sizing(1 << 30),
-            nr_inodes: None,
-            noexec: false,
+            tmpfs: tmpfs(1 << 30, owner),
             subdirs: vec![],
         };
         Plan {
             enabled: true,
             why: "test".into(),
-            owner: None,
+            owner,
             actions: vec![
-                tmpfs("/tmp"),
-                tmpfs("/var/tmp"),
-                Action::Shm { size: sizing(2 << 30), existing: ShmSource::None },
+                mount("/tmp"),
+                mount("/var/tmp"),
+                Action::Shm { existing: ShmSource::None, way: ShmWay::Fresh, tmpfs: tmpfs(2 << 30, owner) },
             ],
             notes: vec![],
         }
     }
 
     fn run(r: &mut Recorder, stage: Stage) -> Result<Report, ApplyError> {
-        apply(r, &plan(), stage, Some(42), Path::new("/b/rootfs"))
+        apply(r, &plan_owned(None), stage, Some(42), Path::new("/b/rootfs"))
     }
 
     #[test]
@@ -295,22 +280,23 @@ mod tests {
             [
                 "enter prestart Some(42)",
                 "open_root /b/rootfs",
-                "prepare /tmp 1Gi",
-                "prepare /var/tmp 1Gi",
-                "prepare shm 2Gi",
+                "prepare /tmp 1Gi in /b/rootfs",
+                "prepare /var/tmp 1Gi in /b/rootfs",
+                "prepare shm Fresh 2Gi",
                 "commit /tmp",
                 "commit /var/tmp",
                 "commit /dev/shm",
             ]
         );
         assert_eq!(report.done.len(), 3);
+        assert_eq!(report.done[2].to_string(), "grew /dev/shm from 64Mi to 2Gi");
     }
 
     #[test]
     fn the_plan_owner_reaches_every_mount() {
         let mut r = Recorder::default();
         let owner = Some(Owner { uid: 100000, gid: 100000 });
-        apply(&mut r, &Plan { owner, ..plan() }, Stage::Prestart, Some(42), Path::new("/r")).unwrap();
+        apply(&mut r, &plan_owned(owner), Stage::Prestart, Some(42), Path::new("/r")).unwrap();
         assert_eq!(r.owners, [owner; 3]);
     }
 
@@ -332,7 +318,7 @@ mod tests {
     fn skips_are_reported_not_committed() {
         let mut r = Recorder { skip: vec!["/tmp"], ..Recorder::default() };
         let report = run(&mut r, Stage::CreateContainer).unwrap();
-        assert_eq!(report.skipped, [("/tmp".to_string(), "already a mount point".to_string(), false)]);
+        assert_eq!(report.notes, [Note::info("/tmp", "already a mount point")]);
         assert!(!r.calls.contains(&"commit /tmp".to_string()));
     }
 
@@ -341,7 +327,7 @@ mod tests {
         let mut r = Recorder::default();
         let empty = Plan { enabled: true, ..Plan::default() };
         apply(&mut r, &empty, Stage::Prestart, Some(1), Path::new("/r")).unwrap();
-        let disabled = Plan { enabled: false, ..plan() };
+        let disabled = Plan { enabled: false, ..plan_owned(None) };
         apply(&mut r, &disabled, Stage::Prestart, Some(1), Path::new("/r")).unwrap();
         assert!(r.calls.is_empty());
     }
@@ -351,5 +337,26 @@ mod tests {
         let mut r = Recorder::default();
         assert!(matches!(run(&mut r, Stage::StartContainer), Err(ApplyError::TooLate)));
         assert!(r.calls.is_empty());
+    }
+
+    #[test]
+    fn done_lines_say_what_was_done() {
+        let cases = [
+            (
+                Done::Mounted { target: "/tmp".into(), size: Bytes(4 << 30) },
+                "mounted tmpfs on /tmp (size 4Gi)",
+            ),
+            (
+                Done::MountedShm { size: Bytes(1 << 29) },
+                "mounted tmpfs on /dev/shm (there was none; size 512Mi)",
+            ),
+            (
+                Done::GrewShm { from: Bytes(64 << 20), to: Bytes(12_342_044 << 10) },
+                "grew /dev/shm from 64Mi to 12342044Ki (~11.8Gi)",
+            ),
+        ];
+        for (done, want) in cases {
+            assert_eq!(done.to_string(), want);
+        }
     }
 }

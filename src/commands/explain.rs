@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::input;
-use crate::plan::{self, Action, Inputs, Origin, Plan, ShmSource, Sizing};
+use crate::plan::{self, Action, Inputs, Origin, Plan, ShmSource, ShmWay, Sizing};
 use crate::size::Basis;
 
 /// Runs `explain`.
@@ -39,19 +39,7 @@ fn sizing(s: &Sizing) -> String {
         (Basis::HostRam, Some(b)) => format!("{} of host RAM {b}", s.requested),
         _ => s.requested.clone(),
     };
-    format!("{} ({basis}, from {})", approx(s.bytes), s.from)
-}
-
-/// "512Mi", or "6171024Ki (~5.9Gi)" when the exact form is hard to read.
-fn approx(b: crate::size::Bytes) -> String {
-    let exact = b.to_string();
-    let units = [("Ti", 1u64 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)];
-    match units.iter().find(|(_, u)| b.0 >= *u) {
-        Some((name, unit)) if !exact.ends_with(name) => {
-            format!("{exact} (~{:.1}{name})", b.0 as f64 / *unit as f64)
-        }
-        _ => exact,
-    }
+    format!("{} ({basis}, from {})", s.bytes.approx(), s.from)
 }
 
 /// The text form of a plan.
@@ -74,48 +62,10 @@ pub fn render(bundle: &Path, rootfs: Option<&Path>, plan: &Plan) -> String {
         let _ = writeln!(out, "actions:");
     }
     for action in &plan.actions {
-        match action {
-            Action::MountTmpfs { target, origins, size, nr_inodes, noexec, subdirs } => {
-                let from: Vec<String> = origins
-                    .iter()
-                    .map(|o| match o {
-                        Origin::Default => "always".to_string(),
-                        Origin::Env(v) => format!("${v}"),
-                        Origin::HostConfig => "extra_targets".to_string(),
-                    })
-                    .collect();
-                let mut opts = "mode=1777,nosuid,nodev".to_string();
-                if *noexec {
-                    opts.push_str(",noexec");
-                }
-                if let Some(n) = nr_inodes {
-                    let _ = write!(opts, ",nr_inodes={n}");
-                }
-                let _ = writeln!(
-                    out,
-                    "  mount tmpfs on {target}: size {}, {opts} [{}]",
-                    sizing(size),
-                    from.join(", ")
-                );
-                for dir in subdirs {
-                    let _ = writeln!(out, "    with directory {target}/{dir} (mode 1777) inside it");
-                }
-            }
-            Action::Shm { size, existing } => {
-                let what = match existing {
-                    ShmSource::None => {
-                        "mount tmpfs on /dev/shm (the spec has none): mode=1777,nosuid,nodev,noexec, size"
-                            .to_string()
-                    }
-                    ShmSource::Tmpfs { size: Some(have) } => {
-                        format!("grow /dev/shm (the spec's tmpfs has {have}) to")
-                    }
-                    ShmSource::Tmpfs { size: None } => {
-                        "grow /dev/shm (the spec's tmpfs) to at least".to_string()
-                    }
-                    ShmSource::Bind { source } => format!("grow /dev/shm (bound from {source}) to at least"),
-                };
-                let _ = writeln!(out, "  {what} {}", sizing(size));
+        let _ = writeln!(out, "  {}", action_line(action));
+        if let Action::MountTmpfs { target, tmpfs, subdirs, .. } = action {
+            for dir in subdirs {
+                let _ = writeln!(out, "    with directory {target}/{dir} (mode {:o}) inside it", tmpfs.mode);
             }
         }
     }
@@ -132,4 +82,44 @@ pub fn render(bundle: &Path, rootfs: Option<&Path>, plan: &Plan) -> String {
         );
     }
     out
+}
+
+/// One action as a line: what is mounted or grown, how big, with which options.
+fn action_line(action: &Action) -> String {
+    match action {
+        Action::MountTmpfs { target, origins, tmpfs, .. } => {
+            let from: Vec<String> = origins
+                .iter()
+                .map(|o| match o {
+                    Origin::Default => "always".to_string(),
+                    Origin::Env(v) => format!("${v}"),
+                    Origin::HostConfig => "extra_targets".to_string(),
+                })
+                .collect();
+            format!(
+                "mount tmpfs on {target}: size {}, {} [{}]",
+                sizing(&tmpfs.size),
+                tmpfs.options().join(","),
+                from.join(", ")
+            )
+        }
+        Action::Shm { existing, way, tmpfs } => {
+            let what = match (way, existing) {
+                (ShmWay::Fresh, _) => {
+                    format!(
+                        "mount tmpfs on /dev/shm (the spec has none): {}, size",
+                        tmpfs.options().join(",")
+                    )
+                }
+                (ShmWay::Grow, ShmSource::Tmpfs { size: Some(have) }) => {
+                    format!("grow /dev/shm (the spec's tmpfs has {have}) to")
+                }
+                (ShmWay::Grow, ShmSource::Bind { source }) => {
+                    format!("grow /dev/shm (bound from {source}) to at least")
+                }
+                (ShmWay::Grow, _) => "grow /dev/shm (the spec's tmpfs) to at least".to_string(),
+            };
+            format!("{what} {}", sizing(&tmpfs.size))
+        }
+    }
 }

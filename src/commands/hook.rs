@@ -4,7 +4,7 @@ use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::apply::{self, sys};
+use crate::apply;
 use crate::input::{self, InputError};
 use crate::plan::{self, Inputs, PlanError};
 use crate::settings::{OnError, Settings};
@@ -64,32 +64,17 @@ fn execute(stage: Option<Stage>, settings: &Settings, stdin: impl io::Read) -> R
         host_ram,
     })?;
     log::debug!("{}", plan.why);
-    for n in &plan.notes {
-        if n.warn {
-            log::warn!("{} left alone: {}", n.subject, n.reason);
-        } else {
-            log::info!("{} left alone: {}", n.subject, n.reason);
-        }
-    }
+    crate::logger::outcome(&plan.notes, &[] as &[apply::Done]);
     if !plan.enabled || plan.actions.is_empty() {
         return Ok(());
     }
     let stage = match stage {
         Some(s) => s,
-        None => sys::detect_stage(state.pid)?,
+        None => apply::detect_stage(state.pid)?,
     };
     let rootfs =
         input::rootfs_path(&spec, &state.bundle).ok_or_else(|| HookError::NoRootfs(state.bundle.clone()))?;
-    let report = apply::apply(&mut sys::System::default(), &plan, stage, state.pid, &rootfs)?;
-    for line in &report.done {
-        log::info!("{line}");
-    }
-    for (subject, reason, warn) in &report.skipped {
-        if *warn {
-            log::warn!("{subject} left alone: {reason}");
-        } else {
-            log::info!("{subject} left alone: {reason}");
-        }
-    }
+    let report = apply::apply(&mut apply::System::default(), &plan, stage, state.pid, &rootfs)?;
+    crate::logger::outcome(&report.notes, &report.done);
     Ok(())
 }

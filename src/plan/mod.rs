@@ -1,18 +1,29 @@
 //! The decision: what to mount, where, how big. A pure function of the spec,
 //! the host settings and the host's RAM; no syscalls and no I/O here, so every
-//! decision is unit-tested without root. `apply` executes a [`Plan`];
-//! `explain` prints it.
+//! decision is unit-tested without root.
+//!
+//! [`decide`] runs named steps, each in its own file with its own table test:
+//! [`enable`] (does the hook act, may it, who owns the mounts), [`sizes`]
+//! (bytes for `/tmp` and `/dev/shm` and where they came from), [`targets`]
+//! (the temp dirs, what the spec already mounts, nesting) and [`shm`]
+//! (grow, mount fresh, or leave `/dev/shm`). The [`Plan`] carries every mount
+//! whole (size, inodes, mode, attributes, owner, subdirectories), so the
+//! executors (`apply` in the container's namespace, `explain`) only read it.
+
+mod enable;
+mod shm;
+mod sizes;
+mod targets;
 
 use std::collections::HashMap;
 
-use oci_spec::runtime::{LinuxNamespaceType, Spec};
+use oci_spec::runtime::Spec;
 use serde::Serialize;
 
-use crate::settings::Settings;
-use crate::size::{Basis, Bytes, Size, SizeError};
-use crate::target::{self, EnvTarget, TargetPath};
-
 pub use crate::names::{ANNOTATION_ENABLED, ANNOTATION_SHM_SIZE, ANNOTATION_TMP_SIZE, SHM_PATH};
+use crate::settings::Settings;
+use crate::size::{Basis, Bytes, SizeError};
+use crate::target::TargetPath;
 
 /// Everything a decision depends on.
 #[derive(Clone, Copy, Debug)]
@@ -22,6 +33,18 @@ pub struct Inputs<'a> {
     pub state_annotations: Option<&'a HashMap<String, String>>,
     pub settings: &'a Settings,
     pub host_ram: Bytes,
+}
+
+impl Inputs<'_> {
+    /// An annotation of the spec, or of the state when the spec has none.
+    fn annotation(&self, key: &str) -> Option<&str> {
+        self.spec
+            .annotations()
+            .as_ref()
+            .or(self.state_annotations)
+            .and_then(|a| a.get(key))
+            .map(String::as_str)
+    }
 }
 
 /// Where a temp target came from.
@@ -36,20 +59,98 @@ pub enum Origin {
     HostConfig,
 }
 
+/// Where a size setting came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SizeFrom {
+    /// Not set anywhere: the built-in default.
+    Default,
+    /// Set in the host config (even when equal to the default).
+    HostConfig,
+    /// Set by this annotation of the container.
+    Annotation(&'static str),
+}
+
+impl std::fmt::Display for SizeFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SizeFrom::Default => "default",
+            SizeFrom::HostConfig => "host config",
+            SizeFrom::Annotation(key) => key,
+        })
+    }
+}
+
+impl Serialize for SizeFrom {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// How a size was chosen.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Sizing {
     pub bytes: Bytes,
     /// The size as configured, e.g. "25%".
     pub requested: String,
-    /// Where the setting came from: "default", "host config", or the annotation key.
-    pub from: &'static str,
+    pub from: SizeFrom,
     pub basis: Basis,
     /// The basis' bytes when the size is a percentage.
     pub basis_bytes: Option<Bytes>,
 }
 
-/// What the existing `/dev/shm` of the spec is.
+/// Host ids that own the new tmpfs roots: the container's root under a user
+/// namespace, so that it owns its `/tmp` as it would without one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// One tmpfs instance, whole: what a fresh mount is made with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Tmpfs {
+    pub size: Sizing,
+    pub nr_inodes: Option<u64>,
+    /// Mode of its root directory.
+    #[serde(serialize_with = "octal")]
+    pub mode: u32,
+    pub nosuid: bool,
+    pub nodev: bool,
+    pub noexec: bool,
+    /// Owner of its root (and of directories made in it); `None`: root.
+    pub owner: Option<Owner>,
+}
+
+/// Mode of every fresh tmpfs root and of the directories made in one.
+pub const TMPFS_MODE: u32 = 0o1777;
+
+fn octal<S: serde::Serializer>(mode: &u32, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{mode:o}"))
+}
+
+impl Tmpfs {
+    /// Its options as `mount(8)` or a runtime spells them, but for the size:
+    /// `nosuid`, `nodev`, `noexec` as set, `mode=`, `nr_inodes=`, `uid=`/`gid=`.
+    pub fn options(&self) -> Vec<String> {
+        let mut opts = Vec::new();
+        for (on, name) in [(self.nosuid, "nosuid"), (self.nodev, "nodev"), (self.noexec, "noexec")] {
+            if on {
+                opts.push(name.to_string());
+            }
+        }
+        opts.push(format!("mode={:o}", self.mode));
+        if let Some(n) = self.nr_inodes {
+            opts.push(format!("nr_inodes={n}"));
+        }
+        if let Some(o) = self.owner {
+            opts.push(format!("uid={}", o.uid));
+            opts.push(format!("gid={}", o.gid));
+        }
+        opts
+    }
+}
+
+/// What the spec has at `/dev/shm`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum ShmSource {
@@ -61,27 +162,43 @@ pub enum ShmSource {
     Bind { source: String },
 }
 
+/// How `/dev/shm` is made big enough.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShmWay {
+    /// Reconfigure the tmpfs that is there to the plan's size (never smaller).
+    /// Where none is mounted at mount time after all, the fresh tmpfs of the
+    /// plan is mounted instead.
+    Grow,
+    /// Mount the plan's fresh tmpfs: the spec has none.
+    Fresh,
+}
+
 /// One effect to carry out.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "action")]
 pub enum Action {
-    /// Mount a fresh tmpfs (mode 1777, nosuid, nodev) at `target`.
+    /// Mount a fresh tmpfs at `target`.
     MountTmpfs {
         target: TargetPath,
         origins: Vec<Origin>,
-        size: Sizing,
-        nr_inodes: Option<u64>,
-        noexec: bool,
-        /// Directories (mode 1777) to create inside the fresh tmpfs before it
-        /// is attached, relative to `target`: temp dirs nested in it.
+        #[serde(flatten)]
+        tmpfs: Tmpfs,
+        /// Directories (mode [`TMPFS_MODE`]) to create inside the fresh tmpfs
+        /// before it is attached, relative to `target`: temp dirs nested in it.
         subdirs: Vec<String>,
     },
-    /// Make `/dev/shm` at least `size`: grow the existing tmpfs, never shrink,
-    /// or mount one (nosuid, nodev, noexec) when there is none.
-    Shm { size: Sizing, existing: ShmSource },
+    /// Make `/dev/shm` at least `tmpfs.size`, never shrinking it.
+    Shm {
+        existing: ShmSource,
+        way: ShmWay,
+        /// The size to reach, and the tmpfs to mount when there is none.
+        #[serde(flatten)]
+        tmpfs: Tmpfs,
+    },
 }
 
-/// Why something was left alone.
+/// Something left alone, and why: from the plan or from mounting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Note {
     /// What was skipped: a path, `NAME=value`, or `/dev/shm`.
@@ -91,12 +208,16 @@ pub struct Note {
     pub warn: bool,
 }
 
-/// Host ids that own the new tmpfs roots: the container's root under a user
-/// namespace, so that it owns its `/tmp` as it would without one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct Owner {
-    pub uid: u32,
-    pub gid: u32,
+impl Note {
+    /// A note worth a warning: a user's setting is not honoured.
+    pub fn warn(subject: impl Into<String>, reason: impl Into<String>) -> Note {
+        Note { subject: subject.into(), reason: reason.into(), warn: true }
+    }
+
+    /// A note for information: left alone as intended.
+    pub fn info(subject: impl Into<String>, reason: impl Into<String>) -> Note {
+        Note { subject: subject.into(), reason: reason.into(), warn: false }
+    }
 }
 
 /// The decision.
@@ -114,7 +235,7 @@ pub struct Plan {
 /// Input that makes a decision impossible.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
-    #[error("annotation {key}={value:?}: {source}")]
+    #[error("annotation {key}={value:?}")]
     Size {
         key: &'static str,
         value: String,
@@ -133,269 +254,80 @@ pub enum PlanError {
     NoRoot,
 }
 
-fn note(subject: impl Into<String>, reason: impl Into<String>, warn: bool) -> Note {
-    Note { subject: subject.into(), reason: reason.into(), warn }
-}
-
 /// Decides what to mount.
 ///
 /// # Errors
 /// Invalid annotations, or a container that must not be touched although the
 /// hook is enabled for it (no mount namespace of its own).
 pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
-    let spec = inputs.spec;
-    let annotation = |key: &str| -> Option<&str> {
-        spec.annotations().as_ref().or(inputs.state_annotations).and_then(|a| a.get(key)).map(String::as_str)
-    };
-    let readonly = spec.root().as_ref().and_then(|r| r.readonly()).unwrap_or(false);
-    let (enabled, why) = match annotation(ANNOTATION_ENABLED) {
-        Some("true") => (true, format!("annotation {ANNOTATION_ENABLED}=true")),
-        Some("false") => (false, format!("annotation {ANNOTATION_ENABLED}=false")),
-        Some(other) => return Err(PlanError::Enabled(other.to_string())),
-        None if readonly => (true, "root.readonly is true".to_string()),
-        None => (false, "the root filesystem is writable".to_string()),
-    };
-    let mut plan = Plan { enabled, why, ..Plan::default() };
-    if !enabled {
+    let verdict = enable::enablement(inputs)?;
+    let mut plan = Plan { enabled: verdict.enabled, why: verdict.why, ..Plan::default() };
+    if !plan.enabled {
         return Ok(plan);
     }
-    if spec.root().as_ref().is_none_or(|r| r.path().as_os_str().is_empty()) {
-        return Err(PlanError::NoRoot);
-    }
-    check_mount_namespace(spec)?;
-    plan.owner = container_root_owner(spec);
+    enable::check_container(inputs.spec)?;
+    plan.owner = enable::container_root_owner(inputs.spec);
+    let sizes = sizes::sizes(inputs)?;
+    let spec_mounts = SpecMounts::of(inputs.spec);
 
-    let settings = inputs.settings;
-    let memory_limit = spec
-        .linux()
-        .as_ref()
-        .and_then(|l| l.resources().as_ref())
-        .and_then(|r| r.memory().as_ref())
-        .and_then(|m| m.limit())
-        .and_then(|l| u64::try_from(l).ok())
-        .filter(|&l| l > 0)
-        .map(Bytes);
-    let sizing = |key: &'static str, configured: Size, default: Size| -> Result<Sizing, PlanError> {
-        let (size, from) = match annotation(key) {
-            Some(text) => {
-                let size = text.parse::<Size>().map_err(|source| PlanError::Size {
-                    key,
-                    value: text.chars().take(64).collect(),
-                    source,
-                })?;
-                (size, key)
-            }
-            None if configured == default => (configured, "default"),
-            None => (configured, "host config"),
+    let targets = targets::temp_targets(inputs, &mut plan.notes);
+    let targets = targets::not_spec_mounted(targets, &spec_mounts, &mut plan.notes);
+    for nested in targets::nest(targets) {
+        let tmpfs = Tmpfs {
+            size: sizes.tmp.clone(),
+            nr_inodes: inputs.settings.nr_inodes,
+            mode: TMPFS_MODE,
+            nosuid: true,
+            nodev: true,
+            noexec: inputs.settings.noexec,
+            owner: plan.owner,
         };
-        let (bytes, basis) = size.resolve(memory_limit, inputs.host_ram);
-        let basis_bytes = match basis {
-            Basis::Absolute => None,
-            Basis::MemoryLimit => memory_limit,
-            Basis::HostRam => Some(inputs.host_ram),
-        };
-        Ok(Sizing { bytes, requested: size.to_string(), from, basis, basis_bytes })
-    };
-    let tmp_size = sizing(ANNOTATION_TMP_SIZE, settings.tmp_size, crate::settings::DEFAULT_TMP_SIZE)?;
-    let shm_size = sizing(ANNOTATION_SHM_SIZE, settings.shm_size, crate::settings::DEFAULT_SHM_SIZE)?;
-
-    // Candidate targets, in order: /tmp, the environment's, the host config's.
-    let mut candidates: Vec<(TargetPath, Origin)> = Vec::new();
-    candidates.push((target::validate("/tmp").expect("/tmp is valid"), Origin::Default));
-    let env: Vec<&str> = spec
-        .process()
-        .as_ref()
-        .and_then(|p| p.env().as_ref())
-        .map(|e| e.iter().map(String::as_str).collect())
-        .unwrap_or_default();
-    for found in target::from_env(env.iter().copied()) {
-        match found {
-            EnvTarget::Ok { var, path } => candidates.push((path, Origin::Env(var))),
-            EnvTarget::Skipped { var, value, reason } => {
-                plan.notes.push(note(
-                    format!("{var}={value}"),
-                    format!("not a usable temp dir: {reason}"),
-                    true,
-                ));
-            }
-        }
-    }
-    for path in &settings.extra_targets {
-        candidates.push((path.clone(), Origin::HostConfig));
-    }
-
-    let spec_mounts: Vec<(String, &oci_spec::runtime::Mount)> = spec
-        .mounts()
-        .as_ref()
-        .map(|ms| ms.iter().map(|m| (normalise(&m.destination().to_string_lossy()), m)).collect())
-        .unwrap_or_default();
-
-    let mut chosen: Vec<(TargetPath, Vec<Origin>)> = Vec::new();
-    for (path, origin) in candidates {
-        if let Some((_, origins)) = chosen.iter_mut().find(|(p, _)| *p == path) {
-            if !origins.contains(&origin) {
-                origins.push(origin);
-            }
-            continue;
-        }
-        let subject = describe(&path, &origin);
-        if spec_mounts.iter().any(|(d, _)| d == path.as_str()) {
-            plan.notes.push(note(subject, "the spec already mounts it", false));
-            continue;
-        }
-        if let Some((d, _)) = spec_mounts.iter().find(|(d, _)| d != "/" && path.is_under(d)) {
-            plan.notes.push(note(subject, format!("it lies inside the spec's mount at {d}"), false));
-            continue;
-        }
-        if path.as_str().len() > target::TORCH_SOCKET_MAX {
-            plan.notes.push(note(
-                subject.clone(),
-                format!(
-                    "mounted, but longer than {} bytes: PyTorch's torch_shm_manager socket under it will not fit a unix socket path",
-                    target::TORCH_SOCKET_MAX
-                ),
-                true,
-            ));
-        }
-        chosen.push((path, vec![origin]));
-    }
-    // A target inside another one (TMPDIR=/tmp/job) is a directory created in
-    // the outer tmpfs, not a second mount.
-    let outer: Vec<TargetPath> = chosen
-        .iter()
-        .map(|(p, _)| p.clone())
-        .filter(|p| !chosen.iter().any(|(q, _)| p.is_under(q.as_str())))
-        .collect();
-    for top in outer {
-        let mut origins = Vec::new();
-        let mut subdirs = Vec::new();
-        for (p, o) in &chosen {
-            if *p == top {
-                origins.extend(o.iter().cloned());
-            } else if p.is_under(top.as_str()) {
-                subdirs.push(p.as_str()[top.as_str().len() + 1..].to_string());
-                origins.extend(o.iter().cloned());
-            }
-        }
-        subdirs.sort();
         plan.actions.push(Action::MountTmpfs {
-            target: top,
-            origins,
-            size: tmp_size.clone(),
-            nr_inodes: settings.nr_inodes,
-            noexec: settings.noexec,
-            subdirs,
+            target: nested.target,
+            origins: nested.origins,
+            tmpfs,
+            subdirs: nested.subdirs,
         });
     }
-
-    // /dev/shm
-    let existing = match spec_mounts.iter().rev().find(|(d, _)| d == SHM_PATH) {
-        None => ShmSource::None,
-        Some((_, m)) => {
-            let is_bind = m.options().as_ref().is_some_and(|o| o.iter().any(|x| x == "bind" || x == "rbind"))
-                || m.typ().as_deref() == Some("bind");
-            let source = m.source().as_ref().map(|s| s.to_string_lossy().into_owned());
-            if is_bind {
-                ShmSource::Bind { source: source.unwrap_or_default() }
-            } else if m.typ().as_deref() == Some("tmpfs") || m.typ().is_none() {
-                let size = m
-                    .options()
-                    .as_ref()
-                    .and_then(|o| o.iter().rev().find_map(|x| x.strip_prefix("size=")))
-                    .and_then(tmpfs_option_size);
-                ShmSource::Tmpfs { size }
-            } else {
-                plan.notes.push(note(
-                    SHM_PATH,
-                    format!("the spec mounts a {:?} filesystem there", m.typ()),
-                    true,
-                ));
-                return Ok(plan);
-            }
-        }
-    };
-    match &existing {
-        ShmSource::Bind { source } if normalise(source) == SHM_PATH => {
-            plan.notes.push(note(SHM_PATH, "it is the host's /dev/shm (host IPC); never resized", false));
-        }
-        ShmSource::Tmpfs { size: Some(have) } if *have >= shm_size.bytes => {
-            plan.notes.push(note(
-                SHM_PATH,
-                format!("the spec already gives it {have}, not less than {}; never shrunk", shm_size.bytes),
-                false,
-            ));
-        }
-        _ => plan.actions.push(Action::Shm { size: shm_size, existing }),
+    match shm::shm(&spec_mounts, sizes.shm, plan.owner) {
+        Ok(action) => plan.actions.push(action),
+        Err(note) => plan.notes.push(note),
     }
     Ok(plan)
 }
 
-fn describe(path: &TargetPath, origin: &Origin) -> String {
-    match origin {
-        Origin::Env(var) => format!("{var}={path}"),
-        _ => path.to_string(),
+/// The spec's mounts with normalised destinations, for comparing paths.
+struct SpecMounts<'a>(Vec<(String, &'a oci_spec::runtime::Mount)>);
+
+impl<'a> SpecMounts<'a> {
+    fn of(spec: &'a Spec) -> SpecMounts<'a> {
+        SpecMounts(
+            spec.mounts()
+                .as_ref()
+                .map(|ms| {
+                    ms.iter()
+                        .map(|m| (crate::target::normalise(&m.destination().to_string_lossy()), m))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        )
     }
-}
 
-/// The host ids the container's uid 0 and gid 0 map to, when it has a user
-/// namespace of its own with mappings that cover them.
-fn container_root_owner(spec: &Spec) -> Option<Owner> {
-    let linux = spec.linux().as_ref()?;
-    let own_userns = linux.namespaces().as_ref()?.iter().any(|n| {
-        n.typ() == LinuxNamespaceType::User && n.path().as_ref().is_none_or(|p| p.as_os_str().is_empty())
-    });
-    if !own_userns {
-        return None;
+    /// The last mount at exactly `dest` (what the container sees there).
+    fn last_at(&self, dest: &str) -> Option<&'a oci_spec::runtime::Mount> {
+        self.0.iter().rev().find(|(d, _)| d == dest).map(|(_, m)| *m)
     }
-    let root_of = |maps: &Option<Vec<oci_spec::runtime::LinuxIdMapping>>| -> Option<u32> {
-        maps.as_ref()?.iter().find(|m| m.container_id() == 0 && m.size() > 0).map(|m| m.host_id())
-    };
-    Some(Owner { uid: root_of(linux.uid_mappings())?, gid: root_of(linux.gid_mappings())? })
-}
 
-fn check_mount_namespace(spec: &Spec) -> Result<(), PlanError> {
-    let ns = spec
-        .linux()
-        .as_ref()
-        .and_then(|l| l.namespaces().as_ref())
-        .and_then(|n| n.iter().find(|n| n.typ() == LinuxNamespaceType::Mount));
-    match ns {
-        None => Err(PlanError::NoMountNamespace),
-        Some(n) => match n.path() {
-            Some(p) if !p.as_os_str().is_empty() => {
-                Err(PlanError::SharedMountNamespace(p.display().to_string()))
-            }
-            _ => Ok(()),
-        },
+    /// The destination of a mount (other than `/`) that `path` lies inside.
+    fn containing(&self, path: &TargetPath) -> Option<&str> {
+        self.0.iter().find(|(d, _)| d != "/" && path.is_under(d)).map(|(d, _)| d.as_str())
     }
-}
-
-/// Collapses repeated and trailing slashes, for comparing mount destinations.
-fn normalise(path: &str) -> String {
-    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
-    format!("/{}", parts.join("/"))
-}
-
-/// A tmpfs `size=` option as the kernel reads it: a number with an optional
-/// k/m/g/t/p/e suffix. Percent sizes are left unknown.
-fn tmpfs_option_size(text: &str) -> Option<Bytes> {
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let n: u64 = digits.parse().ok()?;
-    let shift = match unit {
-        "" => 0,
-        "k" | "K" => 10,
-        "m" | "M" => 20,
-        "g" | "G" => 30,
-        "t" | "T" => 40,
-        _ => return None,
-    };
-    n.checked_mul(1 << shift).map(Bytes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::target;
     use serde_json::json;
 
     const GI: u64 = 1 << 30;
@@ -430,7 +362,7 @@ mod tests {
         plan.actions
             .iter()
             .filter_map(|a| match a {
-                Action::MountTmpfs { target, size, .. } => Some((target.to_string(), size.bytes.0)),
+                Action::MountTmpfs { target, tmpfs, .. } => Some((target.to_string(), tmpfs.size.bytes.0)),
                 _ => None,
             })
             .collect()
@@ -438,7 +370,7 @@ mod tests {
 
     fn shm(plan: &Plan) -> Option<(u64, ShmSource)> {
         plan.actions.iter().find_map(|a| match a {
-            Action::Shm { size, existing } => Some((size.bytes.0, existing.clone())),
+            Action::Shm { tmpfs, existing, .. } => Some((tmpfs.size.bytes.0, existing.clone())),
             _ => None,
         })
     }
@@ -486,8 +418,8 @@ mod tests {
         let p = plan(&c);
         assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), 512 * MI)]);
         assert_eq!(shm(&p).unwrap().0, 2 * GI);
-        let Action::MountTmpfs { size, .. } = &p.actions[0] else { panic!() };
-        assert_eq!(size.from, ANNOTATION_TMP_SIZE);
+        let Action::MountTmpfs { tmpfs, .. } = &p.actions[0] else { panic!() };
+        assert_eq!(tmpfs.size.from, SizeFrom::Annotation(ANNOTATION_TMP_SIZE));
     }
 
     #[test]
@@ -632,10 +564,10 @@ mod tests {
         let s = Settings::parse("tmp_size = \"1g\"\nshm_size = \"2g\"\nextra_targets = [\"/run\"]\nnoexec = true\nnr_inodes = 5000").unwrap();
         let p = decide_with(&base(), &s).unwrap();
         assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), GI), ("/run".into(), GI)]);
-        let Action::MountTmpfs { noexec, nr_inodes, size, .. } = &p.actions[0] else { panic!() };
-        assert!(*noexec);
-        assert_eq!(*nr_inodes, Some(5000));
-        assert_eq!(size.from, "host config");
+        let Action::MountTmpfs { tmpfs, .. } = &p.actions[0] else { panic!() };
+        assert!(tmpfs.noexec && tmpfs.nosuid && tmpfs.nodev && tmpfs.mode == TMPFS_MODE);
+        assert_eq!(tmpfs.nr_inodes, Some(5000));
+        assert_eq!(tmpfs.size.from, SizeFrom::HostConfig);
     }
 
     #[test]
@@ -664,13 +596,5 @@ mod tests {
         unmapped["linux"]["uidMappings"] = json!([{"containerID": 1000, "hostID": 100000, "size": 1}]);
         assert_eq!(plan(&unmapped).owner, None);
         assert_eq!(plan(&base()).owner, None);
-    }
-
-    #[test]
-    fn tmpfs_option_sizes() {
-        assert_eq!(tmpfs_option_size("65536k"), Some(Bytes(64 * MI)));
-        assert_eq!(tmpfs_option_size("2g"), Some(Bytes(2 * GI)));
-        assert_eq!(tmpfs_option_size("1048576"), Some(Bytes(MI)));
-        assert_eq!(tmpfs_option_size("50%"), None);
     }
 }

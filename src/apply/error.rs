@@ -1,0 +1,153 @@
+//! What can stop `apply`, with every failed system call typed: the call, what
+//! it was doing, on which path, and the kernel that added it, so `ENOSYS`
+//! names the Linux version needed without matching strings.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+use rustix::io::Errno;
+
+use crate::stage::Stage;
+
+/// A system call `apply` makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Call {
+    Open,
+    Openat2,
+    Mkdirat,
+    Fchown,
+    Fchmod,
+    Stat,
+    Statfs,
+    Statx,
+    PidfdOpen,
+    Setns,
+    Fsopen,
+    Fsconfig,
+    Fsmount,
+    Fspick,
+    MoveMount,
+    OpenTree,
+    MountSetattr,
+}
+
+impl Call {
+    /// Its name in section 2 of the manual.
+    pub fn name(self) -> &'static str {
+        match self {
+            Call::Open => "open",
+            Call::Openat2 => "openat2",
+            Call::Mkdirat => "mkdirat",
+            Call::Fchown => "fchown",
+            Call::Fchmod => "fchmod",
+            Call::Stat => "stat",
+            Call::Statfs => "fstatfs",
+            Call::Statx => "statx",
+            Call::PidfdOpen => "pidfd_open",
+            Call::Setns => "setns",
+            Call::Fsopen => "fsopen",
+            Call::Fsconfig => "fsconfig",
+            Call::Fsmount => "fsmount",
+            Call::Fspick => "fspick",
+            Call::MoveMount => "move_mount",
+            Call::OpenTree => "open_tree",
+            Call::MountSetattr => "mount_setattr",
+        }
+    }
+
+    /// The Linux version that added it, for calls younger than 5.0.
+    pub fn since(self) -> Option<&'static str> {
+        match self {
+            Call::Openat2 => Some("5.6"),
+            Call::PidfdOpen => Some("5.3"),
+            Call::Fsopen
+            | Call::Fsconfig
+            | Call::Fsmount
+            | Call::Fspick
+            | Call::MoveMount
+            | Call::OpenTree => Some("5.2"),
+            Call::MountSetattr => Some("5.12"),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Call {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}(2)", self.name())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("the hook cannot act at startContainer (the root is already pivoted and read-only); register it at prestart, createRuntime or createContainer")]
+    TooLate,
+    #[error("the state's pid {0:?} is not a container process the hook can join (stage {1}); check the hook's --stage")]
+    BadPid(Option<i64>, Stage),
+    #[error("container process {0} no longer exists")]
+    NoProcess(i64),
+    #[error("the target mount namespace is the hook's own or the host's; refusing to mount (stage {0}: is --stage right?)")]
+    SameNamespace(Stage),
+    #[error("the hook runs in a pid namespace, as at createContainer, but was told stage {0}; register it with --stage createContainer")]
+    InsideContainer(Stage),
+    #[error("at createContainer the hook must run inside the container's pid namespace, and it does not (run by hand, or a container sharing the host's pid namespace); refusing to mount. Register the hook at prestart or createRuntime instead")]
+    NotInContainer,
+    #[error("cannot tell the hook stage from the state (pid {0:?}); pass --stage")]
+    UnknownStage(Option<i64>),
+    #[error("cannot tell this mount namespace from the host's (neither /proc/1/ns/mnt nor /proc/1/mountinfo is readable); refusing to mount")]
+    InitUnknown,
+    #[error("{call} is not available in this kernel (Linux {since} or later is needed); refusing to mount without it")]
+    Unsupported { call: Call, since: &'static str },
+    #[error("the rootfs {0} is the host's root directory; refusing")]
+    RootIsHost(PathBuf),
+    #[error("{op} {path}")]
+    Sys {
+        call: Call,
+        op: &'static str,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl ApplyError {
+    /// The error for `call` failing with `e` while doing `op` on `path`;
+    /// `ENOSYS` from a call younger than 5.0 names the kernel needed.
+    pub(crate) fn sys(call: Call, op: &'static str, path: impl Into<String>, e: Errno) -> Self {
+        match (e, call.since()) {
+            (Errno::NOSYS, Some(since)) => ApplyError::Unsupported { call, since },
+            _ => ApplyError::Sys { call, op, path: path.into(), source: e.into() },
+        }
+    }
+}
+
+/// `map_err` helper: `.map_err(fail(Call::Fsopen, "creating a tmpfs for", path))`.
+pub(crate) fn fail<'a>(call: Call, op: &'static str, path: &'a str) -> impl Fn(Errno) -> ApplyError + 'a {
+    move |e| ApplyError::sys(call, op, path, e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enosys_names_the_kernel_only_for_young_calls() {
+        let cases = [
+            (Call::Openat2, Errno::NOSYS, Some("5.6")),
+            (Call::Fspick, Errno::NOSYS, Some("5.2")),
+            (Call::PidfdOpen, Errno::NOSYS, Some("5.3")),
+            (Call::Open, Errno::NOSYS, None),
+            (Call::Openat2, Errno::PERM, None),
+        ];
+        for (call, e, want) in cases {
+            let got = match ApplyError::sys(call, "doing", "/x", e) {
+                ApplyError::Unsupported { since, .. } => Some(since),
+                _ => None,
+            };
+            assert_eq!(got, want, "{call} {e:?}");
+        }
+        let text = ApplyError::sys(Call::Fsopen, "x", "/x", Errno::NOSYS).to_string();
+        assert!(text.starts_with("fsopen(2) is not available") && text.contains("Linux 5.2"), "{text}");
+    }
+}

@@ -1,0 +1,173 @@
+//! Getting into the container's mount namespace, and proving we are there:
+//! `setns(2)` by pidfd at prestart and createRuntime, two independent proofs
+//! at createContainer, and a refusal whenever the target cannot be told apart
+//! from the host's namespace (DESIGN.md §1, the `state.pid` trap). No mounts
+//! and no path resolution here.
+
+use std::collections::HashSet;
+use std::os::fd::AsFd;
+
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+use rustix::process::{Pid, PidfdFlags};
+use rustix::thread::{LinkNameSpaceType, ThreadNameSpaceType};
+
+use super::error::{ApplyError, Call};
+use crate::stage::Stage;
+
+/// A namespace's identity: device and inode of its nsfs file.
+type NsId = (u64, u64);
+
+fn ns_id(path: &str) -> Result<NsId, ApplyError> {
+    let st = rustix::fs::stat(path).map_err(|e| ApplyError::sys(Call::Stat, "reading namespace", path, e))?;
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// Mount ids listed in `/proc/<who>/mountinfo`.
+pub(crate) fn mount_ids(who: &str) -> Option<HashSet<u64>> {
+    let text = std::fs::read_to_string(format!("/proc/{who}/mountinfo")).ok()?;
+    let ids: HashSet<u64> = text.lines().filter_map(|l| l.split(' ').next()?.parse().ok()).collect();
+    (!ids.is_empty()).then_some(ids)
+}
+
+/// Whether processes `a` and `b` (pids or `self`) share a mount namespace,
+/// or `None` when that cannot be told. `/proc/<pid>/ns/mnt` is the direct
+/// answer, but reading it needs ptrace access, which some hosts deny even to
+/// root for pid 1 (sandboxes, hardened procfs). The mount ids of
+/// `/proc/<pid>/mountinfo` answer too: a mount belongs to exactly one
+/// namespace, and copying a namespace gives every mount a new id.
+pub(crate) fn same_mount_ns(a: &str, b: &str) -> Option<bool> {
+    if let (Ok(x), Ok(y)) = (ns_id(&format!("/proc/{a}/ns/mnt")), ns_id(&format!("/proc/{b}/ns/mnt"))) {
+        return Some(x == y);
+    }
+    let (x, y) = (mount_ids(a)?, mount_ids(b)?);
+    Some(!x.is_disjoint(&y))
+}
+
+/// Refuses when process `who` is in the mount namespace of pid 1 (the
+/// host's init in our procfs), or when that cannot be told: never guess.
+fn outside_init(who: &str, stage: Stage) -> Result<(), ApplyError> {
+    match same_mount_ns(who, "1") {
+        Some(false) => Ok(()),
+        Some(true) => Err(ApplyError::SameNamespace(stage)),
+        None => Err(ApplyError::InitUnknown),
+    }
+}
+
+/// Number of pid namespaces this process is in, from `NSpid` in
+/// `/proc/self/status`: more than one means we already run inside a container.
+pub fn pid_namespace_depth() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("NSpid:")).map(|v| v.split_whitespace().count()))
+        .unwrap_or(1)
+}
+
+/// Picks the stage when the registration did not say: inside a pid namespace
+/// means createContainer; a live pid in another mount namespace means a
+/// runtime-namespace stage; anything else is refused.
+///
+/// # Errors
+/// [`ApplyError::UnknownStage`].
+pub fn detect_stage(pid: Option<i64>) -> Result<Stage, ApplyError> {
+    if pid_namespace_depth() > 1 {
+        return Ok(Stage::CreateContainer);
+    }
+    if let Some(p) = pid.filter(|&p| p > 1) {
+        let own = ns_id("/proc/self/ns/mnt")?;
+        if let Ok(theirs) = ns_id(&format!("/proc/{p}/ns/mnt")) {
+            if theirs != own && same_mount_ns(&p.to_string(), "1") == Some(false) {
+                return Ok(Stage::CreateRuntime);
+            }
+        }
+    }
+    Err(ApplyError::UnknownStage(pid))
+}
+
+/// Gets into the container's mount namespace for `stage`.
+///
+/// # Errors
+/// Whenever the namespace reached could be the host's or our own.
+pub(crate) fn enter(stage: Stage, pid: Option<i64>) -> Result<(), ApplyError> {
+    match stage {
+        Stage::StartContainer => Err(ApplyError::TooLate),
+        Stage::CreateContainer => {
+            // We must already be in the container's mount namespace, before
+            // pivot_root. Two independent proofs, both required: the runtime
+            // started us inside the container's pid namespace (runc and crun
+            // both do), and our mount namespace is not pid 1's (told by mount
+            // ids where /proc/1/ns is unreadable).
+            if pid_namespace_depth() < 2 {
+                return Err(ApplyError::NotInContainer);
+            }
+            outside_init("self", stage)
+        }
+        Stage::Prestart | Stage::CreateRuntime => join(stage, pid),
+    }
+}
+
+/// prestart / createRuntime: `setns` into the mount namespace of `pid`.
+fn join(stage: Stage, pid: Option<i64>) -> Result<(), ApplyError> {
+    if pid_namespace_depth() > 1 {
+        return Err(ApplyError::InsideContainer(stage));
+    }
+    let own = ns_id("/proc/self/ns/mnt")?;
+    // pid 0 and 1 are what runtimes pass at createContainer; 1 is the host's
+    // init in our procfs. Never join those.
+    let p = pid
+        .filter(|&p| p > 1)
+        .and_then(|p| i32::try_from(p).ok())
+        .and_then(Pid::from_raw)
+        .ok_or(ApplyError::BadPid(pid, stage))?;
+    let raw = i64::from(p.as_raw_nonzero().get());
+    let shown = raw.to_string();
+    let pidfd = rustix::process::pidfd_open(p, PidfdFlags::empty()).map_err(|e| match e {
+        Errno::SRCH => ApplyError::NoProcess(raw),
+        e => ApplyError::sys(Call::PidfdOpen, "opening a pidfd for process", shown.as_str(), e),
+    })?;
+    let theirs = ns_id(&format!("/proc/{raw}/ns/mnt"))?;
+    if theirs == own {
+        return Err(ApplyError::SameNamespace(stage));
+    }
+    outside_init(&shown, stage)?;
+    // setns(2) by pidfd (Linux 5.8): bound to the process, not to a pid
+    // number that could be reused. Older kernels: the nsfs file, then a
+    // check that the pid is still the same process.
+    match rustix::thread::move_into_thread_name_spaces(pidfd.as_fd(), ThreadNameSpaceType::MOUNT) {
+        Ok(()) => {}
+        Err(Errno::INVAL) => {
+            let path = format!("/proc/{raw}/ns/mnt");
+            let nsfd = rustix::fs::open(path.as_str(), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+                .map_err(|e| ApplyError::sys(Call::Open, "opening", path.as_str(), e))?;
+            rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::CONT)
+                .map_err(|_| ApplyError::NoProcess(raw))?;
+            rustix::thread::move_into_link_name_space(nsfd.as_fd(), Some(LinkNameSpaceType::Mount)).map_err(
+                |e| ApplyError::sys(Call::Setns, "joining the mount namespace of", path.as_str(), e),
+            )?;
+        }
+        Err(e) => {
+            return Err(ApplyError::sys(
+                Call::Setns,
+                "joining the mount namespace of process",
+                shown.as_str(),
+                e,
+            ))
+        }
+    }
+    if ns_id("/proc/self/ns/mnt")? == own {
+        return Err(ApplyError::SameNamespace(stage));
+    }
+    outside_init("self", stage)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_namespace_identity() {
+        assert_eq!(same_mount_ns("self", "self"), Some(true));
+        assert!(mount_ids("self").is_some_and(|ids| !ids.is_empty()));
+        assert_eq!(same_mount_ns("self", "0"), None);
+    }
+}

@@ -1,0 +1,218 @@
+//! Paths inside the hostile rootfs (DESIGN.md §2 rule 3): every one is
+//! resolved with `openat2(2)` `RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS` from an
+//! `O_PATH` fd of the rootfs (plus `RESOLVE_NO_XDEV` for temp targets, so that
+//! "already a mount point" reads as `EXDEV`); missing directories are made
+//! with `mkdirat(2)` on resolved fds; where a path really landed is read back
+//! from the fd. The only `unsafe` of the program (`mount_setattr(2)`, which
+//! rustix lacks) lives here. No mounts are made here.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
+use rustix::mount::OpenTreeFlags;
+
+use super::error::{ApplyError, Call};
+
+/// How often to retry `openat2` when the kernel reports a concurrent rename.
+const EAGAIN_RETRIES: usize = 16;
+
+/// The container's rootfs, opened: what every preparation resolves from.
+/// Only [`Root::open`] makes one, so nothing can resolve before it.
+#[derive(Debug)]
+pub struct Root {
+    fd: OwnedFd,
+    /// The rootfs path as the kernel names it in this mount namespace.
+    name: String,
+    /// A writable clone of the rootfs mount, made when a directory must be
+    /// created and the rootfs mount is already read-only.
+    writable: Option<OwnedFd>,
+    /// Directories (device, inode) that already have a mount prepared, and
+    /// for which target: two targets reached through symlinks (`/var -> /`
+    /// with `TMPDIR=/var/tmp`) must not stack two mounts.
+    claimed: Vec<((u64, u64), String)>,
+}
+
+/// Temp targets: never cross a mount (a volume, or `/tmp` already mounted).
+pub const TARGET: ResolveFlags =
+    ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS).union(ResolveFlags::NO_XDEV);
+/// `/dev/shm` is a mount by design: resolve into it, then check what it is.
+pub const SHM: ResolveFlags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
+
+impl Root {
+    /// Opens `rootfs` (`O_PATH`), refusing the host's own `/`.
+    ///
+    /// # Errors
+    /// A rootfs that cannot be opened, or that is the host's root.
+    pub fn open(rootfs: &Path) -> Result<Root, ApplyError> {
+        let shown = rootfs.display().to_string();
+        let fd = rustix::fs::open(rootfs, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| ApplyError::sys(Call::Open, "opening the rootfs", shown.as_str(), e))?;
+        let st = rustix::fs::fstat(&fd)
+            .map_err(|e| ApplyError::sys(Call::Stat, "reading the rootfs", shown.as_str(), e))?;
+        let host = rustix::fs::stat("/").map_err(|e| ApplyError::sys(Call::Stat, "reading", "/", e))?;
+        let name = fd_name(&fd);
+        if (st.st_dev, st.st_ino) == (host.st_dev, host.st_ino) || name == "/" || name.is_empty() {
+            return Err(ApplyError::RootIsHost(rootfs.to_path_buf()));
+        }
+        Ok(Root { fd, name, writable: None, claimed: Vec::new() })
+    }
+
+    /// Resolves `rel` inside the root, creating missing directories one
+    /// component at a time, each with `mkdirat` on the fd of its resolved
+    /// parent. Where the rootfs mount is already read-only (crun at
+    /// createContainer), a directory is made through a writable clone.
+    ///
+    /// # Errors
+    /// The `openat2`/`mkdirat` errno, for the caller to read as a skip or not.
+    pub fn resolve_or_create(&mut self, rel: &str, flags: ResolveFlags) -> Result<OwnedFd, Errno> {
+        match resolve(&self.fd, rel, flags) {
+            Err(Errno::NOENT) => {}
+            other => return other,
+        }
+        let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
+        let mut parent: Option<OwnedFd> = None;
+        for i in 0..parts.len() {
+            let prefix = parts[..=i].join("/");
+            let fd = match resolve(&self.fd, &prefix, flags) {
+                Err(Errno::NOENT) => {
+                    let dir = parent.as_ref().unwrap_or(&self.fd);
+                    match rustix::fs::mkdirat(dir, parts[i], Mode::from_raw_mode(0o755)) {
+                        Ok(()) | Err(Errno::EXIST) => {}
+                        Err(Errno::ROFS) => self.mkdir_through_clone(&parts[..=i], flags)?,
+                        Err(e) => return Err(e),
+                    }
+                    resolve(&self.fd, &prefix, flags)?
+                }
+                other => other?,
+            };
+            parent = Some(fd);
+        }
+        parent.ok_or(Errno::INVAL)
+    }
+
+    /// Creates the last of `parts` through a writable clone of the rootfs
+    /// mount (made once). The clone is detached and private to this process:
+    /// the container's own mount stays read-only.
+    fn mkdir_through_clone(&mut self, parts: &[&str], flags: ResolveFlags) -> Result<(), Errno> {
+        if self.writable.is_none() {
+            let clone = rustix::mount::open_tree(
+                &self.fd,
+                "",
+                OpenTreeFlags::OPEN_TREE_CLONE
+                    | OpenTreeFlags::OPEN_TREE_CLOEXEC
+                    | OpenTreeFlags::AT_EMPTY_PATH,
+            )?;
+            clear_read_only(&clone)?;
+            self.writable = Some(clone);
+        }
+        let clone = self.writable.as_ref().ok_or(Errno::INVAL)?;
+        let (last, parents) = parts.split_last().ok_or(Errno::INVAL)?;
+        let rel = if parents.is_empty() { ".".to_string() } else { parents.join("/") };
+        let parent = resolve(clone, &rel, flags)?;
+        match rustix::fs::mkdirat(&parent, *last, Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(Errno::EXIST) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Where `fd` landed, as a path inside the rootfs, or `None` when outside.
+    pub fn landed(&self, fd: &OwnedFd) -> Option<String> {
+        let name = fd_name(fd);
+        let rest = name.strip_prefix(&self.name)?;
+        match rest {
+            "" => Some("/".to_string()),
+            r if r.starts_with('/') => Some(r.to_string()),
+            _ => None,
+        }
+    }
+
+    /// Claims the directory `fd` for `what`, or names the target that
+    /// already claimed it: one mount per directory.
+    ///
+    /// # Errors
+    /// `fstat` failing.
+    pub fn claim(&mut self, fd: &OwnedFd, what: &str) -> Result<Option<String>, ApplyError> {
+        let st = rustix::fs::fstat(fd).map_err(|e| ApplyError::sys(Call::Stat, "reading", what, e))?;
+        let id = (st.st_dev, st.st_ino);
+        if let Some((_, first)) = self.claimed.iter().find(|(d, _)| *d == id) {
+            return Ok(Some(first.clone()));
+        }
+        self.claimed.push((id, what.to_string()));
+        Ok(None)
+    }
+}
+
+/// `openat2(root, rel, O_PATH|O_DIRECTORY)` inside the root, retried on `EAGAIN`.
+fn resolve(root: &OwnedFd, rel: &str, flags: ResolveFlags) -> Result<OwnedFd, Errno> {
+    let mut last = Errno::AGAIN;
+    for _ in 0..EAGAIN_RETRIES {
+        match rustix::fs::openat2(
+            root,
+            rel,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            flags,
+        ) {
+            Err(Errno::AGAIN) => last = Errno::AGAIN,
+            other => return other,
+        }
+    }
+    Err(last)
+}
+
+/// The path the kernel gives an fd (`/proc/self/fd/N`).
+fn fd_name(fd: &impl AsRawFd) -> String {
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    rustix::fs::readlink(link.as_str(), Vec::new())
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// A temp target that the image's layout rules out: why (a skip, not an error).
+pub fn skip_reason(err: Errno) -> Option<&'static str> {
+    Some(match err {
+        Errno::XDEV => {
+            "it is already a mount point, or its path crosses one (a volume, or a symlink into another mount)"
+        }
+        Errno::NOTDIR => "the image has something other than a directory there",
+        Errno::LOOP => "its path has a symlink loop or a /proc magic link",
+        Errno::NOENT => "it is a dangling symlink in the image",
+        Errno::ROFS => "it is missing and the rootfs cannot be written to create it",
+        Errno::NAMETOOLONG => "its path is too long",
+        _ => return None,
+    })
+}
+
+/// `mount_setattr(2)` (Linux 5.12) clearing `MOUNT_ATTR_RDONLY` on a detached
+/// mount; rustix has no wrapper for it.
+#[allow(unsafe_code)]
+fn clear_read_only(mnt: &OwnedFd) -> Result<(), Errno> {
+    /// `struct mount_attr` from `<linux/mount.h>`.
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    let attr = MountAttr { attr_set: 0, attr_clr: MOUNT_ATTR_RDONLY, propagation: 0, userns_fd: 0 };
+    // SAFETY: the path is a NUL-terminated empty string, `attr` is a valid
+    // `struct mount_attr` that outlives the call, and its size is passed.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            mnt.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc < 0 {
+        return Err(Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::INVAL));
+    }
+    Ok(())
+}

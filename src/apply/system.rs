@@ -1,0 +1,168 @@
+//! [`System`], the [`Mounter`] that makes the syscalls: it joins the
+//! namespace ([`super::ns`]), resolves targets in the rootfs and applies the
+//! landing rules ([`super::resolve`]), and builds, attaches and resizes
+//! tmpfs mounts ([`super::mount`]). What is mounted, and with which options,
+//! comes from the plan.
+
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use rustix::fs::{AtFlags, FileType, StatxAttributes, StatxFlags};
+
+use super::error::{ApplyError, Call};
+use super::resolve::{self, Root};
+use super::{mount, ns, Done, Mounter, Prepared};
+use crate::plan::{Note, ShmWay, Tmpfs, SHM_PATH};
+use crate::stage::Stage;
+use crate::target::{self, TargetPath};
+
+/// A prepared effect.
+#[derive(Debug)]
+pub enum Pending {
+    /// Attach the detached mount `mnt` onto `target`.
+    Attach { mnt: OwnedFd, target: OwnedFd, what: String },
+    /// Apply the new size configured on the superblock context `fs`.
+    Reconfigure { fs: OwnedFd, what: String },
+}
+
+/// The real thing.
+#[derive(Debug, Default)]
+pub struct System {
+    /// Device of the host's `/dev/shm`, read before joining the container.
+    host_shm: Option<u64>,
+    /// Mounts attached so far, for rollback.
+    attached: Vec<OwnedFd>,
+}
+
+/// Where a resolution error leaves a target: a skip (a property of the
+/// image: warned about unless it is "already a mount point") or an error.
+fn resolve_failed(
+    e: rustix::io::Errno,
+    subject: &str,
+    warn_xdev: bool,
+) -> Result<Prepared<Pending>, ApplyError> {
+    match resolve::skip_reason(e) {
+        Some(reason) => Ok(Prepared::Skip(Note {
+            subject: subject.to_string(),
+            reason: reason.to_string(),
+            warn: warn_xdev || e != rustix::io::Errno::XDEV,
+        })),
+        None => Err(ApplyError::sys(Call::Openat2, "resolving inside the rootfs", subject, e)),
+    }
+}
+
+impl Mounter for System {
+    type Root = Root;
+    type Pending = Pending;
+
+    fn enter(&mut self, stage: Stage, pid: Option<i64>) -> Result<(), ApplyError> {
+        // Before anything else: what the host's /dev/shm is (DESIGN.md §2 rule 6).
+        self.host_shm = rustix::fs::stat(SHM_PATH).ok().map(|s| s.st_dev);
+        ns::enter(stage, pid)
+    }
+
+    fn open_root(&mut self, rootfs: &Path) -> Result<Root, ApplyError> {
+        Root::open(rootfs)
+    }
+
+    fn prepare_tmpfs(
+        &mut self,
+        root: &mut Root,
+        target: &TargetPath,
+        tmpfs: &Tmpfs,
+        subdirs: &[String],
+    ) -> Result<Prepared<Pending>, ApplyError> {
+        let what = target.as_str();
+        let fd = match root.resolve_or_create(target.relative(), resolve::TARGET) {
+            Ok(fd) => fd,
+            Err(e) => return resolve_failed(e, what, false),
+        };
+        // The rules apply to where the path lands, not only to its text.
+        match root.landed(&fd) {
+            None => return Ok(Prepared::Skip(Note::warn(what, "it resolves outside the rootfs"))),
+            Some(real) if target::denied(&real) => {
+                let reason = format!("it resolves to {real} inside the container, a system directory");
+                return Ok(Prepared::Skip(Note::warn(what, reason)));
+            }
+            Some(_) => {}
+        }
+        if let Some(first) = root.claim(&fd, what)? {
+            return Ok(Prepared::Skip(Note::warn(what, format!("it is the same directory as {first}"))));
+        }
+        let mnt = mount::build(tmpfs, subdirs, what)?;
+        let done = Done::Mounted { target: what.to_string(), size: tmpfs.size.bytes };
+        Ok(Prepared::Ready(Pending::Attach { mnt, target: fd, what: what.to_string() }, done))
+    }
+
+    fn prepare_shm(
+        &mut self,
+        root: &mut Root,
+        way: ShmWay,
+        tmpfs: &Tmpfs,
+    ) -> Result<Prepared<Pending>, ApplyError> {
+        let skip = |reason: String, warn| Ok(Prepared::Skip(Note { subject: SHM_PATH.into(), reason, warn }));
+        let fd = match root.resolve_or_create(&SHM_PATH[1..], resolve::SHM) {
+            Ok(fd) => fd,
+            Err(e) => return resolve_failed(e, SHM_PATH, true),
+        };
+        match root.landed(&fd) {
+            Some(real) if real == SHM_PATH => {}
+            other => {
+                let to = other.as_deref().unwrap_or("a place outside the rootfs");
+                return skip(format!("it resolves to {to} instead"), true);
+            }
+        }
+        let st = rustix::fs::fstat(&fd).map_err(|e| ApplyError::sys(Call::Stat, "reading", SHM_PATH, e))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+            return skip("it is not a directory".into(), true);
+        }
+        if Some(st.st_dev) == self.host_shm {
+            return skip("it is the host's own /dev/shm (host IPC); never resized".into(), false);
+        }
+        if !is_mount_root(&fd)? {
+            if way == ShmWay::Grow {
+                log::info!("{SHM_PATH}: the spec mounts one, but none is there at hook time: mounting the plan's fresh tmpfs");
+            }
+            let mnt = mount::build(tmpfs, &[], SHM_PATH)?;
+            let done = Done::MountedShm { size: tmpfs.size.bytes };
+            return Ok(Prepared::Ready(Pending::Attach { mnt, target: fd, what: SHM_PATH.into() }, done));
+        }
+        let Some(current) = mount::tmpfs_size(&fd, SHM_PATH)? else {
+            return skip("it is a mount of a filesystem other than tmpfs".into(), true);
+        };
+        let size = tmpfs.size.bytes;
+        if current >= size {
+            return skip(format!("it already has {current}, not less than {size}; never shrunk"), false);
+        }
+        let fs = mount::resize(&fd, size, SHM_PATH)?;
+        Ok(Prepared::Ready(
+            Pending::Reconfigure { fs, what: SHM_PATH.into() },
+            Done::GrewShm { from: current, to: size },
+        ))
+    }
+
+    fn commit(&mut self, pending: Pending) -> Result<(), ApplyError> {
+        match pending {
+            Pending::Attach { mnt, target, what } => {
+                mount::attach(&mnt, &target, &what)?;
+                self.attached.push(mnt);
+                Ok(())
+            }
+            Pending::Reconfigure { fs, what } => mount::reconfigure(&fs, &what),
+        }
+    }
+
+    fn rollback(&mut self) {
+        for mnt in self.attached.drain(..).rev() {
+            mount::detach(&mnt);
+        }
+    }
+}
+
+/// Whether `fd` is the root of a mount (`STATX_ATTR_MOUNT_ROOT`, Linux 5.8).
+fn is_mount_root(fd: &OwnedFd) -> Result<bool, ApplyError> {
+    let sx = rustix::fs::statx(fd, "", AtFlags::EMPTY_PATH, StatxFlags::BASIC_STATS)
+        .map_err(|e| ApplyError::sys(Call::Statx, "reading", SHM_PATH, e))?;
+    Ok(sx.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT)
+        && sx.stx_attributes.contains(StatxAttributes::MOUNT_ROOT))
+}

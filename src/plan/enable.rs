@@ -1,0 +1,119 @@
+//! Step 1 of the plan: does the hook act for this container, may it, and who
+//! owns what it mounts. Pure: reads the spec and its annotations only.
+
+use oci_spec::runtime::{LinuxNamespaceType, Spec};
+
+use super::{Inputs, Owner, PlanError, ANNOTATION_ENABLED};
+
+/// Whether the hook acts, and why.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Verdict {
+    pub(super) enabled: bool,
+    pub(super) why: String,
+}
+
+/// On when the root is read-only, unless the enable annotation says otherwise.
+pub(super) fn enablement(inputs: &Inputs<'_>) -> Result<Verdict, PlanError> {
+    let readonly = inputs.spec.root().as_ref().and_then(|r| r.readonly()).unwrap_or(false);
+    let (enabled, why) = match inputs.annotation(ANNOTATION_ENABLED) {
+        Some("true") => (true, format!("annotation {ANNOTATION_ENABLED}=true")),
+        Some("false") => (false, format!("annotation {ANNOTATION_ENABLED}=false")),
+        Some(other) => return Err(PlanError::Enabled(other.to_string())),
+        None if readonly => (true, "root.readonly is true".to_string()),
+        None => (false, "the root filesystem is writable".to_string()),
+    };
+    Ok(Verdict { enabled, why })
+}
+
+/// A container the hook may act on: it names its rootfs and has a mount
+/// namespace of its own (never the runtime's, never a shared one).
+pub(super) fn check_container(spec: &Spec) -> Result<(), PlanError> {
+    if spec.root().as_ref().is_none_or(|r| r.path().as_os_str().is_empty()) {
+        return Err(PlanError::NoRoot);
+    }
+    let ns = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().as_ref())
+        .and_then(|n| n.iter().find(|n| n.typ() == LinuxNamespaceType::Mount));
+    match ns {
+        None => Err(PlanError::NoMountNamespace),
+        Some(n) => match n.path() {
+            Some(p) if !p.as_os_str().is_empty() => {
+                Err(PlanError::SharedMountNamespace(p.display().to_string()))
+            }
+            _ => Ok(()),
+        },
+    }
+}
+
+/// The host ids the container's uid 0 and gid 0 map to, when it has a user
+/// namespace of its own with mappings that cover them.
+pub(super) fn container_root_owner(spec: &Spec) -> Option<Owner> {
+    let linux = spec.linux().as_ref()?;
+    let own_userns = linux.namespaces().as_ref()?.iter().any(|n| {
+        n.typ() == LinuxNamespaceType::User && n.path().as_ref().is_none_or(|p| p.as_os_str().is_empty())
+    });
+    if !own_userns {
+        return None;
+    }
+    let root_of = |maps: &Option<Vec<oci_spec::runtime::LinuxIdMapping>>| -> Option<u32> {
+        maps.as_ref()?.iter().find(|m| m.container_id() == 0 && m.size() > 0).map(|m| m.host_id())
+    };
+    Some(Owner { uid: root_of(linux.uid_mappings())?, gid: root_of(linux.gid_mappings())? })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::settings::Settings;
+    use crate::size::Bytes;
+
+    fn spec(v: serde_json::Value) -> Spec {
+        serde_json::from_value(v).expect("valid spec")
+    }
+
+    #[test]
+    fn enablement_table() {
+        let settings = Settings::default();
+        let cases = [
+            ("read-only root", json!({"path": "r", "readonly": true}), None, Ok(true)),
+            ("writable root", json!({"path": "r", "readonly": false}), None, Ok(false)),
+            ("readonly unset", json!({"path": "r"}), None, Ok(false)),
+            ("forced on", json!({"path": "r"}), Some("true"), Ok(true)),
+            ("forced off", json!({"path": "r", "readonly": true}), Some("false"), Ok(false)),
+            ("bad value", json!({"path": "r"}), Some("yes"), Err(PlanError::Enabled("yes".into()))),
+        ];
+        for (name, root, annotation, want) in cases {
+            let mut v = json!({"ociVersion": "1.0.2", "root": root});
+            if let Some(a) = annotation {
+                v["annotations"] = json!({ ANNOTATION_ENABLED: a });
+            }
+            let s = spec(v);
+            let inputs =
+                Inputs { spec: &s, state_annotations: None, settings: &settings, host_ram: Bytes(1 << 30) };
+            assert_eq!(enablement(&inputs).map(|v| v.enabled), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn container_check_table() {
+        let cases = [
+            ("own mount ns", json!({"path": "r"}), json!([{"type": "mount"}]), Ok(())),
+            ("no mount ns", json!({"path": "r"}), json!([{"type": "pid"}]), Err(PlanError::NoMountNamespace)),
+            (
+                "joined mount ns",
+                json!({"path": "r"}),
+                json!([{"type": "mount", "path": "/proc/1/ns/mnt"}]),
+                Err(PlanError::SharedMountNamespace("/proc/1/ns/mnt".into())),
+            ),
+            ("empty root path", json!({"path": ""}), json!([{"type": "mount"}]), Err(PlanError::NoRoot)),
+        ];
+        for (name, root, namespaces, want) in cases {
+            let s = spec(json!({"ociVersion": "1.0.2", "root": root, "linux": {"namespaces": namespaces}}));
+            assert_eq!(check_container(&s), want, "{name}");
+        }
+    }
+}
