@@ -567,6 +567,9 @@ mod tests {
             [
                 "tmp_size",
                 "shm_size",
+                "max_tmp_size",
+                "max_shm_size",
+                "annotations",
                 "extra_targets",
                 "noexec",
                 "nr_inodes",

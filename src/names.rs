@@ -16,6 +16,14 @@ pub const ANNOTATION_SHM_SIZE: &str = "oci-tmpfs-hook/shm-size";
 /// The glob that lets our annotations through containerd's CRI to the spec.
 pub const ANNOTATION_GLOB: &str = "oci-tmpfs-hook/*";
 
+/// containerd's CRI marks a pod's sandbox (pause) container with this
+/// annotation set to [`SANDBOX`] (app containers: `container`).
+pub const CRI_CONTAINER_TYPE: &str = "io.kubernetes.cri.container-type";
+/// CRI-O's annotation for the same.
+pub const CRIO_CONTAINER_TYPE: &str = "io.kubernetes.cri-o.ContainerType";
+/// The container-type value of a pod sandbox.
+pub const SANDBOX: &str = "sandbox";
+
 /// `/dev/shm` inside the container.
 pub const SHM_PATH: &str = "/dev/shm";
 

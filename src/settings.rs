@@ -26,6 +26,18 @@ pub enum OnError {
     Warn,
 }
 
+/// Whether a container's `oci-tmpfs-hook/*` annotations count (any pod
+/// author can set them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AnnotationPolicy {
+    /// They count, within `max_tmp_size` / `max_shm_size`.
+    #[default]
+    Allow,
+    /// They are ignored: only the host config decides.
+    Ignore,
+}
+
 /// Log verbosity for the hook's own log lines.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -54,6 +66,10 @@ impl LogLevel {
 struct RawSettings {
     tmp_size: Option<Size>,
     shm_size: Option<Size>,
+    max_tmp_size: Option<Size>,
+    max_shm_size: Option<Size>,
+    #[serde(default)]
+    annotations: AnnotationPolicy,
     #[serde(default)]
     extra_targets: Vec<String>,
     #[serde(default)]
@@ -80,6 +96,13 @@ pub struct Settings {
     /// `shm_size` was set in the file.
     #[serde(skip)]
     pub shm_size_set: bool,
+    /// The most an annotation may ask for `/tmp` and the temp targets.
+    #[serde(serialize_with = "display_opt")]
+    pub max_tmp_size: Option<Size>,
+    /// The most an annotation may ask for `/dev/shm`.
+    #[serde(serialize_with = "display_opt")]
+    pub max_shm_size: Option<Size>,
+    pub annotations: AnnotationPolicy,
     pub extra_targets: Vec<TargetPath>,
     pub noexec: bool,
     pub nr_inodes: Option<u64>,
@@ -93,6 +116,13 @@ fn display<S: serde::Serializer, T: std::fmt::Display>(v: &T, s: S) -> Result<S:
     s.collect_str(v)
 }
 
+fn display_opt<S: serde::Serializer, T: std::fmt::Display>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.collect_str(v),
+        None => s.serialize_none(),
+    }
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
@@ -100,6 +130,9 @@ impl Default for Settings {
             shm_size: DEFAULT_SHM_SIZE,
             tmp_size_set: false,
             shm_size_set: false,
+            max_tmp_size: None,
+            max_shm_size: None,
+            annotations: AnnotationPolicy::Allow,
             extra_targets: Vec::new(),
             noexec: false,
             nr_inodes: None,
@@ -155,6 +188,9 @@ impl Settings {
             shm_size: raw.shm_size.unwrap_or(DEFAULT_SHM_SIZE),
             tmp_size_set: raw.tmp_size.is_some(),
             shm_size_set: raw.shm_size.is_some(),
+            max_tmp_size: raw.max_tmp_size,
+            max_shm_size: raw.max_shm_size,
+            annotations: raw.annotations,
             extra_targets,
             noexec: raw.noexec,
             nr_inodes: raw.nr_inodes,

@@ -243,6 +243,7 @@ mod tests {
             from: SizeFrom::Default,
             basis: Basis::Absolute,
             basis_bytes: None,
+            capped: None,
         };
         Tmpfs { size, nr_inodes: None, mode: TMPFS_MODE, nosuid: true, nodev: true, noexec: false, owner }
     }

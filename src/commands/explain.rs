@@ -39,7 +39,10 @@ fn sizing(s: &Sizing) -> String {
         (Basis::HostRam, Some(b)) => format!("{} of host RAM {b}", s.requested),
         _ => s.requested.clone(),
     };
-    format!("{} ({basis}, from {})", s.bytes.approx(), s.from)
+    match &s.capped {
+        Some(cap) => format!("{} ({basis}, from {}; {cap})", s.bytes.approx(), s.from),
+        None => format!("{} ({basis}, from {})", s.bytes.approx(), s.from),
+    }
 }
 
 /// The text form of a plan.

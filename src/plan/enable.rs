@@ -4,6 +4,7 @@
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use super::{Inputs, Owner, PlanError, ANNOTATION_ENABLED};
+use crate::names::{CRIO_CONTAINER_TYPE, CRI_CONTAINER_TYPE, SANDBOX};
 
 /// Whether the hook acts, and why.
 #[derive(Debug, PartialEq, Eq)]
@@ -12,8 +13,18 @@ pub(super) struct Verdict {
     pub(super) why: String,
 }
 
-/// On when the root is read-only, unless the enable annotation says otherwise.
+/// Off for a pod's sandbox (pause) container, whatever it asks: nothing runs
+/// there but pause, and a `/dev/shm` grown there (sized from host RAM, as it
+/// has no memory limit) would be the pod's for good, since shm never shrinks.
+/// Else on when the root is read-only, unless the enable annotation says
+/// otherwise.
 pub(super) fn enablement(inputs: &Inputs<'_>) -> Result<Verdict, PlanError> {
+    for key in [CRI_CONTAINER_TYPE, CRIO_CONTAINER_TYPE] {
+        if inputs.annotation(key) == Some(SANDBOX) {
+            let why = format!("a pod sandbox container ({key}={SANDBOX}): nothing runs there but pause");
+            return Ok(Verdict { enabled: false, why });
+        }
+    }
     let readonly = inputs.spec.root().as_ref().and_then(|r| r.readonly()).unwrap_or(false);
     let (enabled, why) = match inputs.annotation(ANNOTATION_ENABLED) {
         Some("true") => (true, format!("annotation {ANNOTATION_ENABLED}=true")),
@@ -85,11 +96,32 @@ mod tests {
             ("forced on", json!({"path": "r"}), Some("true"), Ok(true)),
             ("forced off", json!({"path": "r", "readonly": true}), Some("false"), Ok(false)),
             ("bad value", json!({"path": "r"}), Some("yes"), Err(PlanError::Enabled("yes".into()))),
+            ("containerd sandbox", json!({"path": "r", "readonly": true}), Some("sandbox:cri"), Ok(false)),
+            (
+                "CRI-O sandbox, forced on",
+                json!({"path": "r", "readonly": true}),
+                Some("sandbox:crio"),
+                Ok(false),
+            ),
+            (
+                "containerd app container",
+                json!({"path": "r", "readonly": true}),
+                Some("container:cri"),
+                Ok(true),
+            ),
         ];
         for (name, root, annotation, want) in cases {
             let mut v = json!({"ociVersion": "1.0.2", "root": root});
-            if let Some(a) = annotation {
-                v["annotations"] = json!({ ANNOTATION_ENABLED: a });
+            match annotation.and_then(|a| a.split_once(':')) {
+                Some((kind, "cri")) => v["annotations"] = json!({ CRI_CONTAINER_TYPE: kind }),
+                Some((kind, _)) => {
+                    v["annotations"] = json!({ CRIO_CONTAINER_TYPE: kind, ANNOTATION_ENABLED: "true" })
+                }
+                None => {
+                    if let Some(a) = annotation {
+                        v["annotations"] = json!({ ANNOTATION_ENABLED: a });
+                    }
+                }
             }
             let s = spec(v);
             let inputs =

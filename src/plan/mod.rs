@@ -21,7 +21,10 @@ use oci_spec::runtime::Spec;
 use serde::Serialize;
 
 pub use crate::names::{ANNOTATION_ENABLED, ANNOTATION_SHM_SIZE, ANNOTATION_TMP_SIZE, SHM_PATH};
-use crate::settings::Settings;
+
+/// What every annotation of ours starts with.
+const ANNOTATION_PREFIX: &str = "oci-tmpfs-hook/";
+use crate::settings::{AnnotationPolicy, Settings};
 use crate::size::{Basis, Bytes, SizeError};
 use crate::target::TargetPath;
 
@@ -37,13 +40,38 @@ pub struct Inputs<'a> {
 
 impl Inputs<'_> {
     /// An annotation of the spec, or of the state when the spec has none.
+    /// Ours (`oci-tmpfs-hook/*`) count only under `annotations = "allow"`.
     fn annotation(&self, key: &str) -> Option<&str> {
+        if key.starts_with(ANNOTATION_PREFIX) && self.settings.annotations == AnnotationPolicy::Ignore {
+            return None;
+        }
+        self.raw_annotation(key)
+    }
+
+    fn raw_annotation(&self, key: &str) -> Option<&str> {
         self.spec
             .annotations()
             .as_ref()
             .or(self.state_annotations)
             .and_then(|a| a.get(key))
             .map(String::as_str)
+    }
+
+    /// Our annotations that the host config says to ignore, as notes.
+    fn ignored_annotations(&self) -> Vec<Note> {
+        if self.settings.annotations != AnnotationPolicy::Ignore {
+            return Vec::new();
+        }
+        [ANNOTATION_ENABLED, ANNOTATION_TMP_SIZE, ANNOTATION_SHM_SIZE]
+            .into_iter()
+            .filter_map(|key| {
+                let value: String = self.raw_annotation(key)?.chars().take(64).collect();
+                Some(Note::info(
+                    format!("annotation {key}={value:?}"),
+                    "ignored: annotations = \"ignore\" in the host config",
+                ))
+            })
+            .collect()
     }
 }
 
@@ -96,6 +124,37 @@ pub struct Sizing {
     pub basis: Basis,
     /// The basis' bytes when the size is a percentage.
     pub basis_bytes: Option<Bytes>,
+    /// What brought the size down from what was asked, if anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capped: Option<Cap>,
+}
+
+/// A limit that a size was brought down to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "by")]
+pub enum Cap {
+    /// The host config's `max_tmp_size` / `max_shm_size`, for an annotation.
+    HostConfig { key: &'static str, max: Bytes, asked: Bytes },
+    /// The container's memory limit: a tmpfs it cannot fill without an OOM
+    /// kill would turn ENOSPC into a kill (tmpfs pages are charged to the
+    /// writer's memory cgroup).
+    MemoryLimit { limit: Bytes, asked: Bytes },
+}
+
+impl std::fmt::Display for Cap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cap::HostConfig { key, max, asked } => {
+                write!(f, "capped from {} at {key} = {} of the host config", asked.approx(), max.approx())
+            }
+            Cap::MemoryLimit { limit, asked } => write!(
+                f,
+                "capped from {} at the memory limit {}: a larger tmpfs would turn ENOSPC into an OOM kill",
+                asked.approx(),
+                limit.approx()
+            ),
+        }
+    }
 }
 
 /// Host ids that own the new tmpfs roots: the container's root under a user
@@ -262,12 +321,13 @@ pub enum PlanError {
 pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
     let verdict = enable::enablement(inputs)?;
     let mut plan = Plan { enabled: verdict.enabled, why: verdict.why, ..Plan::default() };
+    plan.notes.extend(inputs.ignored_annotations());
     if !plan.enabled {
         return Ok(plan);
     }
     enable::check_container(inputs.spec)?;
     plan.owner = enable::container_root_owner(inputs.spec);
-    let sizes = sizes::sizes(inputs)?;
+    let sizes = sizes::sizes(inputs, &mut plan.notes)?;
     let spec_mounts = SpecMounts::of(inputs.spec);
 
     let targets = targets::temp_targets(inputs, &mut plan.notes);
@@ -596,5 +656,50 @@ mod tests {
         unmapped["linux"]["uidMappings"] = json!([{"containerID": 1000, "hostID": 100000, "size": 1}]);
         assert_eq!(plan(&unmapped).owner, None);
         assert_eq!(plan(&base()).owner, None);
+    }
+
+    #[test]
+    fn pod_sandbox_gets_nothing_and_app_containers_grow_the_pod_shm() {
+        let mut sandbox = with(
+            base(),
+            "/annotations",
+            json!({"io.kubernetes.cri.container-type": "sandbox", ANNOTATION_ENABLED: "true"}),
+        );
+        sandbox["mounts"].as_array_mut().unwrap().push(
+            json!({"destination": "/dev/shm", "type": "bind", "source": "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/p/shm", "options": ["rbind", "ro"]}),
+        );
+        let p = plan(&sandbox);
+        assert!(!p.enabled && p.actions.is_empty(), "{p:?}");
+        assert!(p.why.contains("sandbox"), "{}", p.why);
+
+        let mut app = with(base(), "/annotations", json!({"io.kubernetes.cri.container-type": "container"}));
+        app = with(app, "/linux/resources", json!({"memory": {"limit": GI}}));
+        app["mounts"][2] = json!({"destination": "/dev/shm", "type": "bind", "source": "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/p/shm", "options": ["rbind", "rprivate", "rw"]});
+        let p = plan(&app);
+        assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), 256 * MI)]);
+        let (bytes, existing) = shm(&p).unwrap();
+        assert_eq!(bytes, 512 * MI);
+        assert!(matches!(existing, ShmSource::Bind { .. }));
+    }
+
+    #[test]
+    fn no_tmpfs_larger_than_the_memory_limit() {
+        let c = with(base(), "/linux/resources", json!({"memory": {"limit": GI}}));
+        let c = with(c, "/annotations", json!({ANNOTATION_SHM_SIZE: "4g"}));
+        let p = plan(&c);
+        let Some(Action::Shm { tmpfs, .. }) = p.actions.last() else { panic!() };
+        assert_eq!(tmpfs.size.bytes.0, GI);
+        assert_eq!(tmpfs.size.capped, Some(Cap::MemoryLimit { limit: Bytes(GI), asked: Bytes(4 * GI) }));
+    }
+
+    #[test]
+    fn ignored_annotations_are_noted() {
+        let s = Settings::parse("annotations = \"ignore\"").unwrap();
+        let c =
+            with(base(), "/annotations", json!({ANNOTATION_TMP_SIZE: "1Mi", ANNOTATION_ENABLED: "false"}));
+        let p = decide_with(&c, &s).unwrap();
+        assert!(p.enabled, "the enable annotation is ignored too");
+        assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), 4 * GI)]);
+        assert_eq!(p.notes.iter().filter(|n| n.reason.contains("ignore")).count(), 2, "{:?}", p.notes);
     }
 }

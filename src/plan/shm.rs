@@ -63,6 +63,7 @@ mod tests {
             from: SizeFrom::Default,
             basis: crate::size::Basis::Absolute,
             basis_bytes: None,
+            capped: None,
         }
     }
 

@@ -1,9 +1,11 @@
 //! Step 2 of the plan: the bytes for the temp targets and for `/dev/shm`,
 //! and where each setting came from (annotation, host config, default).
 //! Percentages are of the container's memory limit when it has one, else of
-//! the host's RAM. Pure.
+//! the host's RAM. An annotation may ask for at most the host config's
+//! `max_tmp_size` / `max_shm_size`, and no size exceeds the memory limit.
+//! Pure.
 
-use super::{Inputs, PlanError, SizeFrom, Sizing, ANNOTATION_SHM_SIZE, ANNOTATION_TMP_SIZE};
+use super::{Cap, Inputs, Note, PlanError, SizeFrom, Sizing, ANNOTATION_SHM_SIZE, ANNOTATION_TMP_SIZE};
 use crate::size::{Basis, Bytes, Size};
 
 /// The two sizes a plan uses.
@@ -13,13 +15,24 @@ pub(super) struct Sizes {
     pub(super) shm: Sizing,
 }
 
-pub(super) fn sizes(inputs: &Inputs<'_>) -> Result<Sizes, PlanError> {
+pub(super) fn sizes(inputs: &Inputs<'_>, notes: &mut Vec<Note>) -> Result<Sizes, PlanError> {
     let s = inputs.settings;
     let limit = memory_limit(inputs.spec);
-    Ok(Sizes {
-        tmp: sizing(inputs, limit, ANNOTATION_TMP_SIZE, (s.tmp_size, s.tmp_size_set))?,
-        shm: sizing(inputs, limit, ANNOTATION_SHM_SIZE, (s.shm_size, s.shm_size_set))?,
-    })
+    let tmp = Setting {
+        key: ANNOTATION_TMP_SIZE,
+        size: s.tmp_size,
+        set: s.tmp_size_set,
+        max: s.max_tmp_size,
+        max_key: "max_tmp_size",
+    };
+    let shm = Setting {
+        key: ANNOTATION_SHM_SIZE,
+        size: s.shm_size,
+        set: s.shm_size_set,
+        max: s.max_shm_size,
+        max_key: "max_shm_size",
+    };
+    Ok(Sizes { tmp: sizing(inputs, limit, &tmp, notes)?, shm: sizing(inputs, limit, &shm, notes)? })
 }
 
 /// `linux.resources.memory.limit`, when positive.
@@ -34,32 +47,62 @@ pub(super) fn memory_limit(spec: &oci_spec::runtime::Spec) -> Option<Bytes> {
         .map(Bytes)
 }
 
-/// One size: the annotation `key` wins over the host config's `(size, set)`.
+/// One size's settings: its annotation, the host config's value and cap.
+struct Setting {
+    key: &'static str,
+    size: Size,
+    /// Set in the host config (else the default).
+    set: bool,
+    /// The most the annotation may ask for.
+    max: Option<Size>,
+    max_key: &'static str,
+}
+
+/// One size: the annotation wins over the host config, within the host
+/// config's cap; every size stays within the container's memory limit.
 fn sizing(
     inputs: &Inputs<'_>,
     memory_limit: Option<Bytes>,
-    key: &'static str,
-    (configured, set): (Size, bool),
+    setting: &Setting,
+    notes: &mut Vec<Note>,
 ) -> Result<Sizing, PlanError> {
-    let (size, from) = match inputs.annotation(key) {
+    let (size, from) = match inputs.annotation(setting.key) {
         Some(text) => {
             let size = text.parse::<Size>().map_err(|source| PlanError::Size {
-                key,
+                key: setting.key,
                 value: text.chars().take(64).collect(),
                 source,
             })?;
-            (size, SizeFrom::Annotation(key))
+            (size, SizeFrom::Annotation(setting.key))
         }
-        None if set => (configured, SizeFrom::HostConfig),
-        None => (configured, SizeFrom::Default),
+        None if setting.set => (setting.size, SizeFrom::HostConfig),
+        None => (setting.size, SizeFrom::Default),
     };
-    let (bytes, basis) = size.resolve(memory_limit, inputs.host_ram);
+    let (mut bytes, basis) = size.resolve(memory_limit, inputs.host_ram);
     let basis_bytes = match basis {
         Basis::Absolute => None,
         Basis::MemoryLimit => memory_limit,
         Basis::HostRam => Some(inputs.host_ram),
     };
-    Ok(Sizing { bytes, requested: size.to_string(), from, basis, basis_bytes })
+    let mut capped = None;
+    if let (SizeFrom::Annotation(key), Some(max)) = (from, setting.max) {
+        let (max, _) = max.resolve(memory_limit, inputs.host_ram);
+        if bytes > max {
+            let cap = Cap::HostConfig { key: setting.max_key, max, asked: bytes };
+            notes.push(Note::warn(format!("annotation {key}={}", size), cap.to_string()));
+            (bytes, capped) = (max, Some(cap));
+        }
+    }
+    if let Some(limit) = memory_limit.filter(|&l| bytes > l) {
+        // A page-rounded limit can never be below MIN_BYTES here: resolve
+        // clamps to it, and a smaller limit is the kernel's to enforce.
+        let limit = Bytes(limit.0.max(crate::size::MIN_BYTES));
+        if bytes > limit {
+            let cap = Cap::MemoryLimit { limit, asked: bytes };
+            (bytes, capped) = (limit, Some(cap));
+        }
+    }
+    Ok(Sizing { bytes, requested: size.to_string(), from, basis, basis_bytes, capped })
 }
 
 #[cfg(test)]
@@ -131,9 +174,86 @@ mod tests {
                 settings: &settings,
                 host_ram: Bytes(16 * GI),
             };
-            let got = sizes(&inputs).unwrap();
+            let got = sizes(&inputs, &mut Vec::new()).unwrap();
             assert_eq!((got.tmp.bytes.0, got.tmp.from), tmp, "{name}");
             assert_eq!((got.shm.bytes.0, got.shm.from), shm, "{name}");
+        }
+    }
+
+    #[test]
+    fn caps_table() {
+        const MI: u64 = 1 << 20;
+        // (name, host config, annotations, memory limit, tmp, shm, a warning expected)
+        type Case = (&'static str, &'static str, serde_json::Value, Option<u64>, u64, u64, bool);
+        let cases: [Case; 6] = [
+            (
+                "absolute above the limit",
+                "tmp_size = \"2g\"\nshm_size = \"8g\"",
+                json!({}),
+                Some(GI),
+                GI,
+                GI,
+                false,
+            ),
+            ("percent stays within", "", json!({}), Some(GI), 256 * MI, 512 * MI, false),
+            (
+                "annotation above max_shm_size",
+                "max_shm_size = \"1g\"",
+                json!({ANNOTATION_SHM_SIZE: "4g", ANNOTATION_TMP_SIZE: "100Mi"}),
+                None,
+                100 * MI,
+                GI,
+                true,
+            ),
+            (
+                "annotation within max",
+                "max_shm_size = \"1g\"",
+                json!({ANNOTATION_SHM_SIZE: "300Mi"}),
+                None,
+                4 * GI,
+                300 * MI,
+                false,
+            ),
+            (
+                "max does not cap the host config",
+                "shm_size = \"2g\"\nmax_shm_size = \"1g\"",
+                json!({}),
+                None,
+                4 * GI,
+                2 * GI,
+                false,
+            ),
+            (
+                "annotations ignored",
+                "annotations = \"ignore\"",
+                json!({ANNOTATION_SHM_SIZE: "300Mi"}),
+                None,
+                4 * GI,
+                8 * GI,
+                false,
+            ),
+        ];
+        for (name, config, annotations, limit, tmp, shm, warned) in cases {
+            let settings = Settings::parse(config).unwrap();
+            let mut v = json!({"ociVersion": "1.0.2", "annotations": annotations});
+            if let Some(l) = limit {
+                v["linux"] = json!({"resources": {"memory": {"limit": l}}});
+            }
+            let spec = serde_json::from_value(v).unwrap();
+            let inputs = Inputs {
+                spec: &spec,
+                state_annotations: None,
+                settings: &settings,
+                host_ram: Bytes(16 * GI),
+            };
+            let mut notes = Vec::new();
+            let got = sizes(&inputs, &mut notes).unwrap();
+            assert_eq!((got.tmp.bytes.0, got.shm.bytes.0), (tmp, shm), "{name}");
+            assert_eq!(
+                notes.iter().any(|n| n.warn && n.reason.contains("max_shm_size")),
+                warned,
+                "{name}: {notes:?}"
+            );
         }
     }
 }
