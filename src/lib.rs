@@ -20,5 +20,6 @@ pub mod runtime;
 pub mod settings;
 pub mod setup;
 pub mod size;
+pub mod spec;
 pub mod stage;
 pub mod target;

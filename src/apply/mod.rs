@@ -12,6 +12,7 @@
 //! detaches what was attached.
 
 mod error;
+pub mod host;
 mod mount;
 mod ns;
 mod resolve;

@@ -160,7 +160,7 @@ impl Mounter for System {
 }
 
 /// Whether `fd` is the root of a mount (`STATX_ATTR_MOUNT_ROOT`, Linux 5.8).
-fn is_mount_root(fd: &OwnedFd) -> Result<bool, ApplyError> {
+pub(super) fn is_mount_root(fd: &OwnedFd) -> Result<bool, ApplyError> {
     let sx = rustix::fs::statx(fd, "", AtFlags::EMPTY_PATH, StatxFlags::BASIC_STATS)
         .map_err(|e| ApplyError::sys(Call::Statx, "reading", SHM_PATH, e))?;
     Ok(sx.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT)

@@ -378,6 +378,12 @@ impl<'a> SpecMounts<'a> {
         self.0.iter().rev().find(|(d, _)| d == dest).map(|(_, m)| *m)
     }
 
+    /// The destination of a mount that lies strictly inside `path`.
+    fn inside(&self, path: &TargetPath) -> Option<&str> {
+        let prefix = format!("{path}/");
+        self.0.iter().find(|(d, _)| d.starts_with(&prefix)).map(|(d, _)| d.as_str())
+    }
+
     /// The destination of a mount (other than `/`) that `path` lies inside.
     fn containing(&self, path: &TargetPath) -> Option<&str> {
         self.0.iter().find(|(d, _)| d != "/" && path.is_under(d)).map(|(d, _)| d.as_str())

@@ -75,6 +75,11 @@ pub(super) fn not_spec_mounted(
             notes.push(Note::info(subject, format!("it lies inside the spec's mount at {d}")));
             continue;
         }
+        if let Some(d) = spec.inside(&c.path) {
+            let reason = format!("the spec mounts {d} inside it, which a tmpfs over it would hide");
+            notes.push(Note::warn(subject, reason));
+            continue;
+        }
         if c.path.as_str().len() > target::TORCH_SOCKET_MAX {
             notes.push(Note::warn(
                 subject,
@@ -175,7 +180,8 @@ mod tests {
             "mounts": [
                 {"destination": "/tmp/", "type": "tmpfs", "source": "tmpfs"},
                 {"destination": "/data", "type": "bind", "source": "/srv", "options": ["rbind"]},
-                {"destination": "/", "type": "bind", "source": "/x"}
+                {"destination": "/", "type": "bind", "source": "/x"},
+                {"destination": "/scratch/data", "type": "bind", "source": "/vol", "options": ["rbind"]}
             ]
         }))
         .unwrap();
@@ -186,6 +192,7 @@ mod tests {
             ("/data/tmp", false, "inside the spec's mount at /data"),
             ("/var/tmp", true, ""),
             (long.as_str(), true, "PyTorch"),
+            ("/scratch", false, "mounts /scratch/data inside it"),
         ];
         for (path, kept, reason) in cases {
             let mut notes = Vec::new();

@@ -1,0 +1,102 @@
+//! The spec executor's side effects, run by the wrapper on the host before it
+//! execs the runtime: the check of each temp target against the prepared
+//! rootfs (the same landing rules as in the container's namespace, by fd),
+//! and the growth of an engine-made `/dev/shm` (Docker's per-container shm, a
+//! CRI pod's shm) on the host, by fd. What to check and grow comes from the
+//! plan; nothing here decides sizes.
+
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use rustix::fs::{Mode, OFlags};
+
+use super::error::{ApplyError, Call};
+use super::resolve::{self, Root};
+use super::{mount, system, Done};
+use crate::plan::{Action, Note, Plan, SHM_PATH};
+use crate::size::Bytes;
+use crate::target;
+
+/// Resolves every temp target of `plan` in the prepared `rootfs` with the
+/// hook's rules (in-root resolution, missing directories made by fd, where
+/// the path lands, one mount per directory). Returns the refused targets,
+/// each with its note.
+///
+/// # Errors
+/// A rootfs that cannot be opened, or a failure that is not a property of
+/// the image.
+pub fn check_targets(rootfs: &Path, plan: &Plan) -> Result<Vec<(String, Note)>, ApplyError> {
+    let mut root = Root::open(rootfs)?;
+    let mut refused = Vec::new();
+    for action in &plan.actions {
+        let Action::MountTmpfs { target, .. } = action else { continue };
+        let what = target.as_str();
+        let note = match root.resolve_or_create(target.relative(), resolve::TARGET) {
+            Err(e) => match resolve::skip_reason(e) {
+                Some(reason) => Some(Note {
+                    subject: what.into(),
+                    reason: reason.into(),
+                    warn: e != rustix::io::Errno::XDEV,
+                }),
+                None => return Err(ApplyError::sys(Call::Openat2, "resolving inside the rootfs", what, e)),
+            },
+            Ok(fd) => landing(&mut root, &fd, what)?,
+        };
+        if let Some(n) = note {
+            refused.push((what.to_string(), n));
+        }
+    }
+    Ok(refused)
+}
+
+/// The note for a target that landed where it must not, if it did.
+fn landing(root: &mut Root, fd: &OwnedFd, what: &str) -> Result<Option<Note>, ApplyError> {
+    Ok(match root.landed(fd) {
+        None => Some(Note::warn(what, "it resolves outside the rootfs")),
+        Some(real) if target::denied(&real) => {
+            Some(Note::warn(what, format!("it resolves to {real} inside the container, a system directory")))
+        }
+        Some(_) => root
+            .claim(fd, what)?
+            .map(|first| Note::warn(what, format!("it is the same directory as {first}"))),
+    })
+}
+
+/// Grows the engine-made tmpfs at `source` on the host to `size`, never
+/// shrinking it. `source` is opened `O_PATH|O_NOFOLLOW|O_DIRECTORY`, and must
+/// be the root of a tmpfs mount that is not the host's own `/dev/shm`.
+///
+/// # Errors
+/// The kernel refused the resize; what is not a growable engine shm is a note.
+pub fn grow_shm(source: &Path, size: Bytes) -> Result<Result<Done, Note>, ApplyError> {
+    let shown = source.display().to_string();
+    let note =
+        |reason: String, warn| Ok(Err(Note { subject: format!("{SHM_PATH} (from {shown})"), reason, warn }));
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let fd = match rustix::fs::open(source, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(e) => {
+            return note(
+                format!("its source cannot be opened as a directory without following a symlink: {e}"),
+                true,
+            )
+        }
+    };
+    let st = rustix::fs::fstat(&fd).map_err(|e| ApplyError::sys(Call::Stat, "reading", shown.as_str(), e))?;
+    let host = rustix::fs::stat(SHM_PATH).ok().map(|s| s.st_dev);
+    if Some(st.st_dev) == host {
+        return note("it is the host's own /dev/shm (host IPC); never resized".into(), false);
+    }
+    if !system::is_mount_root(&fd)? {
+        return note("its source is not the root of a mount".into(), true);
+    }
+    let Some(current) = mount::tmpfs_size(&fd, &shown)? else {
+        return note("its source is not a tmpfs".into(), true);
+    };
+    if current >= size {
+        return note(format!("it already has {current}, not less than {size}; never shrunk"), false);
+    }
+    let fs = mount::resize(&fd, size, &shown)?;
+    mount::reconfigure(&fs, &shown)?;
+    Ok(Ok(Done::GrewShm { from: current, to: size }))
+}

@@ -1,0 +1,285 @@
+//! The plan carried out in the spec: the second executor, next to `apply`.
+//! A pure edit of `config.json` (a generic JSON value, so nothing the
+//! `oci-spec` types do not know is lost): a `tmpfs` entry in `mounts` per
+//! temp target, for the runtime to mount with its own in-root resolution (as
+//! it does for `docker run --tmpfs`), and `/dev/shm` raised in the spec, or
+//! handed back to the caller when it is an engine-made tmpfs bound from the
+//! host (that one is grown on the host, by fd, in `apply::host_shm`).
+//!
+//! Runtimes mount these inside the container's user namespace, where a fresh
+//! tmpfs already belongs to the container's root, so no `uid=`/`gid=` is
+//! written. Idempotent by construction: a second plan sees these entries as
+//! the spec's own mounts and adds nothing. No I/O here.
+
+use serde_json::{json, Map, Value};
+
+use crate::plan::{Action, Plan, ShmSource, ShmWay, Tmpfs, SHM_PATH};
+use crate::size::Bytes;
+
+/// The `source` of the entries we write: names them in `mountinfo` as ours.
+pub const SOURCE: &str = "oci-tmpfs-hook";
+
+/// What the edit did, and what it leaves to the caller.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Edit {
+    /// Destinations of the tmpfs entries added.
+    pub added: Vec<String>,
+    /// `/dev/shm`'s spec tmpfs raised: from (`None`: unsized), to.
+    pub raised: Option<(Option<Bytes>, Bytes)>,
+    /// An engine-made `/dev/shm` (its host path) to grow on the host to this.
+    pub host_shm: Option<(String, Tmpfs)>,
+}
+
+/// Why the spec could not be edited: the document has an unexpected shape.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("config.json: {0} is not of the expected JSON type")]
+pub struct ShapeError(&'static str);
+
+/// Whether `plan` can be carried out in the spec alone. Directories nested
+/// in a target (`TMPDIR=/tmp/job`) need a directory inside the fresh tmpfs,
+/// which no mount entry can express: such a container takes the hook.
+pub fn expressible(plan: &Plan) -> bool {
+    plan.actions.iter().all(|a| !matches!(a, Action::MountTmpfs { subdirs, .. } if !subdirs.is_empty()))
+}
+
+/// Carries out `plan` in `config`, except the targets in `refused` (left
+/// alone after the check against the real rootfs). `host_ram` is what an
+/// unsized tmpfs has (half of it), so that it is never lowered.
+///
+/// # Errors
+/// [`ShapeError`] when `mounts` or a `/dev/shm` entry has the wrong JSON type.
+pub fn edit(config: &mut Value, plan: &Plan, refused: &[&str], host_ram: Bytes) -> Result<Edit, ShapeError> {
+    let mut edit = Edit::default();
+    if !plan.enabled {
+        return Ok(edit);
+    }
+    let mounts = config
+        .as_object_mut()
+        .ok_or(ShapeError("the document"))?
+        .entry("mounts")
+        .or_insert_with(|| json!([]))
+        .as_array_mut()
+        .ok_or(ShapeError("mounts"))?;
+    for action in &plan.actions {
+        match action {
+            Action::MountTmpfs { target, tmpfs, .. } if !refused.contains(&target.as_str()) => {
+                mounts.push(entry(target.as_str(), tmpfs));
+                edit.added.push(target.to_string());
+            }
+            Action::MountTmpfs { .. } => {}
+            Action::Shm { .. } if refused.contains(&SHM_PATH) => {}
+            Action::Shm { existing, way, tmpfs } => shm(mounts, existing, *way, tmpfs, host_ram, &mut edit)?,
+        }
+    }
+    Ok(edit)
+}
+
+/// A mount entry for `tmpfs` at `destination`.
+fn entry(destination: &str, tmpfs: &Tmpfs) -> Value {
+    let mut options = spec_options(tmpfs);
+    options.push(format!("size={}", tmpfs.size.bytes.0));
+    json!({ "destination": destination, "type": "tmpfs", "source": SOURCE, "options": options })
+}
+
+/// The plan's options minus the owner, which the runtime's user namespace
+/// gives (see the module docs).
+fn spec_options(tmpfs: &Tmpfs) -> Vec<String> {
+    Tmpfs { owner: None, ..tmpfs.clone() }.options()
+}
+
+fn shm(
+    mounts: &mut Vec<Value>,
+    existing: &ShmSource,
+    way: ShmWay,
+    tmpfs: &Tmpfs,
+    host_ram: Bytes,
+    edit: &mut Edit,
+) -> Result<(), ShapeError> {
+    let want = tmpfs.size.bytes;
+    match (way, existing) {
+        (ShmWay::Grow, ShmSource::Bind { source }) => {
+            edit.host_shm = Some((source.clone(), tmpfs.clone()));
+            Ok(())
+        }
+        (ShmWay::Grow, ShmSource::Tmpfs { size }) => {
+            let have = size.unwrap_or(Bytes(host_ram.0 / 2));
+            if have >= want {
+                return Ok(());
+            }
+            let last = mounts
+                .iter_mut()
+                .rev()
+                .find(|m| {
+                    m.get("destination").and_then(Value::as_str).map(crate::target::normalise).as_deref()
+                        == Some(SHM_PATH)
+                })
+                .ok_or(ShapeError("the /dev/shm mount"))?;
+            set_size(last.as_object_mut().ok_or(ShapeError("the /dev/shm mount"))?, want)?;
+            edit.raised = Some((*size, want));
+            Ok(())
+        }
+        (ShmWay::Grow, ShmSource::None) | (ShmWay::Fresh, _) => {
+            // After the spec's /dev mount, which it would otherwise be under.
+            mounts.push(entry(SHM_PATH, tmpfs));
+            edit.added.push(SHM_PATH.to_string());
+            Ok(())
+        }
+    }
+}
+
+/// Replaces every `size=` option of a mount entry with `bytes`.
+fn set_size(mount: &mut Map<String, Value>, bytes: Bytes) -> Result<(), ShapeError> {
+    let options = mount.entry("options").or_insert_with(|| json!([]));
+    let options = options.as_array_mut().ok_or(ShapeError("the /dev/shm mount's options"))?;
+    options.retain(|o| !o.as_str().is_some_and(|s| s.starts_with("size=")));
+    options.push(json!(format!("size={}", bytes.0)));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::plan::{decide, Inputs};
+    use crate::settings::Settings;
+
+    const GI: u64 = 1 << 30;
+    const MI: u64 = 1 << 20;
+
+    fn config(shm: Value, env: &[&str]) -> Value {
+        json!({
+            "ociVersion": "1.0.2",
+            "process": {"args": ["sh"], "cwd": "/", "env": env, "user": {"uid": 0, "gid": 0}},
+            "root": {"path": "rootfs", "readonly": true},
+            "mounts": [
+                {"destination": "/proc", "type": "proc", "source": "proc"},
+                {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "mode=755"]},
+                shm
+            ],
+            "linux": {"namespaces": [{"type": "mount"}], "resources": {"memory": {"limit": GI}}},
+            "x-unknown-field": {"kept": true}
+        })
+    }
+
+    fn plan_of(config: &Value, settings: &Settings) -> Plan {
+        let spec = serde_json::from_value(config.clone()).unwrap();
+        decide(&Inputs { spec: &spec, state_annotations: None, settings, host_ram: Bytes(16 * GI) }).unwrap()
+    }
+
+    fn run(mut config: Value, settings: &Settings, refused: &[&str]) -> (Value, Edit) {
+        let plan = plan_of(&config, settings);
+        let edit = edit(&mut config, &plan, refused, Bytes(16 * GI)).unwrap();
+        (config, edit)
+    }
+
+    fn mount<'a>(config: &'a Value, dest: &str) -> Vec<&'a Value> {
+        config["mounts"].as_array().unwrap().iter().filter(|m| m["destination"] == dest).collect()
+    }
+
+    #[test]
+    fn temp_targets_become_tmpfs_entries() {
+        let shm = json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "size=65536k"]});
+        let settings = Settings::parse("nr_inodes = 5000\nnoexec = true").unwrap();
+        let (out, edit) = run(config(shm, &["TMPDIR=/var/tmp"]), &settings, &[]);
+        assert_eq!(edit.added, ["/tmp", "/var/tmp"]);
+        assert_eq!(
+            mount(&out, "/tmp")[0],
+            &json!({"destination": "/tmp", "type": "tmpfs", "source": SOURCE,
+                "options": ["nosuid", "nodev", "noexec", "mode=1777", "nr_inodes=5000", format!("size={}", 256 * MI)]})
+        );
+        assert_eq!(out["x-unknown-field"], json!({"kept": true}));
+        // /dev/shm: the spec's 64 MiB raised to 512 MiB (50% of the 1 GiB limit).
+        assert_eq!(edit.raised, Some((Some(Bytes(64 * MI)), Bytes(512 * MI))));
+        assert_eq!(mount(&out, "/dev/shm")[0]["options"], json!(["nosuid", format!("size={}", 512 * MI)]));
+    }
+
+    #[test]
+    fn a_second_run_adds_nothing() {
+        let shm =
+            json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["size=65536k"]});
+        let (once, _) = run(config(shm, &["TEMP=/scratch"]), &Settings::default(), &[]);
+        let (twice, edit) = run(once.clone(), &Settings::default(), &[]);
+        assert_eq!(once, twice);
+        assert_eq!(edit, Edit::default());
+    }
+
+    #[test]
+    fn shm_table() {
+        let cases = [
+            (
+                "none: a fresh entry",
+                json!({"destination": "/proc2", "type": "proc", "source": "proc"}),
+                true,
+                None,
+                false,
+            ),
+            (
+                "unsized tmpfs is half of RAM: never lowered",
+                json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm"}),
+                false,
+                None,
+                false,
+            ),
+            (
+                "engine bind: grown on the host",
+                json!({"destination": "/dev/shm", "type": "bind", "source": "/var/lib/docker/c/shm", "options": ["rbind"]}),
+                false,
+                None,
+                true,
+            ),
+            (
+                "host IPC: untouched",
+                json!({"destination": "/dev/shm", "type": "bind", "source": "/dev/shm", "options": ["rbind"]}),
+                false,
+                None,
+                false,
+            ),
+        ];
+        for (name, shm, fresh, raised, host) in cases {
+            let (out, edit) = run(config(shm, &[]), &Settings::default(), &[]);
+            assert_eq!(edit.added.contains(&SHM_PATH.to_string()), fresh, "{name}");
+            assert_eq!(edit.raised, raised, "{name}");
+            assert_eq!(edit.host_shm.is_some(), host, "{name}");
+            if fresh {
+                let m = mount(&out, "/dev/shm");
+                assert_eq!(
+                    m[0]["options"],
+                    json!(["nosuid", "nodev", "noexec", "mode=1777", format!("size={}", 512 * MI)]),
+                    "{name}"
+                );
+                let last = out["mounts"].as_array().unwrap().last().unwrap();
+                assert_eq!(last["destination"], "/dev/shm", "{name}: after /dev");
+            }
+        }
+    }
+
+    #[test]
+    fn refused_targets_are_not_written() {
+        let shm =
+            json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["size=1g"]});
+        let (out, edit) = run(config(shm, &["TMPDIR=/var/tmp"]), &Settings::default(), &["/tmp"]);
+        assert_eq!(edit.added, ["/var/tmp"]);
+        assert!(mount(&out, "/tmp").is_empty());
+    }
+
+    #[test]
+    fn nested_targets_need_the_hook() {
+        let shm = json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm"});
+        let c = config(shm, &["TMPDIR=/tmp/job"]);
+        assert!(!expressible(&plan_of(&c, &Settings::default())));
+        assert!(expressible(&plan_of(
+            &config(json!({"destination": "/x", "type": "proc"}), &["TMPDIR=/var/tmp"]),
+            &Settings::default()
+        )));
+    }
+
+    #[test]
+    fn shapes_are_checked() {
+        let plan = plan_of(&config(json!({"destination": "/x", "type": "proc"}), &[]), &Settings::default());
+        let mut bad = json!({"mounts": {"not": "a list"}});
+        assert_eq!(edit(&mut bad, &plan, &[], Bytes(GI)), Err(ShapeError("mounts")));
+        let mut bad = json!([1, 2]);
+        assert_eq!(edit(&mut bad, &plan, &[], Bytes(GI)), Err(ShapeError("the document")));
+    }
+}
