@@ -570,6 +570,7 @@ mod tests {
                 "max_tmp_size",
                 "max_shm_size",
                 "annotations",
+                "mode",
                 "extra_targets",
                 "noexec",
                 "nr_inodes",

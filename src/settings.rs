@@ -38,6 +38,19 @@ pub enum AnnotationPolicy {
     Ignore,
 }
 
+/// How the runtime wrapper carries out the plan.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Write the mounts into `config.json`: the runtime makes them, and no
+    /// hook process runs at the start.
+    #[default]
+    Spec,
+    /// Add the hook to `config.json`: it mounts by fd in the container's
+    /// namespace.
+    Hook,
+}
+
 /// Log verbosity for the hook's own log lines.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -71,6 +84,8 @@ struct RawSettings {
     #[serde(default)]
     annotations: AnnotationPolicy,
     #[serde(default)]
+    mode: Mode,
+    #[serde(default)]
     extra_targets: Vec<String>,
     #[serde(default)]
     noexec: bool,
@@ -103,6 +118,8 @@ pub struct Settings {
     #[serde(serialize_with = "display_opt")]
     pub max_shm_size: Option<Size>,
     pub annotations: AnnotationPolicy,
+    /// The runtime wrapper's executor.
+    pub mode: Mode,
     pub extra_targets: Vec<TargetPath>,
     pub noexec: bool,
     pub nr_inodes: Option<u64>,
@@ -133,6 +150,7 @@ impl Default for Settings {
             max_tmp_size: None,
             max_shm_size: None,
             annotations: AnnotationPolicy::Allow,
+            mode: Mode::Spec,
             extra_targets: Vec::new(),
             noexec: false,
             nr_inodes: None,
@@ -191,6 +209,7 @@ impl Settings {
             max_tmp_size: raw.max_tmp_size,
             max_shm_size: raw.max_shm_size,
             annotations: raw.annotations,
+            mode: raw.mode,
             extra_targets,
             noexec: raw.noexec,
             nr_inodes: raw.nr_inodes,
