@@ -847,11 +847,13 @@ fn case1_read_only_container_gets_sized_tmp_and_shm() {
     r.finish();
 }
 
-/// Runs one pod with `annotations` and a read-only 1 GiB container under
-/// host config `host`, and checks `/tmp` and `/dev/shm`.
-fn annotated_pod(node: &mut Node, r: &mut Report, part: &str, host: &str, tmp: u64, shm: u64) {
+/// Runs one pod annotated `tmp-size` / `shm-size` = `asked`, with a
+/// read-only 1 GiB container, under host config `host`, and checks that the
+/// annotations reach the container's spec and that `/tmp` and `/dev/shm`
+/// come out as `want`.
+fn annotated_pod(node: &mut Node, r: &mut Report, part: &str, host: &str, asked: [&str; 2], want: [u64; 2]) {
     node.host_config(host);
-    let ann = [(ANN_TMP, "100Mi"), (ANN_SHM, "300Mi")];
+    let ann = [(ANN_TMP, asked[0]), (ANN_SHM, asked[1])];
     let opts = PodOpts { annotations: &ann, ..PodOpts::default() };
     let Some(pod) = r.step(&format!("{part}: RunPodSandbox"), node.run_pod(part, &opts)) else {
         // The wrapper's own error does not reach CRI's message: say what
@@ -873,12 +875,12 @@ fn annotated_pod(node: &mut Node, r: &mut Report, part: &str, host: &str, tmp: u
             format!("tmp-size {}, shm-size {}", spec[ANN_TMP], spec[ANN_SHM]),
         );
         r.check(
-            spec[ANN_TMP] == "100Mi" && spec[ANN_SHM] == "300Mi",
+            spec[ANN_TMP] == asked[0] && spec[ANN_SHM] == asked[1],
             format!("{part}: pod annotations did not reach the container's spec: {spec}"),
         );
     }
     if let Some(p) = r.step(&format!("{part}: probe"), node.probe(&c)) {
-        r.served(part, &p, tmp, shm);
+        r.served(part, &p, want[0], want[1]);
     }
     r.step(&format!("{part}: stop and remove"), node.teardown(&pod, &[&c]));
 }
@@ -890,30 +892,41 @@ fn annotated_pod(node: &mut Node, r: &mut Report, part: &str, host: &str, tmp: u
 fn case2_pod_annotations_and_their_guardrails() {
     let mut r = Report::new("case2");
     let mut node = Node::start("case2");
-    annotated_pod(&mut node, &mut r, "annotations", "", 100 * MI, 300 * MI);
+    let asked = ["100Mi", "300Mi"];
+    annotated_pod(&mut node, &mut r, "annotations", "", asked, [100 * MI, 300 * MI]);
 
     let log = node.dir.join("hook.log");
     let capped = format!(
         "max_tmp_size = \"64Mi\"\nmax_shm_size = \"200Mi\"\nlog_file = {log:?}\nlog_level = \"warn\"\n"
     );
-    annotated_pod(&mut node, &mut r, "over max_*_size", &capped, 64 * MI, 200 * MI);
+    annotated_pod(&mut node, &mut r, "over max_*_size", &capped, asked, [64 * MI, 200 * MI]);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
-    let warning =
-        text.lines().find(|l| l.contains(ANN_SHM) && (l.contains("200Mi") || l.contains("209715200")));
     r.seen("hook log", format!("{:?}", text.lines().collect::<Vec<_>>()));
-    r.check(
-        warning.is_some(),
-        format!("no warning naming {ANN_SHM} and the cap 200Mi in the hook's log: {text:?}"),
-    );
+    for (key, cap, bytes) in [(ANN_TMP, "64Mi", 64 * MI), (ANN_SHM, "200Mi", 200 * MI)] {
+        let warned =
+            text.lines().any(|l| l.contains(key) && (l.contains(cap) || l.contains(&bytes.to_string())));
+        r.check(warned, format!("no warning naming {key} and the cap {cap} in the hook's log: {text:?}"));
+    }
 
     annotated_pod(
         &mut node,
         &mut r,
         "annotations = ignore",
         "annotations = \"ignore\"\n",
-        256 * MI,
-        512 * MI,
+        asked,
+        [256 * MI, 512 * MI],
     );
+    r.finish();
+}
+
+/// Case 2, the memory-limit cap: no tmpfs larger than the container's memory
+/// limit, whatever an annotation asks (a tmpfs it cannot fill without an OOM
+/// kill turns ENOSPC into a kill).
+#[test]
+fn case2_annotations_above_the_memory_limit_are_capped() {
+    let mut r = Report::new("case2-limit");
+    let mut node = Node::start("case2-limit");
+    annotated_pod(&mut node, &mut r, "2Gi and 3Gi asked, 1Gi limit", "", ["2Gi", "3Gi"], [GI, GI]);
     r.finish();
 }
 
