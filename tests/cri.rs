@@ -139,10 +139,14 @@ fn device_at(mountinfo: &str, point: &str) -> Option<String> {
         .map(String::from)
 }
 
-/// The CRI client's python (tests/env/venv.sh creates the venv once).
+/// The CRI client's python: `$OCI_TMPFS_HOOK_CRI_PYTHON` when set (one that
+/// can import `cri_api`), else the venv of tests/env/venv.sh (created once).
 fn cri_python() -> &'static Path {
     static PY: OnceLock<PathBuf> = OnceLock::new();
     PY.get_or_init(|| {
+        if let Some(py) = std::env::var_os("OCI_TMPFS_HOOK_CRI_PYTHON") {
+            return PathBuf::from(py);
+        }
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/env/venv.sh");
         let out = ok(&mut Command::new(&script));
         PathBuf::from(out.trim())
@@ -412,7 +416,8 @@ impl Node {
 
     /// Writes the host config that the wrapper and the hook read on this node.
     fn host_config(&self, toml: &str) {
-        std::fs::write(self.ns_path("/etc/oci-tmpfs-hook/config.toml"), toml).unwrap();
+        let path = self.ns_path("/etc/oci-tmpfs-hook/config.toml");
+        std::fs::write(&path, toml).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
     }
 
     fn ctr(&self) -> Command {
@@ -485,15 +490,21 @@ impl Node {
     fn cri(&self, method: &str, request: Value) -> Result<Value, String> {
         let mut cmd = Command::new(cri_python());
         cmd.arg(cri_script()).arg("--socket").arg(&self.sock).args(["--timeout", "100", method]);
-        let out = output_with(&mut cmd, &serde_json::to_vec(&request).unwrap());
-        let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "cri.py {method}: {e}: {:?}\nstdout: {}\nstderr: {}",
-                out.status,
-                text(&out.stdout),
-                text(&out.stderr)
-            )
-        });
+        // No panic here: the cleanup in Drop calls this too.
+        let Some(out) = run_with_stdin(&mut cmd, serde_json::to_vec(&request).unwrap(), TIMEOUT) else {
+            return Err(format!("{method}: cri.py timed out after {TIMEOUT:?}"));
+        };
+        let answer: Value = match serde_json::from_slice(&out.stdout) {
+            Ok(v) => v,
+            Err(e) => {
+                return Err(format!(
+                    "{method}: cri.py gave no JSON ({e}): {:?}\nstdout: {}\nstderr: {}",
+                    out.status,
+                    text(&out.stdout),
+                    text(&out.stderr)
+                ))
+            }
+        };
         if answer["ok"] == true {
             Ok(answer["response"].clone())
         } else {
@@ -539,7 +550,8 @@ impl Node {
         if let Some(m) = c.memory {
             resources["memory_limit_in_bytes"] = json!(m);
             // kubelet's Burstable score for a memory request of `m`.
-            let ram = rustix::system::sysinfo().totalram as u64;
+            let info = rustix::system::sysinfo();
+            let ram = (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)));
             resources["oom_score_adj"] = json!((1000 - (1000 * m / ram.max(1)) as i64).clamp(2, 999));
         }
         let config = json!({
@@ -677,7 +689,7 @@ impl Drop for Node {
     fn drop(&mut self) {
         use rustix::process::{kill_process, Pid, Signal};
         // A host config the wrapper refuses would fail every runc call.
-        self.host_config("");
+        let _ = std::fs::write(self.ns_path("/etc/oci-tmpfs-hook/config.toml"), "");
         if self.daemon.is_some() {
             for id in std::mem::take(&mut self.pods) {
                 let _ = self.cri("StopPodSandbox", json!({"pod_sandbox_id": id}));
