@@ -122,6 +122,26 @@ pub fn container() -> Option<&'static str> {
     LOGGER.id.get().map(String::as_str)
 }
 
+/// Logs a plan's notes and caps: a cap the host config put on an
+/// annotation is a warning (the pod author asked for more), one from the
+/// memory limit is information.
+pub fn plan(plan: &crate::plan::Plan) {
+    use crate::plan::{Cap, SizeFrom};
+    outcome(&plan.notes, &[] as &[&str]);
+    let mut warned: Vec<&str> = Vec::new();
+    for action in &plan.actions {
+        let size = &action.tmpfs().size;
+        match (&size.capped, size.from) {
+            (Some(cap @ Cap::HostConfig { .. }), SizeFrom::Annotation(key)) if !warned.contains(&key) => {
+                warned.push(key);
+                log::warn!("annotation {key}: {cap}");
+            }
+            (Some(cap), from) => log::info!("{} ({from}): {cap}", action.target()),
+            (None, _) => {}
+        }
+    }
+}
+
 /// Logs what the hook did and what it left alone: the one place that does.
 /// A note is a warning when a user's setting is not honoured, else info; an
 /// effect is info (a successful hook prints nothing at the default level).

@@ -64,7 +64,7 @@ fn execute(stage: Option<Stage>, settings: &Settings, stdin: impl io::Read) -> R
         host_ram,
     })?;
     log::debug!("{}", plan.why);
-    crate::logger::outcome(&plan.notes, &[] as &[apply::Done]);
+    crate::logger::plan(&plan);
     if !plan.enabled || plan.actions.is_empty() {
         return Ok(());
     }

@@ -145,11 +145,11 @@ impl std::fmt::Display for Cap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Cap::HostConfig { key, max, asked } => {
-                write!(f, "capped from {} at {key} = {} of the host config", asked.approx(), max.approx())
+                write!(f, "asked for {}, capped at {key} = {} of the host config", asked.approx(), max.approx())
             }
             Cap::MemoryLimit { limit, asked } => write!(
                 f,
-                "capped from {} at the memory limit {}: a larger tmpfs would turn ENOSPC into an OOM kill",
+                "asked for {}, capped at the memory limit {} (a larger tmpfs would turn ENOSPC into an OOM kill)",
                 asked.approx(),
                 limit.approx()
             ),
@@ -313,6 +313,23 @@ pub enum PlanError {
     NoRoot,
 }
 
+impl Action {
+    /// Where it mounts or what it grows.
+    pub fn target(&self) -> &str {
+        match self {
+            Action::MountTmpfs { target, .. } => target.as_str(),
+            Action::Shm { .. } => SHM_PATH,
+        }
+    }
+
+    /// The tmpfs it makes, or the size it grows to.
+    pub fn tmpfs(&self) -> &Tmpfs {
+        match self {
+            Action::MountTmpfs { tmpfs, .. } | Action::Shm { tmpfs, .. } => tmpfs,
+        }
+    }
+}
+
 /// Decides what to mount.
 ///
 /// # Errors
@@ -327,7 +344,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
     }
     enable::check_container(inputs.spec)?;
     plan.owner = enable::container_root_owner(inputs.spec);
-    let sizes = sizes::sizes(inputs, &mut plan.notes)?;
+    let sizes = sizes::sizes(inputs)?;
     let spec_mounts = SpecMounts::of(inputs.spec);
 
     let targets = targets::temp_targets(inputs, &mut plan.notes);

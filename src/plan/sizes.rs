@@ -5,7 +5,7 @@
 //! `max_tmp_size` / `max_shm_size`, and no size exceeds the memory limit.
 //! Pure.
 
-use super::{Cap, Inputs, Note, PlanError, SizeFrom, Sizing, ANNOTATION_SHM_SIZE, ANNOTATION_TMP_SIZE};
+use super::{Cap, Inputs, PlanError, SizeFrom, Sizing, ANNOTATION_SHM_SIZE, ANNOTATION_TMP_SIZE};
 use crate::size::{Basis, Bytes, Size};
 
 /// The two sizes a plan uses.
@@ -15,7 +15,7 @@ pub(super) struct Sizes {
     pub(super) shm: Sizing,
 }
 
-pub(super) fn sizes(inputs: &Inputs<'_>, notes: &mut Vec<Note>) -> Result<Sizes, PlanError> {
+pub(super) fn sizes(inputs: &Inputs<'_>) -> Result<Sizes, PlanError> {
     let s = inputs.settings;
     let limit = memory_limit(inputs.spec);
     let tmp = Setting {
@@ -32,7 +32,7 @@ pub(super) fn sizes(inputs: &Inputs<'_>, notes: &mut Vec<Note>) -> Result<Sizes,
         max: s.max_shm_size,
         max_key: "max_shm_size",
     };
-    Ok(Sizes { tmp: sizing(inputs, limit, &tmp, notes)?, shm: sizing(inputs, limit, &shm, notes)? })
+    Ok(Sizes { tmp: sizing(inputs, limit, &tmp)?, shm: sizing(inputs, limit, &shm)? })
 }
 
 /// `linux.resources.memory.limit`, when positive.
@@ -60,12 +60,7 @@ struct Setting {
 
 /// One size: the annotation wins over the host config, within the host
 /// config's cap; every size stays within the container's memory limit.
-fn sizing(
-    inputs: &Inputs<'_>,
-    memory_limit: Option<Bytes>,
-    setting: &Setting,
-    notes: &mut Vec<Note>,
-) -> Result<Sizing, PlanError> {
+fn sizing(inputs: &Inputs<'_>, memory_limit: Option<Bytes>, setting: &Setting) -> Result<Sizing, PlanError> {
     let (size, from) = match inputs.annotation(setting.key) {
         Some(text) => {
             let size = text.parse::<Size>().map_err(|source| PlanError::Size {
@@ -85,12 +80,10 @@ fn sizing(
         Basis::HostRam => Some(inputs.host_ram),
     };
     let mut capped = None;
-    if let (SizeFrom::Annotation(key), Some(max)) = (from, setting.max) {
+    if let (SizeFrom::Annotation(_), Some(max)) = (from, setting.max) {
         let (max, _) = max.resolve(memory_limit, inputs.host_ram);
         if bytes > max {
-            let cap = Cap::HostConfig { key: setting.max_key, max, asked: bytes };
-            notes.push(Note::warn(format!("annotation {key}={}", size), cap.to_string()));
-            (bytes, capped) = (max, Some(cap));
+            (bytes, capped) = (max, Some(Cap::HostConfig { key: setting.max_key, max, asked: bytes }));
         }
     }
     if let Some(limit) = memory_limit.filter(|&l| bytes > l) {
@@ -174,7 +167,7 @@ mod tests {
                 settings: &settings,
                 host_ram: Bytes(16 * GI),
             };
-            let got = sizes(&inputs, &mut Vec::new()).unwrap();
+            let got = sizes(&inputs).unwrap();
             assert_eq!((got.tmp.bytes.0, got.tmp.from), tmp, "{name}");
             assert_eq!((got.shm.bytes.0, got.shm.from), shm, "{name}");
         }
@@ -246,14 +239,10 @@ mod tests {
                 settings: &settings,
                 host_ram: Bytes(16 * GI),
             };
-            let mut notes = Vec::new();
-            let got = sizes(&inputs, &mut notes).unwrap();
+            let got = sizes(&inputs).unwrap();
             assert_eq!((got.tmp.bytes.0, got.shm.bytes.0), (tmp, shm), "{name}");
-            assert_eq!(
-                notes.iter().any(|n| n.warn && n.reason.contains("max_shm_size")),
-                warned,
-                "{name}: {notes:?}"
-            );
+            let by_host = matches!(got.shm.capped, Some(Cap::HostConfig { key: "max_shm_size", .. }));
+            assert_eq!(by_host, warned, "{name}: {:?}", got.shm.capped);
         }
     }
 }
