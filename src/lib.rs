@@ -11,6 +11,7 @@ pub mod bundle;
 pub mod cli;
 pub mod commands;
 pub mod doctor;
+pub mod files;
 pub mod input;
 pub mod logger;
 pub mod names;
