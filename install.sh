@@ -15,8 +15,9 @@ Builds a static release binary with cargo and installs:
 then runs `oci-tmpfs-hook setup ENGINE` for each engine.
 
   --prefix DIR     install prefix (default /usr/local)
-  --engines LIST   comma-separated: podman,crio,docker,containerd, or none
-                   (default: every engine found on PATH: podman, crio, dockerd, containerd)
+  --engines LIST   comma-separated engine names, or none (default: the engines
+                   `oci-tmpfs-hook engines` finds: binary on PATH or config
+                   file present; under DESTDIR, config files there)
   --dry-run        print what would be done (setup prints its diffs), change nothing
   --uninstall      undo setup for the engines, remove what install put there
                    (a changed config is kept)
@@ -56,22 +57,45 @@ confdir="$dest/etc/oci-tmpfs-hook"
 
 run() { if [ "$dry" = 1 ]; then echo "+ $*"; else "$@"; fi; }
 
-# The engines to register with.
+# The engines to register with. The binary knows them: `engines` lists the
+# ones present (under DESTDIR: by their files there), `engines --all` every
+# name it accepts. $1 is the binary to ask; without one (a dry run before a
+# build) an explicit list is taken as given and auto finds nothing.
 selected=()
-if [ "$engines" = auto ]; then
-  for pair in podman:podman crio:crio docker:dockerd containerd:containerd; do
-    if command -v "${pair#*:}" >/dev/null 2>&1; then selected+=("${pair%%:*}"); fi
+select_engines() {
+  local ask=$1 root_args=() found known
+  if [ -n "$dest" ]; then root_args=(--root "$dest"); fi
+  if [ -z "$ask" ]; then
+    if [ "$engines" = auto ]; then
+      echo "install.sh: no binary yet to ask which engines are present; pass --engines" >&2
+    elif [ "$engines" != none ]; then
+      IFS=, read -r -a selected <<<"$engines"
+    fi
+    return 0
+  fi
+  if [ "$engines" = auto ]; then
+    found=$("$ask" engines ${root_args[@]+"${root_args[@]}"})
+    if [ -n "$found" ]; then mapfile -t selected <<<"$found"; fi
+    echo "engines found: ${selected[*]:-none}"
+  elif [ "$engines" != none ]; then
+    known=$("$ask" engines --all)
+    IFS=, read -r -a selected <<<"$engines"
+    for e in "${selected[@]}"; do
+      if ! grep -qx -- "$e" <<<"$known"; then
+        echo "install.sh: unknown engine $e ($(paste -sd, <<<"$known"), none)" >&2
+        exit 2
+      fi
+    done
+  fi
+}
+
+# The first runnable binary of the arguments, or nothing.
+runnable() {
+  local b
+  for b in "$@"; do
+    if [ -n "$b" ] && [ -x "$b" ]; then echo "$b"; return 0; fi
   done
-  echo "engines found: ${selected[*]:-none}"
-elif [ "$engines" != none ]; then
-  IFS=, read -r -a selected <<<"$engines"
-  for e in "${selected[@]}"; do
-    case "$e" in
-      podman|crio|docker|containerd) ;;
-      *) echo "install.sh: unknown engine $e (podman, crio, docker, containerd, none)" >&2; exit 2 ;;
-    esac
-  done
-fi
+}
 
 # Runs `setup` for every selected engine with the binary $1 and extra flags.
 setup_engines() {
@@ -85,6 +109,7 @@ setup_engines() {
 }
 
 if [ "$uninstall" = 1 ]; then
+  select_engines "$(runnable "$bin")"
   if [ "${#selected[@]}" -gt 0 ]; then
     if [ -x "$bin" ]; then
       if [ "$dry" = 1 ]; then setup_engines "$bin" --undo --dry-run; else setup_engines "$bin" --undo; fi
@@ -121,6 +146,7 @@ else
     cargo build --release --locked --target "$target" --manifest-path "$here/Cargo.toml"
   built="$here/target/$target/release/oci-tmpfs-hook"
 fi
+select_engines "$(runnable "$built" "$bin")"
 run install -D -m 0755 "$built" "$bin"
 # containerd's BinaryName takes no arguments: the wrapper is this binary under a second name.
 run ln -sfn oci-tmpfs-hook "$wrapper"

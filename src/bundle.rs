@@ -1,22 +1,21 @@
 //! Lossless edits of a bundle's `config.json`: adding this hook to
 //! `hooks.<stage>`. The file is handled as a generic JSON value (oci-spec's
 //! types drop fields they do not know), keeps its key order, indentation
-//! style, mode and owner, and is replaced atomically. Adding twice adds once.
+//! style, mode and owner, and is replaced atomically but not fsynced (the
+//! bundle is the engine's scratch copy, rewritten at every create: DESIGN.md
+//! §7). Adding twice adds once. Reading and writing are [`crate::files`]'s.
 
-use std::fs::File;
-use std::io::{self, Read, Write};
-use std::os::fd::OwnedFd;
+use std::ffi::OsStr;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{FileType, Mode, OFlags};
 use serde_json::{json, Value};
 
+use crate::files::{self, Durability, FileError};
+use crate::input::MAX_CONFIG_BYTES;
 use crate::stage::Stage;
 
-/// Largest `config.json` we edit.
-const MAX_BYTES: u64 = 8 << 20;
 const CONFIG: &str = "config.json";
-const TEMP: &str = ".config.json.oci-tmpfs-hook";
 
 /// One entry of `hooks.<stage>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,15 +37,15 @@ impl HookEntry {
 
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
-    #[error("{path}: {source}")]
-    Io {
+    #[error("opening the bundle {path}")]
+    Dir {
         path: PathBuf,
         #[source]
-        source: io::Error,
+        source: std::io::Error,
     },
-    #[error("{path} is not a regular file of at most {MAX_BYTES} bytes")]
-    NotRegular { path: PathBuf },
-    #[error("{path} is not valid JSON: {source}")]
+    #[error(transparent)]
+    File(#[from] FileError),
+    #[error("{path} is not valid JSON")]
     Json {
         path: PathBuf,
         #[source]
@@ -75,101 +74,34 @@ pub fn add_hook(config: &mut Value, stage: Stage, entry: &HookEntry) -> Result<b
     Ok(true)
 }
 
-/// True when `config` already runs `binary` at some stage.
-pub fn has_hook(config: &Value, binary: &Path) -> bool {
-    let ours = binary.display().to_string();
-    config.get("hooks").and_then(Value::as_object).is_some_and(|h| {
-        h.values()
-            .filter_map(Value::as_array)
-            .flatten()
-            .any(|e| e.get("path").and_then(Value::as_str) == Some(ours.as_str()))
-    })
-}
-
 /// Adds the hook to `<bundle>/config.json`. Returns whether the file changed.
 ///
 /// # Errors
 /// A missing or invalid file, or a failed write; the file is then unchanged.
 pub fn inject(bundle: &Path, stage: Stage, entry: &HookEntry) -> Result<bool, BundleError> {
     let path = bundle.join(CONFIG);
-    let io_err = |source: io::Error| BundleError::Io { path: path.clone(), source };
-    let dir = rustix::fs::open(bundle, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| io_err(e.into()))?;
-    let fd = rustix::fs::openat(
-        &dir,
-        CONFIG,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
-        Mode::empty(),
-    )
-    .map_err(|e| io_err(e.into()))?;
-    let st = rustix::fs::fstat(&fd).map_err(|e| io_err(e.into()))?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || st.st_size as u64 > MAX_BYTES {
-        return Err(BundleError::NotRegular { path });
-    }
-    let mut text = Vec::new();
-    File::from(fd).take(MAX_BYTES + 1).read_to_end(&mut text).map_err(io_err)?;
-    let mut config: Value =
-        serde_json::from_slice(&text).map_err(|source| BundleError::Json { path: path.clone(), source })?;
+    let dir =
+        files::open_dir(bundle).map_err(|source| BundleError::Dir { path: bundle.to_path_buf(), source })?;
+    let old = files::read(Some(dir.as_fd()), &path, MAX_CONFIG_BYTES)?;
+    let mut config: Value = serde_json::from_slice(&old.bytes)
+        .map_err(|source| BundleError::Json { path: path.clone(), source })?;
     let changed = add_hook(&mut config, stage, entry)
         .map_err(|what| BundleError::Shape { path: path.clone(), what })?;
     if !changed {
         return Ok(false);
     }
-    let out = render(&config, &text);
-    write_replacing(&dir, &out, Mode::from_raw_mode(st.st_mode & 0o7777), st.st_uid, st.st_gid)
-        .map_err(io_err)?;
-    Ok(true)
-}
-
-/// Serialises in the original's style: tab or two-space indentation, or one
-/// line; a trailing newline when the original had one.
-fn render(config: &Value, original: &[u8]) -> Vec<u8> {
-    let indent: Option<&[u8]> = if original.windows(2).any(|w| w == b"\n\t") {
-        Some(b"\t")
-    } else if original.contains(&b'\n') {
-        Some(b"  ")
-    } else {
-        None
-    };
-    let mut out = Vec::with_capacity(original.len() + 256);
-    match indent {
-        Some(indent) => {
-            let fmt = serde_json::ser::PrettyFormatter::with_indent(indent);
-            let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
-            serde::Serialize::serialize(config, &mut ser).expect("serialising a JSON value");
-        }
-        None => serde_json::to_writer(&mut out, config).expect("serialising a JSON value"),
-    }
-    if original.ends_with(b"\n") {
-        out.push(b'\n');
-    }
-    out
-}
-
-/// Writes `bytes` to a temporary file beside `config.json` with the given
-/// mode and owner, then renames it over `config.json`.
-fn write_replacing(dir: &OwnedFd, bytes: &[u8], mode: Mode, uid: u32, gid: u32) -> io::Result<()> {
-    let _ = rustix::fs::unlinkat(dir, TEMP, rustix::fs::AtFlags::empty());
-    let fd = rustix::fs::openat(
-        dir,
-        TEMP,
-        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o600),
+    // Valid JSON is UTF-8 (RFC 8259 §8.1; serde_json refuses anything else).
+    let original = String::from_utf8_lossy(&old.bytes);
+    let out = files::render_json(&config, &original);
+    files::replace_at(
+        dir.as_fd(),
+        OsStr::new(CONFIG),
+        &path,
+        out.as_bytes(),
+        old.perms,
+        Durability::Scratch,
     )?;
-    let result = (|| {
-        rustix::fs::fchown(&fd, Some(rustix::fs::Uid::from_raw(uid)), Some(rustix::fs::Gid::from_raw(gid)))
-            .or_else(|e| if e == rustix::io::Errno::PERM { Ok(()) } else { Err(e) })?;
-        rustix::fs::fchmod(&fd, mode)?;
-        let mut file = File::from(fd);
-        file.write_all(bytes)?;
-        file.flush()?;
-        rustix::fs::renameat(dir, TEMP, dir, CONFIG)?;
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = rustix::fs::unlinkat(dir, TEMP, rustix::fs::AtFlags::empty());
-    }
-    result
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -189,7 +121,7 @@ mod tests {
         assert_eq!(v["hooks"]["prestart"].as_array().unwrap().len(), 1);
         assert_eq!(v["hooks"]["prestart"][0]["args"][3], "prestart");
         assert_eq!(v["x-unknown"], json!({"keep": [1, 2]}));
-        assert!(has_hook(&v, Path::new("/usr/local/bin/oci-tmpfs-hook")));
+        assert_eq!(v["hooks"]["prestart"][0]["path"], "/usr/local/bin/oci-tmpfs-hook");
     }
 
     #[test]
@@ -241,7 +173,8 @@ mod tests {
         assert_eq!(keys_before, keys_after, "key order kept");
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
         assert_eq!(mode, 0o640);
-        assert!(!dir.join(TEMP).exists());
+        let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["config.json"], "no temporary file left");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -253,7 +186,7 @@ mod tests {
         assert!(matches!(inject(&dir, Stage::Prestart, &entry()), Err(BundleError::Json { .. })));
         assert_eq!(std::fs::read(dir.join(CONFIG)).unwrap(), b"{not json");
         std::fs::remove_dir_all(&dir).unwrap();
-        assert!(matches!(inject(&dir, Stage::Prestart, &entry()), Err(BundleError::Io { .. })));
+        assert!(matches!(inject(&dir, Stage::Prestart, &entry()), Err(BundleError::Dir { .. })));
     }
 
     proptest::proptest! {

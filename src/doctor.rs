@@ -4,18 +4,18 @@
 //! The kernel checks really call what the hook needs, harmlessly:
 //! `openat2(2)` with `RESOLVE_IN_ROOT` on `/`, `fsopen(2)` of a tmpfs context
 //! that is closed without creating or mounting anything, `pidfd_open(2)` on
-//! ourselves. Nothing here mounts or writes. The registration checks read the
-//! engines' files (under `--root` when given) and compare the paths there with
-//! this binary.
+//! ourselves. Nothing here mounts or writes. The registration checks are the
+//! engines' own ([`crate::engine::Registrar::check`]): this module only loops
+//! over the engines it finds, and parses no engine config itself.
 
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use serde_json::Value;
 
+use crate::engine::{on_path, Engine, Way};
+use crate::names::rooted;
 use crate::settings::Settings;
-use crate::setup::{self, Engine, CONTAINERD_CONFIG, DAEMON_JSON, ETC_HOOKS_DIR, HOOKS_DIR, HOOK_FILE};
-use crate::setup::{CRIO_CONF, CRIO_CONF_D, CRI_PLUGIN_V2, CRI_PLUGIN_V3, RUNTIME_NAME, WRAPPER_NAME};
 
 /// One line of the report.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,11 +31,11 @@ pub struct Check {
 }
 
 impl Check {
-    fn ok(what: &str, detail: impl Into<String>) -> Check {
+    pub(crate) fn ok(what: &str, detail: impl Into<String>) -> Check {
         Check { ok: true, what: what.into(), detail: detail.into(), fix: None, info: Vec::new() }
     }
 
-    fn problem(what: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    pub(crate) fn problem(what: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
         Check { ok: false, what: what.into(), detail: detail.into(), fix: Some(fix.into()), info: Vec::new() }
     }
 
@@ -69,21 +69,43 @@ pub struct Context {
     pub search_path: bool,
 }
 
+impl Context {
+    /// Whether `path` (as the engine sees it) is this binary; why not.
+    pub(crate) fn is_this_binary(&self, path: &Path) -> Result<(), String> {
+        if !path.is_absolute() {
+            return Err(format!("{} is not an absolute path", path.display()));
+        }
+        let on_disk = rooted(&self.root, path);
+        match on_disk.canonicalize() {
+            Ok(real) if real == self.binary => Ok(()),
+            Ok(real) => Err(format!(
+                "{} is {}, not this binary {}",
+                path.display(),
+                real.display(),
+                self.binary.display()
+            )),
+            Err(e) => Err(format!("{}: {e}", on_disk.display())),
+        }
+    }
+}
+
 /// Every check, in report order.
 pub fn run_all(ctx: &Context) -> Vec<Check> {
     let mut checks = kernel_checks();
     checks.extend(privilege_checks());
     let (config_check, settings) = config_check(ctx);
     checks.push(config_check);
-    let engines = detect_engines(ctx);
+    let engines: Vec<(Engine, String)> =
+        Engine::all().iter().filter_map(|&e| Some((e, e.detect(&ctx.root, ctx.search_path)?))).collect();
     if engines.is_empty() {
-        checks.push(Check::ok("engines", "none found (podman, crio, docker, containerd); nothing to check"));
+        let known: Vec<String> = Engine::all().iter().map(Engine::to_string).collect();
+        checks.push(Check::ok("engines", format!("none found ({}); nothing to check", known.join(", "))));
     }
     for (engine, why) in &engines {
-        checks.push(Check::ok(engine.as_str(), format!("found ({why})")));
-        checks.extend(engine_checks(*engine, ctx));
+        checks.push(Check::ok(&engine.to_string(), format!("found ({why})")));
+        checks.extend(engine.registrar().check(ctx));
     }
-    if engines.iter().any(|(e, _)| matches!(e, Engine::Docker | Engine::Containerd)) {
+    if engines.iter().any(|(e, _)| e.way() == Way::RuntimeWrapper) {
         checks.push(real_runtime_check(ctx, settings.as_ref()));
     }
     checks
@@ -204,327 +226,12 @@ pub fn effective_values(settings: &Settings) -> Vec<String> {
         .unwrap_or_default()
 }
 
-// ---------------------------------------------------------------------------
-// Engines.
-
-fn on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")
-        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin".into());
-    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
-}
-
-/// The engines on this host: by binary on PATH (not under `--root`), or by
-/// their config files.
-pub fn detect_engines(ctx: &Context) -> Vec<(Engine, String)> {
-    let r = |p: &str| setup::rooted(&ctx.root, Path::new(p));
-    Engine::ALL
-        .into_iter()
-        .filter_map(|engine| {
-            let (binary, files): (&str, Vec<PathBuf>) = match engine {
-                Engine::Podman => (
-                    "podman",
-                    vec![
-                        r(HOOKS_DIR).join(HOOK_FILE),
-                        r(ETC_HOOKS_DIR).join(HOOK_FILE),
-                        r("/etc/containers/containers.conf"),
-                    ],
-                ),
-                Engine::Crio => ("crio", vec![r(CRIO_CONF), r(CRIO_CONF_D)]),
-                Engine::Docker => ("dockerd", vec![r(DAEMON_JSON)]),
-                Engine::Containerd => ("containerd", vec![r(CONTAINERD_CONFIG)]),
-            };
-            if ctx.search_path {
-                if let Some(p) = on_path(binary) {
-                    return Some((engine, format!("{} on PATH", p.display())));
-                }
-            }
-            files.into_iter().find(|f| f.exists()).map(|f| (engine, f.display().to_string()))
-        })
-        .collect()
-}
-
-/// Whether `path` (as the engine sees it) is this binary.
-fn is_this_binary(ctx: &Context, path: &Path) -> Result<(), String> {
-    if !path.is_absolute() {
-        return Err(format!("{} is not an absolute path", path.display()));
-    }
-    let on_disk = setup::rooted(&ctx.root, path);
-    match on_disk.canonicalize() {
-        Ok(real) if real == ctx.binary => Ok(()),
-        Ok(real) => {
-            Err(format!("{} is {}, not this binary {}", path.display(), real.display(), ctx.binary.display()))
-        }
-        Err(e) => Err(format!("{}: {e}", on_disk.display())),
-    }
-}
-
-fn setup_fix(engine: Engine) -> String {
-    match engine.restart_command() {
-        Some(cmd) => format!("oci-tmpfs-hook setup {engine} && {cmd}"),
-        None => format!("oci-tmpfs-hook setup {engine}"),
-    }
-}
-
-/// The registration checks of one engine.
-pub fn engine_checks(engine: Engine, ctx: &Context) -> Vec<Check> {
-    match engine {
-        Engine::Podman => {
-            let dirs = [HOOKS_DIR, ETC_HOOKS_DIR].map(|d| setup::rooted(&ctx.root, Path::new(d)));
-            vec![hooks_dir_check(engine, ctx, &dirs)]
-        }
-        Engine::Crio => {
-            let dir = setup::crio_config_files(&ctx.root)
-                .and_then(|files| setup::crio_hooks_dir(&files))
-                .map(|d| {
-                    d.map_or_else(
-                        || setup::rooted(&ctx.root, Path::new(HOOKS_DIR)),
-                        |d| setup::rooted(&ctx.root, &d),
-                    )
-                });
-            match dir {
-                Ok(dir) => vec![hooks_dir_check(engine, ctx, &[dir])],
-                Err(e) => {
-                    vec![Check::problem(engine.as_str(), crate::commands::chain(&e), "fix CRI-O's config")]
-                }
-            }
-        }
-        Engine::Docker => vec![docker_check(ctx)],
-        Engine::Containerd => containerd_checks(ctx),
-    }
-}
-
-/// The hook JSON in the first of `dirs` that has it: valid, at prestart for
-/// every container, running this binary.
-fn hooks_dir_check(engine: Engine, ctx: &Context, dirs: &[PathBuf]) -> Check {
-    let what = engine.as_str();
-    let Some(path) = dirs.iter().map(|d| d.join(HOOK_FILE)).find(|p| p.exists()) else {
-        let names: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-        return Check::problem(what, format!("no {HOOK_FILE} in {}", names.join(" or ")), setup_fix(engine));
-    };
-    let text = match setup::read_text(&path) {
-        Ok(Some(t)) => t,
-        Ok(None) => return Check::problem(what, format!("{} vanished", path.display()), setup_fix(engine)),
-        Err(e) => return Check::problem(what, crate::commands::chain(&e), setup_fix(engine)),
-    };
-    let doc: Value = match serde_json::from_str(&text) {
-        Ok(v) => v,
-        Err(e) => {
-            return Check::problem(what, format!("{}: invalid JSON: {e}", path.display()), setup_fix(engine))
-        }
-    };
-    let hook_path = doc.pointer("/hook/path").and_then(Value::as_str).unwrap_or("");
-    let expected: Value =
-        serde_json::from_str(&setup::hooks_json(Path::new(hook_path))).expect("our own JSON");
-    if doc != expected {
-        return Check::problem(
-            what,
-            format!("{} differs from what setup writes (stage, args, env or when)", path.display()),
-            setup_fix(engine),
-        );
-    }
-    match is_this_binary(ctx, Path::new(hook_path)) {
-        Ok(()) => Check::ok(what, format!("{} runs this binary at prestart", path.display())),
-        Err(why) => Check::problem(what, format!("{}: {why}", path.display()), setup_fix(engine)),
-    }
-}
-
-/// A wrapper path registered with Docker or containerd: named
-/// `oci-tmpfs-runtime` (the name selects the wrapper behaviour) and resolving
-/// to this binary.
-fn wrapper_check(engine: Engine, ctx: &Context, file: &Path, wrapper: &str) -> Check {
-    let what = engine.as_str();
-    let path = Path::new(wrapper);
-    if path.file_name().and_then(|n| n.to_str()) != Some(WRAPPER_NAME) {
-        return Check::problem(
-            what,
-            format!(
-                "{}: the {RUNTIME_NAME} runtime is {wrapper}, not a path named {WRAPPER_NAME}",
-                file.display()
-            ),
-            setup_fix(engine),
-        );
-    }
-    match is_this_binary(ctx, path) {
-        Ok(()) => Check::ok(
-            what,
-            format!("{}: runtime {RUNTIME_NAME} = {wrapper}, which resolves to this binary", file.display()),
-        ),
-        Err(why) => Check::problem(
-            what,
-            format!("{}: runtime {RUNTIME_NAME}: {why}", file.display()),
-            format!("ln -sf oci-tmpfs-hook {wrapper} (next to the binary), or {}", setup_fix(engine)),
-        ),
-    }
-}
-
-fn docker_check(ctx: &Context) -> Check {
-    let engine = Engine::Docker;
-    let path = setup::rooted(&ctx.root, Path::new(DAEMON_JSON));
-    let text = match setup::read_text(&path) {
-        Ok(Some(t)) => t,
-        Ok(None) => {
-            return Check::problem("docker", format!("{} is missing", path.display()), setup_fix(engine))
-        }
-        Err(e) => return Check::problem("docker", crate::commands::chain(&e), setup_fix(engine)),
-    };
-    let doc: Value = match serde_json::from_str(&text) {
-        Ok(v) => v,
-        Err(e) => {
-            return Check::problem(
-                "docker",
-                format!("{}: invalid JSON at line {}, column {}", path.display(), e.line(), e.column()),
-                format!("fix the file, then {}", setup_fix(engine)),
-            )
-        }
-    };
-    match doc.pointer(&format!("/runtimes/{RUNTIME_NAME}/path")).and_then(Value::as_str) {
-        Some(wrapper) => wrapper_check(engine, ctx, &path, wrapper),
-        None => Check::problem(
-            "docker",
-            format!("{} has no runtimes.{RUNTIME_NAME}.path", path.display()),
-            setup_fix(engine),
-        ),
-    }
-}
-
-fn containerd_checks(ctx: &Context) -> Vec<Check> {
-    let engine = Engine::Containerd;
-    let what = "containerd";
-    let path = setup::rooted(&ctx.root, Path::new(CONTAINERD_CONFIG));
-    let text = match setup::read_text(&path) {
-        Ok(Some(t)) => t,
-        Ok(None) => {
-            return vec![Check::problem(what, format!("{} is missing", path.display()), setup_fix(engine))]
-        }
-        Err(e) => return vec![Check::problem(what, crate::commands::chain(&e), setup_fix(engine))],
-    };
-    // containerd's own view (imports merged, defaults filled) beats our
-    // reading of one file; not under --root, where the binary is not the one
-    // that will read the file.
-    let mut checks = Vec::new();
-    let mut text = text;
-    let mut source = path.display().to_string();
-    if ctx.search_path {
-        if let Some(bin) = on_path("containerd") {
-            match containerd_dump(&bin, &path) {
-                Ok(dump) => {
-                    text = dump;
-                    source = format!("{} (as `containerd config dump` merges it)", path.display());
-                }
-                Err(why) => checks.push(Check::problem(
-                    what,
-                    format!("`containerd --config {} config dump` fails: {why}", path.display()),
-                    "fix the config until `containerd config dump` accepts it",
-                )),
-            }
-        }
-    }
-    let path = PathBuf::from(source);
-    let doc: toml::Table = match toml::from_str(&text) {
-        Ok(v) => v,
-        Err(e) => {
-            let msg = e.message().to_string();
-            return vec![Check::problem(
-                what,
-                format!("{}: invalid TOML: {msg}", path.display()),
-                "fix the file",
-            )];
-        }
-    };
-    let plugin = match doc.get("version").and_then(toml::Value::as_integer) {
-        Some(2) => CRI_PLUGIN_V2,
-        Some(3) => CRI_PLUGIN_V3,
-        v => {
-            return vec![Check::problem(
-                what,
-                format!("{}: config version {v:?} is not 2 or 3", path.display()),
-                "convert the config to version 2 (containerd 1.x) or 3 (containerd 2.x)",
-            )]
-        }
-    };
-    let ctd = doc.get("plugins").and_then(|p| p.get(plugin)).and_then(|c| c.get("containerd"));
-    let runtimes = ctd.and_then(|c| c.get("runtimes")).and_then(toml::Value::as_table);
-    let ours = runtimes.and_then(|r| r.get(RUNTIME_NAME));
-    match ours {
-        None => checks.push(Check::problem(
-            what,
-            format!("{} has no plugins.\"{plugin}\".containerd.runtimes.{RUNTIME_NAME}", path.display()),
-            setup_fix(engine),
-        )),
-        Some(rt) => {
-            let rtype = rt.get("runtime_type").and_then(toml::Value::as_str);
-            let binary = rt.get("options").and_then(|o| o.get("BinaryName")).and_then(toml::Value::as_str);
-            match (rtype, binary) {
-                (Some("io.containerd.runc.v2"), Some(b)) => checks.push(wrapper_check(engine, ctx, &path, b)),
-                _ => checks.push(Check::problem(
-                    what,
-                    format!(
-                        "{}: runtime {RUNTIME_NAME} needs runtime_type = \"io.containerd.runc.v2\" and options.BinaryName",
-                        path.display()
-                    ),
-                    setup_fix(engine),
-                )),
-            }
-        }
-    }
-    let default =
-        ctd.and_then(|c| c.get("default_runtime_name")).and_then(toml::Value::as_str).unwrap_or("runc");
-    if let Some(r) = runtimes {
-        if !r.contains_key(default) {
-            checks.push(Check::problem(
-                what,
-                format!(
-                    "{}: default_runtime_name {default:?} is not among the configured runtimes, so the CRI plugin \
-                     will not load",
-                    path.display()
-                ),
-                format!("add [plugins.\"{plugin}\".containerd.runtimes.{default}] or {}", setup_fix(engine)),
-            ));
-        }
-    }
-    checks
-}
-
-/// `containerd --config PATH config dump`, bounded to ten seconds.
-fn containerd_dump(bin: &Path, config: &Path) -> Result<String, String> {
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(bin)
-        .arg("--config")
-        .arg(config)
-        .args(["config", "dump"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(20))
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err("timed out".into());
-            }
-        }
-    }
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        return Err(err.lines().last().unwrap_or("failed").trim().to_string());
-    }
-    String::from_utf8(out.stdout).map_err(|_| "not UTF-8".into())
-}
-
 /// The wrapper execs the host config's `runtime_path`, else `runc` on PATH.
 fn real_runtime_check(ctx: &Context, settings: Option<&Settings>) -> Check {
     let what = "runtime";
     match settings.and_then(|s| s.runtime_path.clone()) {
         Some(p) => {
-            if setup::rooted(&ctx.root, &p).is_file() {
+            if rooted(&ctx.root, &p).is_file() {
                 Check::ok(what, format!("the wrapper runs {} (runtime_path)", p.display()))
             } else {
                 Check::problem(

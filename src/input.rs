@@ -1,18 +1,18 @@
 //! Inputs of the hook: the OCI state on stdin, the bundle's `config.json`, the
 //! host config and the host's RAM. Every read is bounded and every file is
 //! opened without following a final symlink and without blocking on FIFOs
-//! (DESIGN.md §2 rule 1). Nothing here changes anything.
+//! (DESIGN.md §2 rule 1; the reader is [`crate::files::read`]). Nothing here
+//! changes anything.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::OwnedFd;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::Spec;
-use rustix::fs::{FileType, Mode, OFlags};
 use serde::Deserialize;
 
+use crate::files::{self, FileError};
 use crate::settings::{Settings, SettingsError};
 use crate::size::Bytes;
 
@@ -50,42 +50,32 @@ pub enum InputError {
     ReadState(#[source] io::Error),
     #[error("the OCI state on stdin is larger than {MAX_STATE_BYTES} bytes")]
     StateTooLarge,
-    #[error("the OCI state on stdin is not valid JSON state: {0}")]
+    #[error("the OCI state on stdin is not valid JSON state")]
     StateJson(#[source] serde_json::Error),
     #[error("the OCI state has an invalid container id (empty, too long or with control characters)")]
     StateId,
     #[error("the OCI state's bundle {0:?} is not an absolute path")]
     StateBundle(PathBuf),
     #[error("opening {path}")]
-    Open {
+    Bundle {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("{path} is not a regular file")]
-    NotRegular { path: PathBuf },
-    #[error("{path} is larger than {limit} bytes")]
-    TooLarge { path: PathBuf, limit: u64 },
-    #[error("reading {path}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{path} is not a valid OCI config: {source}")]
+    #[error(transparent)]
+    File(#[from] FileError),
+    #[error("{path} is not a valid OCI config")]
     ConfigJson {
         path: PathBuf,
         #[source]
         source: serde_json::Error,
     },
-    #[error("host config {path}: {source}")]
+    #[error("host config {path}")]
     Settings {
         path: PathBuf,
         #[source]
         source: SettingsError,
     },
-    #[error("{path} is not UTF-8")]
-    NotUtf8 { path: PathBuf },
     #[error("reading the host's memory size")]
     HostRam(#[source] io::Error),
 }
@@ -110,45 +100,16 @@ pub fn read_state(reader: impl Read) -> Result<State, InputError> {
     Ok(state)
 }
 
-/// Opens a file for reading without following a final symlink and without
-/// blocking on a FIFO, checks it is a regular file of at most `limit` bytes,
-/// and reads it.
-fn read_bounded(dir: Option<&OwnedFd>, path: &Path, limit: u64) -> Result<Vec<u8>, InputError> {
-    let shown = || path.to_path_buf();
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
-    let fd = match dir {
-        Some(dir) => rustix::fs::openat(dir, path.file_name().unwrap_or_default(), flags, Mode::empty()),
-        None => rustix::fs::open(path, flags, Mode::empty()),
-    }
-    .map_err(|e| InputError::Open { path: shown(), source: e.into() })?;
-    let stat = rustix::fs::fstat(&fd).map_err(|e| InputError::Read { path: shown(), source: e.into() })?;
-    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
-        return Err(InputError::NotRegular { path: shown() });
-    }
-    if stat.st_size as u64 > limit {
-        return Err(InputError::TooLarge { path: shown(), limit });
-    }
-    let mut buf = Vec::with_capacity(stat.st_size as usize);
-    File::from(fd)
-        .take(limit + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| InputError::Read { path: shown(), source: e })?;
-    if buf.len() as u64 > limit {
-        return Err(InputError::TooLarge { path: shown(), limit });
-    }
-    Ok(buf)
-}
-
 /// Reads `<bundle>/config.json`.
 ///
 /// # Errors
 /// A missing bundle, a config that is not a bounded regular file, bad JSON.
 pub fn read_spec(bundle: &Path) -> Result<Spec, InputError> {
     let path = bundle.join("config.json");
-    let dir = rustix::fs::open(bundle, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| InputError::Open { path: bundle.to_path_buf(), source: e.into() })?;
-    let bytes = read_bounded(Some(&dir), &path, MAX_CONFIG_BYTES)?;
-    serde_json::from_slice(&bytes).map_err(|source| InputError::ConfigJson { path, source })
+    let dir = files::open_dir(bundle)
+        .map_err(|source| InputError::Bundle { path: bundle.to_path_buf(), source })?;
+    let config = files::read(Some(dir.as_fd()), &path, MAX_CONFIG_BYTES)?;
+    serde_json::from_slice(&config.bytes).map_err(|source| InputError::ConfigJson { path, source })
 }
 
 /// Reads the host config; a missing file at the default path means defaults.
@@ -156,13 +117,11 @@ pub fn read_spec(bundle: &Path) -> Result<Spec, InputError> {
 /// # Errors
 /// An unreadable or invalid file, or a missing file that was named explicitly.
 pub fn read_settings(path: &Path, explicit: bool) -> Result<Settings, InputError> {
-    let bytes = match read_bounded(None, path, MAX_SETTINGS_BYTES) {
-        Err(InputError::Open { source, .. }) if !explicit && source.kind() == io::ErrorKind::NotFound => {
-            return Ok(Settings::default())
-        }
-        other => other?,
+    let bytes = match files::read(None, path, MAX_SETTINGS_BYTES) {
+        Err(e) if !explicit && e.is_not_found() => return Ok(Settings::default()),
+        other => other?.bytes,
     };
-    let text = String::from_utf8(bytes).map_err(|_| InputError::NotUtf8 { path: path.to_path_buf() })?;
+    let text = String::from_utf8(bytes).map_err(|_| FileError::NotUtf8 { path: path.to_path_buf() })?;
     Settings::parse(&text).map_err(|source| InputError::Settings { path: path.to_path_buf(), source })
 }
 
@@ -249,7 +208,7 @@ mod tests {
         assert_eq!(rootfs_path(&spec, &dir), Some(dir.join("rootfs")));
         std::fs::remove_file(dir.join("config.json")).unwrap();
         std::os::unix::fs::symlink("/dev/zero", dir.join("config.json")).unwrap();
-        assert!(matches!(read_spec(&dir), Err(InputError::Open { .. })));
+        assert!(matches!(read_spec(&dir), Err(InputError::File(FileError::Symlink { .. }))));
         std::fs::remove_file(dir.join("config.json")).unwrap();
         std::fs::create_dir(dir.join("config.json")).unwrap();
         assert!(read_spec(&dir).is_err());

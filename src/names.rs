@@ -1,9 +1,10 @@
 //! Names and paths that more than one module uses: annotation keys, the
-//! runtime and wrapper names, default paths, and the hook's argv. One place,
-//! so that the hook, the wrapper, the registration files and the tests cannot
-//! drift apart. Constants only (and the argv builder); no I/O here.
+//! runtime and wrapper names, the engines' default config paths, the hook's
+//! argv and how a system path moves under `--root`. One place, so that the
+//! hook, the wrapper, the registration files and the tests cannot drift
+//! apart. Constants and pure path functions only; no I/O here.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::stage::Stage;
 
@@ -36,6 +37,21 @@ pub const DEFAULT_RUNTIME: &str = "runc";
 /// The hooks-dir file name (Podman, CRI-O).
 pub const HOOK_FILE: &str = "oci-tmpfs-hook.json";
 
+/// Podman's and CRI-O's default hooks dir.
+pub const HOOKS_DIR: &str = "/usr/share/containers/oci/hooks.d";
+/// The hooks dir for the administrator's own hooks (Podman reads it too).
+pub const ETC_HOOKS_DIR: &str = "/etc/containers/oci/hooks.d";
+/// Podman's main config file (its presence says Podman is set up).
+pub const CONTAINERS_CONF: &str = "/etc/containers/containers.conf";
+/// CRI-O's main config file.
+pub const CRIO_CONF: &str = "/etc/crio/crio.conf";
+/// CRI-O's drop-in dir (`*.conf`, read in sorted order after the main file).
+pub const CRIO_CONF_D: &str = "/etc/crio/crio.conf.d";
+/// Docker's daemon config.
+pub const DAEMON_JSON: &str = "/etc/docker/daemon.json";
+/// containerd's config.
+pub const CONTAINERD_CONFIG: &str = "/etc/containerd/config.toml";
+
 /// The host config file.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/oci-tmpfs-hook/config.toml";
 /// The environment variable that sets the log level.
@@ -56,6 +72,14 @@ pub fn hook_argv(stage: Stage, config: Option<&Path>) -> Vec<String> {
     args
 }
 
+/// `root` + an absolute system path: where `path` is under `--root DIR`.
+pub fn rooted(root: &Path, path: &Path) -> PathBuf {
+    match path.strip_prefix("/") {
+        Ok(rel) => root.join(rel),
+        Err(_) => root.join(path),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -63,5 +87,11 @@ mod tests {
     #[test]
     fn hook_path_env_is_the_default_path() {
         assert_eq!(HOOK_PATH_ENV.strip_prefix("PATH="), Some(DEFAULT_PATH));
+    }
+
+    #[test]
+    fn rooted_prefixes_system_paths() {
+        assert_eq!(rooted(Path::new("/"), Path::new(DAEMON_JSON)), Path::new(DAEMON_JSON));
+        assert_eq!(rooted(Path::new("/d"), Path::new("/etc/x")), Path::new("/d/etc/x"));
     }
 }

@@ -15,8 +15,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::names::DEFAULT_CONFIG_PATH;
-pub use crate::names::{DEFAULT_PATH, DEFAULT_RUNTIME, WRAPPER_NAME};
+use crate::names::{DEFAULT_CONFIG_PATH, DEFAULT_PATH, DEFAULT_RUNTIME, WRAPPER_NAME};
 
 /// Global options that take a value (`--root R` or `--root=R`): runc's
 /// (`runc --help`), crun's (`--cgroup-manager`, `--log-level`) and youki's.

@@ -9,7 +9,6 @@ use serde::Deserialize;
 use crate::size::Size;
 use crate::target::{self, TargetPath};
 
-pub use crate::names::DEFAULT_CONFIG_PATH;
 /// Default size of `/tmp` and the other temp targets.
 pub const DEFAULT_TMP_SIZE: Size = Size::Percent(25);
 /// Default size of `/dev/shm`.

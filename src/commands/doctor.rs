@@ -1,25 +1,21 @@
 //! `oci-tmpfs-hook doctor`: print one line per check, exit 0 when all is well.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::cli::{self, DoctorArgs};
 use crate::doctor::{self, Context};
-use crate::settings::DEFAULT_CONFIG_PATH;
-use crate::setup;
 
-/// Runs `doctor`.
-pub fn run(config: Option<&Path>, root: Option<&Path>) -> ExitCode {
-    let binary = match super::setup::this_binary() {
-        Ok(p) => p,
-        Err(e) => return super::fail(&e),
-    };
-    let root_dir = root.map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
-    let (config, config_explicit) = match config {
-        Some(p) => (p.to_path_buf(), true),
-        None => (setup::rooted(&root_dir, Path::new(DEFAULT_CONFIG_PATH)), false),
-    };
-    let search_path = root.is_none_or(|r| r == Path::new("/"));
-    let ctx = Context { root: root_dir, binary, config, config_explicit, search_path };
+/// Runs `doctor`. A problem found is exit 1, not an error.
+///
+/// # Errors
+/// This binary cannot be found.
+pub fn run(args: &DoctorArgs) -> Result<ExitCode, super::Error> {
+    let binary = super::this_binary()?;
+    let root = args.root.clone().unwrap_or_else(|| PathBuf::from("/"));
+    let (config, config_explicit) = args.config.resolve(&root);
+    let search_path = cli::search_path(args.root.as_deref());
+    let ctx = Context { root, binary, config, config_explicit, search_path };
     let checks = doctor::run_all(&ctx);
     for c in &checks {
         println!("{}", c.line());
@@ -27,9 +23,9 @@ pub fn run(config: Option<&Path>, root: Option<&Path>) -> ExitCode {
     let problems = checks.iter().filter(|c| !c.ok).count();
     if problems == 0 {
         println!("all well");
-        ExitCode::SUCCESS
+        Ok(ExitCode::SUCCESS)
     } else {
         println!("{problems} problem(s)");
-        ExitCode::from(super::EXIT_FAILED)
+        Ok(ExitCode::from(super::EXIT_FAILED))
     }
 }

@@ -2,35 +2,33 @@
 //! only; no syscall here changes anything.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
+use crate::cli::ExplainArgs;
 use crate::input;
 use crate::plan::{self, Action, Inputs, Origin, Plan, ShmSource, ShmWay, Sizing};
 use crate::size::Basis;
 
 /// Runs `explain`.
-pub fn run(bundle: &Path, json: bool, config: &Option<PathBuf>) -> ExitCode {
-    let (path, explicit) = crate::cli::config_path(config);
-    let result = (|| -> Result<(Plan, Option<PathBuf>), Box<dyn std::error::Error>> {
-        let settings = input::read_settings(&path, explicit)?;
-        let spec = input::read_spec(bundle)?;
-        let host_ram = input::host_ram()?;
-        let plan =
-            plan::decide(&Inputs { spec: &spec, state_annotations: None, settings: &settings, host_ram })?;
-        Ok((plan, input::rootfs_path(&spec, bundle)))
-    })();
-    let (plan, rootfs) = match result {
-        Ok(r) => r,
-        Err(e) => return super::fail(e.as_ref()),
-    };
+///
+/// # Errors
+/// The host config or the bundle cannot be read, or no plan can be made.
+pub fn run(args: &ExplainArgs) -> Result<ExitCode, super::Error> {
+    let (bundle, json) = (args.bundle.as_path(), args.json);
+    let (path, explicit) = args.config.resolve(Path::new("/"));
+    let settings = input::read_settings(&path, explicit)?;
+    let spec = input::read_spec(bundle)?;
+    let host_ram = input::host_ram()?;
+    let plan = plan::decide(&Inputs { spec: &spec, state_annotations: None, settings: &settings, host_ram })?;
+    let rootfs = input::rootfs_path(&spec, bundle);
     if json {
         let doc = serde_json::json!({ "bundle": bundle, "rootfs": rootfs, "plan": plan });
         println!("{}", serde_json::to_string_pretty(&doc).expect("serialising the plan"));
     } else {
         print!("{}", render(bundle, rootfs.as_deref(), &plan));
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
 fn sizing(s: &Sizing) -> String {

@@ -1,10 +1,11 @@
 //! `oci-tmpfs-hook hook`: the hook itself.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::apply;
+use crate::cli::HookArgs;
 use crate::input::{self, InputError};
 use crate::plan::{self, Inputs, PlanError};
 use crate::settings::{OnError, Settings};
@@ -23,13 +24,15 @@ pub enum HookError {
     NoRootfs(PathBuf),
 }
 
-/// Runs the hook.
-pub fn run(stage: Option<Stage>, config: &Option<PathBuf>) -> ExitCode {
-    let (path, explicit) = crate::cli::config_path(config);
-    let settings = match input::read_settings(&path, explicit) {
-        Ok(s) => s,
-        Err(e) => return super::fail(&e),
-    };
+/// Runs the hook. With `on_error = "warn"` a failure after the host config
+/// is read is logged and the hook exits 0.
+///
+/// # Errors
+/// The host config cannot be used, or (`on_error = "fail"`) anything after.
+pub fn run(args: &HookArgs) -> Result<ExitCode, super::Error> {
+    let stage = args.stage;
+    let (path, explicit) = args.config.resolve(Path::new("/"));
+    let settings = input::read_settings(&path, explicit)?;
     crate::logger::set_level(settings.log_level.filter());
     if let Some(file) = &settings.log_file {
         if let Err(e) = crate::logger::add_file(file) {
@@ -37,15 +40,15 @@ pub fn run(stage: Option<Stage>, config: &Option<PathBuf>) -> ExitCode {
         }
     }
     match execute(stage, &settings, io::stdin().lock()) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) if settings.on_error == OnError::Warn => {
             log::warn!(
                 "{} (on_error = \"warn\": the container starts without these mounts)",
                 super::chain(&e)
             );
-            ExitCode::SUCCESS
+            Ok(ExitCode::SUCCESS)
         }
-        Err(e) => super::fail(&e),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -1,26 +1,34 @@
-//! Thin handlers: gather inputs, call the library, print, pick the exit code.
+//! Thin handlers: gather inputs, call the library, print, pick the exit
+//! code. Each takes its argument struct from [`crate::cli`] and returns a
+//! `Result`; no handler prints its own error: [`report`] prints the chain
+//! once, for `main`.
 
 pub mod doctor;
+pub mod engines;
 pub mod explain;
 pub mod hook;
 pub mod inject;
 pub mod runtime;
 pub mod setup;
 
-use std::error::Error;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Exit code: done, or nothing to do.
-pub const EXIT_OK: u8 = 0;
+/// What a handler fails with: any error, printed by [`report`] as its chain.
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+
 /// Exit code: failed.
 pub const EXIT_FAILED: u8 = 1;
 
-/// An error and its sources on one line: "a: b: c".
-pub fn chain(err: &dyn Error) -> String {
+/// An error and its sources on one line: "a: b: c", control characters
+/// escaped.
+pub fn chain(err: &(dyn std::error::Error + '_)) -> String {
     let mut line = err.to_string();
     let mut source = err.source();
     while let Some(s) = source {
         let text = s.to_string();
+        // `PlanError::Size` (src/plan.rs) still prints its source in its own
+        // message; every other error leaves that to this chain.
         if !line.contains(&text) {
             line.push_str(": ");
             line.push_str(&text);
@@ -30,8 +38,9 @@ pub fn chain(err: &dyn Error) -> String {
     crate::logger::escape_controls(&line)
 }
 
-/// Prints one error line on stderr (and in the log file) and returns exit 1.
-pub fn fail(err: &dyn Error) -> ExitCode {
+/// Prints `oci-tmpfs-hook: [container ID: ]a: b: c` on stderr (and in the
+/// log file) and returns exit 1.
+pub fn report(err: &(dyn std::error::Error + '_)) -> ExitCode {
     let line = match crate::logger::container() {
         Some(id) => format!("oci-tmpfs-hook: container {id}: {}", chain(err)),
         None => format!("oci-tmpfs-hook: {}", chain(err)),
@@ -39,4 +48,12 @@ pub fn fail(err: &dyn Error) -> ExitCode {
     eprintln!("{line}");
     crate::logger::file_only(&line);
     ExitCode::from(EXIT_FAILED)
+}
+
+/// This binary's canonical path (what the engines and bundles name).
+///
+/// # Errors
+/// `/proc/self/exe` cannot be read or resolved.
+pub fn this_binary() -> std::io::Result<PathBuf> {
+    std::env::current_exe().and_then(|p| p.canonicalize())
 }

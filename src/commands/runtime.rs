@@ -8,25 +8,24 @@ use std::process::{Command, ExitCode};
 
 use crate::bundle::{self, HookEntry};
 use crate::input;
+use crate::names::DEFAULT_CONFIG_PATH;
 use crate::runtime::{self, Call, FileId, RuntimeError};
-use crate::settings::DEFAULT_CONFIG_PATH;
 use crate::stage::Stage;
 
 /// Runs the wrapper with the runtime's arguments (argv\[0\] excluded). Returns
 /// only when the real runtime could not be exec'd.
-pub fn run(args: Vec<OsString>) -> ExitCode {
-    crate::logger::init(log::LevelFilter::Warn);
-    let real = match real_runtime() {
-        Ok(p) => p,
-        Err(e) => return super::fail(&e),
-    };
-    if let Call::Create { bundle, .. } = runtime::parse(&args) {
+///
+/// # Errors
+/// No real runtime, or the exec failed.
+pub fn run(args: &[OsString]) -> Result<ExitCode, super::Error> {
+    let real = real_runtime()?;
+    if let Call::Create { bundle, .. } = runtime::parse(args) {
         let dir = bundle.unwrap_or_else(|| PathBuf::from("."));
         add_hook(&dir);
     }
     let name = real.file_name().map_or_else(|| real.as_os_str().to_owned(), |n| n.to_owned());
-    let source = Command::new(&real).arg0(name).args(&args).exec();
-    super::fail(&RuntimeError::Exec { path: real, source })
+    let source = Command::new(&real).arg0(name).args(args).exec();
+    Err(RuntimeError::Exec { path: real, source }.into())
 }
 
 fn real_runtime() -> Result<PathBuf, RuntimeError> {
@@ -39,7 +38,7 @@ fn real_runtime() -> Result<PathBuf, RuntimeError> {
 /// Adds the hook to `dir/config.json`. A bundle we cannot edit is passed
 /// through untouched, so the real runtime reports its own error.
 fn add_hook(dir: &Path) {
-    let exe = match std::env::current_exe().and_then(|p| p.canonicalize()) {
+    let exe = match super::this_binary() {
         Ok(p) => p,
         Err(e) => {
             log::warn!("finding this binary: {e}; the hook is not added");

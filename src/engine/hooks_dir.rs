@@ -1,0 +1,324 @@
+//! Podman and CRI-O: engines that run hooks from an oci-hooks(5) dir. Setup
+//! writes one file of its own there, `oci-tmpfs-hook.json`, rendered from
+//! code so that the installed copies and the template in `hooks/` cannot
+//! drift apart; undo removes it. Podman reads its hooks dirs at every
+//! container start; CRI-O reads `[crio.runtime] hooks_dir` from its config
+//! files at start-up, so the dir is looked up there.
+//!
+//! Only rendering, choosing the dir and checking here: the write is
+//! [`crate::setup`]'s.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use super::{read_config, ConfigError, Edit, Engine, Located, Profile, Registrar, Registration, Site, Way};
+use crate::doctor::{Check, Context};
+use crate::names::{
+    hook_argv, rooted, CONTAINERS_CONF, CRIO_CONF, CRIO_CONF_D, ETC_HOOKS_DIR, HOOKS_DIR, HOOK_FILE,
+    HOOK_PATH_ENV,
+};
+use crate::stage::Stage;
+
+/// The oci-hooks(5) file (schema 1.0.0) that Podman and CRI-O read from their
+/// hooks dir: always run at `prestart` (the binary decides, as oci-hooks
+/// cannot match on `root.readonly`), with a fixed `PATH` only.
+pub fn oci_hooks_json(binary: &Path) -> Value {
+    json!({
+        "version": "1.0.0",
+        "hook": {
+            "path": binary.display().to_string(),
+            "args": hook_argv(Stage::Prestart, None),
+            "env": [HOOK_PATH_ENV],
+        },
+        "when": { "always": true },
+        "stages": [Stage::Prestart.as_str()],
+    })
+}
+
+/// The text of the oci-hooks(5) file for `binary`.
+pub fn hooks_json(binary: &Path) -> String {
+    let mut text = serde_json::to_string_pretty(&oci_hooks_json(binary)).expect("serialising JSON");
+    text.push('\n');
+    text
+}
+
+/// Podman: the hook JSON in its default hooks dir (it also reads
+/// `/etc/containers/oci/hooks.d`).
+pub struct Podman;
+
+/// CRI-O: the hook JSON in the first dir of its `hooks_dir`.
+pub struct Crio;
+
+impl Registrar for Podman {
+    fn profile(&self) -> Profile {
+        let ours = [HOOKS_DIR, ETC_HOOKS_DIR].map(|d| Path::new(d).join(HOOK_FILE));
+        Profile {
+            way: Way::HooksDir,
+            config_flag: "--hooks-dir",
+            binary: "podman",
+            files: ours.into_iter().chain([PathBuf::from(CONTAINERS_CONF)]).collect(),
+            // Podman reads its hooks dirs at every container start.
+            restart: None,
+        }
+    }
+
+    fn config_file(&self, site: &Site<'_>) -> Result<Located, ConfigError> {
+        let why = format!("Podman's default hooks dir; {ETC_HOOKS_DIR} works too (--hooks-dir)");
+        Ok(in_dir(site, rooted(site.root, Path::new(HOOKS_DIR)), &why))
+    }
+
+    fn add(&self, _: &Path, _: Option<&str>, reg: &Registration<'_>) -> Edit {
+        Ok(Some(hooks_json(reg.hook)))
+    }
+
+    fn remove(&self, _: &Path, _: Option<&str>) -> Edit {
+        Ok(None)
+    }
+
+    fn check(&self, ctx: &Context) -> Vec<Check> {
+        let dirs = [HOOKS_DIR, ETC_HOOKS_DIR].map(|d| rooted(&ctx.root, Path::new(d)));
+        vec![hooks_dir_check(Engine::Podman, ctx, &dirs)]
+    }
+}
+
+impl Registrar for Crio {
+    fn profile(&self) -> Profile {
+        Profile {
+            way: Way::HooksDir,
+            config_flag: "--hooks-dir",
+            binary: "crio",
+            files: vec![PathBuf::from(CRIO_CONF), PathBuf::from(CRIO_CONF_D)],
+            restart: Some("systemctl restart crio"),
+        }
+    }
+
+    fn config_file(&self, site: &Site<'_>) -> Result<Located, ConfigError> {
+        if site.config.is_some() {
+            return Ok(in_dir(site, PathBuf::new(), ""));
+        }
+        Ok(match crio_hooks_dir(&crio_config_files(site.root)?)? {
+            Some(dir) => in_dir(site, rooted(site.root, &dir), "CRI-O's hooks_dir"),
+            None => in_dir(site, rooted(site.root, Path::new(HOOKS_DIR)), "CRI-O's default hooks_dir"),
+        })
+    }
+
+    fn add(&self, path: &Path, text: Option<&str>, reg: &Registration<'_>) -> Edit {
+        Podman.add(path, text, reg)
+    }
+
+    fn remove(&self, path: &Path, text: Option<&str>) -> Edit {
+        Podman.remove(path, text)
+    }
+
+    fn check(&self, ctx: &Context) -> Vec<Check> {
+        let engine = Engine::Crio;
+        let dir = crio_config_files(&ctx.root).and_then(|files| crio_hooks_dir(&files));
+        match dir {
+            Ok(d) => {
+                let dir = rooted(&ctx.root, d.as_deref().unwrap_or(Path::new(HOOKS_DIR)));
+                vec![hooks_dir_check(engine, ctx, &[dir])]
+            }
+            Err(e) => {
+                vec![Check::problem(&engine.to_string(), crate::commands::chain(&e), "fix CRI-O's config")]
+            }
+        }
+    }
+}
+
+/// The hook file in `--hooks-dir` when given, else in `default` (chosen
+/// because of `why`).
+fn in_dir(site: &Site<'_>, default: PathBuf, why: &str) -> Located {
+    let (dir, why) = match site.config {
+        Some(d) => (d.to_path_buf(), "from --hooks-dir"),
+        None => (default, why),
+    };
+    Located { note: Some(format!("hooks dir {} ({why})", dir.display())), path: dir.join(HOOK_FILE) }
+}
+
+/// CRI-O's config files under `root`, in reading order (main file, then the
+/// drop-ins sorted).
+///
+/// # Errors
+/// An unreadable file.
+pub fn crio_config_files(root: &Path) -> Result<Vec<(PathBuf, String)>, ConfigError> {
+    let mut files = Vec::new();
+    let main = rooted(root, Path::new(CRIO_CONF));
+    if let Some(text) = read_config(&main)? {
+        files.push((main, text));
+    }
+    let dir = rooted(root, Path::new(CRIO_CONF_D));
+    let mut dropins: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "conf"))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    dropins.sort();
+    for p in dropins {
+        if let Some(text) = read_config(&p)? {
+            files.push((p, text));
+        }
+    }
+    Ok(files)
+}
+
+/// CRI-O's `[crio.runtime] hooks_dir` (first entry) from its config files,
+/// given in the order CRI-O reads them; the last file that sets it wins.
+///
+/// # Errors
+/// A file that is not valid TOML, or a `hooks_dir` that is not a list of strings.
+pub fn crio_hooks_dir(files: &[(PathBuf, String)]) -> Result<Option<PathBuf>, ConfigError> {
+    let mut found = None;
+    for (path, text) in files {
+        let doc: toml::Table = toml::from_str(text)
+            .map_err(|e| ConfigError::syntax(path, text, e.span().map(|s| s.start), e.message()))?;
+        let Some(dirs) = doc.get("crio").and_then(|c| c.get("runtime")).and_then(|r| r.get("hooks_dir"))
+        else {
+            continue;
+        };
+        let list = dirs.as_array().ok_or_else(|| ConfigError::shape(path, "hooks_dir is not a list"))?;
+        let first = list
+            .iter()
+            .map(|d| d.as_str().ok_or_else(|| ConfigError::shape(path, "hooks_dir holds a non-string")))
+            .next()
+            .transpose()?;
+        found = first.map(PathBuf::from);
+    }
+    Ok(found)
+}
+
+/// The hook JSON in the first of `dirs` that has it: valid, at prestart for
+/// every container, running this binary.
+fn hooks_dir_check(engine: Engine, ctx: &Context, dirs: &[PathBuf]) -> Check {
+    let what = &engine.to_string();
+    let Some(path) = dirs.iter().map(|d| d.join(HOOK_FILE)).find(|p| p.exists()) else {
+        let names: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        return Check::problem(what, format!("no {HOOK_FILE} in {}", names.join(" or ")), engine.setup_fix());
+    };
+    let text = match read_config(&path) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Check::problem(what, format!("{} vanished", path.display()), engine.setup_fix()),
+        Err(e) => return Check::problem(what, crate::commands::chain(&e), engine.setup_fix()),
+    };
+    let doc: Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            return Check::problem(what, format!("{}: invalid JSON: {e}", path.display()), engine.setup_fix())
+        }
+    };
+    let hook_path = doc.pointer("/hook/path").and_then(Value::as_str).unwrap_or("");
+    if doc != oci_hooks_json(Path::new(hook_path)) {
+        return Check::problem(
+            what,
+            format!("{} differs from what setup writes (stage, args, env or when)", path.display()),
+            engine.setup_fix(),
+        );
+    }
+    match ctx.is_this_binary(Path::new(hook_path)) {
+        Ok(()) => Check::ok(what, format!("{} runs this binary at prestart", path.display())),
+        Err(why) => Check::problem(what, format!("{}: {why}", path.display()), engine.setup_fix()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOOK: &str = "/usr/local/bin/oci-tmpfs-hook";
+
+    #[test]
+    fn template_in_hooks_dir_is_the_rendering() {
+        let file: Value = serde_json::from_str(include_str!("../../hooks/oci-tmpfs-hook.json"))
+            .expect("hooks/oci-tmpfs-hook.json");
+        assert_eq!(file, oci_hooks_json(Path::new("/usr/local/bin/oci-tmpfs-hook")));
+        // Same text too, key order included: the file is what `setup` writes.
+        let mut text = serde_json::to_string_pretty(&file).unwrap();
+        text.push('\n');
+        assert_eq!(include_str!("../../hooks/oci-tmpfs-hook.json"), text);
+    }
+
+    #[test]
+    fn points_at_the_binary() {
+        let v = oci_hooks_json(Path::new("/opt/bin/oci-tmpfs-hook"));
+        assert_eq!(v["hook"]["path"], "/opt/bin/oci-tmpfs-hook");
+        assert_eq!(v["stages"], json!(["prestart"]));
+    }
+
+    #[test]
+    fn hooks_json_exact() {
+        assert_eq!(
+            hooks_json(Path::new(HOOK)),
+            r#"{
+  "version": "1.0.0",
+  "hook": {
+    "path": "/usr/local/bin/oci-tmpfs-hook",
+    "args": [
+      "oci-tmpfs-hook",
+      "hook",
+      "--stage",
+      "prestart"
+    ],
+    "env": [
+      "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    ]
+  },
+  "when": {
+    "always": true
+  },
+  "stages": [
+    "prestart"
+  ]
+}
+"#
+        );
+    }
+
+    #[test]
+    fn crio_hooks_dir_last_file_wins() {
+        let files = vec![
+            (
+                PathBuf::from("/etc/crio/crio.conf"),
+                "[crio.runtime]\nhooks_dir = [\"/a\", \"/b\"]\n".to_string(),
+            ),
+            (
+                PathBuf::from("/etc/crio/crio.conf.d/10.conf"),
+                "[crio.image]\npause_image = \"x\"\n".to_string(),
+            ),
+        ];
+        assert_eq!(crio_hooks_dir(&files).unwrap(), Some(PathBuf::from("/a")));
+        let mut more = files.clone();
+        more.push((
+            PathBuf::from("/etc/crio/crio.conf.d/20.conf"),
+            "[crio.runtime]\nhooks_dir = [\"/c\"]\n".into(),
+        ));
+        assert_eq!(crio_hooks_dir(&more).unwrap(), Some(PathBuf::from("/c")));
+        assert_eq!(crio_hooks_dir(&[]).unwrap(), None);
+        let bad = vec![(PathBuf::from("/etc/crio/crio.conf"), "[crio.runtime\n".to_string())];
+        assert!(matches!(crio_hooks_dir(&bad), Err(ConfigError::Syntax { line: 1, .. })));
+    }
+
+    #[test]
+    fn hooks_dir_choice() {
+        let root = std::env::temp_dir().join(format!("oth-hooks-dir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("etc/crio/crio.conf.d")).unwrap();
+        let site = Site { root: &root, config: None };
+        let podman = Podman.config_file(&site).unwrap();
+        assert_eq!(podman.path, root.join("usr/share/containers/oci/hooks.d/oci-tmpfs-hook.json"));
+        assert_eq!(Crio.config_file(&site).unwrap().path, podman.path, "CRI-O's default");
+        std::fs::write(
+            root.join("etc/crio/crio.conf.d/50-hooks.conf"),
+            "[crio.runtime]\nhooks_dir = [\"/etc/hooks\"]\n",
+        )
+        .unwrap();
+        assert_eq!(Crio.config_file(&site).unwrap().path, root.join("etc/hooks/oci-tmpfs-hook.json"));
+        let given = Site { root: &root, config: Some(Path::new("/custom")) };
+        let located = Crio.config_file(&given).unwrap();
+        assert_eq!(located.path, Path::new("/custom/oci-tmpfs-hook.json"));
+        assert_eq!(located.note.as_deref(), Some("hooks dir /custom (from --hooks-dir)"));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}

@@ -1,0 +1,367 @@
+//! Files that come from someone else (a bundle's `config.json`, the host
+//! config, the engines' configs) and the files we write back: one bounded
+//! reader, one atomic writer, one JSON renderer that keeps a file's style.
+//!
+//! The reader opens without following a final symlink and without blocking
+//! on a FIFO, refuses anything but a regular file, and reads at most a given
+//! number of bytes (DESIGN.md §2 rule 1). The writer writes a temporary file
+//! beside the target with the target's mode and owner and renames it over the
+//! target; whether it also fsyncs is the caller's choice (DESIGN.md §7: an
+//! engine config must survive a crash, a bundle is scratch). Nothing here
+//! knows what the files mean: parsing and editing belong to the callers.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use serde_json::Value;
+
+/// A file that could not be read, or written.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("opening {path}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path} is a symbolic link; name the file it points to instead")]
+    Symlink { path: PathBuf },
+    #[error("{path} is not a regular file")]
+    NotRegular { path: PathBuf },
+    #[error("{path} is larger than {limit} bytes")]
+    TooLarge { path: PathBuf, limit: u64 },
+    #[error("reading {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path} is not UTF-8")]
+    NotUtf8 { path: PathBuf },
+    #[error("writing {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl FileError {
+    /// True when the file does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, FileError::Open { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+}
+
+/// The mode and owner a file is written with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Perms {
+    /// Permission bits (`0o7777` at most).
+    pub mode: u32,
+    /// Owner and group; `None` leaves them to the writer (a new file).
+    pub owner: Option<(u32, u32)>,
+}
+
+impl Perms {
+    /// A new file: `mode`, owned by whoever writes it.
+    pub const fn new(mode: u32) -> Perms {
+        Perms { mode, owner: None }
+    }
+
+    fn of(st: &rustix::fs::Stat) -> Perms {
+        Perms { mode: st.st_mode & 0o7777, owner: Some((st.st_uid, st.st_gid)) }
+    }
+
+    /// The mode and owner of the file at `path` itself (not of a symlink's
+    /// target); `None` when there is none.
+    pub fn of_path(path: &Path) -> Option<Perms> {
+        let st = rustix::fs::lstat(path).ok()?;
+        Some(Perms::of(&st))
+    }
+}
+
+/// What a bounded read returns.
+#[derive(Clone, Debug)]
+pub struct Contents {
+    pub bytes: Vec<u8>,
+    /// The file's mode and owner, for writing it back.
+    pub perms: Perms,
+}
+
+/// Reads the regular file `path` (or `path`'s file name inside `dir`), at
+/// most `limit` bytes, without following a final symlink or blocking.
+///
+/// # Errors
+/// The file cannot be opened, is a symlink, a FIFO, a directory..., is larger
+/// than `limit`, or a read fails.
+pub fn read(dir: Option<BorrowedFd<'_>>, path: &Path, limit: u64) -> Result<Contents, FileError> {
+    let shown = || path.to_path_buf();
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    let opened = match dir {
+        Some(dir) => rustix::fs::openat(dir, path.file_name().unwrap_or_default(), flags, Mode::empty()),
+        None => rustix::fs::open(path, flags, Mode::empty()),
+    };
+    let fd = match opened {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::LOOP) if is_symlink(dir, path) => {
+            return Err(FileError::Symlink { path: shown() })
+        }
+        Err(e) => return Err(FileError::Open { path: shown(), source: e.into() }),
+    };
+    let st = rustix::fs::fstat(&fd).map_err(|e| FileError::Read { path: shown(), source: e.into() })?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(FileError::NotRegular { path: shown() });
+    }
+    if st.st_size as u64 > limit {
+        return Err(FileError::TooLarge { path: shown(), limit });
+    }
+    let mut bytes = Vec::with_capacity(st.st_size as usize);
+    File::from(fd)
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| FileError::Read { path: shown(), source })?;
+    if bytes.len() as u64 > limit {
+        return Err(FileError::TooLarge { path: shown(), limit });
+    }
+    Ok(Contents { bytes, perms: Perms::of(&st) })
+}
+
+/// ELOOP from `O_NOFOLLOW` means a symlink only when the name is one.
+fn is_symlink(dir: Option<BorrowedFd<'_>>, path: &Path) -> bool {
+    let st = match dir {
+        Some(dir) => rustix::fs::statat(dir, path.file_name().unwrap_or_default(), AtFlags::SYMLINK_NOFOLLOW),
+        None => rustix::fs::lstat(path),
+    };
+    st.is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink)
+}
+
+/// [`read`] for a text file that may be missing: `None` when it is.
+///
+/// # Errors
+/// As [`read`], and text that is not UTF-8.
+pub fn read_text(path: &Path, limit: u64) -> Result<Option<String>, FileError> {
+    match read(None, path, limit) {
+        Ok(c) => {
+            String::from_utf8(c.bytes).map(Some).map_err(|_| FileError::NotUtf8 { path: path.to_path_buf() })
+        }
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether a write must be on disk before the rename makes it visible.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync the file before the rename and the dir after it: engine
+    /// configs, rare writes that must survive a crash.
+    Durable,
+    /// No fsync: a bundle's `config.json`, the engine's scratch copy,
+    /// written on every container start.
+    Scratch,
+}
+
+/// Replaces `name` inside the directory `dir` with `bytes`, atomically: a
+/// temporary file `.NAME.oci-tmpfs-hook-tmp` with `perms` is written and
+/// renamed over `name`. `shown` is the path used in the error.
+///
+/// # Errors
+/// A failed create, write, fsync or rename; the temporary file is removed
+/// and `name` is unchanged.
+pub fn replace_at(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    shown: &Path,
+    bytes: &[u8],
+    perms: Perms,
+    durability: Durability,
+) -> Result<(), FileError> {
+    let mut temp = std::ffi::OsString::from(".");
+    temp.push(name);
+    temp.push(".oci-tmpfs-hook-tmp");
+    let _ = rustix::fs::unlinkat(dir, &temp, AtFlags::empty());
+    let result = write_then_rename(dir, &temp, name, bytes, perms, durability);
+    if result.is_err() {
+        let _ = rustix::fs::unlinkat(dir, &temp, AtFlags::empty());
+    }
+    result.map_err(|source| FileError::Write { path: shown.to_path_buf(), source })
+}
+
+fn write_then_rename(
+    dir: BorrowedFd<'_>,
+    temp: &OsStr,
+    name: &OsStr,
+    bytes: &[u8],
+    perms: Perms,
+    durability: Durability,
+) -> io::Result<()> {
+    let fd = rustix::fs::openat(
+        dir,
+        temp,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?;
+    if let Some((uid, gid)) = perms.owner {
+        // Only root may give a file away; anyone else keeps their own.
+        match rustix::fs::fchown(
+            &fd,
+            Some(rustix::fs::Uid::from_raw(uid)),
+            Some(rustix::fs::Gid::from_raw(gid)),
+        ) {
+            Err(e) if e != rustix::io::Errno::PERM => return Err(e.into()),
+            _ => {}
+        }
+    }
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode(perms.mode))?;
+    let mut file = File::from(fd);
+    file.write_all(bytes)?;
+    if durability == Durability::Durable {
+        file.sync_all()?;
+    }
+    rustix::fs::renameat(dir, temp, dir, name)?;
+    if durability == Durability::Durable {
+        let d = rustix::fs::openat(
+            dir,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        rustix::fs::fsync(&d)?;
+    }
+    Ok(())
+}
+
+/// [`replace_at`] for a path: its parent dir is opened first.
+///
+/// # Errors
+/// As [`replace_at`], and a path without a parent or file name.
+pub fn replace(path: &Path, bytes: &[u8], perms: Perms, durability: Durability) -> Result<(), FileError> {
+    let write_err = |source| FileError::Write { path: path.to_path_buf(), source };
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(write_err(io::Error::other("no file name")));
+    };
+    let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
+    let dir = open_dir(parent).map_err(write_err)?;
+    replace_at(dir.as_fd(), name, path, bytes, perms, durability)
+}
+
+/// An `O_PATH` handle on a directory, for the `*at` calls above.
+///
+/// # Errors
+/// The directory cannot be opened.
+pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    Ok(rustix::fs::open(path, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?)
+}
+
+/// Serialises `doc` in the style of `original`: its indentation unit (two
+/// spaces for a new, empty file; a tab for `runc spec`'s files), or one line
+/// when the original was one line; a trailing newline when the original had
+/// one (or was empty).
+pub fn render_json(doc: &Value, original: &str) -> String {
+    let indent = if original.trim().is_empty() {
+        Some("  ")
+    } else if !original.trim().contains('\n') {
+        None
+    } else {
+        let unit = original
+            .lines()
+            .skip(1)
+            .map(|l| &l[..l.len() - l.trim_start().len()])
+            .find(|ws| !ws.is_empty())
+            .unwrap_or("  ");
+        Some(unit)
+    };
+    let mut out = Vec::with_capacity(original.len() + 256);
+    match indent {
+        Some(unit) => {
+            let fmt = serde_json::ser::PrettyFormatter::with_indent(unit.as_bytes());
+            let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
+            serde::Serialize::serialize(doc, &mut ser).expect("serialising a JSON value");
+        }
+        None => serde_json::to_writer(&mut out, doc).expect("serialising a JSON value"),
+    }
+    let mut text = String::from_utf8(out).expect("serde_json writes UTF-8");
+    if original.is_empty() || original.ends_with('\n') {
+        text.push('\n');
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("oth-files-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn reader_refuses_what_is_not_a_bounded_regular_file() {
+        let dir = temp_dir("read");
+        let file = dir.join("f");
+        std::fs::write(&file, "hello").unwrap();
+        assert_eq!(read(None, &file, 5).unwrap().bytes, b"hello");
+        assert!(matches!(read(None, &file, 4), Err(FileError::TooLarge { limit: 4, .. })));
+        std::os::unix::fs::symlink(&file, dir.join("link")).unwrap();
+        assert!(matches!(read(None, &dir.join("link"), 5), Err(FileError::Symlink { .. })));
+        rustix::fs::mknodat(rustix::fs::CWD, dir.join("fifo"), FileType::Fifo, Mode::from_raw_mode(0o600), 0)
+            .unwrap();
+        // Returns at once (O_NONBLOCK) instead of waiting for a writer.
+        assert!(matches!(read(None, &dir.join("fifo"), 5), Err(FileError::NotRegular { .. })));
+        assert!(matches!(read(None, &dir, 5), Err(FileError::NotRegular { .. })));
+        let missing = read(None, &dir.join("missing"), 5).unwrap_err();
+        assert!(missing.is_not_found(), "{missing}");
+        assert_eq!(read_text(&dir.join("missing"), 5).unwrap(), None);
+        std::fs::write(dir.join("bin"), [0xff, 0xfe]).unwrap();
+        assert!(matches!(read_text(&dir.join("bin"), 5), Err(FileError::NotUtf8 { .. })));
+        let d = open_dir(&dir).unwrap();
+        assert_eq!(read(Some(d.as_fd()), &dir.join("f"), 5).unwrap().bytes, b"hello");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn writer_replaces_keeps_mode_and_leaves_no_temp() {
+        let dir = temp_dir("write");
+        let file = dir.join("f.json");
+        std::fs::write(&file, "old").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let perms = Perms::of_path(&file).unwrap();
+        for durability in [Durability::Durable, Durability::Scratch] {
+            replace(&file, b"new", perms, durability).unwrap();
+            assert_eq!(std::fs::read(&file).unwrap(), b"new");
+            assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o7777, 0o640);
+        }
+        replace(&dir.join("fresh"), b"x", Perms::new(0o644), Durability::Durable).unwrap();
+        assert_eq!(std::fs::metadata(dir.join("fresh")).unwrap().permissions().mode() & 0o7777, 0o644);
+        let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 2, "no temporary file left: {names:?}");
+        assert!(matches!(
+            replace(&dir.join("no/such/dir/f"), b"x", Perms::new(0o644), Durability::Scratch),
+            Err(FileError::Write { .. })
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn json_keeps_the_style() {
+        let doc = json!({"a": [1]});
+        let cases: &[(&str, &str, &str)] = &[
+            ("new file", "", "{\n  \"a\": [\n    1\n  ]\n}\n"),
+            ("one line", "{\"b\": 2}", "{\"a\":[1]}"),
+            ("one line with newline", "{\"b\": 2}\n", "{\"a\":[1]}\n"),
+            ("tabs", "{\n\t\"b\": 2\n}", "{\n\t\"a\": [\n\t\t1\n\t]\n}"),
+            ("four spaces", "{\n    \"b\": 2\n}\n", "{\n    \"a\": [\n        1\n    ]\n}\n"),
+        ];
+        for (name, original, want) in cases {
+            assert_eq!(render_json(&doc, original), *want, "case {name}");
+        }
+    }
+}
