@@ -79,28 +79,36 @@ pub fn add_hook(config: &mut Value, stage: Stage, entry: &HookEntry) -> Result<b
 /// # Errors
 /// A missing or invalid file, or a failed write; the file is then unchanged.
 pub fn inject(bundle: &Path, stage: Stage, entry: &HookEntry) -> Result<bool, BundleError> {
+    edit(bundle, |config, path| {
+        add_hook(config, stage, entry).map_err(|what| BundleError::Shape { path: path.to_path_buf(), what })
+    })
+}
+
+/// Reads `<bundle>/config.json`, lets `change` edit it (it returns whether
+/// it changed anything, or an error of its own), and writes it back when it
+/// did, in the file's own style.
+///
+/// # Errors
+/// A missing or invalid file, `change`'s error, or a failed write; the file
+/// is then unchanged.
+pub fn edit<E: From<BundleError>>(
+    bundle: &Path,
+    change: impl FnOnce(&mut Value, &Path) -> Result<bool, E>,
+) -> Result<bool, E> {
     let path = bundle.join(CONFIG);
     let dir =
         files::open_dir(bundle).map_err(|source| BundleError::Dir { path: bundle.to_path_buf(), source })?;
-    let old = files::read(Some(dir.as_fd()), &path, MAX_CONFIG_BYTES)?;
+    let old = files::read(Some(dir.as_fd()), &path, MAX_CONFIG_BYTES).map_err(BundleError::from)?;
     let mut config: Value = serde_json::from_slice(&old.bytes)
         .map_err(|source| BundleError::Json { path: path.clone(), source })?;
-    let changed = add_hook(&mut config, stage, entry)
-        .map_err(|what| BundleError::Shape { path: path.clone(), what })?;
-    if !changed {
+    if !change(&mut config, &path)? {
         return Ok(false);
     }
     // Valid JSON is UTF-8 (RFC 8259 §8.1; serde_json refuses anything else).
     let original = String::from_utf8_lossy(&old.bytes);
     let out = files::render_json(&config, &original);
-    files::replace_at(
-        dir.as_fd(),
-        OsStr::new(CONFIG),
-        &path,
-        out.as_bytes(),
-        old.perms,
-        Durability::Scratch,
-    )?;
+    files::replace_at(dir.as_fd(), OsStr::new(CONFIG), &path, out.as_bytes(), old.perms, Durability::Scratch)
+        .map_err(BundleError::from)?;
     Ok(true)
 }
 

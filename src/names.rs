@@ -54,6 +54,9 @@ pub const CONTAINERD_CONFIG: &str = "/etc/containerd/config.toml";
 
 /// The host config file.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/oci-tmpfs-hook/config.toml";
+/// The environment variable that names another host config for the runtime
+/// wrapper (engines start it with the runtime's arguments only).
+pub const CONFIG_ENV: &str = "OCI_TMPFS_HOOK_CONFIG";
 /// The environment variable that sets the log level.
 pub const LOG_ENV: &str = "OCI_TMPFS_HOOK_LOG";
 

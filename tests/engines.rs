@@ -543,6 +543,13 @@ impl Drop for RuncRoot {
     }
 }
 
+/// A host config in `dir` that puts the wrapper in hook mode.
+fn hook_mode(dir: &Path) -> PathBuf {
+    let path = dir.join("hook-mode.toml");
+    std::fs::write(&path, "mode = \"hook\"\n").unwrap();
+    path
+}
+
 fn hooks_of(bundle: &Path) -> Value {
     let config: Value = serde_json::from_slice(&std::fs::read(bundle.join("config.json")).unwrap()).unwrap();
     config["hooks"].clone()
@@ -562,6 +569,7 @@ fn wrapper_adds_the_hook_once_and_execs_runc() {
     let id = root.id();
     let out = output(
         Command::new(&wrapper)
+            .env("OCI_TMPFS_HOOK_CONFIG", hook_mode(&bin.0))
             .arg("--root")
             .arg(&root.dir.0)
             .args(["--log-format", "json", "run", "--bundle"])
@@ -585,6 +593,7 @@ fn wrapper_adds_the_hook_once_and_execs_runc() {
     let id = root.id();
     let out = output(
         Command::new(hook_bin())
+            .env("OCI_TMPFS_HOOK_CONFIG", hook_mode(&bin.0))
             .args(["runtime", "--", "--root"])
             .arg(&root.dir.0)
             .args(["run", &id])
@@ -597,6 +606,53 @@ fn wrapper_adds_the_hook_once_and_execs_runc() {
     // Anything else passes straight through.
     let ours = ok(Command::new(&wrapper).arg("--version"));
     assert_eq!(ours, ok(Command::new("runc").arg("--version")));
+}
+
+#[test]
+fn wrapper_writes_the_mounts_into_the_spec_and_runs_no_hook() {
+    require_root();
+    let bin = TempDir::new("wrapper-bin");
+    let wrapper = wrapper_in(&bin.0);
+    let mut root = RuncRoot::new();
+    let mut b = Bundle::new("wrapped-spec");
+    b.script(&format!("{PROBE}; exit 7"))
+        .annotate("oci-tmpfs-hook/tmp-size", "80Mi")
+        .annotate("oci-tmpfs-hook/shm-size", "96Mi");
+    b.write();
+    let config = bin.join("spec-mode.toml");
+    std::fs::write(&config, "mode = \"spec\"\nlog_level = \"info\"\n").unwrap();
+    for round in 0..2 {
+        let id = root.id();
+        let out = output(
+            Command::new(&wrapper)
+                .env("OCI_TMPFS_HOOK_CONFIG", &config)
+                .arg("--root")
+                .arg(&root.dir.0)
+                .args(["run", "--bundle"])
+                .arg(&b.dir)
+                .arg(&id),
+        );
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(7), "round {round}: {err}");
+        let stdout = text(&out.stdout);
+        let mounts = parse_mountinfo(&stdout);
+        let t = mount_at(&mounts, "/tmp").cloned().expect("/tmp mounted");
+        assert_eq!((t.source.as_str(), t.size()), (OURS, Some(80 * MI)), "round {round}");
+        assert!(stdout.contains("TMP-WRITABLE"), "round {round}: {stdout}");
+        let shm = mount_at(&mounts, "/dev/shm").cloned().expect("/dev/shm");
+        assert_eq!(shm.size(), Some(96 * MI), "round {round}");
+        // No hook: none in config.json, so the runtime started no process of ours.
+        assert_eq!(hooks_of(&b.dir), Value::Null, "round {round}");
+        if round == 0 {
+            assert!(err.contains("wrote a tmpfs mount for /tmp into the spec"), "{err}");
+            assert!(err.contains("raised the spec's /dev/shm from 64Mi to 96Mi"), "{err}");
+        }
+    }
+    let config_json: Value =
+        serde_json::from_slice(&std::fs::read(b.dir.join("config.json")).unwrap()).unwrap();
+    let ours: Vec<&Value> =
+        config_json["mounts"].as_array().unwrap().iter().filter(|m| m["source"] == OURS).collect();
+    assert_eq!(ours.len(), 1, "written once over two runs: {ours:?}");
 }
 
 #[test]
@@ -614,7 +670,10 @@ fn wrapper_passes_unreadable_bundles_to_runc() {
     );
     let err = text(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("oci-tmpfs-hook: warning:") && err.contains("hook is not added"), "{err}");
+    assert!(
+        err.contains("oci-tmpfs-hook: ") && err.contains("warning:") && err.contains("nothing is mounted"),
+        "{err}"
+    );
     assert!(err.contains("JSON specification file config.json not found"), "runc's error is kept: {err}");
 
     // Invalid JSON: left byte for byte as it was, runc reports it.

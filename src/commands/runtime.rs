@@ -1,51 +1,160 @@
 //! `oci-tmpfs-runtime ARGS` (the wrapper's name) or `oci-tmpfs-hook runtime --
-//! ARGS`: add the hook on `create`/`run`, then exec the real runtime.
+//! ARGS`: on `create`/`run`, carry out the plan for the bundle, then exec the
+//! real runtime with ARGS unchanged.
+//!
+//! Two executors, chosen by the host config's `mode`: `spec` (the default)
+//! writes the plan's mounts into `config.json` (after checking each target
+//! against the prepared rootfs by fd, and growing an engine-made `/dev/shm`
+//! on the host), so no hook process runs at the start; `hook` adds the hook
+//! to `config.json` instead. A plan that needs a directory inside a fresh
+//! tmpfs (`TMPDIR=/tmp/job`) takes the hook in either mode.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use crate::bundle::{self, HookEntry};
-use crate::input;
-use crate::names::DEFAULT_CONFIG_PATH;
+use serde_json::Value;
+
+use crate::bundle::{self, BundleError, HookEntry};
+use crate::names::{CONFIG_ENV, DEFAULT_CONFIG_PATH};
+use crate::plan::{self, Inputs};
 use crate::runtime::{self, Call, FileId, RuntimeError};
+use crate::settings::{Mode, OnError, Settings};
 use crate::stage::Stage;
+use crate::{apply, input, spec};
 
 /// Runs the wrapper with the runtime's arguments (argv\[0\] excluded). Returns
 /// only when the real runtime could not be exec'd.
 ///
 /// # Errors
-/// No real runtime, or the exec failed.
+/// No real runtime, the plan failed under `on_error = "fail"`, or the exec
+/// failed.
 pub fn run(args: &[OsString]) -> Result<ExitCode, super::Error> {
-    let real = real_runtime()?;
+    let settings = match std::env::var_os(CONFIG_ENV) {
+        Some(path) => input::read_settings(Path::new(&path), true),
+        None => input::read_settings(Path::new(DEFAULT_CONFIG_PATH), false),
+    }
+    .map_err(RuntimeError::Settings)?;
+    let real = real_runtime(&settings)?;
     if let Call::Create { bundle, .. } = runtime::parse(args) {
         let dir = bundle.unwrap_or_else(|| PathBuf::from("."));
-        add_hook(&dir);
+        prepare(&dir, &settings)?;
     }
     let name = real.file_name().map_or_else(|| real.as_os_str().to_owned(), |n| n.to_owned());
     let source = Command::new(&real).arg0(name).args(args).exec();
     Err(RuntimeError::Exec { path: real, source }.into())
 }
 
-fn real_runtime() -> Result<PathBuf, RuntimeError> {
-    let settings =
-        input::read_settings(Path::new(DEFAULT_CONFIG_PATH), false).map_err(RuntimeError::Settings)?;
+fn real_runtime(settings: &Settings) -> Result<PathBuf, RuntimeError> {
     let own = FileId::of(Path::new("/proc/self/exe")).map_err(RuntimeError::OwnExe)?;
     runtime::find_runtime(settings.runtime_path.as_deref(), std::env::var_os("PATH").as_deref(), own)
+}
+
+/// Carries out the plan for the bundle `dir` as `settings.mode` says.
+fn prepare(dir: &Path, settings: &Settings) -> Result<(), super::Error> {
+    crate::logger::set_level(settings.log_level.filter());
+    if let Some(file) = &settings.log_file {
+        if let Err(e) = crate::logger::add_file(file) {
+            log::warn!("cannot open log file {}: {e}", file.display());
+        }
+    }
+    if let Some(id) = dir.canonicalize().ok().as_deref().and_then(Path::file_name) {
+        crate::logger::set_container(&id.to_string_lossy());
+    }
+    if settings.mode == Mode::Hook {
+        add_hook(dir);
+        return Ok(());
+    }
+    match bundle::edit(dir, |config, path| in_spec(config, path, dir, settings)) {
+        Ok(_) => Ok(()),
+        // A bundle we cannot read is passed through: the runtime reports it.
+        Err(SpecError::Bundle(e)) => {
+            log::warn!("{}; nothing is mounted, passing the call through", super::chain(&e));
+            Ok(())
+        }
+        Err(e) if settings.on_error == OnError::Warn => {
+            log::warn!(
+                "{} (on_error = \"warn\": the container starts without these mounts)",
+                super::chain(&e)
+            );
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What can stop the spec executor.
+#[derive(Debug, thiserror::Error)]
+enum SpecError {
+    #[error(transparent)]
+    Bundle(#[from] BundleError),
+    #[error("config.json is not an OCI spec")]
+    Spec(#[source] serde_json::Error),
+    #[error(transparent)]
+    Input(#[from] input::InputError),
+    #[error(transparent)]
+    Plan(#[from] plan::PlanError),
+    #[error(transparent)]
+    Apply(#[from] apply::ApplyError),
+    #[error(transparent)]
+    Shape(#[from] spec::ShapeError),
+    #[error("config.json has no usable root.path")]
+    NoRootfs,
+}
+
+/// The spec executor on one `config.json` value; returns whether it changed.
+fn in_spec(config: &mut Value, path: &Path, dir: &Path, settings: &Settings) -> Result<bool, SpecError> {
+    let parsed = serde_json::from_value(config.clone()).map_err(SpecError::Spec)?;
+    let host_ram = input::host_ram()?;
+    let plan = plan::decide(&Inputs { spec: &parsed, state_annotations: None, settings, host_ram })?;
+    log::debug!("{}", plan.why);
+    crate::logger::plan(&plan);
+    if !plan.enabled || plan.actions.is_empty() {
+        return Ok(false);
+    }
+    if !spec::expressible(&plan) {
+        log::info!("a temp dir nested in another one needs a directory in the fresh tmpfs: adding the hook");
+        let Some(entry) = hook_entry() else { return Ok(false) };
+        return bundle::add_hook(config, Stage::Prestart, &entry)
+            .map_err(|what| BundleError::Shape { path: path.to_path_buf(), what }.into());
+    }
+    let rootfs = input::rootfs_path(&parsed, dir).ok_or(SpecError::NoRootfs)?;
+    let refused = apply::host::check_targets(&rootfs, &plan)?;
+    let names: Vec<&str> = refused.iter().map(|(t, _)| t.as_str()).collect();
+    let edit = spec::edit(config, &plan, &names, host_ram)?;
+    let mut done: Vec<String> =
+        edit.added.iter().map(|t| format!("wrote a tmpfs mount for {t} into the spec")).collect();
+    if let Some((from, to)) = edit.raised {
+        let from = from.map_or_else(|| "unsized".to_string(), |b| b.approx());
+        done.push(format!("raised the spec's /dev/shm from {from} to {}", to.approx()));
+    }
+    let mut notes: Vec<plan::Note> = refused.into_iter().map(|(_, n)| n).collect();
+    if let Some((source, tmpfs)) = &edit.host_shm {
+        match apply::host::grow_shm(Path::new(source), tmpfs.size.bytes)? {
+            Ok(grew) => done.push(format!("{grew} (on the host, {source})")),
+            Err(note) => notes.push(note),
+        }
+    }
+    crate::logger::outcome(&notes, &done);
+    Ok(!edit.added.is_empty() || edit.raised.is_some())
+}
+
+/// The prestart entry of this binary, or `None` when it cannot be found.
+fn hook_entry() -> Option<HookEntry> {
+    match super::this_binary() {
+        Ok(exe) => Some(HookEntry::for_stage(&exe, Stage::Prestart, None)),
+        Err(e) => {
+            log::warn!("finding this binary: {e}; the hook is not added");
+            None
+        }
+    }
 }
 
 /// Adds the hook to `dir/config.json`. A bundle we cannot edit is passed
 /// through untouched, so the real runtime reports its own error.
 fn add_hook(dir: &Path) {
-    let exe = match super::this_binary() {
-        Ok(p) => p,
-        Err(e) => {
-            log::warn!("finding this binary: {e}; the hook is not added");
-            return;
-        }
-    };
-    let entry = HookEntry::for_stage(&exe, Stage::Prestart, None);
+    let Some(entry) = hook_entry() else { return };
     if let Err(e) = bundle::inject(dir, Stage::Prestart, &entry) {
         log::warn!("{}; the hook is not added, passing the call through", super::chain(&e));
     }
