@@ -414,10 +414,22 @@ impl Node {
         PathBuf::from(format!("/proc/{}/root{path}", self.holder.id()))
     }
 
-    /// Writes the host config that the wrapper and the hook read on this node.
+    /// Writes the host config that the wrapper and the hook read on this node,
+    /// with the wrapper's executor under test (`OCI_TMPFS_TEST_WRAPPER_MODE`).
     fn host_config(&self, toml: &str) {
         let path = self.ns_path("/etc/oci-tmpfs-hook/config.toml");
-        std::fs::write(&path, toml).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        let text = format!("mode = \"{}\"\n{toml}", wrapper_mode());
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    }
+
+    /// Whether the final `config.json` of container `id` runs our hook.
+    fn runs_our_hook(&self, id: &str) -> Result<bool, String> {
+        let path = self.dir.join("state/io.containerd.runtime.v2.task/k8s.io").join(id).join("config.json");
+        let text = std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        let config: Value = serde_json::from_slice(&text).map_err(|e| e.to_string())?;
+        let ours = hook_bin().canonicalize().unwrap().display().to_string();
+        let hooks = config["hooks"].as_object().into_iter().flat_map(|h| h.values());
+        Ok(hooks.filter_map(Value::as_array).flatten().any(|h| h["path"] == ours.as_str()))
     }
 
     fn ctr(&self) -> Command {
@@ -835,6 +847,14 @@ fn case1_read_only_container_gets_sized_tmp_and_shm() {
     };
     if let Some(p) = r.step("probe", node.probe(&c)) {
         r.served("ro 1Gi", &p, 256 * MI, 512 * MI);
+    }
+    if let Some(hooked) = r.step("the final config.json", node.runs_our_hook(&c)) {
+        let mode = wrapper_mode();
+        r.seen("executor", format!("wrapper mode {mode}: our hook in config.json: {hooked}"));
+        r.check(
+            hooked == (mode == "hook"),
+            format!("wrapper mode {mode}, yet our hook in config.json is {hooked}"),
+        );
     }
     let dd = "dd if=/dev/zero of=/dev/shm/fill bs=1M count=600; e=$?; rm -f /dev/shm/fill; exit $e";
     if let Some((code, out, err)) = r.step("dd 600Mi", node.exec(&c, &["sh", "-c", dd])) {

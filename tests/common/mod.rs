@@ -16,6 +16,17 @@ pub fn hook_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_oci-tmpfs-hook"))
 }
 
+/// The runtime wrapper's executor the wrapper suites run with: `spec` (the
+/// default) or `hook`, from `OCI_TMPFS_TEST_WRAPPER_MODE` (tests/run.sh runs
+/// them in both).
+pub fn wrapper_mode() -> &'static str {
+    match std::env::var("OCI_TMPFS_TEST_WRAPPER_MODE").as_deref() {
+        Ok("hook") => "hook",
+        Ok("spec") | Err(_) => "spec",
+        Ok(other) => panic!("OCI_TMPFS_TEST_WRAPPER_MODE={other:?}: use spec or hook"),
+    }
+}
+
 /// Panics unless we are root: CI runs as root, a skip would hide a failure.
 pub fn require_root() {
     assert!(rustix::process::geteuid().is_root(), "these tests need root (CI runs them as root)");
