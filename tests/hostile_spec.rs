@@ -148,7 +148,8 @@ fn spec_mode_refuses_what_lands_in_a_system_dir_or_is_not_a_dir() {
     for rt in Runtime::ALL {
         // (case, how the image's /tmp and /var look, env, mounts of ours expected, refusal in the log)
         type Layout = fn(&Path, &Path);
-        let cases: [(&str, Layout, &[&str], &[&str], &str); 5] = [
+        type Case = (&'static str, Layout, &'static [&'static str], &'static [&'static str], &'static str);
+        let cases: [Case; 5] = [
             (
                 "/tmp -> /etc",
                 |r, _| {
@@ -176,7 +177,7 @@ fn spec_mode_refuses_what_lands_in_a_system_dir_or_is_not_a_dir() {
                     std::fs::remove_dir(r.join("tmp")).unwrap();
                     rustix::fs::mknodat(
                         rustix::fs::CWD,
-                        &r.join("tmp"),
+                        r.join("tmp"),
                         rustix::fs::FileType::Fifo,
                         rustix::fs::Mode::from_raw_mode(0o644),
                         0,
