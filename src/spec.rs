@@ -74,11 +74,49 @@ pub fn edit(config: &mut Value, plan: &Plan, refused: &[&str], host_ram: Bytes) 
     Ok(edit)
 }
 
+/// One tmpfs mount as a spec (or an NRI adjustment) spells it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TmpfsMount {
+    pub destination: String,
+    /// `nosuid`, `nodev`, `noexec` as planned, `mode=`, `nr_inodes=`, `size=`.
+    pub options: Vec<String>,
+}
+
+impl TmpfsMount {
+    /// The mount of `tmpfs` at `destination`.
+    pub fn new(destination: &str, tmpfs: &Tmpfs) -> TmpfsMount {
+        let mut options = spec_options(tmpfs);
+        options.push(format!("size={}", tmpfs.size.bytes.0));
+        TmpfsMount { destination: destination.to_string(), options }
+    }
+
+    /// Its `mounts` entry (type `tmpfs`, source [`SOURCE`]).
+    pub fn to_json(&self) -> Value {
+        json!({ "destination": self.destination, "type": "tmpfs", "source": SOURCE, "options": self.options })
+    }
+}
+
+/// The fresh tmpfs mounts of `plan` but for the `refused` targets: the temp
+/// targets, and `/dev/shm` when the spec has none. What an executor that can
+/// only add mounts (the spec, an NRI adjustment) writes.
+pub fn fresh_mounts(plan: &Plan, refused: &[&str]) -> Vec<TmpfsMount> {
+    if !plan.enabled {
+        return Vec::new();
+    }
+    plan.actions
+        .iter()
+        .filter(|a| !refused.contains(&a.target()))
+        .filter_map(|a| match a {
+            Action::MountTmpfs { target, tmpfs, .. } => Some(TmpfsMount::new(target.as_str(), tmpfs)),
+            Action::Shm { way: ShmWay::Fresh, tmpfs, .. } => Some(TmpfsMount::new(SHM_PATH, tmpfs)),
+            Action::Shm { .. } => None,
+        })
+        .collect()
+}
+
 /// A mount entry for `tmpfs` at `destination`.
 fn entry(destination: &str, tmpfs: &Tmpfs) -> Value {
-    let mut options = spec_options(tmpfs);
-    options.push(format!("size={}", tmpfs.size.bytes.0));
-    json!({ "destination": destination, "type": "tmpfs", "source": SOURCE, "options": options })
+    TmpfsMount::new(destination, tmpfs).to_json()
 }
 
 /// The plan's options minus the owner, which the runtime's user namespace
