@@ -103,9 +103,14 @@ pub struct InjectArgs {
     /// Path of the hook binary written into config.json [default: this binary].
     #[arg(long, value_name = "PATH", value_parser = absolute_path)]
     pub hook_path: Option<PathBuf>,
-    /// Host config file the hook should read (passed as --config).
+    /// Host config file the hook should read (passed as --config); with
+    /// `--mode spec`, the one the plan is made from.
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
+    /// `hook`: add the hook; `spec`: write the plan's mounts into
+    /// config.json now (the rootfs must be in place), no hook at the start.
+    #[arg(long, value_enum, default_value = "hook")]
+    pub mode: crate::settings::Mode,
 }
 
 #[derive(Clone, Debug, Args)]

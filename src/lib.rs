@@ -26,6 +26,7 @@ pub mod settings;
 pub mod setup;
 pub mod size;
 pub mod spec;
+pub mod spec_mode;
 pub mod stage;
 pub mod target;
 

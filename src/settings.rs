@@ -38,7 +38,7 @@ pub enum AnnotationPolicy {
 }
 
 /// How the runtime wrapper carries out the plan.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Write the mounts into `config.json`: the runtime makes them, and no

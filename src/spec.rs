@@ -114,6 +114,44 @@ pub fn fresh_mounts(plan: &Plan, refused: &[&str]) -> Vec<TmpfsMount> {
         .collect()
 }
 
+/// What the spec executor would do with a plan, before any rootfs check:
+/// for `explain`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Preview {
+    /// False when the plan needs the hook (a directory inside a fresh tmpfs).
+    pub expressible: bool,
+    /// The tmpfs entries it would write.
+    pub mounts: Vec<PreviewMount>,
+    /// What it would do about `/dev/shm`, when anything.
+    pub shm: Option<String>,
+}
+
+/// A [`TmpfsMount`] as `explain --json` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PreviewMount {
+    pub destination: String,
+    pub options: Vec<String>,
+}
+
+/// The [`Preview`] of `plan`.
+pub fn preview(plan: &Plan) -> Preview {
+    let mounts = fresh_mounts(plan, &[])
+        .into_iter()
+        .map(|m| PreviewMount { destination: m.destination, options: m.options })
+        .collect();
+    let shm = plan.actions.iter().find_map(|a| match a {
+        Action::Shm { way: ShmWay::Grow, existing: ShmSource::Bind { source }, tmpfs } => Some(format!(
+            "grows the engine's /dev/shm on the host ({source}) to {}",
+            tmpfs.size.bytes.approx()
+        )),
+        Action::Shm { way: ShmWay::Grow, tmpfs, .. } => {
+            Some(format!("raises the spec's /dev/shm tmpfs to {}", tmpfs.size.bytes.approx()))
+        }
+        _ => None,
+    });
+    Preview { expressible: expressible(plan), mounts, shm }
+}
+
 /// A mount entry for `tmpfs` at `destination`.
 fn entry(destination: &str, tmpfs: &Tmpfs) -> Value {
     TmpfsMount::new(destination, tmpfs).to_json()

@@ -29,6 +29,9 @@ fn explain_text_lists_actions_and_skips() {
     assert!(s.contains("mount tmpfs on /var/tmp: size 512Mi"), "{s}");
     assert!(s.contains("grow /dev/shm (the spec's tmpfs has 64Mi)"), "{s}");
     assert!(s.contains("TEMP=../etc: not a usable temp dir: is not an absolute path"), "{s}");
+    assert!(s.contains("hook (Podman, CRI-O, inject"), "{s}");
+    assert!(s.contains("spec (oci-tmpfs-runtime, inject --mode spec): writes a tmpfs entry for /tmp"), "{s}");
+    assert!(s.contains("raises the spec's /dev/shm tmpfs to"), "{s}");
 }
 
 #[test]

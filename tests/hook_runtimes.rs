@@ -71,6 +71,56 @@ fn read_only_case(runtime: Runtime, stage: &str) {
     assert!(!b.rootfs().join("tmp/probe").exists(), "writes went to the tmpfs, not the image");
 }
 
+/// `inject --mode spec`: the same plan carried out by the runtime from the
+/// spec, with no hook in `config.json`.
+fn spec_mode_case(runtime: Runtime) {
+    require_root();
+    let mut b = Bundle::new(&format!("spec-{}", runtime.bin()));
+    b.script(CHECKS).env("TMPDIR=/var/tmp");
+    b.write();
+    let (tmpfs, shm) = planned(&b.explain());
+    let out = std::process::Command::new(hook_bin())
+        .args(["inject", "--mode", "spec", "--bundle"])
+        .arg(&b.dir)
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(printed.contains("wrote a tmpfs mount for /tmp into the spec"), "{printed}");
+    b.config = serde_json::from_slice(&std::fs::read(b.dir.join("config.json")).unwrap()).unwrap();
+    assert_eq!(b.config["hooks"], Value::Null, "spec mode adds no hook");
+    let run = b.run(runtime);
+    run.assert_ok();
+    let mounts = run.mounts();
+    for (target, size) in &tmpfs {
+        assert_hook_tmpfs(&mounts, target, *size);
+    }
+    let out = run.stdout();
+    assert!(
+        out.contains("MODE 1777") && out.contains("TMP_WRITE_OK") && out.contains("VAR_TMP_WRITE_OK"),
+        "{out}"
+    );
+    assert!(out.contains("SHM_80M_OK"), "{out}");
+    assert_eq!(mount_at(&mounts, "/dev/shm").expect("/dev/shm").size(), shm);
+    // A second inject finds the mounts in the spec and writes nothing.
+    let again = std::process::Command::new(hook_bin())
+        .args(["inject", "--mode", "spec", "--bundle"])
+        .arg(&b.dir)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to write"));
+}
+
+#[test]
+fn runc_spec_mode() {
+    spec_mode_case(Runtime::Runc);
+}
+
+#[test]
+fn crun_spec_mode() {
+    spec_mode_case(Runtime::Crun);
+}
+
 #[test]
 fn runc_prestart() {
     read_only_case(Runtime::Runc, "prestart");

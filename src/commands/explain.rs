@@ -23,7 +23,8 @@ pub fn run(args: &ExplainArgs) -> Result<ExitCode, super::Error> {
     let plan = plan::decide(&Inputs { spec: &spec, state_annotations: None, settings: &settings, host_ram })?;
     let rootfs = input::rootfs_path(&spec, bundle);
     if json {
-        let doc = serde_json::json!({ "bundle": bundle, "rootfs": rootfs, "plan": plan });
+        let spec = crate::spec::preview(&plan);
+        let doc = serde_json::json!({ "bundle": bundle, "rootfs": rootfs, "plan": plan, "spec": spec });
         println!("{}", serde_json::to_string_pretty(&doc).expect("serialising the plan"));
     } else {
         print!("{}", render(bundle, rootfs.as_deref(), &plan));
@@ -69,6 +70,9 @@ pub fn render(bundle: &Path, rootfs: Option<&Path>, plan: &Plan) -> String {
                 let _ = writeln!(out, "    with directory {target}/{dir} (mode {:o}) inside it", tmpfs.mode);
             }
         }
+    }
+    if plan.enabled && !plan.actions.is_empty() {
+        executors(&mut out, plan);
     }
     if !plan.notes.is_empty() {
         let _ = writeln!(out, "left alone:");
@@ -123,4 +127,28 @@ fn action_line(action: &Action) -> String {
             format!("{what} {}", sizing(&tmpfs.size))
         }
     }
+}
+
+/// What each executor does with the plan.
+fn executors(out: &mut String, plan: &Plan) {
+    let _ = writeln!(out, "executors:");
+    let _ = writeln!(out, "  hook (Podman, CRI-O, inject, mode = \"hook\"): the actions above, by fd in the container's mount namespace");
+    let preview = crate::spec::preview(plan);
+    if !preview.expressible {
+        let _ = writeln!(out, "  spec (oci-tmpfs-runtime, inject --mode spec): adds the hook instead (a directory inside a fresh tmpfs needs it)");
+        return;
+    }
+    let mounts: Vec<String> = preview
+        .mounts
+        .iter()
+        .map(|m| format!("a tmpfs entry for {} ({})", m.destination, m.options.join(",")))
+        .collect();
+    let mut line = format!(
+        "  spec (oci-tmpfs-runtime, inject --mode spec): writes {} into config.json",
+        mounts.join(", ")
+    );
+    if let Some(shm) = preview.shm {
+        let _ = write!(line, "; {shm}");
+    }
+    let _ = writeln!(out, "{line}");
 }

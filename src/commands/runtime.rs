@@ -14,15 +14,12 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use serde_json::Value;
-
-use crate::bundle::{self, BundleError, HookEntry};
+use crate::bundle::{self, HookEntry};
 use crate::names::{CONFIG_ENV, DEFAULT_CONFIG_PATH};
-use crate::plan::{self, Inputs};
 use crate::runtime::{self, Call, FileId, RuntimeError};
 use crate::settings::{Mode, OnError, Settings};
 use crate::stage::Stage;
-use crate::{apply, input, spec};
+use crate::{input, spec_mode};
 
 /// Runs the wrapper with the runtime's arguments (argv\[0\] excluded). Returns
 /// only when the real runtime could not be exec'd.
@@ -66,10 +63,13 @@ fn prepare(dir: &Path, settings: &Settings) -> Result<(), super::Error> {
         add_hook(dir);
         return Ok(());
     }
-    match bundle::edit(dir, |config, path| in_spec(config, path, dir, settings)) {
-        Ok(_) => Ok(()),
+    match spec_mode::carry_out(dir, settings, hook_entry().as_ref()) {
+        Ok(outcome) => {
+            crate::logger::outcome(&outcome.notes, &outcome.done);
+            Ok(())
+        }
         // A bundle we cannot read is passed through: the runtime reports it.
-        Err(SpecError::Bundle(e)) => {
+        Err(spec_mode::SpecError::Bundle(e)) => {
             log::warn!("{}; nothing is mounted, passing the call through", super::chain(&e));
             Ok(())
         }
@@ -82,62 +82,6 @@ fn prepare(dir: &Path, settings: &Settings) -> Result<(), super::Error> {
         }
         Err(e) => Err(e.into()),
     }
-}
-
-/// What can stop the spec executor.
-#[derive(Debug, thiserror::Error)]
-enum SpecError {
-    #[error(transparent)]
-    Bundle(#[from] BundleError),
-    #[error("config.json is not an OCI spec")]
-    Spec(#[source] serde_json::Error),
-    #[error(transparent)]
-    Input(#[from] input::InputError),
-    #[error(transparent)]
-    Plan(#[from] plan::PlanError),
-    #[error(transparent)]
-    Apply(#[from] apply::ApplyError),
-    #[error(transparent)]
-    Shape(#[from] spec::ShapeError),
-    #[error("config.json has no usable root.path")]
-    NoRootfs,
-}
-
-/// The spec executor on one `config.json` value; returns whether it changed.
-fn in_spec(config: &mut Value, path: &Path, dir: &Path, settings: &Settings) -> Result<bool, SpecError> {
-    let parsed = serde_json::from_value(config.clone()).map_err(SpecError::Spec)?;
-    let host_ram = input::host_ram()?;
-    let plan = plan::decide(&Inputs { spec: &parsed, state_annotations: None, settings, host_ram })?;
-    log::debug!("{}", plan.why);
-    crate::logger::plan(&plan);
-    if !plan.enabled || plan.actions.is_empty() {
-        return Ok(false);
-    }
-    if !spec::expressible(&plan) {
-        log::info!("a temp dir nested in another one needs a directory in the fresh tmpfs: adding the hook");
-        let Some(entry) = hook_entry() else { return Ok(false) };
-        return bundle::add_hook(config, Stage::Prestart, &entry)
-            .map_err(|what| BundleError::Shape { path: path.to_path_buf(), what }.into());
-    }
-    let rootfs = input::rootfs_path(&parsed, dir).ok_or(SpecError::NoRootfs)?;
-    let refused = apply::host::check_targets(&rootfs, &plan)?;
-    let names: Vec<&str> = refused.iter().map(|(t, _)| t.as_str()).collect();
-    let edit = spec::edit(config, &plan, &names, host_ram)?;
-    let mut done: Vec<String> =
-        edit.added.iter().map(|t| format!("wrote a tmpfs mount for {t} into the spec")).collect();
-    if let Some((from, to)) = edit.raised {
-        let from = from.map_or_else(|| "unsized".to_string(), |b| b.approx());
-        done.push(format!("raised the spec's /dev/shm from {from} to {}", to.approx()));
-    }
-    let mut notes: Vec<plan::Note> = refused.into_iter().map(|(_, n)| n).collect();
-    if let Some((source, tmpfs)) = &edit.host_shm {
-        match apply::host::grow_shm(Path::new(source), tmpfs.size.bytes)? {
-            Ok(grew) => done.push(format!("{grew} (on the host, {source})")),
-            Err(note) => notes.push(note),
-        }
-    }
-    crate::logger::outcome(&notes, &done);
-    Ok(!edit.added.is_empty() || edit.raised.is_some())
 }
 
 /// The prestart entry of this binary, or `None` when it cannot be found.
