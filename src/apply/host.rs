@@ -74,7 +74,7 @@ fn set_mode(fd: &OwnedFd, mode: u32, what: &str) -> Result<bool, ApplyError> {
     match rustix::fs::chmod(link.as_str(), Mode::from_raw_mode(mode)) {
         Ok(()) => Ok(true),
         // A rootfs we may not change: the tmpfs keeps the directory's mode.
-        Err(rustix::io::Errno::ROFS | rustix::io::Errno::PERM | rustix::io::Errno::ACCES) => Ok(false),
+        Err(rustix::io::Errno::ROFS | rustix::io::Errno::PERM | rustix::io::Errno::ACCESS) => Ok(false),
         Err(e) => Err(ApplyError::sys(Call::Fchmod, "setting the mode of the mountpoint", what, e)),
     }
 }
