@@ -28,7 +28,7 @@ pub enum FileError {
         #[source]
         source: io::Error,
     },
-    #[error("{path} is a symbolic link; name the file it points to instead")]
+    #[error("opening {path}: it is a symbolic link, which is not followed")]
     Symlink { path: PathBuf },
     #[error("{path} is not a regular file")]
     NotRegular { path: PathBuf },

@@ -65,7 +65,7 @@ impl Registrar for Podman {
 
     fn config_file(&self, site: &Site<'_>) -> Result<Located, ConfigError> {
         let why = format!("Podman's default hooks dir; {ETC_HOOKS_DIR} works too (--hooks-dir)");
-        Ok(in_dir(site, rooted(site.root, Path::new(HOOKS_DIR)), &why))
+        Ok(given(site).unwrap_or_else(|| in_dir(rooted(site.root, Path::new(HOOKS_DIR)), &why)))
     }
 
     fn add(&self, _: &Path, _: Option<&str>, reg: &Registration<'_>) -> Edit {
@@ -94,12 +94,12 @@ impl Registrar for Crio {
     }
 
     fn config_file(&self, site: &Site<'_>) -> Result<Located, ConfigError> {
-        if site.config.is_some() {
-            return Ok(in_dir(site, PathBuf::new(), ""));
+        if let Some(located) = given(site) {
+            return Ok(located);
         }
         Ok(match crio_hooks_dir(&crio_config_files(site.root)?)? {
-            Some(dir) => in_dir(site, rooted(site.root, &dir), "CRI-O's hooks_dir"),
-            None => in_dir(site, rooted(site.root, Path::new(HOOKS_DIR)), "CRI-O's default hooks_dir"),
+            Some(dir) => in_dir(rooted(site.root, &dir), "CRI-O's hooks_dir"),
+            None => in_dir(rooted(site.root, Path::new(HOOKS_DIR)), "CRI-O's default hooks_dir"),
         })
     }
 
@@ -126,13 +126,13 @@ impl Registrar for Crio {
     }
 }
 
-/// The hook file in `--hooks-dir` when given, else in `default` (chosen
-/// because of `why`).
-fn in_dir(site: &Site<'_>, default: PathBuf, why: &str) -> Located {
-    let (dir, why) = match site.config {
-        Some(d) => (d.to_path_buf(), "from --hooks-dir"),
-        None => (default, why),
-    };
+/// The hook file in `--hooks-dir`, when given.
+fn given(site: &Site<'_>) -> Option<Located> {
+    site.config.map(|dir| in_dir(dir.to_path_buf(), "from --hooks-dir"))
+}
+
+/// The hook file in `dir`, chosen because of `why`.
+fn in_dir(dir: PathBuf, why: &str) -> Located {
     Located { note: Some(format!("hooks dir {} ({why})", dir.display())), path: dir.join(HOOK_FILE) }
 }
 
