@@ -632,8 +632,10 @@ fn case06_host_dev_shm_is_never_resized() {
     let sub = format!("/dev/shm/{}", unique("c6-sub"));
     std::fs::create_dir(&sub).unwrap();
     let before = host(&[&marker]);
+    // The "host" is the runtimes' mount namespace, this test's own: pid 1's
+    // on a plain host, the sid environment's own 64 MiB /dev/shm in tests/env/sid.sh.
     let host_shm_lines = || -> Vec<MountInfo> {
-        all_mounts("1").into_iter().filter(|m| m.mount_point == "/dev/shm").collect()
+        all_mounts("self").into_iter().filter(|m| m.mount_point == "/dev/shm").collect()
     };
     let shm_before = host_shm_lines();
     let sources = [

@@ -13,8 +13,8 @@
 # holding the package list (a changed list updates the root). `run` works in
 # a private mount namespace: the sid root bound on itself, a fresh /proc,
 # /sys (with /sys/fs/cgroup) and /dev rbound, a tmpfs /run, a 64 MiB tmpfs
-# /dev/shm, this checkout, the cargo target dir and /tmp bound at the same
-# paths, then pivot_root into it (a chroot would break prestart hooks: the
+# /dev/shm, a fresh /tmp, this checkout and the cargo target dir bound at
+# the same paths, then pivot_root into it (a chroot would break prestart hooks: the
 # hook joins the container's mount namespace, whose root would be the real
 # /). When CMD ends, every process left in that namespace (daemons, shims)
 # is stopped by pid, and the namespace and its mounts go with it.
@@ -106,14 +106,12 @@ binds() {
   echo "$repo"
   target=${CARGO_TARGET_DIR:-$repo/target}
   [ -d "$target" ] && echo "$(cd "$target" && pwd -P)"
-  echo /tmp
-  echo /var/tmp
   for extra in ${OCI_TMPFS_SID_BINDS:-}; do echo "$extra"; done
 }
 
 # Inside the private namespace: the mounts, pivot_root, exec CMD.
 inner() {
-  local ns_file=$1; shift
+  local ns_file=$1 tmp=$2; shift 2
   readlink /proc/self/ns/mnt >"$ns_file"
   mount --bind "$ROOT" "$ROOT"
   mount -t proc proc "$ROOT/proc"
@@ -121,6 +119,7 @@ inner() {
   mount --rbind /dev "$ROOT/dev"
   mount -t tmpfs -o size=64m,nosuid,nodev,noexec,mode=1777 shm "$ROOT/dev/shm"
   mount -t tmpfs -o mode=755,nosuid,nodev tmpfs "$ROOT/run"
+  mount --bind "$tmp" "$ROOT/tmp"
   local p
   while read -r p; do
     [ -e "$p" ] || continue
@@ -157,11 +156,15 @@ run() {
   [ "$(id -u)" = 0 ] || die "step run: needs root"
   build
   exec 9>&-
-  local ns_file status=0
+  local ns_file tmp status=0
   ns_file=$(mktemp "$BASE/ns.XXXXXX")
-  unshare --mount --propagation private -- "$0" __inner "$ns_file" "$@" || status=$?
+  # A /tmp of its own per run (rootless Podman keeps state in /tmp/*-run-UID,
+  # which must not mix with the host's older Podman).
+  tmp=$(mktemp -d "$BASE/tmp.XXXXXX")
+  chmod 1777 "$tmp"
+  unshare --mount --propagation private -- "$0" __inner "$ns_file" "$tmp" "$@" || status=$?
   reap "$ns_file"
-  rm -f "$ns_file"
+  rm -rf --one-file-system "$ns_file" "$tmp"
   return "$status"
 }
 
