@@ -19,8 +19,9 @@
 # /). When CMD ends, every process left in that namespace (daemons, shims)
 # is stopped by pid, and the namespace and its mounts go with it.
 #
-# A step that fails prints one line naming the step (details in the log it
-# names) and exits 1: the newest-version suite never passes by skipping.
+# Progress goes to stdout; a step that fails prints one line on stderr naming
+# the step (details in the log it names) and exits 1: the newest-version
+# suite never passes by skipping.
 set -Eeuo pipefail
 
 BASE=${OCI_TMPFS_SID_DIR:-/var/cache/oci-tmpfs-hook/sid}
@@ -78,7 +79,7 @@ build() {
   command -v debootstrap >/dev/null || die "step debootstrap: debootstrap is not installed (apt-get install debootstrap)"
   if [ ! -f "$ROOT/.debootstrap-done" ]; then
     rm -rf "$ROOT"
-    echo "$me: debootstrap --variant=minbase $SUITE from $m (log $BASE/debootstrap.log)" >&2
+    echo "$me: debootstrap --variant=minbase $SUITE from $m (log $BASE/debootstrap.log)"
     debootstrap --variant=minbase "$SUITE" "$ROOT" "$m" >"$BASE/debootstrap.log" 2>&1 \
       || die "step debootstrap: debootstrap $SUITE $ROOT $m failed: $(grep -E '^(E|W):' "$BASE/debootstrap.log" | tail -n1) (log $BASE/debootstrap.log)"
     touch "$ROOT/.debootstrap-done"
@@ -88,7 +89,7 @@ build() {
   chmod 755 "$ROOT/usr/sbin/policy-rc.d"
   cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf" 2>/dev/null || true
   echo "deb $m $SUITE main" >"$ROOT/etc/apt/sources.list"
-  echo "$me: apt-get install $PACKAGES (log $BASE/apt.log)" >&2
+  echo "$me: apt-get install $PACKAGES (log $BASE/apt.log)"
   in_root apt-get "${APT_OPTS[@]}" update >"$BASE/apt.log" 2>&1 \
     || die "step apt-get update in the sid root failed: $(grep -E '^(E|W):' "$BASE/apt.log" | tail -n1) (log $BASE/apt.log)"
   # shellcheck disable=SC2086
@@ -96,7 +97,7 @@ build() {
     || die "step apt-get install in the sid root failed: $(grep -E '^E:' "$BASE/apt.log" | tail -n1) (log $BASE/apt.log)"
   in_root apt-get clean >>"$BASE/apt.log" 2>&1 || true
   echo "$PACKAGES" >"$STAMP"
-  echo "$me: sid root ready in $(( $(date +%s) - t0 ))s, $(du -sh "$ROOT" 2>/dev/null | cut -f1) at $ROOT" >&2
+  echo "$me: sid root ready in $(( $(date +%s) - t0 ))s, $(du -sh "$ROOT" 2>/dev/null | cut -f1) at $ROOT"
 }
 
 # The paths bound into the sid root at the same absolute path.
