@@ -641,6 +641,8 @@ fn run_compile(via: Via, host_config: Option<&str>) -> Option<Outcome> {
         );
         return None;
     }
+    // The result line, in the test's output (with --nocapture or on failure).
+    println!("{}: {}", run.what, run.result_line(COMPILE.name).chars().take(400).collect::<String>());
     Some(run)
 }
 
