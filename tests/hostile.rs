@@ -34,8 +34,18 @@ const MARKER_BASE: &str = "/var/tmp/oci-tmpfs-hook-markers";
 /// Mount points of other software that may come and go on a shared machine
 /// (engines started by other test binaries); everything else must be stable.
 /// crun briefly mounts a private `/tmp/crun.XXXXXX` on the host while it starts a container.
-const VOLATILE: &[&str] =
-    &["docker", "containerd", "/containers/", "podman", "netns", "/run/user/", "/tmp/crun."];
+/// `/storage/overlay`: Podman with a private `--root DIR/storage` (tests/engines.rs
+/// of a concurrent test run on the same machine).
+const VOLATILE: &[&str] = &[
+    "docker",
+    "containerd",
+    "/containers/",
+    "podman",
+    "netns",
+    "/run/user/",
+    "/tmp/crun.",
+    "/storage/overlay",
+];
 /// Places inside a container where a hook tmpfs must never appear.
 const FORBIDDEN: &[&str] = &["/", "/etc", "/usr", "/bin", "/sbin", "/lib", "/proc", "/sys", "/dev", "/boot"];
 
@@ -1309,8 +1319,11 @@ struct PauseGuard(u32);
 
 impl Drop for PauseGuard {
     fn drop(&mut self) {
-        let file = format!("/tmp/podman-run-{}/libpod/tmp/pause.pid", self.0);
-        let Some(pid) = std::fs::read_to_string(&file).ok().and_then(|p| p.trim().parse::<i32>().ok()) else {
+        // Podman 4.3 keeps it under /tmp/podman-run-UID, Podman 5 under /tmp/storage-run-UID.
+        let Some(pid) = ["podman-run", "storage-run"].iter().find_map(|dir| {
+            let file = format!("/tmp/{dir}-{}/libpod/tmp/pause.pid", self.0);
+            std::fs::read_to_string(&file).ok().and_then(|p| p.trim().parse::<i32>().ok())
+        }) else {
             return;
         };
         let owned = std::fs::metadata(format!("/proc/{pid}")).is_ok_and(|m| m.uid() == self.0);

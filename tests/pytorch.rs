@@ -12,7 +12,16 @@
 //! registered through `inject` (runc, crun) or through a Podman hooks dir
 //! (Podman with runc and with crun), every workload passes. The heavy
 //! DataLoader case runs once without the hook and once per registration path.
-//! Every container has a timeout. Root, `python3-torch`, runc, crun and Podman
+//! `torch.compile` (default Inductor backend, CPU; PyTorch 2.x, so the sid
+//! environment of tests/env/sid.sh, whose root has g++, python3-dev and
+//! libtorch-dev) fails without the hook, passes with it, and fails with the
+//! documented `failed to map segment from shared object` when the host
+//! config sets `noexec = true`; with PyTorch 1.13 (Debian 12), which has no
+//! `torch.compile`, those tests assert and print just that. Errors that
+//! changed between versions are asserted per version: PyTorch 2.14's
+//! DataLoader fails with a clean `No space left on device (28)` where 1.13
+//! had a bus error, and Podman 5's `--read-only-tmpfs=false` makes
+//! `/dev/shm` read-only. Every container has a timeout. Root, `python3-torch`, runc, crun and Podman
 //! are required: these tests fail loudly without them (`.ci/run` installs them).
 //! About 80 s on 2 busy cores; each DataLoader run peaks at 2-3 GiB of memory.
 

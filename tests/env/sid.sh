@@ -136,7 +136,9 @@ inner() {
     ${RUST_BACKTRACE:+RUST_BACKTRACE=$RUST_BACKTRACE} ${OCI_TMPFS_ENV:-} "$@"
 }
 
-# Stops every process still in the namespace whose id is in $1, by pid.
+# Stops every process still in the namespace whose id is in $1, and every
+# process whose / is the sid root (rootless Podman's pause process has
+# namespaces of its own), by pid.
 reap() {
   local ns pids p i
   ns=$(cat "$1" 2>/dev/null) || return 0
@@ -144,7 +146,10 @@ reap() {
   for i in 1 2 3 4 5 6 7 8 9 10 11; do
     pids=()
     for p in /proc/[0-9]*; do
-      [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] && pids+=("${p#/proc/}")
+      if [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] \
+        || [ "$(awk '$5 == "/" { print $4; exit }' "$p/mountinfo" 2>/dev/null)" = "$ROOT" ]; then
+        pids+=("${p#/proc/}")
+      fi
     done
     [ ${#pids[@]} -eq 0 ] && return 0
     if [ "$i" = 1 ]; then echo "$me: stopping what was left running in the sid namespace: ${pids[*]}" >&2; fi
