@@ -34,8 +34,8 @@ const MARKER_BASE: &str = "/var/tmp/oci-tmpfs-hook-markers";
 /// Mount points of other software that may come and go on a shared machine
 /// (engines started by other test binaries); everything else must be stable.
 /// crun briefly mounts a private `/tmp/crun.XXXXXX` on the host while it starts a container.
-/// `/storage/overlay`: Podman with a private `--root DIR/storage` (tests/engines.rs
-/// of a concurrent test run on the same machine).
+/// `/overlay`: the storage of a Podman with a private `--root` (tests/engines.rs
+/// of a concurrent test run on the same machine binds `ROOT/overlay` on itself).
 const VOLATILE: &[&str] = &[
     "docker",
     "containerd",
@@ -44,7 +44,7 @@ const VOLATILE: &[&str] = &[
     "netns",
     "/run/user/",
     "/tmp/crun.",
-    "/storage/overlay",
+    "/overlay",
 ];
 /// Places inside a container where a hook tmpfs must never appear.
 const FORBIDDEN: &[&str] = &["/", "/etc", "/usr", "/bin", "/sbin", "/lib", "/proc", "/sys", "/dev", "/boot"];
