@@ -36,16 +36,8 @@ const MARKER_BASE: &str = "/var/tmp/oci-tmpfs-hook-markers";
 /// crun briefly mounts a private `/tmp/crun.XXXXXX` on the host while it starts a container.
 /// `/overlay`: the storage of a Podman with a private `--root` (tests/engines.rs
 /// of a concurrent test run on the same machine binds `ROOT/overlay` on itself).
-const VOLATILE: &[&str] = &[
-    "docker",
-    "containerd",
-    "/containers/",
-    "podman",
-    "netns",
-    "/run/user/",
-    "/tmp/crun.",
-    "/overlay",
-];
+const VOLATILE: &[&str] =
+    &["docker", "containerd", "/containers/", "podman", "netns", "/run/user/", "/tmp/crun.", "/overlay"];
 /// Places inside a container where a hook tmpfs must never appear.
 const FORBIDDEN: &[&str] = &["/", "/etc", "/usr", "/bin", "/sbin", "/lib", "/proc", "/sys", "/dev", "/boot"];
 
