@@ -11,8 +11,8 @@ root and `runc spec`'s other defaults (64 MiB /dev/shm). Variants:
   floor   the hook's mounts (sizes from `explain --json`) written straight into
           config.json, so the runtime mounts them itself: the best any hook
           could do;
-  noop    a prestart hook that does nothing (static busybox `true`): what
-          running any hook process costs;
+  noop    a prestart hook that only reads its stdin (bench/noophook.c,
+          static): what running any hook process costs;
   LABEL   `oci-tmpfs-hook inject --stage prestart` with the binary given as
           `--hook LABEL=PATH` (repeatable: e.g. a glibc and a musl build).
 Latency is the wall time of `<runtime> run` (create, hooks, start, `true`,
@@ -33,7 +33,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNTIMES = ["runc", "crun"]
-SECTIONS = ["latency", "hook", "many", "exec", "binary"]
+SECTIONS = ["latency", "wrapper", "hook", "many", "exec", "binary"]
 MIB = 1 << 20
 GNU_TIME = "/usr/bin/time"
 WARMUP = 3
@@ -92,7 +92,7 @@ class Bench:
         if variant == "floor":
             self.write_floor(d, cfg, settings)
         elif variant == "noop":
-            cfg["hooks"] = {"prestart": [{"path": self.busybox, "args": ["busybox", "true"]}]}
+            cfg["hooks"] = {"prestart": [{"path": self.noop_hook, "args": ["noophook"]}]}
             write_json(path, cfg)
         elif variant != "plain":
             binary = dict(self.hooks)[variant]
@@ -166,6 +166,18 @@ class Bench:
             subprocess.run([runtime, "delete", "--force", cid], capture_output=True)
             die(f"{runtime} run {cid} failed: {err.decode(errors='replace').strip()}")
         return ms
+
+    def run_cmd(self, cmd, bundle, env, pristine):
+        """`cmd run --bundle BUNDLE ID` with config.json reset to `pristine`
+        first (outside the timing); returns ms."""
+        with open(os.path.join(bundle, "config.json"), "wb") as f:
+            f.write(pristine)
+        self.counter += 1
+        cid = f"othbench-{os.getpid()}-{self.counter}"
+        t0 = time.perf_counter_ns()
+        p = subprocess.Popen(cmd + ["run", "--bundle", bundle, cid], env=env,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        return self.finish(os.path.basename(cmd[0]), cid, p, t0)
 
     def run_once(self, runtime, bundle):
         t0 = time.perf_counter_ns()
@@ -259,6 +271,61 @@ def section_latency(b, runtimes, runs):
         f"### Container start latency (`<runtime> run` of `true`, ms; {runs} alternating rounds)\n",
         table(["runtime", "variant", "median", "p10", "p90", "Δ median vs plain", "vs plain", "vs floor",
                "vs noop"], rows),
+    ]
+
+
+def section_wrapper(b, runtimes, runs, execwraps):
+    """The two executors of the runtime wrapper against their floors: every
+    variant runs `run` of the same read-only busybox `true`, config.json put
+    back as the engine writes it before each run (outside the timing)."""
+    by_label = dict(b.hooks)
+    label = next((x for x in ["musl", "static"] if x in by_label), b.hooks[0][0])
+    binary = by_label[label]
+    wrapper = os.path.join(b.work, "oci-tmpfs-runtime")
+    os.symlink(binary, wrapper)
+    rows = []
+    for rt in runtimes:
+        real = shutil.which(rt)
+        envs = {}
+        for mode in ["spec", "hook"]:
+            path = os.path.join(b.work, f"wrapper-{rt}-{mode}.toml")
+            with open(path, "w") as f:
+                f.write(f'mode = "{mode}"\nruntime_path = "{real}"\n')
+            envs[mode] = dict(os.environ, OCI_TMPFS_HOOK_CONFIG=path)
+        variants = {
+            "plain": ([rt], "plain", None),
+            "floor (mounts in config.json by hand)": ([rt], "floor", None),
+            "exec-only static wrapper": ([execwraps[rt]], "plain", None),
+            "oci-tmpfs-runtime, mode spec": ([wrapper], "plain", envs["spec"]),
+            "oci-tmpfs-runtime, mode hook": ([wrapper], "plain", envs["hook"]),
+            f"hook alone ({label}, inject)": ([rt], label, None),
+            "no-op static hook": ([rt], "noop", None),
+        }
+        runs_of = {}
+        for name, (cmd, variant, env) in variants.items():
+            d = b.bundle(f"{rt}-w-{len(runs_of)}", variant)
+            with open(os.path.join(d, "config.json"), "rb") as f:
+                runs_of[name] = (cmd, d, env, f.read())
+        times = {n: [] for n in runs_of}
+        names = list(runs_of)
+        for r in range(WARMUP + runs):
+            k = r % len(names)
+            for n in names[k:] + names[:k]:
+                ms = b.run_cmd(*runs_of[n])
+                if r >= WARMUP:
+                    times[n].append(ms)
+        t = {n: stats(x) for n, x in times.items()}
+        base, wrap = t["plain"]["median"], t["exec-only static wrapper"]["median"]
+        noop = t["no-op static hook"]["median"]
+        for n in names:
+            s = t[n]
+            rows.append([rt, n, f"{s['median']:.2f}", f"{s['p10']:.2f}", f"{s['p90']:.2f}",
+                         f"{s['median'] / base:.3f}", pct(s["median"], wrap), pct(s["median"], noop)])
+        print(f"bench: wrapper {rt} done", file=sys.stderr)
+    return [
+        f"\n### The runtime wrapper's executors (`run` of `true`, ms; {runs} alternating rounds)\n",
+        table(["runtime", "start path", "median", "p10", "p90", "vs plain", "vs exec-only wrapper",
+               "vs no-op hook"], rows),
     ]
 
 
@@ -393,6 +460,10 @@ def main():
     ap.add_argument("--runtimes", default=",".join(RUNTIMES), help="default: " + ",".join(RUNTIMES))
     ap.add_argument("--sections", default=",".join(SECTIONS), help="default: " + ",".join(SECTIONS))
     ap.add_argument("--keep", action="store_true", help="keep the work dir")
+    ap.add_argument("--noop-hook", metavar="PATH",
+                    help="a static hook that reads stdin and exits 0 (bench/run.sh builds it)")
+    ap.add_argument("--execwrap", action="append", metavar="RUNTIME=PATH",
+                    help="the static exec-only wrapper for RUNTIME (bench/run.sh builds them)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         die("run as root (it starts containers)")
@@ -408,11 +479,20 @@ def main():
             die(f"unknown section {s!r}; known: {', '.join(SECTIONS)}")
 
     b = Bench(parse_hooks(args.hook))
+    b.noop_hook = os.path.abspath(args.noop_hook) if args.noop_hook else None
+    if not b.noop_hook:
+        die("--noop-hook PATH is missing (bench/run.sh builds it)")
     out = [", ".join(f"`{label}` = `{os.path.relpath(p)}`" for label, p in b.hooks)
            + f". {WARMUP} warm-up runs per bundle are dropped.\n"]
     try:
         if "latency" in sections:
             out += section_latency(b, runtimes, args.runs)
+        if "wrapper" in sections:
+            wraps = dict(w.split("=", 1) for w in (args.execwrap or []))
+            missing = [rt for rt in runtimes if rt not in wraps]
+            if missing:
+                die(f"--execwrap RUNTIME=PATH is missing for {', '.join(missing)} (bench/run.sh builds them)")
+            out += section_wrapper(b, runtimes, args.runs, wraps)
         if "hook" in sections:
             out += section_hook(b, runtimes, args.runs)
         if "many" in sections:

@@ -37,6 +37,17 @@ else
     echo "bench: no $musl Rust target (rustup target add $musl): measuring the glibc build only" >&2
 fi
 
+# The floor of any wrapper: a static C program that only execs the runtime.
+execwraps=()
+for rt in runc crun; do
+    out="target/bench/execwrap-$rt"
+    mkdir -p target/bench
+    cc -static -O2 -DREAL="\"$(command -v "$rt")\"" -o "$out" bench/execwrap.c
+    execwraps+=(--execwrap "$rt=$PWD/$out")
+done
+cc -static -O2 -o target/bench/noophook bench/noophook.c
+execwraps+=(--noop-hook "$PWD/target/bench/noophook")
+
 # crun refuses hybrid cgroups unless hugetlb is a v1 hierarchy (DESIGN.md §4), as in .ci/run.
 if [[ -d /sys/fs/cgroup/unified ]] && ! mountpoint -q /sys/fs/cgroup/hugetlb; then
     echo "bench: mounting the hugetlb cgroup v1 hierarchy for crun" >&2
@@ -57,6 +68,6 @@ echo "- command: bench/run.sh $*"
 echo
 echo "## Results"
 echo
-/usr/bin/python3 bench/bench.py "${hooks[@]}" "$@"
+/usr/bin/python3 bench/bench.py "${hooks[@]}" "${execwraps[@]}" "$@"
 echo
 echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

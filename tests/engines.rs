@@ -23,8 +23,13 @@ const OURS: &str = "oci-tmpfs-hook";
 /// Podman's own /dev/shm default (64000k), Docker's and containerd's (64 MiB).
 const PODMAN_SHM: u64 = 64000 * 1024;
 const SHM_64M: u64 = 64 * MI;
-/// The script every container runs: the mount table, then a write to /tmp.
-const PROBE: &str = "cat /proc/self/mountinfo; touch /tmp/probe 2>/dev/null && echo TMP-WRITABLE; true";
+/// The script every container runs: the mount table, a write to /tmp, then
+/// [`SHM_PROBE_MIB`] MiB written into /dev/shm (more than any engine's 64 MiB
+/// default, so it succeeds only in a grown, writable /dev/shm).
+const PROBE: &str = "cat /proc/self/mountinfo; touch /tmp/probe 2>/dev/null && echo TMP-WRITABLE; \
+    dd if=/dev/zero of=/dev/shm/oth-probe bs=1M count=80 2>/dev/null && echo SHM-WRITABLE; \
+    rm -f /dev/shm/oth-probe; true";
+const SHM_PROBE_MIB: u64 = 80;
 
 // ---------------------------------------------------------------- helpers
 
@@ -109,6 +114,25 @@ fn assert_served(what: &str, stdout: &str, tmp: u64, shm: u64) {
     assert!(stdout.contains("TMP-WRITABLE"), "{what}: /tmp is not writable:\n{stdout}");
     let s = mount_at(&mounts, "/dev/shm").unwrap_or_else(|| panic!("{what}: no /dev/shm:\n{stdout}"));
     assert_eq!(s.size(), Some(shm), "{what}: /dev/shm size: {s:?}");
+    assert_shm_write(what, stdout, shm);
+}
+
+/// The container's write of [`SHM_PROBE_MIB`] MiB into /dev/shm worked
+/// exactly when its /dev/shm is that big (a grown but read-only /dev/shm
+/// fails here).
+fn assert_shm_write(what: &str, stdout: &str, shm: u64) {
+    let s = mount_at(&parse_mountinfo(stdout), "/dev/shm").cloned();
+    if shm > SHM_PROBE_MIB * MI {
+        assert!(
+            stdout.contains("SHM-WRITABLE"),
+            "{what}: cannot write {SHM_PROBE_MIB} MiB into a /dev/shm of {shm} bytes: {s:?}\n{stdout}"
+        );
+    } else {
+        assert!(
+            !stdout.contains("SHM-WRITABLE"),
+            "{what}: wrote {SHM_PROBE_MIB} MiB into a {shm}-byte /dev/shm"
+        );
+    }
 }
 
 /// A container the hook must leave alone: no tmpfs of ours anywhere.
@@ -211,6 +235,8 @@ impl Drop for PodmanGuard<'_> {
     }
 }
 
+/// `--read-only --read-only-tmpfs=false` (the README's advice for Podman 4):
+/// the hook's sizes, then the user's own `--tmpfs /tmp`.
 fn podman_cases(runtime: Runtime) {
     let podman = Podman::new(runtime);
     let rootfs_bundle = busybox();
@@ -220,7 +246,7 @@ fn podman_cases(runtime: Runtime) {
 
     // Defaults: 25% and 50% of the container's memory limit.
     let out = podman.run(&[ro, &["--memory=1g"]].concat(), &rootfs);
-    assert_served(&what("--read-only --memory=1g"), &out, 256 * MI, 512 * MI);
+    assert_served(&what("--read-only --read-only-tmpfs=false --memory=1g"), &out, 256 * MI, 512 * MI);
 
     // Annotations set the sizes per container.
     let ann = ["--annotation=oci-tmpfs-hook/tmp-size=96Mi", "--annotation=oci-tmpfs-hook/shm-size=300Mi"];
@@ -235,16 +261,48 @@ fn podman_cases(runtime: Runtime) {
     assert_ne!(t.size(), Some(256 * MI), "{}: {t:?}", what("--tmpfs /tmp"));
     assert!(out.contains("TMP-WRITABLE"));
     assert_eq!(shm_size(&out), Some(512 * MI), "{}: /dev/shm still grown", what("--tmpfs /tmp"));
+    assert_shm_write(&what("--tmpfs /tmp"), &out, 512 * MI);
+}
 
-    // Podman's default --read-only-tmpfs=true mounts /tmp itself: left alone.
-    let out = podman.run(&["--read-only", "--memory=1g"], &rootfs);
-    let t = mount_at(&parse_mountinfo(&out), "/tmp").cloned().expect("podman's read-only tmpfs");
-    assert_ne!(t.source, OURS, "{}: {t:?}", what("--read-only"));
+/// Podman's own defaults: a writable root is left alone; plain `--read-only`
+/// (Podman's own tmpfs on /tmp) keeps its /tmp, and /dev/shm is grown and writable.
+fn podman_own_tmpfs_cases(runtime: Runtime) {
+    let podman = Podman::new(runtime);
+    let rootfs_bundle = busybox();
+    let rootfs = rootfs_bundle.rootfs();
+    let what = |case: &str| format!("podman --runtime {} {case}", runtime.bin());
 
     // A writable root: nothing added, /dev/shm at Podman's default.
     let out = podman.run(&["--memory=1g"], &rootfs);
     assert_untouched(&what("writable root"), &out);
     assert_eq!(shm_size(&out), Some(PODMAN_SHM), "{}", what("writable root"));
+    assert_shm_write(&what("writable root"), &out, PODMAN_SHM);
+
+    // Podman's default --read-only-tmpfs=true mounts /tmp itself: left alone.
+    // /dev/shm is grown there too, and writable (Podman 5's
+    // --read-only-tmpfs=false is what makes /dev and /dev/shm read-only).
+    let out = podman.run(&["--read-only", "--memory=1g"], &rootfs);
+    let t = mount_at(&parse_mountinfo(&out), "/tmp").cloned().expect("podman's read-only tmpfs");
+    assert_ne!(t.source, OURS, "{}: {t:?}", what("--read-only"));
+    assert!(out.contains("TMP-WRITABLE"), "{}: /tmp writable:\n{out}", what("--read-only"));
+    assert_eq!(shm_size(&out), Some(512 * MI), "{}: /dev/shm grown", what("--read-only"));
+    assert_shm_write(&what("--read-only"), &out, 512 * MI);
+
+    // Podman 5's workaround for its read-only /dev/shm: a tmpfs of the
+    // user's own there (unsized: the kernel's default, half of RAM, which
+    // mountinfo does not print). Our /tmp; that /dev/shm writable, and not
+    // shrunk to our 512 MiB.
+    let what = what("--read-only-tmpfs=false --mount type=tmpfs,destination=/dev/shm");
+    let flags =
+        ["--read-only", "--read-only-tmpfs=false", "--mount=type=tmpfs,destination=/dev/shm", "--memory=1g"];
+    let out = podman.run(&flags, &rootfs);
+    let mounts = parse_mountinfo(&out);
+    let t = mount_at(&mounts, "/tmp").unwrap_or_else(|| panic!("{what}: no /tmp:\n{out}"));
+    assert_eq!((t.source.as_str(), t.size()), (OURS, Some(256 * MI)), "{what}: {t:?}");
+    assert!(out.contains("TMP-WRITABLE"), "{what}: /tmp writable:\n{out}");
+    let shm = mount_at(&mounts, "/dev/shm").unwrap_or_else(|| panic!("{what}: no /dev/shm:\n{out}"));
+    assert!(shm.size().is_none_or(|s| s >= 512 * MI), "{what}: /dev/shm shrunk: {shm:?}");
+    assert!(out.contains("SHM-WRITABLE"), "{what}: /dev/shm not writable: {shm:?}\n{out}");
 }
 
 #[test]
@@ -255,6 +313,16 @@ fn podman_runc_uses_the_hooks_dir() {
 #[test]
 fn podman_crun_uses_the_hooks_dir() {
     podman_cases(Runtime::Crun);
+}
+
+#[test]
+fn podman_runc_own_tmpfs_left_alone() {
+    podman_own_tmpfs_cases(Runtime::Runc);
+}
+
+#[test]
+fn podman_crun_own_tmpfs_left_alone() {
+    podman_own_tmpfs_cases(Runtime::Crun);
 }
 
 // ------------------------------------------------- Docker and containerd
@@ -472,11 +540,13 @@ fn docker_and_containerd_use_the_wrapper() {
     let t = mount_at(&parse_mountinfo(&out), "/tmp").cloned().expect("docker --tmpfs /tmp");
     assert_eq!((t.source.as_str(), t.size()), ("tmpfs", Some(10 * MI)), "docker --tmpfs /tmp: {t:?}");
     assert_eq!(shm_size(&out), Some(512 * MI), "docker --tmpfs /tmp: /dev/shm");
+    assert_shm_write("docker --tmpfs /tmp", &out, 512 * MI);
 
     // A writable root: the wrapper adds the hook, the hook does nothing.
     let out = d.run(&["--runtime", "oci-tmpfs", "--memory", "1g"], &image);
     assert_untouched("docker, writable root", &out);
     assert_eq!(shm_size(&out), Some(SHM_64M), "docker, writable root: /dev/shm");
+    assert_shm_write("docker, writable root", &out, SHM_64M);
 
     // Without --runtime the default runc runs, unwrapped.
     let out = d.run(&["--read-only"], &image);
@@ -507,6 +577,7 @@ fn docker_and_containerd_use_the_wrapper() {
     let out = ctr_run(&d, &ns, &[], &reference);
     assert_untouched("ctr run, writable root", &out);
     assert_eq!(shm_size(&out), Some(SHM_64M), "ctr run, writable root: /dev/shm");
+    assert_shm_write("ctr run, writable root", &out, SHM_64M);
 
     // Nothing leaked onto the host.
     assert_eq!(fs_bytes(Path::new("/dev/shm")), real_host_shm, "the host's /dev/shm changed");

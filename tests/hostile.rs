@@ -34,8 +34,10 @@ const MARKER_BASE: &str = "/var/tmp/oci-tmpfs-hook-markers";
 /// Mount points of other software that may come and go on a shared machine
 /// (engines started by other test binaries); everything else must be stable.
 /// crun briefly mounts a private `/tmp/crun.XXXXXX` on the host while it starts a container.
+/// `/overlay`: the storage of a Podman with a private `--root` (tests/engines.rs
+/// of a concurrent test run on the same machine binds `ROOT/overlay` on itself).
 const VOLATILE: &[&str] =
-    &["docker", "containerd", "/containers/", "podman", "netns", "/run/user/", "/tmp/crun."];
+    &["docker", "containerd", "/containers/", "podman", "netns", "/run/user/", "/tmp/crun.", "/overlay"];
 /// Places inside a container where a hook tmpfs must never appear.
 const FORBIDDEN: &[&str] = &["/", "/etc", "/usr", "/bin", "/sbin", "/lib", "/proc", "/sys", "/dev", "/boot"];
 
@@ -632,8 +634,10 @@ fn case06_host_dev_shm_is_never_resized() {
     let sub = format!("/dev/shm/{}", unique("c6-sub"));
     std::fs::create_dir(&sub).unwrap();
     let before = host(&[&marker]);
+    // The "host" is the runtimes' mount namespace, this test's own: pid 1's
+    // on a plain host, the sid environment's own 64 MiB /dev/shm in tests/env/sid.sh.
     let host_shm_lines = || -> Vec<MountInfo> {
-        all_mounts("1").into_iter().filter(|m| m.mount_point == "/dev/shm").collect()
+        all_mounts("self").into_iter().filter(|m| m.mount_point == "/dev/shm").collect()
     };
     let shm_before = host_shm_lines();
     let sources = [
@@ -656,7 +660,9 @@ fn case06_host_dev_shm_is_never_resized() {
             r.assert_ok();
             assert_hook_mounts_within(&r, &case, &["/tmp"]);
             let inside = mount_at(&r.mounts(), "/dev/shm").cloned().expect("/dev/shm in the container");
-            assert_eq!(inside.size(), shm_before[0].size(), "{case}: {inside:?}");
+            // The top one: what `/dev/shm` resolves to (sid.sh mounts its own over the host's).
+            let top = shm_before.last().expect("a /dev/shm in the runtimes' namespace");
+            assert_eq!(inside.size(), top.size(), "{case}: {inside:?}");
             assert_eq!(host_shm_lines(), shm_before, "{case}");
             before.assert_untouched(&case);
         }
@@ -1305,8 +1311,11 @@ struct PauseGuard(u32);
 
 impl Drop for PauseGuard {
     fn drop(&mut self) {
-        let file = format!("/tmp/podman-run-{}/libpod/tmp/pause.pid", self.0);
-        let Some(pid) = std::fs::read_to_string(&file).ok().and_then(|p| p.trim().parse::<i32>().ok()) else {
+        // Podman 4.3 keeps it under /tmp/podman-run-UID, Podman 5 under /tmp/storage-run-UID.
+        let Some(pid) = ["podman-run", "storage-run"].iter().find_map(|dir| {
+            let file = format!("/tmp/{dir}-{}/libpod/tmp/pause.pid", self.0);
+            std::fs::read_to_string(&file).ok().and_then(|p| p.trim().parse::<i32>().ok())
+        }) else {
             return;
         };
         let owned = std::fs::metadata(format!("/proc/{pid}")).is_ok_and(|m| m.uid() == self.0);

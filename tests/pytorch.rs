@@ -12,7 +12,16 @@
 //! registered through `inject` (runc, crun) or through a Podman hooks dir
 //! (Podman with runc and with crun), every workload passes. The heavy
 //! DataLoader case runs once without the hook and once per registration path.
-//! Every container has a timeout. Root, `python3-torch`, runc, crun and Podman
+//! `torch.compile` (default Inductor backend, CPU; PyTorch 2.x, so the sid
+//! environment of tests/env/sid.sh, whose root has g++, python3-dev and
+//! libtorch-dev) fails without the hook, passes with it, and fails with the
+//! documented `failed to map segment from shared object` when the host
+//! config sets `noexec = true`; with PyTorch 1.13 (Debian 12), which has no
+//! `torch.compile`, those tests assert and print just that. Errors that
+//! changed between versions are asserted per version: PyTorch 2.14's
+//! DataLoader fails with a clean `No space left on device (28)` where 1.13
+//! had a bus error, and Podman 5's `--read-only-tmpfs=false` makes
+//! `/dev/shm` read-only. Every container has a timeout. Root, `python3-torch`, runc, crun and Podman
 //! are required: these tests fail loudly without them (`.ci/run` installs them).
 //! About 80 s on 2 busy cores; each DataLoader run peaks at 2-3 GiB of memory.
 
@@ -44,8 +53,16 @@ const NO_TEMP_DIR_ERROR: &str =
 /// The same with `TEMP=/var/tmp`, a directory missing from the image.
 const NO_VAR_TMP_ERROR: &str =
     "No usable temporary directory found in ['/var/tmp', '/tmp', '/var/tmp', '/usr/tmp', '/']";
-/// A DataLoader worker writing a batch larger than what is left of /dev/shm.
+/// A DataLoader worker writing a batch larger than what is left of /dev/shm
+/// (PyTorch 1.13: SIGBUS in the worker).
 const BUS_ERROR: &str = "This might be caused by insufficient shared memory (shm)";
+/// The same with PyTorch 2.14: the worker's feeder thread fails cleanly (the
+/// parent then times out waiting for the batch).
+const SHM_NO_SPACE: &str = "unable to allocate shared memory(shm) for file </torch_";
+const SHM_NO_SPACE_END: &str = ">: No space left on device (28)";
+/// Podman 5's read-only `/dev/shm` (with `--read-only-tmpfs=false`), with
+/// the `file_descriptor` strategy: the segment itself cannot be created.
+const SHM_READ_ONLY: &str = "in read-write mode: Read-only file system (30)";
 
 /// One workload: a script, its environment and arguments, and the error it
 /// must fail with when the hook is not there.
@@ -59,11 +76,26 @@ struct Case {
     /// The error is printed by a worker or a feeder thread, on stderr; the
     /// FAIL line only says that the other side never answered.
     error_on_stderr: bool,
+    /// The error PyTorch 2.x gives instead, when it changed (2.14: a clean
+    /// ENOSPC where 1.13 had a bus error).
+    error_torch2: Option<&'static str>,
+    /// The error under Podman 5 (4.7+) `--read-only --read-only-tmpfs=false`,
+    /// which mounts `/dev/shm` read-only, when it differs.
+    error_podman5: Option<&'static str>,
 }
 
 impl Case {
     const fn new(name: &'static str, script: &'static str, error: &'static str) -> Case {
-        Case { name, env: "", script, args: &[], error, error_on_stderr: false }
+        Case {
+            name,
+            env: "",
+            script,
+            args: &[],
+            error,
+            error_on_stderr: false,
+            error_torch2: None,
+            error_podman5: None,
+        }
     }
 }
 
@@ -75,6 +107,7 @@ const DEFAULT_CASES: &[Case] = &[
     Case {
         env: "SHARING_STRATEGY=file_descriptor",
         error_on_stderr: true,
+        error_podman5: Some(SHM_READ_ONLY),
         ..Case::new("share_memory_file_descriptor", "share_memory.py", NO_TEMP_DIR_ERROR)
     },
     Case::new("hogwild", "hogwild.py", MANAGER_ERROR),
@@ -96,8 +129,66 @@ const TEMP_CASES: &[Case] = &[
 const DATALOADER: Case = Case {
     args: &["256", "4"],
     error_on_stderr: true,
+    error_torch2: Some(SHM_NO_SPACE),
     ..Case::new("dataloader", "dataloader.py", BUS_ERROR)
 };
+
+/// `torch.compile` (default Inductor backend, CPU) of a small model: without
+/// a temp dir it fails at `import torch._dynamo` (PyTorch 2.14, measured).
+const COMPILE: Case = Case::new("compile", "compile.py", NO_TEMP_DIR_ERROR);
+/// Inductor loads its kernels from the temp dir: with `noexec = true` in the
+/// host config (a documented failure) `dlopen` fails with this.
+const NOEXEC_ERROR: &str = "failed to map segment from shared object";
+/// compile.py's line and exit status where torch has no torch.compile (1.13).
+const COMPILE_UNSUPPORTED: &str = "UNSUPPORTED compile: torch ";
+
+impl Case {
+    /// The error this environment gives without the hook, and why that one.
+    fn expected_error(&self, podman: bool) -> (&'static str, String) {
+        let torch = torch_version();
+        let podman_v = if podman { podman_version() } else { (0, 0) };
+        match (self.error_podman5, self.error_torch2) {
+            (Some(e), _) if podman && podman_v >= (4, 7) => {
+                (e, format!("Podman {}.{}", podman_v.0, podman_v.1))
+            }
+            (_, Some(e)) if torch.0 >= 2 => (e, format!("torch {}.{}", torch.0, torch.1)),
+            _ => (self.error, format!("torch {}.{}", torch.0, torch.1)),
+        }
+    }
+}
+
+/// `major.minor` of the first dotted number in `text`.
+fn major_minor(text: &str) -> (u32, u32) {
+    let v =
+        text.split_whitespace().find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit())).unwrap_or("");
+    let mut parts = v.split(|c: char| !c.is_ascii_digit()).filter_map(|p| p.parse().ok());
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
+/// The torch version inside this environment (1.13 on Debian 12, 2.14 on sid).
+fn torch_version() -> (u32, u32) {
+    static V: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        let out =
+            Command::new(PYTHON).args(["-c", "import torch; print(torch.__version__)"]).output().unwrap();
+        let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        println!("python3-torch {v}");
+        let mm = major_minor(&v);
+        assert!(mm.0 > 0, "torch version {v:?}");
+        mm
+    })
+}
+
+/// `podman --version` (4.3 on Debian 12, 5.8 on sid).
+fn podman_version() -> (u32, u32) {
+    static V: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        let out = Command::new("podman").arg("--version").output().expect("podman is installed");
+        let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        println!("{v}");
+        major_minor(&v)
+    })
+}
 
 /// How the hook is registered, if at all.
 #[derive(Clone, Copy, Debug)]
@@ -123,6 +214,8 @@ impl Via {
 /// What a container printed.
 struct Outcome {
     what: String,
+    /// Run by Podman (whose version changes some errors).
+    podman: bool,
     success: bool,
     stdout: String,
     stderr: String,
@@ -132,6 +225,7 @@ impl Outcome {
     fn from_output(what: String, out: &Output) -> Outcome {
         Outcome {
             what,
+            podman: false,
             success: out.status.success(),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -161,14 +255,25 @@ impl Outcome {
     fn assert_failed(&self, case: &Case) {
         let line = self.result_line(case.name);
         assert!(line.starts_with("FAIL "), "{} passed without the hook: {}", case.name, self.context());
-        let text = if case.error_on_stderr { &self.stderr } else { line };
+        let (error, where_) = case.expected_error(self.podman);
+        // The errors raised in the script itself are on its FAIL line; a
+        // worker's or feeder thread's (and Podman 5's read-only /dev/shm,
+        // which now comes first) go to stderr or to that line.
+        let text = if case.error_on_stderr { format!("{line}\n{}", self.stderr) } else { line.to_string() };
         assert!(
-            text.contains(case.error),
-            "{}: want {:?} in {text:?}\n{}",
+            text.contains(error),
+            "{} ({where_}): want {error:?} in {text:?}\n{}",
             case.name,
-            case.error,
             self.context()
         );
+        if error == SHM_NO_SPACE {
+            assert!(
+                text.contains(SHM_NO_SPACE_END),
+                "{}: {SHM_NO_SPACE_END:?}: {}",
+                case.name,
+                self.context()
+            );
+        }
     }
 
     /// The container's mount table (the script starts with `cat /proc/self/mountinfo`).
@@ -264,6 +369,18 @@ fn script(cases: &[Case]) -> String {
 
 /// Runs `cases` in one container registered `via`, with extra `env`.
 fn run_cases(via: Via, env: &[&str], cases: &[Case], timeout: Duration) -> Outcome {
+    run_cases_with(via, env, cases, timeout, None)
+}
+
+/// [`run_cases`], the hook (registered by `inject`) reading the host config
+/// text `host_config` when given.
+fn run_cases_with(
+    via: Via,
+    env: &[&str],
+    cases: &[Case],
+    timeout: Duration,
+    host_config: Option<&str>,
+) -> Outcome {
     let names: Vec<&str> = cases.iter().map(|c| c.name).collect();
     let mut b = torch_bundle("torch");
     let sh = script(cases);
@@ -273,15 +390,27 @@ fn run_cases(via: Via, env: &[&str], cases: &[Case], timeout: Duration) -> Outco
             for e in env {
                 b.env(e);
             }
-            if via.hooked() {
-                b.inject("prestart");
+            match host_config {
+                Some(text) if via.hooked() => {
+                    let cfg = b.dir.join("host.toml");
+                    std::fs::write(&cfg, text).unwrap();
+                    b.inject_with_config("prestart", &cfg);
+                }
+                Some(_) => panic!("a host config needs the hook"),
+                None if via.hooked() => {
+                    b.inject("prestart");
+                }
+                None => {}
             }
             let run = b.run_timeout(rt, timeout);
             Outcome::from_output(format!("{via:?} {env:?} {names:?} ({})", run.id), &run.output)
         }
         Via::Podman(rt, hooked) => {
+            assert!(host_config.is_none(), "host configs are for the inject cases");
             let out = podman_run(&b.rootfs(), rt, hooked, env, &sh, timeout);
-            Outcome::from_output(format!("{via:?} {env:?} {names:?}"), &out)
+            let mut o = Outcome::from_output(format!("{via:?} {env:?} {names:?}"), &out);
+            o.podman = true;
+            o
         }
     }
 }
@@ -502,4 +631,78 @@ fn dataloader_passes_with_hook_crun_inject() {
 #[test]
 fn dataloader_passes_with_hook_podman_crun() {
     dataloader(Via::Podman(Runtime::Crun, true));
+}
+
+// ------------------------------------------------------------ torch.compile
+
+/// Runs the compile case `via`; `None` (after asserting compile.py's
+/// UNSUPPORTED line and exit 3) where this torch has no torch.compile.
+fn run_compile(via: Via, host_config: Option<&str>) -> Option<Outcome> {
+    require_all();
+    let torch = torch_version();
+    let run = run_cases_with(via, &[], std::slice::from_ref(&COMPILE), HEAVY_TIMEOUT, host_config);
+    if torch.0 < 2 {
+        assert!(run.stdout.contains(COMPILE_UNSUPPORTED), "torch {torch:?}: {}", run.context());
+        assert!(!run.success, "{}", run.context());
+        println!(
+            "torch {}.{} has no torch.compile: compile.py says so (asserted), nothing to compile",
+            torch.0, torch.1
+        );
+        return None;
+    }
+    // The result line, in the test's output (with --nocapture or on failure).
+    println!("{}: {}", run.what, run.result_line(COMPILE.name).chars().take(400).collect::<String>());
+    Some(run)
+}
+
+#[test]
+fn torch_compile_fails_without_hook_runc() {
+    if let Some(run) = run_compile(Via::Nothing(Runtime::Runc), None) {
+        assert!(!run.success, "{}", run.context());
+        run.assert_failed(&COMPILE);
+    }
+}
+
+fn compile_with_hook(via: Via) {
+    if let Some(run) = run_compile(via, None) {
+        run.assert_passed(&COMPILE);
+        assert!(run.success, "{}", run.context());
+        assert_hook_mounts(&run, &["/tmp"]);
+        let tmp = mount_at(&run.mounts(), "/tmp").cloned().unwrap();
+        assert!(!tmp.has("noexec"), "the default /tmp allows exec: {tmp:?}");
+        assert!(
+            run.stdout.contains("built under /tmp/torchinductor_"),
+            "kernels in the temp dir: {}",
+            run.context()
+        );
+    }
+}
+
+#[test]
+fn torch_compile_passes_with_hook_runc_inject() {
+    compile_with_hook(Via::Inject(Runtime::Runc));
+}
+
+#[test]
+fn torch_compile_passes_with_hook_crun_inject() {
+    compile_with_hook(Via::Inject(Runtime::Crun));
+}
+
+#[test]
+fn torch_compile_passes_with_hook_podman_runc() {
+    compile_with_hook(Via::Podman(Runtime::Runc, true));
+}
+
+/// The documented failure: `noexec = true` in the host config makes the
+/// temp dir noexec, and Inductor cannot load the kernels it built there.
+#[test]
+fn torch_compile_fails_with_noexec_temp_dir() {
+    if let Some(run) = run_compile(Via::Inject(Runtime::Runc), Some("noexec = true\n")) {
+        let tmp = mount_at(&run.mounts(), "/tmp").cloned().expect("/tmp mounted");
+        assert_eq!(tmp.source, "oci-tmpfs-hook", "{tmp:?}");
+        assert!(tmp.has("noexec"), "{tmp:?}");
+        assert!(!run.success, "{}", run.context());
+        let case = Case { error: NOEXEC_ERROR, ..COMPILE };
+        run.assert_failed(&case);
+    }
 }

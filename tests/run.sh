@@ -3,15 +3,26 @@
 # (runc, crun, busybox-static; podman, containerd and docker.io for the
 # engine tests; python3-seccomp, uidmap, slirp4netns for the hostile suite;
 # python3-torch for the PyTorch end-to-end tests; python3-venv for the CRI
-# client's venv) when missing, applies the one machine fix they
-# need (DESIGN.md §4: crun wants hugetlb as a cgroup v1 hierarchy on hybrid
-# cgroup hosts), then runs the whole suite with real containers.
+# client's venv; debootstrap for the sid environment) when missing, applies the one machine fix they need
+# (DESIGN.md §4: crun wants hugetlb as a cgroup v1 hierarchy on hybrid cgroup
+# hosts), then runs the whole suite with real containers in two environments:
+#
+# 1. bookworm: the host's own engines (Debian 12), `cargo test` as always;
+# 2. sid: the same test binaries' real-engine suites (engines, hook_runtimes,
+#    setup, hostile, pytorch) inside a Debian sid root (tests/env/sid.sh,
+#    built once and cached), against sid's engines.
+#
+# Each environment starts with a `== environment NAME: VERSIONS` line. The
+# last line sums both: `tests: N passed, N failed`. Arguments go to
+# `cargo test`; those after `--` also go to the sid test binaries (a test
+# name filter, for example). OCI_TMPFS_ENVS=bookworm or =sid runs only one.
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "tests/run.sh: run as root (the tests start real containers)" >&2; exit 1; }
+envs=${OCI_TMPFS_ENVS:-bookworm,sid}
 
 need=()
-for pkg in runc crun busybox-static containerd docker.io podman python3-seccomp util-linux uidmap slirp4netns python3-torch python3-venv; do
+for pkg in runc crun busybox-static containerd docker.io podman python3-seccomp util-linux uidmap slirp4netns python3-torch python3-venv debootstrap; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -33,7 +44,48 @@ echo "tests/run.sh: CRI client: $cri_python"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-cargo test --locked "$@" 2>&1 | tee "$log" || status=$?
-# One closing line over every test binary: "N passed, N failed".
+took() { echo "== $1 took $(( $(date +%s) - $2 ))s"; }
+
+if [[ ,$envs, == *,bookworm,* ]]; then
+  t0=$(date +%s)
+  echo "== environment bookworm: $(tests/env/versions.sh)"
+  # --no-fail-fast: every suite runs and counts, as in sid.
+  cargo test --locked --no-fail-fast "$@" 2>&1 | tee -a "$log" || status=$?
+  took "environment bookworm" "$t0"
+fi
+
+if [[ ,$envs, == *,sid,* ]]; then
+  t0=$(date +%s)
+  # The libtest arguments: whatever follows `--`.
+  test_args=()
+  seen=0
+  for a in "$@"; do
+    if [ $seen = 1 ]; then test_args+=("$a"); elif [ "$a" = -- ]; then seen=1; fi
+  done
+  # The sid root (built once, then cached); a failure is one line and fails the run.
+  if ! tests/env/sid.sh build; then
+    echo "tests/run.sh: the sid environment could not be built (see the line above): the sid suites did not run" | tee -a "$log"
+    echo "test result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out (sid environment)" >>"$log"
+    status=1
+  else
+    echo "== environment sid: $(tests/env/sid.sh versions)"
+    # The same test binaries as above (built on the host, run inside sid).
+    mapfile -t bins < <(cargo test --locked --no-run --message-format=json 2>/dev/null \
+      | grep -o '"executable":"[^"]*"' | sed 's/^"executable":"//; s/"$//' \
+      | grep -E '/deps/(engines|hook_runtimes|setup|hostile|pytorch)-[0-9a-f]+$')
+    [ ${#bins[@]} = 5 ] || { echo "tests/run.sh: expected 5 real-engine test binaries, found ${#bins[@]}: ${bins[*]}" >&2; exit 1; }
+    inner='cd "$1"; shift; rc=0; n=$1; shift; bins=("${@:1:$n}"); shift "$n"
+      for b in "${bins[@]}"; do
+        echo "     Running sid ${b##*/}"
+        "$b" "$@" || rc=1
+      done
+      exit $rc'
+    tests/env/sid.sh run -- bash -c "$inner" bash "$PWD" "${#bins[@]}" "${bins[@]}" "${test_args[@]}" 2>&1 \
+      | tee -a "$log" || status=1
+  fi
+  took "environment sid" "$t0"
+fi
+
+# One closing line over every test binary of both environments: "N passed, N failed".
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
 exit "$status"

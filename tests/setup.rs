@@ -347,38 +347,124 @@ fn doctor_reports_problems_with_fixes() {
     assert!(text(&out.stdout).lines().any(|l| l.starts_with("problem  config:")), "{}", text(&out.stdout));
 }
 
-/// containerd itself loads what `setup containerd` wrote over Debian's stock
-/// config: the CRI plugin comes up with our runtime (it would not without the
-/// added runc entry, see src/setup.rs).
+/// Debian's packaged `/etc/containerd/config.toml` (bookworm's 1.6 and sid's
+/// 2.1 ship the same version 2 file); the installed one when present.
+const DEBIAN_CONTAINERD: &str = "version = 2\n\n[plugins]\n  [plugins.\"io.containerd.grpc.v1.cri\"]\n    [plugins.\"io.containerd.grpc.v1.cri\".cni]\n      bin_dir = \"/usr/lib/cni\"\n      conf_dir = \"/etc/cni/net.d\"\n  [plugins.\"io.containerd.internal.v1.opt\"]\n    path = \"/var/lib/containerd/opt\"\n";
+
+/// `containerd --version`, e.g. `containerd 2.1.9+unknown` or `containerd github.com/containerd/containerd 1.6.20~ds1`.
+fn containerd_version(containerd: &Path) -> String {
+    let out = Command::new(containerd).arg("--version").output().expect("containerd --version");
+    text(&out.stdout).trim().to_string()
+}
+
+/// The table at `path` in a parsed TOML document.
+fn toml_at<'a>(v: &'a toml::Value, path: &[&str]) -> Option<&'a toml::Value> {
+    path.iter().try_fold(v, |v, k| v.get(*k))
+}
+
+/// Puts this daemon's root, state, sockets and plugin dirs under `root`
+/// (so it collides with no other containerd on the machine), whatever the
+/// file's version and layout.
+fn privatise_containerd_config(config: &Path, root: &Root) -> PathBuf {
+    let mut doc: toml_edit::DocumentMut = fs::read_to_string(config).unwrap().parse().unwrap();
+    let p = |rel: &str| root.path(rel).display().to_string();
+    let sock = root.path("/run/c.sock");
+    doc["root"] = toml_edit::value(p("/var/lib/containerd"));
+    doc["state"] = toml_edit::value(p("/run/containerd"));
+    doc["grpc"]["address"] = toml_edit::value(sock.display().to_string());
+    doc["ttrpc"]["address"] = toml_edit::value(format!("{}.ttrpc", sock.display()));
+    if let Some(plugins) = doc.get_mut("plugins").and_then(|t| t.as_table_like_mut()) {
+        // Default configs name host paths for these plugins.
+        if let Some(opt) = plugins.get_mut("io.containerd.internal.v1.opt") {
+            opt["path"] = toml_edit::value(p("/opt"));
+        }
+        if let Some(nri) = plugins.get_mut("io.containerd.nri.v1.nri") {
+            nri["socket_path"] = toml_edit::value(p("/run/nri.sock"));
+            nri["plugin_path"] = toml_edit::value(p("/nri/plugins"));
+            nri["plugin_config_path"] = toml_edit::value(p("/nri/conf.d"));
+        }
+    }
+    fs::write(config, doc.to_string()).unwrap();
+    sock
+}
+
+/// containerd itself loads what `setup containerd` wrote, starting from no
+/// file, from Debian's packaged file and from `containerd config default`
+/// (version 2 on 1.6, version 3 on 2.x; 2.x migrates a version 2 file on
+/// load): `containerd config dump` shows our runtime with its `BinaryName`
+/// under the CRI runtime plugin of the version it runs, and the CRI plugin
+/// comes up with it (it would not without the added runc entry, see
+/// src/setup.rs).
 #[test]
 fn real_containerd_loads_the_setup_config() {
     require_root();
     let containerd = Path::new("/usr/bin/containerd");
     assert!(containerd.exists(), "containerd is not installed (.ci/run installs it)");
+    let version = containerd_version(containerd);
+    println!("containerd: {version}");
+    let default = Command::new(containerd).args(["config", "default"]).output().unwrap();
+    let default = assert_ok(&default);
+    let debian =
+        fs::read_to_string("/etc/containerd/config.toml").unwrap_or_else(|_| DEBIAN_CONTAINERD.into());
+    for (start, original) in [
+        ("no file", None),
+        ("Debian's file", Some(debian.as_str())),
+        ("config default", Some(default.as_str())),
+    ] {
+        let what = format!("{version}, setup containerd from {start}");
+        real_containerd_case(containerd, &what, original);
+    }
+}
+
+fn real_containerd_case(containerd: &Path, what: &str, original: Option<&str>) {
     let root = Root::new("ctd");
-    let debian = "version = 2\n\n[plugins]\n  [plugins.\"io.containerd.grpc.v1.cri\"]\n    [plugins.\"io.containerd.grpc.v1.cri\".cni]\n      bin_dir = \"/usr/lib/cni\"\n      conf_dir = \"/etc/cni/net.d\"\n  [plugins.\"io.containerd.internal.v1.opt\"]\n    path = \"/var/lib/containerd/opt\"\n";
-    let config = root.write("/etc/containerd/config.toml", debian);
-    assert_ok(&setup(&root, &["containerd"]));
-    // Private paths for this daemon, prepended (top-level keys).
-    let sock = root.path("/run/c.sock");
-    let private = format!(
-        "root = \"{}\"\nstate = \"{}\"\n[grpc]\n  address = \"{}\"\n[ttrpc]\n  address = \"{}.ttrpc\"\n",
-        root.path("/var/lib/containerd").display(),
-        root.path("/run/containerd").display(),
-        sock.display(),
-        sock.display(),
-    );
-    let configured = fs::read_to_string(&config)
-        .unwrap()
-        .replace("/var/lib/containerd/opt", &root.path("/opt").display().to_string());
-    let (head, rest) = configured.split_once("\n\n").unwrap();
-    fs::write(&config, format!("{head}\n{private}\n{rest}")).unwrap();
+    if let Some(text) = original {
+        root.write("/etc/containerd/config.toml", text);
+    }
+    let out = assert_ok(&setup(&root, &["containerd"]));
+    assert!(out.contains("systemctl restart containerd"), "{what}: {out}");
+    let config = root.path("/etc/containerd/config.toml");
+    let written = fs::read_to_string(&config).unwrap();
+    let sock = privatise_containerd_config(&config, &root);
 
     let dump =
         Command::new(containerd).arg("--config").arg(&config).args(["config", "dump"]).output().unwrap();
     let dump = assert_ok(&dump);
-    assert!(dump.contains("BinaryName = \"/usr/local/bin/oci-tmpfs-runtime\""), "{dump}");
-    assert!(dump.contains("bin_dir = \"/usr/lib/cni\""), "Debian's setting kept: {dump}");
+    let parsed: toml::Value =
+        toml::from_str(&dump).unwrap_or_else(|e| panic!("{what}: config dump is not TOML: {e}\n{dump}"));
+    let runtimes = ["io.containerd.cri.v1.runtime", "io.containerd.grpc.v1.cri"]
+        .iter()
+        .find_map(|plugin| toml_at(&parsed, &["plugins", plugin, "containerd", "runtimes"]))
+        .unwrap_or_else(|| panic!("{what}: no CRI runtimes in config dump:\n{dump}"));
+    let ours =
+        toml_at(runtimes, &["oci-tmpfs"]).unwrap_or_else(|| panic!("{what}: no oci-tmpfs runtime:\n{dump}"));
+    assert_eq!(
+        toml_at(ours, &["options", "BinaryName"]).and_then(|v| v.as_str()),
+        Some("/usr/local/bin/oci-tmpfs-runtime"),
+        "{what}: BinaryName in config dump:\n{dump}"
+    );
+    assert_eq!(
+        toml_at(ours, &["runtime_type"]).and_then(|v| v.as_str()),
+        Some("io.containerd.runc.v2"),
+        "{what}"
+    );
+    let annotations =
+        |key: &str| toml_at(ours, &[key]).and_then(|v| v.as_array()).cloned().unwrap_or_default();
+    assert!(
+        annotations("pod_annotations").iter().any(|v| v.as_str() == Some("oci-tmpfs-hook/*")),
+        "{what}: {dump}"
+    );
+    assert!(
+        annotations("container_annotations").iter().any(|v| v.as_str() == Some("oci-tmpfs-hook/*")),
+        "{what}"
+    );
+    if original.is_some_and(|o| o.contains("bin_dir = \"/usr/lib/cni\"")) {
+        // 1.6 keeps `bin_dir`; 2.x migrates it to `bin_dirs`.
+        assert!(
+            dump.contains("bin_dir = \"/usr/lib/cni\"") || dump.contains("bin_dirs = ['/usr/lib/cni']"),
+            "{what}: Debian's setting kept: {dump}"
+        );
+    }
 
     let log = fs::File::create(root.path("/containerd.log")).unwrap();
     let mut daemon = Command::new(containerd)
@@ -404,15 +490,32 @@ fn real_containerd_loads_the_setup_config() {
         if out.status.success() && listing.contains("io.containerd.grpc.v1") {
             break listing;
         }
-        assert!(Instant::now() < deadline, "containerd did not come up: {}", root.read("/containerd.log"));
+        assert!(
+            Instant::now() < deadline,
+            "{what}: containerd did not come up: {}",
+            root.read("/containerd.log")
+        );
         std::thread::sleep(Duration::from_millis(200));
     };
     let cri =
         plugins.lines().find(|l| l.contains("io.containerd.grpc.v1") && l.contains(" cri ")).unwrap_or("");
-    assert!(cri.trim_end().ends_with("ok"), "CRI plugin: {cri:?}\n{}", root.read("/containerd.log"));
+    assert!(
+        cri.trim_end().ends_with("ok"),
+        "{what}: CRI plugin: {cri:?}\n{plugins}\nwritten:\n{written}\nlog:\n{}",
+        root.read("/containerd.log")
+    );
+    // The CRI config it runs, as it logs it: Go's %+v on 1.6, JSON on 2.x.
     let log = root.read("/containerd.log");
-    assert!(log.contains("oci-tmpfs:{Type:io.containerd.runc.v2"), "CRI config lists our runtime: {log}");
-    assert!(log.contains("PodAnnotations:[oci-tmpfs-hook/*]"), "annotations pass through: {log}");
+    let (runtime, annotations) = if log.contains("msg=\"starting cri plugin\" config=\"{") {
+        (
+            r#"\"oci-tmpfs\":{\"runtimeType\":\"io.containerd.runc.v2\""#,
+            r#"\"PodAnnotations\":[\"oci-tmpfs-hook/*\"]"#,
+        )
+    } else {
+        ("oci-tmpfs:{Type:io.containerd.runc.v2", "PodAnnotations:[oci-tmpfs-hook/*]")
+    };
+    assert!(log.contains(runtime), "{what}: the CRI config it runs lists our runtime ({runtime}): {log}");
+    assert!(log.contains(annotations), "{what}: annotations pass through ({annotations}): {log}");
 }
 
 /// dockerd itself loads what `setup docker --default` wrote: `docker info`

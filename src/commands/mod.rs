@@ -26,13 +26,8 @@ pub fn chain(err: &(dyn std::error::Error + '_)) -> String {
     let mut line = err.to_string();
     let mut source = err.source();
     while let Some(s) = source {
-        let text = s.to_string();
-        // `PlanError::Size` (src/plan.rs) still prints its source in its own
-        // message; every other error leaves that to this chain.
-        if !line.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
+        line.push_str(": ");
+        line.push_str(&s.to_string());
         source = s.source();
     }
     crate::logger::escape_controls(&line)
