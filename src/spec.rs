@@ -28,6 +28,8 @@ pub struct Edit {
     pub raised: Option<(Option<Bytes>, Bytes)>,
     /// An engine-made `/dev/shm` (its host path) to grow on the host to this.
     pub host_shm: Option<(String, Tmpfs)>,
+    /// The spec's read-only `/dev/shm` entry was made writable.
+    pub writable: bool,
 }
 
 /// Why the spec could not be edited: the document has an unexpected shape.
@@ -68,7 +70,13 @@ pub fn edit(config: &mut Value, plan: &Plan, refused: &[&str], host_ram: Bytes) 
             }
             Action::MountTmpfs { .. } => {}
             Action::Shm { .. } if refused.contains(&SHM_PATH) => {}
-            Action::Shm { existing, way, tmpfs } => shm(mounts, existing, *way, tmpfs, host_ram, &mut edit)?,
+            Action::Shm { existing, way, writable, tmpfs } => {
+                if *writable {
+                    drop_read_only(mounts);
+                    edit.writable = true;
+                }
+                shm(mounts, existing, *way, tmpfs, host_ram, &mut edit)?;
+            }
         }
     }
     Ok(edit)
@@ -140,7 +148,7 @@ pub fn preview(plan: &Plan) -> Preview {
         .map(|m| PreviewMount { destination: m.destination, options: m.options })
         .collect();
     let shm = plan.actions.iter().find_map(|a| match a {
-        Action::Shm { way: ShmWay::Grow, existing: ShmSource::Bind { source }, tmpfs } => Some(format!(
+        Action::Shm { way: ShmWay::Grow, existing: ShmSource::Bind { source }, tmpfs, .. } => Some(format!(
             "grows the engine's /dev/shm on the host ({source}) to {}",
             tmpfs.size.bytes.approx()
         )),
@@ -200,6 +208,17 @@ fn shm(
             edit.added.push(SHM_PATH.to_string());
             Ok(())
         }
+    }
+}
+
+/// Drops `ro` from the options of the spec's last `/dev/shm` entry.
+fn drop_read_only(mounts: &mut [Value]) {
+    let last = mounts.iter_mut().rev().find(|m| {
+        m.get("destination").and_then(Value::as_str).map(crate::target::normalise).as_deref()
+            == Some(SHM_PATH)
+    });
+    if let Some(options) = last.and_then(|m| m.get_mut("options")).and_then(Value::as_array_mut) {
+        options.retain(|o| o != "ro");
     }
 }
 

@@ -91,6 +91,9 @@ fn in_spec(
     let names: Vec<&str> = checked.refused.iter().map(|(t, _)| t.as_str()).collect();
     let edit = spec::edit(config, &plan, &names, host_ram)?;
     out.done.extend(edit.added.iter().map(|t| format!("wrote a tmpfs mount for {t} into the spec")));
+    if edit.writable {
+        out.done.push("made the spec's read-only /dev/shm writable".into());
+    }
     if let Some((from, to)) = edit.raised {
         let from = from.map_or_else(|| "unsized".to_string(), |b| b.approx());
         out.done.push(format!("raised the spec's /dev/shm from {from} to {}", to.approx()));
@@ -105,5 +108,5 @@ fn in_spec(
             Err(note) => out.notes.push(note),
         }
     }
-    Ok(!edit.added.is_empty() || edit.raised.is_some())
+    Ok(!edit.added.is_empty() || edit.raised.is_some() || edit.writable)
 }

@@ -463,6 +463,20 @@ fn ulimits() -> [String; 2] {
     [format!("--ulimit=nofile={nofile}:{nofile}"), format!("--ulimit=nproc={nproc}:{nproc}")]
 }
 
+/// The read-only flags: without the hook, `--read-only-tmpfs=false` (no
+/// writable tmpfs anywhere: the failures users see). With it, Podman 4.7+'s
+/// default `--read-only` (Podman's own unsized /tmp, /var/tmp; our grown and
+/// writable /dev/shm: the README's advice there, as crun applies
+/// `--read-only-tmpfs=false`'s read-only /dev/shm after the hook), else
+/// `--read-only-tmpfs=false` (our sized tmpfs everywhere).
+fn podman_read_only(hooked: bool) -> &'static [&'static str] {
+    if hooked && podman_version() >= (4, 7) {
+        &["--read-only"]
+    } else {
+        &["--read-only", "--read-only-tmpfs=false"]
+    }
+}
+
 /// `podman run --rootfs` with the same host binds as [`torch_bundle`], a
 /// read-only root without Podman's own tmpfs mounts, and `hooks_dir`.
 /// Podman's options must all come before `--rootfs DIR`: everything after
@@ -478,7 +492,8 @@ fn podman_run(rootfs: &Path, rt: Runtime, hooked: bool, env: &[&str], sh: &str, 
     cmd.args(["run", "--rm", "--name", &name, "--runtime", rt.bin()])
         .arg("--hooks-dir")
         .arg(&hooks.0)
-        .args(["--read-only", "--read-only-tmpfs=false", "--network=none"])
+        .args(podman_read_only(hooked))
+        .arg("--network=none")
         .args(ulimits());
     for (d, link) in host_dirs() {
         if link.is_none() {
@@ -553,12 +568,19 @@ fn with_hook(via: Via) {
     assert_hook_mounts(&run, &["/tmp", "/var/tmp"]);
 }
 
-/// The temp dirs are the hook's tmpfs mounts and /dev/shm grew past 64 MiB.
+/// The temp dirs are the hook's tmpfs mounts (under Podman 4.7+'s plain
+/// `--read-only`, Podman's own tmpfs: see [`podman_read_only`]) and /dev/shm
+/// grew past 64 MiB.
 fn assert_hook_mounts(run: &Outcome, temp_dirs: &[&str]) {
     let mounts = run.mounts();
+    let podmans_own = run.podman && podman_version() >= (4, 7);
     for d in temp_dirs {
         let m = mount_at(&mounts, d).unwrap_or_else(|| panic!("{d} is not a mount: {}", run.context()));
-        assert_eq!((m.fstype.as_str(), m.source.as_str()), ("tmpfs", "oci-tmpfs-hook"), "{d}: {m:?}");
+        if podmans_own {
+            assert_eq!(m.fstype, "tmpfs", "{d}: {m:?}");
+        } else {
+            assert_eq!((m.fstype.as_str(), m.source.as_str()), ("tmpfs", "oci-tmpfs-hook"), "{d}: {m:?}");
+        }
     }
     let shm = mount_at(&mounts, "/dev/shm").expect("/dev/shm is mounted");
     assert!(shm.size().unwrap_or(0) > 64 * MI, "/dev/shm was not grown: {shm:?}");

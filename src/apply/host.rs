@@ -128,5 +128,5 @@ pub fn grow_shm(source: &Path, size: Bytes) -> Result<Result<Done, Note>, ApplyE
     }
     let fs = mount::resize(&fd, size, &shown)?;
     mount::reconfigure(&fs, &shown)?;
-    Ok(Ok(Done::GrewShm { from: current, to: size }))
+    Ok(Ok(Done::GrewShm { from: current, to: size, writable: false }))
 }

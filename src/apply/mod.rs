@@ -46,8 +46,10 @@ pub enum Done {
     Mounted { target: String, size: Bytes },
     /// A fresh tmpfs on `/dev/shm`, where there was none.
     MountedShm { size: Bytes },
-    /// `/dev/shm`'s tmpfs resized.
-    GrewShm { from: Bytes, to: Bytes },
+    /// `/dev/shm`'s tmpfs resized; `writable`: its read-only flag cleared too.
+    GrewShm { from: Bytes, to: Bytes, writable: bool },
+    /// `/dev/shm` made writable (big enough already).
+    ShmWritable,
 }
 
 impl fmt::Display for Done {
@@ -57,9 +59,14 @@ impl fmt::Display for Done {
             Done::MountedShm { size } => {
                 write!(f, "mounted tmpfs on {SHM_PATH} (there was none; size {})", size.approx())
             }
-            Done::GrewShm { from, to } => {
-                write!(f, "grew {SHM_PATH} from {} to {}", from.approx(), to.approx())
+            Done::GrewShm { from, to, writable } => {
+                write!(f, "grew {SHM_PATH} from {} to {}", from.approx(), to.approx())?;
+                if *writable {
+                    f.write_str(" and made it writable (the spec mounts it read-only)")?;
+                }
+                Ok(())
             }
+            Done::ShmWritable => write!(f, "made {SHM_PATH} writable (the spec mounts it read-only)"),
         }
     }
 }
@@ -101,6 +108,7 @@ pub trait Mounter {
         &mut self,
         root: &mut Self::Root,
         way: ShmWay,
+        writable: bool,
         tmpfs: &Tmpfs,
     ) -> Result<Prepared<Self::Pending>, ApplyError>;
     /// Attaches a prepared mount or applies a prepared resize.
@@ -145,7 +153,7 @@ pub fn apply<M: Mounter>(
             Action::MountTmpfs { target, tmpfs, subdirs, .. } => {
                 m.prepare_tmpfs(&mut root, target, tmpfs, subdirs)?
             }
-            Action::Shm { way, tmpfs, .. } => m.prepare_shm(&mut root, *way, tmpfs)?,
+            Action::Shm { way, writable, tmpfs, .. } => m.prepare_shm(&mut root, *way, *writable, tmpfs)?,
         };
         match prepared {
             Prepared::Ready(p, done) => ready.push((p, done)),
@@ -207,11 +215,15 @@ mod tests {
             &mut self,
             _: &mut String,
             way: ShmWay,
+            _writable: bool,
             tmpfs: &Tmpfs,
         ) -> Result<Prepared<String>, ApplyError> {
             self.calls.push(format!("prepare shm {way:?} {}", tmpfs.size.bytes));
             self.owners.push(tmpfs.owner);
-            self.prepared("/dev/shm", Done::GrewShm { from: Bytes(1 << 26), to: tmpfs.size.bytes })
+            self.prepared(
+                "/dev/shm",
+                Done::GrewShm { from: Bytes(1 << 26), to: tmpfs.size.bytes, writable: false },
+            )
         }
         fn commit(&mut self, p: String) -> Result<(), ApplyError> {
             self.calls.push(format!("commit {p}"));
@@ -263,7 +275,12 @@ mod tests {
             actions: vec![
                 mount("/tmp"),
                 mount("/var/tmp"),
-                Action::Shm { existing: ShmSource::None, way: ShmWay::Fresh, tmpfs: tmpfs(2 << 30, owner) },
+                Action::Shm {
+                    existing: ShmSource::None,
+                    way: ShmWay::Fresh,
+                    writable: false,
+                    tmpfs: tmpfs(2 << 30, owner),
+                },
             ],
             notes: vec![],
         }
@@ -353,7 +370,7 @@ mod tests {
                 "mounted tmpfs on /dev/shm (there was none; size 512Mi)",
             ),
             (
-                Done::GrewShm { from: Bytes(64 << 20), to: Bytes(12_342_044 << 10) },
+                Done::GrewShm { from: Bytes(64 << 20), to: Bytes(12_342_044 << 10), writable: false },
                 "grew /dev/shm from 64Mi to 12342044Ki (~11.8Gi)",
             ),
         ];

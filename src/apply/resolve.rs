@@ -185,8 +185,18 @@ pub fn skip_reason(err: Errno) -> Option<&'static str> {
     })
 }
 
-/// `mount_setattr(2)` (Linux 5.12) clearing `MOUNT_ATTR_RDONLY` on a detached
-/// mount; rustix has no wrapper for it.
+/// Clears the read-only flag of the mount whose root `mnt` is (this mount
+/// only, not its superblock or other binds of it).
+///
+/// # Errors
+/// `mount_setattr(2)` refused (a flag locked by a user namespace: EPERM).
+pub fn make_writable(mnt: &OwnedFd, what: &str) -> Result<(), ApplyError> {
+    clear_read_only(mnt)
+        .map_err(|e| ApplyError::sys(Call::MountSetattr, "making the mount writable:", what, e))
+}
+
+/// `mount_setattr(2)` (Linux 5.12) clearing `MOUNT_ATTR_RDONLY` on a mount
+/// (detached, or the root of one, by fd); rustix has no wrapper for it.
 #[allow(unsafe_code)]
 fn clear_read_only(mnt: &OwnedFd) -> Result<(), Errno> {
     /// `struct mount_attr` from `<linux/mount.h>`.

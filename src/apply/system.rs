@@ -21,8 +21,11 @@ use crate::target::{self, TargetPath};
 pub enum Pending {
     /// Attach the detached mount `mnt` onto `target`.
     Attach { mnt: OwnedFd, target: OwnedFd, what: String },
-    /// Apply the new size configured on the superblock context `fs`.
-    Reconfigure { fs: OwnedFd, what: String },
+    /// Apply the new size configured on the superblock context `fs`, then,
+    /// with `writable`, clear the read-only flag of that mount.
+    Reconfigure { fs: OwnedFd, writable: Option<OwnedFd>, what: String },
+    /// Clear the read-only flag of the mount whose root `mnt` is.
+    Writable { mnt: OwnedFd },
 }
 
 /// The real thing.
@@ -98,6 +101,7 @@ impl Mounter for System {
         &mut self,
         root: &mut Root,
         way: ShmWay,
+        writable: bool,
         tmpfs: &Tmpfs,
     ) -> Result<Prepared<Pending>, ApplyError> {
         let skip = |reason: String, warn| Ok(Prepared::Skip(Note { subject: SHM_PATH.into(), reason, warn }));
@@ -132,12 +136,16 @@ impl Mounter for System {
         };
         let size = tmpfs.size.bytes;
         if current >= size {
+            if writable {
+                return Ok(Prepared::Ready(Pending::Writable { mnt: fd }, Done::ShmWritable));
+            }
             return skip(format!("it already has {current}, not less than {size}; never shrunk"), false);
         }
         let fs = mount::resize(&fd, size, SHM_PATH)?;
+        let writable_fd = if writable { Some(fd) } else { None };
         Ok(Prepared::Ready(
-            Pending::Reconfigure { fs, what: SHM_PATH.into() },
-            Done::GrewShm { from: current, to: size },
+            Pending::Reconfigure { fs, writable: writable_fd, what: SHM_PATH.into() },
+            Done::GrewShm { from: current, to: size, writable },
         ))
     }
 
@@ -148,7 +156,11 @@ impl Mounter for System {
                 self.attached.push(mnt);
                 Ok(())
             }
-            Pending::Reconfigure { fs, what } => mount::reconfigure(&fs, &what),
+            Pending::Reconfigure { fs, writable, what } => {
+                mount::reconfigure(&fs, &what)?;
+                writable.map_or(Ok(()), |mnt| resolve::make_writable(&mnt, &what))
+            }
+            Pending::Writable { mnt } => resolve::make_writable(&mnt, SHM_PATH),
         }
     }
 

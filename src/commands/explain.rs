@@ -108,7 +108,7 @@ fn action_line(action: &Action) -> String {
                 from.join(", ")
             )
         }
-        Action::Shm { existing, way, tmpfs } => {
+        Action::Shm { existing, way, writable, tmpfs } => {
             let what = match (way, existing) {
                 (ShmWay::Fresh, _) => {
                     format!(
@@ -124,7 +124,11 @@ fn action_line(action: &Action) -> String {
                 }
                 (ShmWay::Grow, _) => "grow /dev/shm (the spec's tmpfs) to at least".to_string(),
             };
-            format!("{what} {}", sizing(&tmpfs.size))
+            let mut line = format!("{what} {}", sizing(&tmpfs.size));
+            if *writable {
+                line.push_str(", and make it writable (the spec mounts it read-only)");
+            }
+            line
         }
     }
 }

@@ -251,6 +251,10 @@ pub enum Action {
     Shm {
         existing: ShmSource,
         way: ShmWay,
+        /// The spec mounts it read-only (Podman 5 with `--read-only
+        /// --read-only-tmpfs=false`): clear that flag on this mount only, so
+        /// the container can use it.
+        writable: bool,
         /// The size to reach, and the tmpfs to mount when there is none.
         #[serde(flatten)]
         tmpfs: Tmpfs,

@@ -1,7 +1,10 @@
 //! Step 4 of the plan: `/dev/shm`. Grown to the planned size when the spec
 //! mounts a tmpfs or binds an engine-made one there, mounted fresh (mode 1777,
 //! nosuid, nodev, noexec) when the spec has none; never shrunk, never the
-//! host's own (host IPC), never another filesystem. Pure.
+//! host's own (host IPC), never another filesystem. A `/dev/shm` the spec
+//! mounts read-only (Podman 5's `--read-only --read-only-tmpfs=false`) is made
+//! writable on that mount: a read-only `/dev/shm` breaks every DataLoader.
+//! Pure.
 
 use super::{Action, Note, Owner, ShmSource, ShmWay, Sizing, SpecMounts, Tmpfs, SHM_PATH, TMPFS_MODE};
 use crate::size::Bytes;
@@ -9,11 +12,14 @@ use crate::size::Bytes;
 /// The `/dev/shm` action, or the note saying why it is left alone.
 pub(super) fn shm(spec: &SpecMounts<'_>, size: Sizing, owner: Option<Owner>) -> Result<Action, Note> {
     let existing = existing(spec)?;
+    let writable = spec
+        .last_at(SHM_PATH)
+        .is_some_and(|m| m.options().as_ref().is_some_and(|o| o.iter().any(|x| x == "ro")));
     match &existing {
         ShmSource::Bind { source } if crate::target::normalise(source) == SHM_PATH => {
             return Err(Note::info(SHM_PATH, "it is the host's /dev/shm (host IPC); never resized"));
         }
-        ShmSource::Tmpfs { size: Some(have) } if *have >= size.bytes => {
+        ShmSource::Tmpfs { size: Some(have) } if *have >= size.bytes && !writable => {
             return Err(Note::info(
                 SHM_PATH,
                 format!("the spec already gives it {have}, not less than {}; never shrunk", size.bytes),
@@ -24,7 +30,7 @@ pub(super) fn shm(spec: &SpecMounts<'_>, size: Sizing, owner: Option<Owner>) -> 
     let way = if existing == ShmSource::None { ShmWay::Fresh } else { ShmWay::Grow };
     let tmpfs =
         Tmpfs { size, nr_inodes: None, mode: TMPFS_MODE, nosuid: true, nodev: true, noexec: true, owner };
-    Ok(Action::Shm { existing, way, tmpfs })
+    Ok(Action::Shm { existing, way, writable, tmpfs })
 }
 
 /// What the spec mounts at `/dev/shm` (the last entry wins, as in a runtime).
@@ -104,7 +110,7 @@ mod tests {
                 serde_json::from_value(json!({"ociVersion": "1.0.2", "mounts": mounts})).unwrap();
             let got = shm(&SpecMounts::of(&spec), plain(512 * MI), None);
             match (got, want) {
-                (Ok(Action::Shm { way, existing, tmpfs }), Ok(w)) => {
+                (Ok(Action::Shm { way, existing, tmpfs, .. }), Ok(w)) => {
                     assert_eq!((way, existing), w, "{name}");
                     assert!(
                         tmpfs.nosuid && tmpfs.nodev && tmpfs.noexec && tmpfs.mode == TMPFS_MODE,

@@ -133,21 +133,25 @@ inner() {
   cd /
   umount -l /.oldroot
   exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+    OCI_TMPFS_SID_RUN="$(basename "$ns_file")" \
     ${RUST_BACKTRACE:+RUST_BACKTRACE=$RUST_BACKTRACE} ${OCI_TMPFS_ENV:-} "$@"
 }
 
 # Stops every process still in the namespace whose id is in $1, and every
-# process whose / is the sid root (rootless Podman's pause process has
-# namespaces of its own), by pid.
+# process of this run whose / is the sid root (rootless Podman's pause
+# process has namespaces of its own; "of this run": its environment carries
+# this run's OCI_TMPFS_SID_RUN, so concurrent runs never stop each other's).
 reap() {
-  local ns pids p i
+  local ns pids p i mark
   ns=$(cat "$1" 2>/dev/null) || return 0
   [ -n "$ns" ] || return 0
+  mark="OCI_TMPFS_SID_RUN=$(basename "$1")"
   for i in 1 2 3 4 5 6 7 8 9 10 11; do
     pids=()
     for p in /proc/[0-9]*; do
       if [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] \
-        || [ "$(awk '$5 == "/" { print $4; exit }' "$p/mountinfo" 2>/dev/null)" = "$ROOT" ]; then
+        || { [ "$(awk '$5 == "/" { print $4; exit }' "$p/mountinfo" 2>/dev/null)" = "$ROOT" ] \
+          && tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qxF "$mark"; }; then
         pids+=("${p#/proc/}")
       fi
     done
