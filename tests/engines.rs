@@ -394,8 +394,18 @@ impl Dockerd {
         assert_eq!(written["runtimes"]["oci-tmpfs"]["path"], json!(wrapper));
         let sock = dir.join("docker.sock");
         let log = File::create(dir.join("dockerd.log")).unwrap();
+        // The wrapper's host config: the executor under test, and a log of
+        // what it (and, in hook mode, the hook) did.
+        let host_config = dir.join("host-config.toml");
+        let wrapper_log = dir.join("wrapper.log");
+        std::fs::write(
+            &host_config,
+            format!("mode = \"{}\"\nlog_level = \"info\"\nlog_file = {:?}\n", wrapper_mode(), wrapper_log),
+        )
+        .unwrap();
         let script = "mount -t tmpfs -o size=64m,nosuid,nodev,noexec shm /dev/shm && exec \"$@\"";
         let child = Command::new("unshare")
+            .env("OCI_TMPFS_HOOK_CONFIG", &host_config)
             .args(["--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", "dockerd"])
             .args(["--iptables=false", "--ip6tables=false", "--bridge=none"])
             .arg("--data-root")
@@ -544,6 +554,18 @@ fn docker_and_containerd_use_the_wrapper() {
     let rt = ["--runtime", "oci-tmpfs", "--read-only", "--memory", "1g"];
     let out = d.run(&rt, &image);
     assert_served("docker --read-only --memory 1g", &out, 256 * MI, 512 * MI);
+    // Which executor did it: in spec mode the wrapper wrote the mounts and no
+    // hook ran; in hook mode the hook mounted them.
+    let log = std::fs::read_to_string(d.dir.join("wrapper.log")).unwrap_or_default();
+    let (wrote, hooked) =
+        (log.contains("wrote a tmpfs mount for /tmp into the spec"), log.contains("mounted tmpfs on /tmp"));
+    match wrapper_mode() {
+        "spec" => assert!(wrote && !hooked, "docker, spec mode: wrapper log:\n{log}"),
+        _ => assert!(hooked && !wrote, "docker, hook mode: wrapper log:\n{log}"),
+    }
+    // Docker 20.10's default IPC mode is private: a tmpfs in the spec.
+    let grown = ["raised the spec's /dev/shm from 64Mi to 512Mi", "grew /dev/shm from 64Mi to 512Mi"];
+    assert!(grown.iter().any(|g| log.contains(g)), "docker: /dev/shm grown: {log}");
 
     // --shm-size 2g is bigger than the configured 50% of 1g: not shrunk.
     let out = d.run(&[&rt[..], &["--shm-size", "2g"]].concat(), &image);
@@ -693,7 +715,9 @@ fn wrapper_adds_the_hook_once_and_execs_runc() {
     let own = hook_bin().canonicalize().unwrap();
     assert_eq!(
         hooks,
-        json!({"prestart": [{"path": own.display().to_string(), "args": ["oci-tmpfs-hook", "hook", "--stage", "prestart"]}]})
+        json!({"prestart": [{"path": own.display().to_string(),
+            "args": ["oci-tmpfs-hook", "hook", "--stage", "prestart", "--config", hook_mode(&bin.0)]}]}),
+        "the hook reads the host config the wrapper read"
     );
 
     // `oci-tmpfs-hook runtime -- ...`, bundle = the current directory: the

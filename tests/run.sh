@@ -51,6 +51,13 @@ if [[ ,$envs, == *,bookworm,* ]]; then
   echo "== environment bookworm: $(tests/env/versions.sh)"
   # --no-fail-fast: every suite runs and counts, as in sid.
   cargo test --locked --no-fail-fast "$@" 2>&1 | tee -a "$log" || status=$?
+  # The wrapper's other executor: the suites that go through the wrapper
+  # (Docker, containerd, the CRI API) again with mode = "hook".
+  echo "== environment bookworm, wrapper mode hook"
+  for suite in "--test cri" "--test engines docker_and_containerd"; do
+    # shellcheck disable=SC2086
+    OCI_TMPFS_TEST_WRAPPER_MODE=hook cargo test --locked --no-fail-fast $suite 2>&1 | tee -a "$log" || status=$?
+  done
   took "environment bookworm" "$t0"
 fi
 
@@ -72,8 +79,8 @@ if [[ ,$envs, == *,sid,* ]]; then
     # The same test binaries as above (built on the host, run inside sid).
     mapfile -t bins < <(cargo test --locked --no-run --message-format=json 2>/dev/null \
       | grep -o '"executable":"[^"]*"' | sed 's/^"executable":"//; s/"$//' \
-      | grep -E '/deps/(engines|hook_runtimes|setup|hostile|pytorch)-[0-9a-f]+$')
-    [ ${#bins[@]} = 5 ] || { echo "tests/run.sh: expected 5 real-engine test binaries, found ${#bins[@]}: ${bins[*]}" >&2; exit 1; }
+      | grep -E '/deps/(engines|hook_runtimes|hostile_spec|setup|hostile|pytorch|cri)-[0-9a-f]+$')
+    [ ${#bins[@]} = 7 ] || { echo "tests/run.sh: expected 7 real-engine test binaries, found ${#bins[@]}: ${bins[*]}" >&2; exit 1; }
     inner='cd "$1"; shift; rc=0; n=$1; shift; bins=("${@:1:$n}"); shift "$n"
       for b in "${bins[@]}"; do
         echo "     Running sid ${b##*/}"
@@ -82,6 +89,17 @@ if [[ ,$envs, == *,sid,* ]]; then
       exit $rc'
     tests/env/sid.sh run -- bash -c "$inner" bash "$PWD" "${#bins[@]}" "${bins[@]}" "${test_args[@]}" 2>&1 \
       | tee -a "$log" || status=1
+    # The wrapper suites again with mode = "hook", as in bookworm.
+    echo "== environment sid, wrapper mode hook"
+    for b in "${bins[@]}"; do
+      case ${b##*/} in
+        cri-*) filter=() ;;
+        engines-*) filter=(docker_and_containerd) ;;
+        *) continue ;;
+      esac
+      OCI_TMPFS_ENV=OCI_TMPFS_TEST_WRAPPER_MODE=hook tests/env/sid.sh run -- bash -c "$inner" bash "$PWD" \
+        1 "$b" "${filter[@]}" 2>&1 | tee -a "$log" || status=1
+    done
   fi
   took "environment sid" "$t0"
 fi

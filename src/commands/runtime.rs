@@ -85,9 +85,12 @@ fn prepare(dir: &Path, settings: &Settings) -> Result<(), super::Error> {
 }
 
 /// The prestart entry of this binary, or `None` when it cannot be found.
+/// The hook reads the host config the wrapper read: `--config` when
+/// `OCI_TMPFS_HOOK_CONFIG` named one (runtimes give hooks no environment).
 fn hook_entry() -> Option<HookEntry> {
+    let config = std::env::var_os(CONFIG_ENV).map(PathBuf::from);
     match super::this_binary() {
-        Ok(exe) => Some(HookEntry::for_stage(&exe, Stage::Prestart, None)),
+        Ok(exe) => Some(HookEntry::for_stage(&exe, Stage::Prestart, config.as_deref())),
         Err(e) => {
             log::warn!("finding this binary: {e}; the hook is not added");
             None

@@ -35,7 +35,7 @@ SUITE=sid
 # python3-torch headers are dangling symlinks without libtorch-dev).
 PACKAGES="runc crun containerd docker.io docker-cli podman busybox-static python3-torch \
 util-linux mount passwd uidmap slirp4netns passt python3-seccomp tar procps \
-g++ python3-dev libtorch-dev ca-certificates"
+g++ python3-dev libtorch-dev ca-certificates python3-venv"
 PACKAGES=$(echo $PACKAGES | tr ' ' '\n' | sort -u | tr '\n' ' ')
 PACKAGES=${PACKAGES% }
 
@@ -121,6 +121,10 @@ inner() {
   mount -t tmpfs -o size=64m,nosuid,nodev,noexec,mode=1777 shm "$ROOT/dev/shm"
   mount -t tmpfs -o mode=755,nosuid,nodev tmpfs "$ROOT/run"
   mount --bind "$tmp" "$ROOT/tmp"
+  # The host's CA bundle: what it trusts (a proxy's CA included) reaches pip
+  # inside too (the CRI client's venv is made there from PyPI).
+  local ca=/etc/ssl/certs/ca-certificates.crt
+  if [ -f "$ca" ] && [ -f "$ROOT$ca" ]; then mount --bind "$ca" "$ROOT$ca"; fi
   local p
   while read -r p; do
     [ -e "$p" ] || continue
