@@ -90,7 +90,7 @@ impl Context {
 }
 
 /// Every check, in report order.
-pub fn run_all(ctx: &Context) -> Vec<Check> {
+pub(crate) fn run_all(ctx: &Context) -> Vec<Check> {
     let mut checks = kernel_checks();
     checks.extend(privilege_checks());
     let (config_check, settings) = config_check(ctx);
@@ -126,7 +126,7 @@ fn errno_fix(e: rustix::io::Errno, min_kernel: &str) -> String {
 }
 
 /// openat2 / fsopen / pidfd_open, each really called.
-pub fn kernel_checks() -> Vec<Check> {
+pub(crate) fn kernel_checks() -> Vec<Check> {
     let mut checks = Vec::new();
     let resolve = rustix::fs::open("/", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
         .and_then(|root| {
@@ -160,7 +160,7 @@ pub fn kernel_checks() -> Vec<Check> {
 }
 
 /// Root and CAP_SYS_ADMIN (the engines run the hook as root).
-pub fn privilege_checks() -> Vec<Check> {
+pub(crate) fn privilege_checks() -> Vec<Check> {
     let root = rustix::process::geteuid().is_root();
     let sys_admin = caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_SYS_ADMIN);
     let what = "privileges";
@@ -183,7 +183,7 @@ pub fn privilege_checks() -> Vec<Check> {
 // Host config.
 
 /// Parses the host config and lists every effective value.
-pub fn config_check(ctx: &Context) -> (Check, Option<Settings>) {
+pub(crate) fn config_check(ctx: &Context) -> (Check, Option<Settings>) {
     let what = "config";
     let path = &ctx.config;
     let missing = !path.exists();
@@ -210,7 +210,7 @@ pub fn config_check(ctx: &Context) -> (Check, Option<Settings>) {
 }
 
 /// `key = value` for every setting, in declaration order.
-pub fn effective_values(settings: &Settings) -> Vec<String> {
+pub(crate) fn effective_values(settings: &Settings) -> Vec<String> {
     let value = serde_json::to_value(settings).expect("serialising settings");
     value
         .as_object()

@@ -59,7 +59,7 @@ impl FileError {
 
 /// The mode and owner a file is written with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Perms {
+pub(crate) struct Perms {
     /// Permission bits (`0o7777` at most).
     pub mode: u32,
     /// Owner and group; `None` leaves them to the writer (a new file).
@@ -68,7 +68,7 @@ pub struct Perms {
 
 impl Perms {
     /// A new file: `mode`, owned by whoever writes it.
-    pub const fn new(mode: u32) -> Perms {
+    pub(crate) const fn new(mode: u32) -> Perms {
         Perms { mode, owner: None }
     }
 
@@ -78,7 +78,7 @@ impl Perms {
 
     /// The mode and owner of the file at `path` itself (not of a symlink's
     /// target); `None` when there is none.
-    pub fn of_path(path: &Path) -> Option<Perms> {
+    pub(crate) fn of_path(path: &Path) -> Option<Perms> {
         let st = rustix::fs::lstat(path).ok()?;
         Some(Perms::of(&st))
     }
@@ -86,7 +86,7 @@ impl Perms {
 
 /// What a bounded read returns.
 #[derive(Clone, Debug)]
-pub struct Contents {
+pub(crate) struct Contents {
     pub bytes: Vec<u8>,
     /// The file's mode and owner, for writing it back.
     pub perms: Perms,
@@ -98,7 +98,7 @@ pub struct Contents {
 /// # Errors
 /// The file cannot be opened, is a symlink, a FIFO, a directory..., is larger
 /// than `limit`, or a read fails.
-pub fn read(dir: Option<BorrowedFd<'_>>, path: &Path, limit: u64) -> Result<Contents, FileError> {
+pub(crate) fn read(dir: Option<BorrowedFd<'_>>, path: &Path, limit: u64) -> Result<Contents, FileError> {
     let shown = || path.to_path_buf();
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
     let opened = match dir {
@@ -143,7 +143,7 @@ fn is_symlink(dir: Option<BorrowedFd<'_>>, path: &Path) -> bool {
 ///
 /// # Errors
 /// As [`read`], and text that is not UTF-8.
-pub fn read_text(path: &Path, limit: u64) -> Result<Option<String>, FileError> {
+pub(crate) fn read_text(path: &Path, limit: u64) -> Result<Option<String>, FileError> {
     match read(None, path, limit) {
         Ok(c) => {
             String::from_utf8(c.bytes).map(Some).map_err(|_| FileError::NotUtf8 { path: path.to_path_buf() })
@@ -155,7 +155,7 @@ pub fn read_text(path: &Path, limit: u64) -> Result<Option<String>, FileError> {
 
 /// Whether a write must be on disk before the rename makes it visible.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Durability {
+pub(crate) enum Durability {
     /// fsync the file before the rename and the dir after it: engine
     /// configs, rare writes that must survive a crash.
     Durable,
@@ -171,7 +171,7 @@ pub enum Durability {
 /// # Errors
 /// A failed create, write, fsync or rename; the temporary file is removed
 /// and `name` is unchanged.
-pub fn replace_at(
+pub(crate) fn replace_at(
     dir: BorrowedFd<'_>,
     name: &OsStr,
     shown: &Path,
@@ -238,7 +238,12 @@ fn write_then_rename(
 ///
 /// # Errors
 /// As [`replace_at`], and a path without a parent or file name.
-pub fn replace(path: &Path, bytes: &[u8], perms: Perms, durability: Durability) -> Result<(), FileError> {
+pub(crate) fn replace(
+    path: &Path,
+    bytes: &[u8],
+    perms: Perms,
+    durability: Durability,
+) -> Result<(), FileError> {
     let write_err = |source| FileError::Write { path: path.to_path_buf(), source };
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(write_err(io::Error::other("no file name")));
@@ -252,7 +257,7 @@ pub fn replace(path: &Path, bytes: &[u8], perms: Perms, durability: Durability) 
 ///
 /// # Errors
 /// The directory cannot be opened.
-pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+pub(crate) fn open_dir(path: &Path) -> io::Result<OwnedFd> {
     Ok(rustix::fs::open(path, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?)
 }
 
@@ -260,7 +265,7 @@ pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
 /// spaces for a new, empty file; a tab for `runc spec`'s files), or one line
 /// when the original was one line; a trailing newline when the original had
 /// one (or was empty).
-pub fn render_json(doc: &Value, original: &str) -> String {
+pub(crate) fn render_json(doc: &Value, original: &str) -> String {
     let indent = if original.trim().is_empty() {
         Some("  ")
     } else if !original.trim().contains('\n') {

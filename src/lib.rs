@@ -10,23 +10,23 @@
 //! files safely, `names` holds shared names and paths, `commands` glue them
 //! to the CLI (`cli`).
 
-pub mod apply;
+pub(crate) mod apply;
 pub mod bundle;
 pub mod cli;
 pub mod commands;
-pub mod doctor;
-pub mod engine;
-pub mod files;
+pub(crate) mod doctor;
+pub(crate) mod engine;
+pub(crate) mod files;
 pub mod input;
 pub mod logger;
-pub mod names;
+pub(crate) mod names;
 pub mod plan;
 pub mod runtime;
 pub mod settings;
-pub mod setup;
+pub(crate) mod setup;
 pub mod size;
-pub mod spec;
-pub mod spec_mode;
+pub(crate) mod spec;
+pub(crate) mod spec_mode;
 pub mod stage;
 pub mod target;
 

@@ -15,58 +15,58 @@ pub const ANNOTATION_TMP_SIZE: &str = "oci-tmpfs-hook/tmp-size";
 /// Annotation that sets the size of `/dev/shm`.
 pub const ANNOTATION_SHM_SIZE: &str = "oci-tmpfs-hook/shm-size";
 /// The glob that lets our annotations through containerd's CRI to the spec.
-pub const ANNOTATION_GLOB: &str = "oci-tmpfs-hook/*";
+pub(crate) const ANNOTATION_GLOB: &str = "oci-tmpfs-hook/*";
 
 /// containerd's CRI marks a pod's sandbox (pause) container with this
 /// annotation set to [`SANDBOX`] (app containers: `container`).
-pub const CRI_CONTAINER_TYPE: &str = "io.kubernetes.cri.container-type";
+pub(crate) const CRI_CONTAINER_TYPE: &str = "io.kubernetes.cri.container-type";
 /// CRI-O's annotation for the same.
-pub const CRIO_CONTAINER_TYPE: &str = "io.kubernetes.cri-o.ContainerType";
+pub(crate) const CRIO_CONTAINER_TYPE: &str = "io.kubernetes.cri-o.ContainerType";
 /// The container-type value of a pod sandbox.
-pub const SANDBOX: &str = "sandbox";
+pub(crate) const SANDBOX: &str = "sandbox";
 
 /// `/dev/shm` inside the container.
 pub const SHM_PATH: &str = "/dev/shm";
 
 /// The runtime name the engines know the wrapper by (Docker, containerd).
-pub const RUNTIME_NAME: &str = "oci-tmpfs";
+pub(crate) const RUNTIME_NAME: &str = "oci-tmpfs";
 /// The wrapper's file name: the binary acts as a runtime when called so.
-pub const WRAPPER_NAME: &str = "oci-tmpfs-runtime";
+pub(crate) const WRAPPER_NAME: &str = "oci-tmpfs-runtime";
 /// The real runtime the wrapper execs when the host config names none.
-pub const DEFAULT_RUNTIME: &str = "runc";
+pub(crate) const DEFAULT_RUNTIME: &str = "runc";
 /// The hooks-dir file name (Podman, CRI-O).
-pub const HOOK_FILE: &str = "oci-tmpfs-hook.json";
+pub(crate) const HOOK_FILE: &str = "oci-tmpfs-hook.json";
 
 /// Podman's and CRI-O's default hooks dir.
-pub const HOOKS_DIR: &str = "/usr/share/containers/oci/hooks.d";
+pub(crate) const HOOKS_DIR: &str = "/usr/share/containers/oci/hooks.d";
 /// The hooks dir for the administrator's own hooks (Podman reads it too).
-pub const ETC_HOOKS_DIR: &str = "/etc/containers/oci/hooks.d";
+pub(crate) const ETC_HOOKS_DIR: &str = "/etc/containers/oci/hooks.d";
 /// Podman's main config file (its presence says Podman is set up).
-pub const CONTAINERS_CONF: &str = "/etc/containers/containers.conf";
+pub(crate) const CONTAINERS_CONF: &str = "/etc/containers/containers.conf";
 /// CRI-O's main config file.
-pub const CRIO_CONF: &str = "/etc/crio/crio.conf";
+pub(crate) const CRIO_CONF: &str = "/etc/crio/crio.conf";
 /// CRI-O's drop-in dir (`*.conf`, read in sorted order after the main file).
-pub const CRIO_CONF_D: &str = "/etc/crio/crio.conf.d";
+pub(crate) const CRIO_CONF_D: &str = "/etc/crio/crio.conf.d";
 /// Docker's daemon config.
-pub const DAEMON_JSON: &str = "/etc/docker/daemon.json";
+pub(crate) const DAEMON_JSON: &str = "/etc/docker/daemon.json";
 /// containerd's config.
-pub const CONTAINERD_CONFIG: &str = "/etc/containerd/config.toml";
+pub(crate) const CONTAINERD_CONFIG: &str = "/etc/containerd/config.toml";
 
 /// The host config file.
-pub const DEFAULT_CONFIG_PATH: &str = "/etc/oci-tmpfs-hook/config.toml";
+pub(crate) const DEFAULT_CONFIG_PATH: &str = "/etc/oci-tmpfs-hook/config.toml";
 /// The environment variable that names another host config for the runtime
 /// wrapper (engines start it with the runtime's arguments only).
-pub const CONFIG_ENV: &str = "OCI_TMPFS_HOOK_CONFIG";
+pub(crate) const CONFIG_ENV: &str = "OCI_TMPFS_HOOK_CONFIG";
 /// The environment variable that sets the log level.
 pub const LOG_ENV: &str = "OCI_TMPFS_HOOK_LOG";
 
 /// The `PATH` searched when there is none (runtimes give hooks an empty environment).
-pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub(crate) const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// The `PATH` entry a registered hook gets.
-pub const HOOK_PATH_ENV: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub(crate) const HOOK_PATH_ENV: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The argv of a registered hook: `oci-tmpfs-hook hook --stage STAGE [--config PATH]`.
-pub fn hook_argv(stage: Stage, config: Option<&Path>) -> Vec<String> {
+pub(crate) fn hook_argv(stage: Stage, config: Option<&Path>) -> Vec<String> {
     let mut args = vec!["oci-tmpfs-hook".to_string(), "hook".into(), "--stage".into(), stage.as_str().into()];
     if let Some(c) = config {
         args.push("--config".into());
@@ -76,7 +76,7 @@ pub fn hook_argv(stage: Stage, config: Option<&Path>) -> Vec<String> {
 }
 
 /// `root` + an absolute system path: where `path` is under `--root DIR`.
-pub fn rooted(root: &Path, path: &Path) -> PathBuf {
+pub(crate) fn rooted(root: &Path, path: &Path) -> PathBuf {
     match path.strip_prefix("/") {
         Ok(rel) => root.join(rel),
         Err(_) => root.join(path),

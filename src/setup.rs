@@ -16,13 +16,13 @@ use crate::engine::{read_config, ConfigError, Registration, Way};
 use crate::files::{self, Durability, Perms};
 
 /// Suffix of the backup written before a config file is changed.
-pub const BACKUP_SUFFIX: &str = ".bak-oci-tmpfs-hook";
+pub(crate) const BACKUP_SUFFIX: &str = ".bak-oci-tmpfs-hook";
 /// The mode of a file setup creates.
 const NEW_FILE_MODE: u32 = 0o644;
 
 /// One file to create, replace or remove.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Change {
+pub(crate) struct Change {
     pub path: PathBuf,
     /// Current contents, `None` when the file does not exist.
     pub before: Option<String>,
@@ -34,7 +34,7 @@ pub struct Change {
 
 /// What setup will do for one engine.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Files that change.
     pub changes: Vec<Change>,
     /// Files looked at that are already as they should be.
@@ -48,7 +48,7 @@ pub struct Plan {
 ///
 /// # Errors
 /// Unreadable or malformed files, or a config setup will not edit.
-pub fn plan(args: &SetupArgs, reg: &Registration<'_>) -> Result<Plan, ConfigError> {
+pub(crate) fn plan(args: &SetupArgs, reg: &Registration<'_>) -> Result<Plan, ConfigError> {
     let engine = args.engine.registrar();
     let located = engine.config_file(&args.site())?;
     let mut plan = Plan { notes: located.note.into_iter().collect(), ..Plan::default() };
@@ -94,7 +94,7 @@ fn backup_path(path: &Path, contents: &str) -> Result<PathBuf, ConfigError> {
 ///
 /// # Errors
 /// A failed write; files already replaced stay replaced (each has its backup).
-pub fn apply(plan: &Plan) -> Result<(), ConfigError> {
+pub(crate) fn apply(plan: &Plan) -> Result<(), ConfigError> {
     for change in &plan.changes {
         let write_err = |source| files::FileError::Write { path: change.path.clone(), source };
         let perms = Perms::of_path(&change.path).unwrap_or(Perms::new(NEW_FILE_MODE));
@@ -120,7 +120,7 @@ pub fn apply(plan: &Plan) -> Result<(), ConfigError> {
 }
 
 /// A line diff of a change, `diff -u` style with three lines of context.
-pub fn diff(change: &Change) -> String {
+pub(crate) fn diff(change: &Change) -> String {
     let old: Vec<&str> = change.before.as_deref().map_or(Vec::new(), |t| t.lines().collect());
     let new: Vec<&str> = change.after.as_deref().map_or(Vec::new(), |t| t.lines().collect());
     let mut out = String::new();

@@ -17,11 +17,11 @@ use crate::plan::{Action, Plan, ShmSource, ShmWay, Tmpfs, SHM_PATH};
 use crate::size::Bytes;
 
 /// The `source` of the entries we write: names them in `mountinfo` as ours.
-pub const SOURCE: &str = "oci-tmpfs-hook";
+pub(crate) const SOURCE: &str = "oci-tmpfs-hook";
 
 /// What the edit did, and what it leaves to the caller.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Edit {
+pub(crate) struct Edit {
     /// Destinations of the tmpfs entries added.
     pub added: Vec<String>,
     /// `/dev/shm`'s spec tmpfs raised: from (`None`: unsized), to.
@@ -35,12 +35,12 @@ pub struct Edit {
 /// Why the spec could not be edited: the document has an unexpected shape.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[error("config.json: {0} is not of the expected JSON type")]
-pub struct ShapeError(&'static str);
+pub(crate) struct ShapeError(&'static str);
 
 /// Whether `plan` can be carried out in the spec alone. Directories nested
 /// in a target (`TMPDIR=/tmp/job`) need a directory inside the fresh tmpfs,
 /// which no mount entry can express: such a container takes the hook.
-pub fn expressible(plan: &Plan) -> bool {
+pub(crate) fn expressible(plan: &Plan) -> bool {
     plan.actions.iter().all(|a| !matches!(a, Action::MountTmpfs { subdirs, .. } if !subdirs.is_empty()))
 }
 
@@ -50,7 +50,12 @@ pub fn expressible(plan: &Plan) -> bool {
 ///
 /// # Errors
 /// [`ShapeError`] when `mounts` or a `/dev/shm` entry has the wrong JSON type.
-pub fn edit(config: &mut Value, plan: &Plan, refused: &[&str], host_ram: Bytes) -> Result<Edit, ShapeError> {
+pub(crate) fn edit(
+    config: &mut Value,
+    plan: &Plan,
+    refused: &[&str],
+    host_ram: Bytes,
+) -> Result<Edit, ShapeError> {
     let mut edit = Edit::default();
     if !plan.enabled {
         return Ok(edit);
@@ -84,7 +89,7 @@ pub fn edit(config: &mut Value, plan: &Plan, refused: &[&str], host_ram: Bytes) 
 
 /// One tmpfs mount as a spec (or an NRI adjustment) spells it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TmpfsMount {
+pub(crate) struct TmpfsMount {
     pub destination: String,
     /// `nosuid`, `nodev`, `noexec` as planned, `mode=`, `nr_inodes=`, `size=`.
     pub options: Vec<String>,
@@ -92,14 +97,14 @@ pub struct TmpfsMount {
 
 impl TmpfsMount {
     /// The mount of `tmpfs` at `destination`.
-    pub fn new(destination: &str, tmpfs: &Tmpfs) -> TmpfsMount {
+    pub(crate) fn new(destination: &str, tmpfs: &Tmpfs) -> TmpfsMount {
         let mut options = spec_options(tmpfs);
         options.push(format!("size={}", tmpfs.size.bytes.0));
         TmpfsMount { destination: destination.to_string(), options }
     }
 
     /// Its `mounts` entry (type `tmpfs`, source [`SOURCE`]).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({ "destination": self.destination, "type": "tmpfs", "source": SOURCE, "options": self.options })
     }
 }
@@ -107,7 +112,7 @@ impl TmpfsMount {
 /// The fresh tmpfs mounts of `plan` but for the `refused` targets: the temp
 /// targets, and `/dev/shm` when the spec has none. What an executor that can
 /// only add mounts (the spec, an NRI adjustment) writes.
-pub fn fresh_mounts(plan: &Plan, refused: &[&str]) -> Vec<TmpfsMount> {
+pub(crate) fn fresh_mounts(plan: &Plan, refused: &[&str]) -> Vec<TmpfsMount> {
     if !plan.enabled {
         return Vec::new();
     }
@@ -125,7 +130,7 @@ pub fn fresh_mounts(plan: &Plan, refused: &[&str]) -> Vec<TmpfsMount> {
 /// What the spec executor would do with a plan, before any rootfs check:
 /// for `explain`.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Preview {
+pub(crate) struct Preview {
     /// False when the plan needs the hook (a directory inside a fresh tmpfs).
     pub expressible: bool,
     /// The tmpfs entries it would write.
@@ -136,13 +141,13 @@ pub struct Preview {
 
 /// A [`TmpfsMount`] as `explain --json` shows it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct PreviewMount {
+pub(crate) struct PreviewMount {
     pub destination: String,
     pub options: Vec<String>,
 }
 
 /// The [`Preview`] of `plan`.
-pub fn preview(plan: &Plan) -> Preview {
+pub(crate) fn preview(plan: &Plan) -> Preview {
     let mounts = fresh_mounts(plan, &[])
         .into_iter()
         .map(|m| PreviewMount { destination: m.destination, options: m.options })

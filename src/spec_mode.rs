@@ -17,7 +17,7 @@ use crate::{apply, input, spec};
 
 /// What the edit did, for the caller to print or log.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// Whether `config.json` changed.
     pub changed: bool,
     /// One line per effect.
@@ -30,7 +30,7 @@ pub struct Outcome {
 
 /// What can stop the spec executor.
 #[derive(Debug, thiserror::Error)]
-pub enum SpecError {
+pub(crate) enum SpecError {
     #[error(transparent)]
     Bundle(#[from] BundleError),
     #[error("config.json is not an OCI spec")]
@@ -53,7 +53,11 @@ pub enum SpecError {
 /// # Errors
 /// The bundle cannot be read or written ([`SpecError::Bundle`]), or planning,
 /// the rootfs check or the shm growth failed.
-pub fn carry_out(dir: &Path, settings: &Settings, hook: Option<&HookEntry>) -> Result<Outcome, SpecError> {
+pub(crate) fn carry_out(
+    dir: &Path,
+    settings: &Settings,
+    hook: Option<&HookEntry>,
+) -> Result<Outcome, SpecError> {
     let mut outcome = Outcome::default();
     outcome.changed =
         bundle::edit(dir, |config, path| in_spec(config, path, dir, settings, hook, &mut outcome))?;

@@ -518,10 +518,10 @@ fn podman_run(rootfs: &Path, rt: Runtime, hooked: bool, env: &[&str], sh: &str, 
 mod tempdir {
     use std::path::PathBuf;
 
-    pub struct TempDir(pub PathBuf);
+    pub(crate) struct TempDir(pub(crate) PathBuf);
 
     impl TempDir {
-        pub fn new(name: &str) -> TempDir {
+        pub(crate) fn new(name: &str) -> TempDir {
             let dir = std::env::temp_dir().join("oci-tmpfs-hook-tests").join(super::unique(name));
             std::fs::create_dir_all(&dir).unwrap();
             TempDir(dir)

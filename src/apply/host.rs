@@ -19,7 +19,7 @@ use crate::target;
 
 /// What the check of the targets found.
 #[derive(Debug, Default)]
-pub struct Checked {
+pub(crate) struct Checked {
     /// Targets left alone, each with its note.
     pub refused: Vec<(String, Note)>,
     /// Mountpoint directories whose mode was set to the tmpfs' mode.
@@ -35,7 +35,7 @@ pub struct Checked {
 /// # Errors
 /// A rootfs that cannot be opened, or a failure that is not a property of
 /// the image.
-pub fn check_targets(rootfs: &Path, plan: &Plan) -> Result<Checked, ApplyError> {
+pub(crate) fn check_targets(rootfs: &Path, plan: &Plan) -> Result<Checked, ApplyError> {
     let mut root = Root::open(rootfs)?;
     let mut checked = Checked::default();
     for action in &plan.actions {
@@ -98,7 +98,7 @@ fn landing(root: &mut Root, fd: &OwnedFd, what: &str) -> Result<Option<Note>, Ap
 ///
 /// # Errors
 /// The kernel refused the resize; what is not a growable engine shm is a note.
-pub fn grow_shm(source: &Path, size: Bytes) -> Result<Result<Done, Note>, ApplyError> {
+pub(crate) fn grow_shm(source: &Path, size: Bytes) -> Result<Result<Done, Note>, ApplyError> {
     let shown = source.display().to_string();
     let note =
         |reason: String, warn| Ok(Err(Note { subject: format!("{SHM_PATH} (from {shown})"), reason, warn }));

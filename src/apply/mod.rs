@@ -12,7 +12,7 @@
 //! detaches what was attached.
 
 mod error;
-pub mod host;
+pub(crate) mod host;
 mod mount;
 mod ns;
 mod resolve;
@@ -21,9 +21,9 @@ mod system;
 use std::fmt;
 use std::path::Path;
 
-pub use error::{ApplyError, Call};
-pub use ns::detect_stage;
-pub use system::System;
+pub(crate) use error::ApplyError;
+pub(crate) use ns::detect_stage;
+pub(crate) use system::System;
 
 use crate::plan::{Action, Note, Plan, ShmWay, Tmpfs, SHM_PATH};
 use crate::size::Bytes;
@@ -32,7 +32,7 @@ use crate::target::TargetPath;
 
 /// The outcome of preparing one action.
 #[derive(Debug)]
-pub enum Prepared<P> {
+pub(crate) enum Prepared<P> {
     /// Ready to commit; what committing it will have done.
     Ready(P, Done),
     /// Left alone, and why.
@@ -41,7 +41,7 @@ pub enum Prepared<P> {
 
 /// One effect carried out, for the log.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Done {
+pub(crate) enum Done {
     /// A fresh tmpfs on a temp target.
     Mounted { target: String, size: Bytes },
     /// A fresh tmpfs on `/dev/shm`, where there was none.
@@ -72,7 +72,7 @@ impl fmt::Display for Done {
 }
 
 /// The effects. Each method is one step of [`apply`].
-pub trait Mounter {
+pub(crate) trait Mounter {
     /// The opened rootfs, which every preparation resolves from.
     type Root;
     /// A prepared effect, committed by [`Mounter::commit`].
@@ -122,7 +122,7 @@ pub trait Mounter {
 
 /// What a successful apply did, and what it left alone.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Report {
+pub(crate) struct Report {
     pub done: Vec<Done>,
     pub notes: Vec<Note>,
 }
@@ -131,7 +131,7 @@ pub struct Report {
 ///
 /// # Errors
 /// Any [`ApplyError`]; on error nothing stays mounted by this call.
-pub fn apply<M: Mounter>(
+pub(crate) fn apply<M: Mounter>(
     m: &mut M,
     plan: &Plan,
     stage: Stage,
@@ -172,6 +172,7 @@ pub fn apply<M: Mounter>(
 
 #[cfg(test)]
 mod tests {
+    use super::error::Call;
     use super::*;
     use crate::plan::{Origin, Owner, ShmSource, SizeFrom, Sizing, TMPFS_MODE};
     use crate::size::Basis;

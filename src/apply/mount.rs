@@ -23,7 +23,7 @@ const TMPFS_MAGIC: u64 = 0x0102_1994;
 ///
 /// # Errors
 /// The kernel refused a step.
-pub fn build(t: &Tmpfs, subdirs: &[String], what: &str) -> Result<OwnedFd, ApplyError> {
+pub(super) fn build(t: &Tmpfs, subdirs: &[String], what: &str) -> Result<OwnedFd, ApplyError> {
     let fs = rustix::mount::fsopen("tmpfs", FsOpenFlags::FSOPEN_CLOEXEC).map_err(fail(
         Call::Fsopen,
         "creating a tmpfs context for",
@@ -99,7 +99,7 @@ fn make_dirs(mnt: &OwnedFd, rel: &str, mode: u32, owner: Option<Owner>) -> Resul
 ///
 /// # Errors
 /// `fstatfs` failing.
-pub fn tmpfs_size(fd: &OwnedFd, what: &str) -> Result<Option<Bytes>, ApplyError> {
+pub(super) fn tmpfs_size(fd: &OwnedFd, what: &str) -> Result<Option<Bytes>, ApplyError> {
     let sfs = rustix::fs::fstatfs(fd).map_err(|e| ApplyError::sys(Call::Statfs, "reading", what, e))?;
     if sfs.f_type as u64 != TMPFS_MAGIC {
         return Ok(None);
@@ -112,7 +112,7 @@ pub fn tmpfs_size(fd: &OwnedFd, what: &str) -> Result<Option<Bytes>, ApplyError>
 ///
 /// # Errors
 /// The kernel refused.
-pub fn resize(fd: &OwnedFd, size: Bytes, what: &str) -> Result<OwnedFd, ApplyError> {
+pub(super) fn resize(fd: &OwnedFd, size: Bytes, what: &str) -> Result<OwnedFd, ApplyError> {
     let fs = rustix::mount::fspick(fd, "", FsPickFlags::FSPICK_EMPTY_PATH | FsPickFlags::FSPICK_CLOEXEC)
         .map_err(fail(Call::Fspick, "picking the superblock of", what))?;
     rustix::mount::fsconfig_set_string(&fs, "size", size.0.to_string()).map_err(fail(
@@ -127,7 +127,7 @@ pub fn resize(fd: &OwnedFd, size: Bytes, what: &str) -> Result<OwnedFd, ApplyErr
 ///
 /// # Errors
 /// The kernel refused.
-pub fn reconfigure(fs: &OwnedFd, what: &str) -> Result<(), ApplyError> {
+pub(super) fn reconfigure(fs: &OwnedFd, what: &str) -> Result<(), ApplyError> {
     rustix::mount::fsconfig_reconfigure(fs).map_err(fail(Call::Fsconfig, "resizing the tmpfs of", what))
 }
 
@@ -135,7 +135,7 @@ pub fn reconfigure(fs: &OwnedFd, what: &str) -> Result<(), ApplyError> {
 ///
 /// # Errors
 /// The kernel refused.
-pub fn attach(mnt: &OwnedFd, target: &OwnedFd, what: &str) -> Result<(), ApplyError> {
+pub(super) fn attach(mnt: &OwnedFd, target: &OwnedFd, what: &str) -> Result<(), ApplyError> {
     rustix::mount::move_mount(
         mnt,
         "",
@@ -147,7 +147,7 @@ pub fn attach(mnt: &OwnedFd, target: &OwnedFd, what: &str) -> Result<(), ApplyEr
 }
 
 /// Detaches an attached mount (rollback, best effort).
-pub fn detach(mnt: &OwnedFd) {
+pub(super) fn detach(mnt: &OwnedFd) {
     let link = format!("/proc/self/fd/{}", mnt.as_raw_fd());
     if let Err(e) = rustix::mount::unmount(link.as_str(), UnmountFlags::DETACH) {
         log::error!("detaching a tmpfs after a failed mount: {e}");

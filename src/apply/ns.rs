@@ -56,7 +56,7 @@ fn outside_init(who: &str, stage: Stage) -> Result<(), ApplyError> {
 
 /// Number of pid namespaces this process is in, from `NSpid` in
 /// `/proc/self/status`: more than one means we already run inside a container.
-pub fn pid_namespace_depth() -> usize {
+pub(super) fn pid_namespace_depth() -> usize {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| s.lines().find_map(|l| l.strip_prefix("NSpid:")).map(|v| v.split_whitespace().count()))
@@ -69,7 +69,7 @@ pub fn pid_namespace_depth() -> usize {
 ///
 /// # Errors
 /// [`ApplyError::UnknownStage`].
-pub fn detect_stage(pid: Option<i64>) -> Result<Stage, ApplyError> {
+pub(crate) fn detect_stage(pid: Option<i64>) -> Result<Stage, ApplyError> {
     if pid_namespace_depth() > 1 {
         return Ok(Stage::CreateContainer);
     }

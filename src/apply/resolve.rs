@@ -21,7 +21,7 @@ const EAGAIN_RETRIES: usize = 16;
 /// The container's rootfs, opened: what every preparation resolves from.
 /// Only [`Root::open`] makes one, so nothing can resolve before it.
 #[derive(Debug)]
-pub struct Root {
+pub(crate) struct Root {
     fd: OwnedFd,
     /// The rootfs path as the kernel names it in this mount namespace.
     name: String,
@@ -35,17 +35,17 @@ pub struct Root {
 }
 
 /// Temp targets: never cross a mount (a volume, or `/tmp` already mounted).
-pub const TARGET: ResolveFlags =
+pub(super) const TARGET: ResolveFlags =
     ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS).union(ResolveFlags::NO_XDEV);
 /// `/dev/shm` is a mount by design: resolve into it, then check what it is.
-pub const SHM: ResolveFlags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
+pub(super) const SHM: ResolveFlags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
 
 impl Root {
     /// Opens `rootfs` (`O_PATH`), refusing the host's own `/`.
     ///
     /// # Errors
     /// A rootfs that cannot be opened, or that is the host's root.
-    pub fn open(rootfs: &Path) -> Result<Root, ApplyError> {
+    pub(crate) fn open(rootfs: &Path) -> Result<Root, ApplyError> {
         let shown = rootfs.display().to_string();
         let fd = rustix::fs::open(rootfs, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
             .map_err(|e| ApplyError::sys(Call::Open, "opening the rootfs", shown.as_str(), e))?;
@@ -66,7 +66,7 @@ impl Root {
     ///
     /// # Errors
     /// The `openat2`/`mkdirat` errno, for the caller to read as a skip or not.
-    pub fn resolve_or_create(&mut self, rel: &str, flags: ResolveFlags) -> Result<OwnedFd, Errno> {
+    pub(crate) fn resolve_or_create(&mut self, rel: &str, flags: ResolveFlags) -> Result<OwnedFd, Errno> {
         match resolve(&self.fd, rel, flags) {
             Err(Errno::NOENT) => {}
             other => return other,
@@ -118,7 +118,7 @@ impl Root {
     }
 
     /// Where `fd` landed, as a path inside the rootfs, or `None` when outside.
-    pub fn landed(&self, fd: &OwnedFd) -> Option<String> {
+    pub(crate) fn landed(&self, fd: &OwnedFd) -> Option<String> {
         let name = fd_name(fd);
         let rest = name.strip_prefix(&self.name)?;
         match rest {
@@ -133,7 +133,7 @@ impl Root {
     ///
     /// # Errors
     /// `fstat` failing.
-    pub fn claim(&mut self, fd: &OwnedFd, what: &str) -> Result<Option<String>, ApplyError> {
+    pub(crate) fn claim(&mut self, fd: &OwnedFd, what: &str) -> Result<Option<String>, ApplyError> {
         let st = rustix::fs::fstat(fd).map_err(|e| ApplyError::sys(Call::Stat, "reading", what, e))?;
         let id = (st.st_dev, st.st_ino);
         if let Some((_, first)) = self.claimed.iter().find(|(d, _)| *d == id) {
@@ -171,7 +171,7 @@ fn fd_name(fd: &impl AsRawFd) -> String {
 }
 
 /// A temp target that the image's layout rules out: why (a skip, not an error).
-pub fn skip_reason(err: Errno) -> Option<&'static str> {
+pub(super) fn skip_reason(err: Errno) -> Option<&'static str> {
     Some(match err {
         Errno::XDEV => {
             "it is already a mount point, or its path crosses one (a volume, or a symlink into another mount)"
@@ -190,7 +190,7 @@ pub fn skip_reason(err: Errno) -> Option<&'static str> {
 ///
 /// # Errors
 /// `mount_setattr(2)` refused (a flag locked by a user namespace: EPERM).
-pub fn make_writable(mnt: &OwnedFd, what: &str) -> Result<(), ApplyError> {
+pub(super) fn make_writable(mnt: &OwnedFd, what: &str) -> Result<(), ApplyError> {
     clear_read_only(mnt)
         .map_err(|e| ApplyError::sys(Call::MountSetattr, "making the mount writable:", what, e))
 }

@@ -18,7 +18,7 @@ use crate::target::{self, TargetPath};
 
 /// A prepared effect.
 #[derive(Debug)]
-pub enum Pending {
+pub(crate) enum Pending {
     /// Attach the detached mount `mnt` onto `target`.
     Attach { mnt: OwnedFd, target: OwnedFd, what: String },
     /// Apply the new size configured on the superblock context `fs`, then,
@@ -30,7 +30,7 @@ pub enum Pending {
 
 /// The real thing.
 #[derive(Debug, Default)]
-pub struct System {
+pub(crate) struct System {
     /// Device of the host's `/dev/shm`, read before joining the container.
     host_shm: Option<u64>,
     /// Mounts attached so far, for rollback.

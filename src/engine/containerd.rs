@@ -31,16 +31,16 @@ use crate::doctor::{Check, Context};
 use crate::names::{rooted, ANNOTATION_GLOB, CONTAINERD_CONFIG, RUNTIME_NAME};
 
 /// The CRI plugin of config version 2 (containerd 1.x; 2.x migrates it).
-pub const CRI_PLUGIN_V2: &str = "io.containerd.grpc.v1.cri";
+pub(crate) const CRI_PLUGIN_V2: &str = "io.containerd.grpc.v1.cri";
 /// The CRI runtime plugin of config version 3 (containerd 2.x).
-pub const CRI_PLUGIN_V3: &str = "io.containerd.cri.v1.runtime";
+pub(crate) const CRI_PLUGIN_V3: &str = "io.containerd.cri.v1.runtime";
 /// The shim our runtime entry and the added `runc` entry use.
 const RUNC_V2: &str = "io.containerd.runc.v2";
 /// Marks what setup added to the file, so that undo finds it.
 const MARK: &str = "oci-tmpfs-hook setup";
 
 /// The CRI plugin that holds the runtimes in a config of `version`.
-pub fn cri_plugin(version: i64) -> Option<&'static str> {
+pub(crate) fn cri_plugin(version: i64) -> Option<&'static str> {
     match version {
         2 => Some(CRI_PLUGIN_V2),
         3 => Some(CRI_PLUGIN_V3),
@@ -49,7 +49,7 @@ pub fn cri_plugin(version: i64) -> Option<&'static str> {
 }
 
 /// containerd's `config.toml`.
-pub struct Containerd;
+pub(crate) struct Containerd;
 
 impl Registrar for Containerd {
     fn profile(&self) -> Profile {

@@ -17,7 +17,7 @@ use crate::files::render_json;
 use crate::names::{rooted, DAEMON_JSON, RUNTIME_NAME};
 
 /// Docker's `daemon.json`.
-pub struct Docker;
+pub(crate) struct Docker;
 
 impl Registrar for Docker {
     fn profile(&self) -> Profile {

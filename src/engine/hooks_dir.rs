@@ -37,7 +37,7 @@ pub fn oci_hooks_json(binary: &Path) -> Value {
 }
 
 /// The text of the oci-hooks(5) file for `binary`.
-pub fn hooks_json(binary: &Path) -> String {
+pub(crate) fn hooks_json(binary: &Path) -> String {
     let mut text = serde_json::to_string_pretty(&oci_hooks_json(binary)).expect("serialising JSON");
     text.push('\n');
     text
@@ -45,10 +45,10 @@ pub fn hooks_json(binary: &Path) -> String {
 
 /// Podman: the hook JSON in its default hooks dir (it also reads
 /// `/etc/containers/oci/hooks.d`).
-pub struct Podman;
+pub(crate) struct Podman;
 
 /// CRI-O: the hook JSON in the first dir of its `hooks_dir`.
-pub struct Crio;
+pub(crate) struct Crio;
 
 impl Registrar for Podman {
     fn profile(&self) -> Profile {
@@ -141,7 +141,7 @@ fn in_dir(dir: PathBuf, why: &str) -> Located {
 ///
 /// # Errors
 /// An unreadable file.
-pub fn crio_config_files(root: &Path) -> Result<Vec<(PathBuf, String)>, ConfigError> {
+pub(crate) fn crio_config_files(root: &Path) -> Result<Vec<(PathBuf, String)>, ConfigError> {
     let mut files = Vec::new();
     let main = rooted(root, Path::new(CRIO_CONF));
     if let Some(text) = read_config(&main)? {
@@ -170,7 +170,7 @@ pub fn crio_config_files(root: &Path) -> Result<Vec<(PathBuf, String)>, ConfigEr
 ///
 /// # Errors
 /// A file that is not valid TOML, or a `hooks_dir` that is not a list of strings.
-pub fn crio_hooks_dir(files: &[(PathBuf, String)]) -> Result<Option<PathBuf>, ConfigError> {
+pub(crate) fn crio_hooks_dir(files: &[(PathBuf, String)]) -> Result<Option<PathBuf>, ConfigError> {
     let mut found = None;
     for (path, text) in files {
         let doc: toml::Table = toml::from_str(text)

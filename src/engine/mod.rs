@@ -12,9 +12,9 @@
 //! never write: planning, backups, atomic writes and diffs are
 //! [`crate::setup`]'s, generic over the engine.
 
-pub mod containerd;
-pub mod docker;
-pub mod hooks_dir;
+pub(crate) mod containerd;
+pub(crate) mod docker;
+pub(crate) mod hooks_dir;
 
 use std::path::{Path, PathBuf};
 
@@ -25,7 +25,7 @@ use crate::files::FileError;
 use crate::names::{rooted, DEFAULT_PATH, RUNTIME_NAME, WRAPPER_NAME};
 
 /// Largest engine config file read or edited.
-pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_CONFIG_BYTES: u64 = 4 << 20;
 
 /// An engine that `setup`, `doctor` and `engines` know.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -132,7 +132,7 @@ pub struct Profile {
 }
 
 /// The new text of an engine's file: `None` removes it.
-pub type Edit = Result<Option<String>, ConfigError>;
+pub(crate) type Edit = Result<Option<String>, ConfigError>;
 
 /// What each engine family implements.
 pub trait Registrar: Sync {
@@ -225,7 +225,7 @@ impl std::fmt::Display for Engine {
 }
 
 /// The first `name` in the directories of `PATH` (or [`DEFAULT_PATH`]).
-pub fn on_path(name: &str) -> Option<PathBuf> {
+pub(crate) fn on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into());
     std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
 }
@@ -234,7 +234,7 @@ pub fn on_path(name: &str) -> Option<PathBuf> {
 ///
 /// # Errors
 /// Not a regular file, too big, not UTF-8, unreadable.
-pub fn read_config(path: &Path) -> Result<Option<String>, FileError> {
+pub(crate) fn read_config(path: &Path) -> Result<Option<String>, FileError> {
     crate::files::read_text(path, MAX_CONFIG_BYTES)
 }
 

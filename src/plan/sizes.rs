@@ -107,6 +107,18 @@ mod tests {
 
     const GI: u64 = 1 << 30;
 
+    /// The sizes for a host config, the spec's annotations and memory limit, on 16 GiB of RAM.
+    fn sizes_for(config: &str, annotations: serde_json::Value, limit: Option<u64>) -> Sizes {
+        let settings = Settings::parse(config).unwrap();
+        let mut v = json!({"ociVersion": "1.0.2", "annotations": annotations});
+        if let Some(l) = limit {
+            v["linux"] = json!({"resources": {"memory": {"limit": l}}});
+        }
+        let spec = serde_json::from_value(v).unwrap();
+        sizes(&Inputs { spec: &spec, state_annotations: None, settings: &settings, host_ram: Bytes(16 * GI) })
+            .unwrap()
+    }
+
     #[test]
     fn sizes_table() {
         // (name, host config, annotations, memory limit, tmp bytes + origin, shm bytes + origin)
@@ -155,19 +167,7 @@ mod tests {
             ),
         ];
         for (name, config, annotations, limit, tmp, shm) in cases {
-            let settings = Settings::parse(config).unwrap();
-            let mut v = json!({"ociVersion": "1.0.2", "annotations": annotations});
-            if let Some(l) = limit {
-                v["linux"] = json!({"resources": {"memory": {"limit": l}}});
-            }
-            let spec = serde_json::from_value(v).unwrap();
-            let inputs = Inputs {
-                spec: &spec,
-                state_annotations: None,
-                settings: &settings,
-                host_ram: Bytes(16 * GI),
-            };
-            let got = sizes(&inputs).unwrap();
+            let got = sizes_for(config, annotations, limit);
             assert_eq!((got.tmp.bytes.0, got.tmp.from), tmp, "{name}");
             assert_eq!((got.shm.bytes.0, got.shm.from), shm, "{name}");
         }
@@ -227,19 +227,7 @@ mod tests {
             ),
         ];
         for (name, config, annotations, limit, tmp, shm, warned) in cases {
-            let settings = Settings::parse(config).unwrap();
-            let mut v = json!({"ociVersion": "1.0.2", "annotations": annotations});
-            if let Some(l) = limit {
-                v["linux"] = json!({"resources": {"memory": {"limit": l}}});
-            }
-            let spec = serde_json::from_value(v).unwrap();
-            let inputs = Inputs {
-                spec: &spec,
-                state_annotations: None,
-                settings: &settings,
-                host_ram: Bytes(16 * GI),
-            };
-            let got = sizes(&inputs).unwrap();
+            let got = sizes_for(config, annotations, limit);
             assert_eq!((got.tmp.bytes.0, got.shm.bytes.0), (tmp, shm), "{name}");
             let by_host = matches!(got.shm.capped, Some(Cap::HostConfig { key: "max_shm_size", .. }));
             assert_eq!(by_host, warned, "{name}: {:?}", got.shm.capped);

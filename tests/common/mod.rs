@@ -2,7 +2,7 @@
 //! runc/crun containers with a timeout and a guard that always deletes them,
 //! and `/proc/self/mountinfo` parsing. Root tests fail loudly without root or
 //! a runtime; they never skip.
-#![allow(dead_code)]
+#![allow(dead_code, unreachable_pub)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
