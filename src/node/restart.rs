@@ -30,7 +30,7 @@ pub enum RestartError {
          run the pod with hostPID: true, or use --restart-mode none and restart {unit} yourself"
     )]
     NotHostPid1 { host_root: PathBuf, unit: String },
-    #[error("reading {path}")]
+    #[error("reading {path} for --restart-mode systemd; the pod needs hostPID: true and privileged")]
     Stat {
         path: PathBuf,
         #[source]
