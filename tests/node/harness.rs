@@ -370,6 +370,8 @@ impl Containerd {
             assert!(Instant::now() < deadline, "the mount namespace was not ready within 20s");
             std::thread::sleep(Duration::from_millis(20));
         }
+        let version = ok(Command::new(&c.bins.containerd).arg("--version"));
+        say(&format!("node: starting {}", version.trim()));
         c.start_daemon(config);
         let tar = build_image(&c.dir.0, &c.image);
         ok(c.ctr().args(["images", "import"]).arg(&tar));
