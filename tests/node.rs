@@ -305,3 +305,102 @@ fn node_installs_lock_refuse_restart_and_uninstall_on_sigterm() {
     assert!(logs.contains("node: signal received: uninstalling"), "{logs}");
     assert_eq!(snapshot_diff(&before, &files_of(&host)), Vec::<String>::new());
 }
+
+/// `--restart-mode systemd` for real, against a fake init: a private pid
+/// namespace whose pid 1 (`sleep`) has pivoted into a fake host root holding
+/// busybox and a `systemctl` that logs its arguments; the installer runs in
+/// that pid namespace (its own /proc) and restarts through setns into pid 1's
+/// mount namespace. Installs restart once, a second install not at all,
+/// uninstall once more. The machine's systemd is never reachable: pid 1 of
+/// that namespace is the fake init.
+#[test]
+fn node_restart_mode_systemd_runs_the_hosts_systemctl_in_pid1s_namespace() {
+    require_root();
+    let work = TempDir::new("node-systemd");
+    let host = fake_host(&work.0, DEBIAN_CONTAINERD);
+    let busybox = ["/bin/busybox", "/usr/bin/busybox"].into_iter().find(|p| Path::new(p).exists()).unwrap();
+    std::fs::create_dir_all(host.join("bin")).unwrap();
+    std::fs::copy(busybox, host.join("bin/busybox")).unwrap();
+    for applet in ["sh", "sleep", "umount", "echo"] {
+        std::os::unix::fs::symlink("busybox", host.join("bin").join(applet)).unwrap();
+    }
+    std::fs::write(host.join("bin/systemctl"), "#!/bin/sh\necho \"$@\" >> /systemctl.log\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(host.join("bin/systemctl"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(host.join("old-root")).unwrap();
+    let before = files_of(&host);
+
+    let init_script = format!(
+        "set -e; mount --bind {h} {h}; cd {h}; pivot_root . old-root; exec /bin/sh -c 'umount -l /old-root; exec sleep 1000'",
+        h = host.display()
+    );
+    let mut init = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount", "--propagation", "private", "--", "sh", "-c", &init_script])
+        .spawn()
+        .expect("unshare");
+    // The pid of the fake init, as the machine sees it: unshare's child.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let init_pid = loop {
+        let children =
+            std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", init.id())).unwrap_or_default();
+        if let Some(pid) = children.split_whitespace().next() {
+            let root = std::fs::read_link(format!("/proc/{pid}/root")).unwrap_or_default();
+            if root == Path::new("/")
+                && std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e.ends_with("busybox"))
+            {
+                break pid.to_string();
+            }
+        }
+        assert!(Instant::now() < deadline, "the fake init did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let node = |action: &str| {
+        let script = format!(
+            "mount -t proc proc /proc && exec {bin} node {action} --host-root {h} --restart-mode systemd",
+            bin = hook_bin().display(),
+            h = host.display()
+        );
+        output(
+            Command::new("nsenter")
+                .args([
+                    "--target",
+                    &init_pid,
+                    "--pid",
+                    "--",
+                    "unshare",
+                    "--mount",
+                    "--propagation",
+                    "private",
+                ])
+                .args(["--", "sh", "-c", &script]),
+        )
+    };
+    let log = || std::fs::read_to_string(host.join("systemctl.log")).unwrap_or_default();
+    let mut outs = Vec::new();
+    for (action, want) in [
+        ("install", "restart containerd\n"),
+        ("install", "restart containerd\n"),
+        ("uninstall", "restart containerd\nrestart containerd\n"),
+    ] {
+        let out = node(action);
+        let shown = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        say(&format!("node systemd: {action}:\n{shown}"));
+        outs.push((out.status.success(), shown, log()));
+        if log() != want {
+            break;
+        }
+    }
+    let _ = init.kill();
+    let _ = init.wait();
+    for (i, (ok, shown, logged)) in outs.iter().enumerate() {
+        assert!(ok, "run {i} failed: {shown}");
+        let want =
+            ["restart containerd\n", "restart containerd\n", "restart containerd\nrestart containerd\n"][i];
+        assert_eq!(logged, want, "run {i}: systemctl calls: {shown}");
+    }
+    assert!(outs[0].1.contains("containerd: restarted"), "{}", outs[0].1);
+    assert!(outs[1].1.contains("containerd: not restarted: its config did not change"), "{}", outs[1].1);
+    let mut after = files_of(&host);
+    after.remove(Path::new("systemctl.log"));
+    assert_eq!(snapshot_diff(&before, &after), Vec::<String>::new());
+}
