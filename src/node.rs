@@ -286,12 +286,15 @@ pub fn run(args: &NodeArgs) -> Result<String, NodeError> {
     if !args.host_root.is_dir() {
         return Err(NodeError::NoHostRoot(args.host_root.clone()));
     }
+    // The restart child runs while its parent holds the lock: no lock here.
+    if args.action == NodeAction::RestartUnit {
+        match restart::restart_unit(args)? {}
+    }
     let mut node = Node::new(args);
     let _lock = lock(&mut node)?;
     match args.action {
         NodeAction::Install => install(&mut node)?,
-        NodeAction::Uninstall => uninstall(&mut node)?,
-        NodeAction::RestartUnit => unreachable!("handled by the command"),
+        _ => uninstall(&mut node)?,
     }
     Ok(node.out)
 }

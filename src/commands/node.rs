@@ -7,16 +7,13 @@ use std::io::Read as _;
 use std::os::unix::net::UnixStream;
 use std::process::ExitCode;
 
-use crate::node::{self, restart, NodeAction, NodeArgs};
+use crate::node::{self, NodeAction, NodeArgs};
 
 /// Runs `node`.
 ///
 /// # Errors
 /// What [`node::run`] fails with; a signal handler that cannot be set.
 pub fn run(args: &NodeArgs) -> Result<ExitCode, super::Error> {
-    if args.action == NodeAction::RestartUnit {
-        match restart::restart_unit(args)? {}
-    }
     // Before the install: a SIGTERM during it is then not lost (as pid 1 of
     // its container, this process would otherwise ignore SIGTERM).
     let signals = if args.wait { Some(signal_pipe()?) } else { None };

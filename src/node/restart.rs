@@ -30,6 +30,8 @@ pub enum RestartError {
          run the pod with hostPID: true, or use --restart-mode none and restart {unit} yourself"
     )]
     NotHostPid1 { host_root: PathBuf, unit: String },
+    #[error("node restart-unit needs --unit UNIT (it is run by node install, not by hand)")]
+    NoUnit,
     #[error("reading {path} for --restart-mode systemd; the pod needs hostPID: true and privileged")]
     Stat {
         path: PathBuf,
@@ -106,7 +108,9 @@ fn check_pid1(host_root: &Path, unit: &str) -> Result<(), RestartError> {
 /// # Errors
 /// pid 1 is not the host's init, setns or exec failed.
 pub fn restart_unit(args: &NodeArgs) -> Result<std::convert::Infallible, RestartError> {
-    let unit = args.unit.clone().unwrap_or_default();
+    let Some(unit) = args.unit.clone().filter(|u| !u.is_empty() && !u.starts_with('-')) else {
+        return Err(RestartError::NoUnit);
+    };
     check_pid1(&args.host_root, &unit)?;
     let ns = fs::File::open("/proc/1/ns/mnt").map_err(RestartError::Setns)?;
     rustix::thread::move_into_link_name_space(ns.as_fd(), Some(rustix::thread::LinkNameSpaceType::Mount))
