@@ -334,20 +334,20 @@ fn node_restart_mode_systemd_runs_the_hosts_systemctl_in_pid1s_namespace() {
         "set -e; mount --bind {h} {h}; cd {h}; pivot_root . old-root; exec /bin/sh -c 'umount -l /old-root; exec sleep 1000'",
         h = host.display()
     );
-    let mut init = Command::new("unshare")
+    let unshare = Command::new("unshare")
         .args(["--pid", "--fork", "--mount", "--propagation", "private", "--", "sh", "-c", &init_script])
         .spawn()
         .expect("unshare");
+    let mut guard = InitGuard { unshare, init: None };
     // The pid of the fake init, as the machine sees it: unshare's child.
+    let children = format!("/proc/{0}/task/{0}/children", guard.unshare.id());
     let deadline = Instant::now() + Duration::from_secs(20);
     let init_pid = loop {
-        let children =
-            std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", init.id())).unwrap_or_default();
-        if let Some(pid) = children.split_whitespace().next() {
-            let root = std::fs::read_link(format!("/proc/{pid}/root")).unwrap_or_default();
-            if root == Path::new("/")
-                && std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e.ends_with("busybox"))
-            {
+        let first = std::fs::read_to_string(&children).unwrap_or_default();
+        if let Some(pid) = first.split_whitespace().next().and_then(|p| p.parse::<i32>().ok()) {
+            guard.init = Some(pid);
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe"));
+            if exe.is_ok_and(|e| e.ends_with("busybox")) {
                 break pid.to_string();
             }
         }
@@ -390,8 +390,7 @@ fn node_restart_mode_systemd_runs_the_hosts_systemctl_in_pid1s_namespace() {
             break;
         }
     }
-    let _ = init.kill();
-    let _ = init.wait();
+    drop(guard);
     for (i, (ok, shown, logged)) in outs.iter().enumerate() {
         assert!(ok, "run {i} failed: {shown}");
         let want =
@@ -403,4 +402,21 @@ fn node_restart_mode_systemd_runs_the_hosts_systemctl_in_pid1s_namespace() {
     let mut after = files_of(&host);
     after.remove(Path::new("systemctl.log"));
     assert_eq!(snapshot_diff(&before, &after), Vec::<String>::new());
+}
+
+/// Kills the fake init (pid 1 of its namespace: the namespace goes with it)
+/// and the `unshare` that started it (`--fork` does not take its child along).
+struct InitGuard {
+    unshare: std::process::Child,
+    init: Option<i32>,
+}
+
+impl Drop for InitGuard {
+    fn drop(&mut self) {
+        if let Some(pid) = self.init.and_then(rustix::process::Pid::from_raw) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+        let _ = self.unshare.kill();
+        let _ = self.unshare.wait();
+    }
 }
