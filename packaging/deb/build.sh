@@ -43,8 +43,10 @@ trap 'rm -rf "$stage"' EXIT
 root="$stage/root"
 
 # Binary, wrapper link, host config, hooks JSON: install.sh under DESTDIR.
-if [ -n "$binary" ]; then export OCI_TMPFS_HOOK_BINARY=$binary; fi
-DESTDIR="$root" "$repo/install.sh" --prefix /usr --engines podman >"$stage/install.log" \
+binary_args=()
+if [ -n "$binary" ]; then binary_args=(--binary "$binary"); fi
+DESTDIR="$root" "$repo/install.sh" --prefix /usr --engines podman ${binary_args[@]+"${binary_args[@]}"} \
+  >"$stage/install.log" \
   || { cat "$stage/install.log" >&2; echo "build.sh: install.sh into the staging dir failed" >&2; exit 1; }
 file -L "$root/usr/bin/$pkg" | grep -Eq 'statically linked|static-pie' \
   || { echo "build.sh: $root/usr/bin/$pkg is not statically linked; build it as install.sh does" >&2; exit 1; }
