@@ -107,7 +107,7 @@ fn absolute_path(s: &str) -> Result<PathBuf, String> {
 pub enum NodeError {
     #[error("--host-root {0} is not a directory; mount the host's / there (hostPath)")]
     NoHostRoot(PathBuf),
-    #[error("locking {path}")]
+    #[error("locking {path} (the host's /run must exist and be writable)")]
     Lock {
         path: PathBuf,
         #[source]
@@ -121,7 +121,7 @@ pub enum NodeError {
     NotOurs { path: PathBuf },
     #[error("{path}: {what}; fix or remove it and rerun")]
     State { path: PathBuf, what: String },
-    #[error("this binary")]
+    #[error("finding this binary to copy (/proc/self/exe); is /proc mounted?")]
     ThisBinary(#[source] io::Error),
     #[error(transparent)]
     Restart(#[from] restart::RestartError),
