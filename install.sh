@@ -6,9 +6,9 @@ set -Eeuo pipefail
 
 usage() {
   cat <<'USAGE'
-Usage: ./install.sh [--prefix DIR] [--engines LIST] [--dry-run] [--uninstall] [--help]
+Usage: ./install.sh [--prefix DIR] [--engines LIST] [--binary PATH] [--dry-run] [--uninstall] [--help]
 
-Builds a static release binary with cargo and installs:
+Builds a static release binary with cargo (or takes --binary) and installs:
   PREFIX/bin/oci-tmpfs-hook                       the hook
   PREFIX/bin/oci-tmpfs-runtime                    symlink: the runtime wrapper (Docker, containerd)
   /etc/oci-tmpfs-hook/config.toml                 example host config (kept if present)
@@ -18,12 +18,16 @@ then runs `oci-tmpfs-hook setup ENGINE` for each engine.
   --engines LIST   comma-separated engine names, or none (default: the engines
                    `oci-tmpfs-hook engines` finds: binary on PATH or config
                    file present; under DESTDIR, config files there)
+  --binary PATH    install this binary instead of building one: no Rust toolchain
+                   needed. Take it from the .deb (dpkg-deb -x oci-tmpfs-hook_*.deb d;
+                   d/usr/bin/oci-tmpfs-hook) or from the node image (docker create IMG,
+                   docker cp ID:/usr/local/bin/oci-tmpfs-hook .)
   --dry-run        print what would be done (setup prints its diffs), change nothing
   --uninstall      undo setup for the engines, remove what install put there
                    (a changed config is kept)
   DESTDIR=...      stage everything under DESTDIR (for packaging); setup then
                    edits the engine configs under DESTDIR too (--root)
-  OCI_TMPFS_HOOK_BINARY=PATH   install this binary instead of building one
+  OCI_TMPFS_HOOK_BINARY=PATH   the same as --binary PATH
 
 Daemons are never restarted: setup prints the command (e.g. systemctl restart docker).
 USAGE
@@ -36,6 +40,8 @@ while [ $# -gt 0 ]; do
     --prefix=*) prefix=${1#*=}; shift ;;
     --engines) engines=${2:?--engines needs a list}; shift 2 ;;
     --engines=*) engines=${1#*=}; shift ;;
+    --binary) OCI_TMPFS_HOOK_BINARY=${2:?--binary needs a path}; shift 2 ;;
+    --binary=*) OCI_TMPFS_HOOK_BINARY=${1#*=}; shift ;;
     --dry-run) dry=1; shift ;;
     --uninstall) uninstall=1; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -128,6 +134,7 @@ fi
 
 if [ -n "${OCI_TMPFS_HOOK_BINARY:-}" ]; then
   built=$OCI_TMPFS_HOOK_BINARY
+  [ -x "$built" ] || { echo "install.sh: --binary $built is not an executable file" >&2; exit 1; }
 else
   command -v cargo >/dev/null || { echo "install.sh: cargo not found; install Rust (rustup) or set OCI_TMPFS_HOOK_BINARY" >&2; exit 1; }
   # A static binary: no dynamic loader at every container start, no

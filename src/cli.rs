@@ -49,6 +49,10 @@ pub enum Command {
     /// `oci-tmpfs-runtime`, the binary does this without the `runtime --`.
     #[command(disable_help_flag = true, disable_version_flag = true)]
     Runtime(RuntimeArgs),
+    /// Install onto a Kubernetes node from a container that mounts the host's
+    /// root (`node install --host-root /host`), or uninstall; restarts
+    /// containerd only when its config changed.
+    Node(crate::node::NodeArgs),
 }
 
 /// The host config flag, shared by the commands that read the host config.

@@ -20,6 +20,7 @@ pub(crate) mod files;
 pub mod input;
 pub mod logger;
 pub(crate) mod names;
+pub mod node;
 pub mod plan;
 pub mod runtime;
 pub mod settings;

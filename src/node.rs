@@ -1,0 +1,561 @@
+//! `node install` / `node uninstall`: install the hook onto a host from a
+//! container that sees the host's root at `--host-root` (a DaemonSet with
+//! hostPath `/` at `/host`), for Kubernetes nodes whose runtime has no NRI.
+//!
+//! Install copies this binary and the wrapper symlink into the host's
+//! `--bin-dir`, writes the commented host config when the host has none, and
+//! runs the engine setup ([`crate::setup`], the same plan and writes as
+//! `setup ENGINE --root HOST`) for containerd (the `oci-tmpfs` handler) and
+//! CRI-O (the hooks JSON in its hooks dir), each when its config is there.
+//! What it created is recorded in a state file on the host
+//! ([`STATE_FILE`]), so that uninstall takes out exactly that and gives back
+//! every engine file byte for byte. One `flock` on [`LOCK_FILE`] under the
+//! host root keeps two instances from editing at once; the second waits.
+//!
+//! Restarts: containerd reads its config only at start, so it is restarted
+//! when its config changed, and only then (`--restart-mode systemd`: the
+//! host's `systemctl restart containerd`, run in pid 1's mount namespace,
+//! [`restart`]). CRI-O is never restarted: it watches its hooks dirs
+//! (containers/common `pkg/hooks` `Monitor`, fsnotify) and loads a new or
+//! removed hooks file itself.
+//!
+//! No engine format is known here: that is [`crate::engine`]'s.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+use serde::{Deserialize, Serialize};
+
+use crate::cli::SetupArgs;
+use crate::engine::{ConfigError, Engine, Registration, Way};
+use crate::files::{self, Durability, FileError, Perms};
+use crate::names::{rooted, DEFAULT_CONFIG_PATH, WRAPPER_NAME};
+use crate::setup;
+
+pub mod restart;
+
+/// The state file: what install created on the host.
+pub const STATE_FILE: &str = "/var/lib/oci-tmpfs-hook/node-install.json";
+/// The lock both install and uninstall hold (on the host's `/run`, a tmpfs:
+/// it goes away at reboot and is never removed while someone may wait on it).
+pub const LOCK_FILE: &str = "/run/oci-tmpfs-hook-node.lock";
+/// The binary's name on the host.
+pub const BINARY_NAME: &str = "oci-tmpfs-hook";
+/// The engines a Kubernetes node runs, in the order they are set up.
+pub const NODE_ENGINES: [Engine; 2] = [Engine::Containerd, Engine::Crio];
+/// The commented host config written when the host has none.
+pub const HOST_CONFIG: &str = include_str!("../hooks/config.toml");
+/// Largest binary copied.
+const MAX_BINARY_BYTES: u64 = 64 << 20;
+
+/// `node install` / `node uninstall`.
+#[derive(Clone, Debug, Args)]
+pub struct NodeArgs {
+    /// install or uninstall.
+    #[arg(value_enum)]
+    pub action: NodeAction,
+    /// The host's root as this container sees it (hostPath / mounted at /host).
+    #[arg(long, value_name = "DIR")]
+    pub host_root: PathBuf,
+    /// How a runtime whose config changed is restarted: systemd (the host's
+    /// `systemctl restart`, needs hostPID) or none (print what to restart).
+    #[arg(long, value_enum, default_value_t = RestartMode::Systemd)]
+    pub restart_mode: RestartMode,
+    /// Where the binary and the wrapper go on the host.
+    #[arg(long, value_name = "DIR", default_value = "/usr/local/bin", value_parser = absolute_path)]
+    pub bin_dir: PathBuf,
+    /// After install, wait for SIGTERM or SIGINT (a DaemonSet's container).
+    #[arg(long)]
+    pub wait: bool,
+    /// With --wait: uninstall when the signal comes (pod deleted).
+    #[arg(long, requires = "wait")]
+    pub uninstall_on_exit: bool,
+    /// The unit restarted by the internal restart-unit action.
+    #[arg(long, hide = true, value_name = "UNIT")]
+    pub unit: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum NodeAction {
+    Install,
+    Uninstall,
+    /// Internal: `systemctl restart UNIT` in pid 1's mount namespace.
+    #[value(hide = true)]
+    RestartUnit,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RestartMode {
+    Systemd,
+    None,
+}
+
+fn absolute_path(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    if p.is_absolute() {
+        Ok(p)
+    } else {
+        Err("must be an absolute path".into())
+    }
+}
+
+/// A failed node install or uninstall.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("--host-root {0} is not a directory; mount the host's / there (hostPath)")]
+    NoHostRoot(PathBuf),
+    #[error("locking {path} (the host's /run must exist and be writable)")]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    File(#[from] FileError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("{path} exists and was not installed by node install; remove it or pick another --bin-dir")]
+    NotOurs { path: PathBuf },
+    #[error("{path}: {what}; fix or remove it and rerun")]
+    State { path: PathBuf, what: String },
+    #[error("finding this binary to copy (/proc/self/exe); is /proc mounted?")]
+    ThisBinary(#[source] io::Error),
+    #[error(transparent)]
+    Restart(#[from] restart::RestartError),
+}
+
+fn write_err(path: &Path) -> impl FnOnce(io::Error) -> NodeError + '_ {
+    move |source| FileError::Write { path: path.to_path_buf(), source }.into()
+}
+
+/// What install put on the host: host paths (as the host sees them).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct State {
+    /// Files install created (binary, wrapper, host config, backups).
+    pub files: Vec<PathBuf>,
+    /// Directories install created, parents first.
+    pub dirs: Vec<PathBuf>,
+    /// Engines whose registration install wrote.
+    pub engines: Vec<String>,
+}
+
+impl State {
+    fn add_file(&mut self, p: &Path) {
+        if !self.files.iter().any(|f| f == p) {
+            self.files.push(p.to_path_buf());
+        }
+    }
+
+    fn owns(&self, p: &Path) -> bool {
+        self.files.iter().any(|f| f == p)
+    }
+}
+
+/// One install or uninstall on one host root: its lines and its state.
+pub struct Node<'a> {
+    pub(crate) args: &'a NodeArgs,
+    /// What was done, one line each, as printed.
+    pub out: String,
+    state: State,
+    /// Engines whose config changed and need a restart.
+    restarts: Vec<Engine>,
+    /// Whether anything on the host was written or removed.
+    changed: bool,
+}
+
+impl<'a> Node<'a> {
+    fn new(args: &'a NodeArgs) -> Node<'a> {
+        Node { args, out: String::new(), state: State::default(), restarts: Vec::new(), changed: false }
+    }
+
+    pub(crate) fn say(&mut self, line: impl AsRef<str>) {
+        let _ = writeln!(self.out, "{}", line.as_ref());
+        println!("{}", line.as_ref());
+    }
+
+    /// Says what was written or removed.
+    fn did(&mut self, line: impl AsRef<str>) {
+        self.changed = true;
+        self.say(line);
+    }
+
+    /// A host path under the host root.
+    fn on_host(&self, p: &Path) -> PathBuf {
+        rooted(&self.args.host_root, p)
+    }
+
+    fn hook(&self) -> PathBuf {
+        self.args.bin_dir.join(BINARY_NAME)
+    }
+
+    fn wrapper(&self) -> PathBuf {
+        self.args.bin_dir.join(WRAPPER_NAME)
+    }
+
+    /// Creates the missing dirs up to host path `dir`, recording them.
+    fn make_dirs(&mut self, dir: &Path) -> Result<(), NodeError> {
+        let mut missing: Vec<PathBuf> = dir.ancestors().map(Path::to_path_buf).collect();
+        missing.reverse();
+        for d in missing {
+            let real = self.on_host(&d);
+            if fs::symlink_metadata(&real).is_err() {
+                fs::create_dir(&real).map_err(write_err(&real))?;
+                self.did(format!("node: created directory {}", real.display()));
+                if !self.state.dirs.contains(&d) {
+                    self.state.dirs.push(d);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The dirs above host path `file` that a write would create, recorded.
+    fn note_missing_dirs(&mut self, file: &Path) {
+        let mut missing: Vec<PathBuf> = file
+            .ancestors()
+            .skip(1)
+            .take_while(|d| fs::symlink_metadata(self.on_host(d)).is_err())
+            .map(Path::to_path_buf)
+            .collect();
+        missing.reverse();
+        for d in missing {
+            if !self.state.dirs.contains(&d) {
+                self.state.dirs.push(d);
+            }
+        }
+    }
+
+    /// The host path of a path under the host root.
+    fn host_path(&self, real: &Path) -> PathBuf {
+        match real.strip_prefix(&self.args.host_root) {
+            Ok(rel) => Path::new("/").join(rel),
+            Err(_) => real.to_path_buf(),
+        }
+    }
+}
+
+/// Holds [`LOCK_FILE`] under the host root until dropped; says so when it
+/// has to wait for another instance.
+pub fn lock(node: &mut Node<'_>) -> Result<fs::File, NodeError> {
+    use rustix::fs::{flock, FlockOperation};
+    let path = node.on_host(Path::new(LOCK_FILE));
+    let lock_err = |source| NodeError::Lock { path: path.clone(), source };
+    let file =
+        fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(lock_err)?;
+    if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
+        node.say(format!("node: waiting for another node install or uninstall (lock {})", path.display()));
+        flock(&file, FlockOperation::LockExclusive).map_err(|e| lock_err(e.into()))?;
+    }
+    Ok(file)
+}
+
+/// Reads the state file, `None` when there is none.
+fn load_state(node: &Node<'_>) -> Result<Option<State>, NodeError> {
+    let path = node.on_host(Path::new(STATE_FILE));
+    let Some(text) = files::read_text(&path, 1 << 20)? else { return Ok(None) };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| NodeError::State { path, what: format!("not a node-install state file: {e}") })
+}
+
+/// Writes the state file when it changed.
+fn save_state(node: &mut Node<'_>, old: Option<&State>) -> Result<(), NodeError> {
+    if old == Some(&node.state) {
+        return Ok(());
+    }
+    let file = Path::new(STATE_FILE);
+    node.make_dirs(file.parent().expect("the state file has a parent"))?;
+    let path = node.on_host(file);
+    let mut text = serde_json::to_string_pretty(&node.state).expect("serialising the state");
+    text.push('\n');
+    files::replace(&path, text.as_bytes(), Perms::new(0o644), Durability::Durable)?;
+    let verb = if old.is_some() { "updated" } else { "created" };
+    node.did(format!("node: {verb} {} (what install added, for uninstall)", path.display()));
+    Ok(())
+}
+
+/// Runs `node install` or `node uninstall`: what was printed.
+///
+/// # Errors
+/// The host root is missing, a file cannot be read or written, an engine
+/// config is malformed, a restart fails.
+pub fn run(args: &NodeArgs) -> Result<String, NodeError> {
+    if !args.host_root.is_dir() {
+        return Err(NodeError::NoHostRoot(args.host_root.clone()));
+    }
+    // The restart child runs while its parent holds the lock: no lock here.
+    if args.action == NodeAction::RestartUnit {
+        match restart::restart_unit(args)? {}
+    }
+    let mut node = Node::new(args);
+    let _lock = lock(&mut node)?;
+    match args.action {
+        NodeAction::Install => install(&mut node)?,
+        _ => uninstall(&mut node)?,
+    }
+    Ok(node.out)
+}
+
+fn install(node: &mut Node<'_>) -> Result<(), NodeError> {
+    let old = load_state(node)?;
+    node.state = old.clone().unwrap_or_default();
+    let bin_dir = node.args.bin_dir.clone();
+    node.make_dirs(&bin_dir)?;
+    put_binary(node)?;
+    put_wrapper(node)?;
+    put_host_config(node)?;
+    let engines: Vec<Engine> =
+        NODE_ENGINES.into_iter().filter(|e| e.detect(&node.args.host_root, false).is_some()).collect();
+    if engines.is_empty() {
+        node.say(format!(
+            "node: no containerd or CRI-O config under {}: no engine registered",
+            node.args.host_root.display()
+        ));
+    }
+    for engine in engines {
+        register(node, engine, false)?;
+    }
+    save_state(node, old.as_ref())?;
+    finish(node)
+}
+
+fn uninstall(node: &mut Node<'_>) -> Result<(), NodeError> {
+    let Some(state) = load_state(node)? else {
+        let path = node.on_host(Path::new(STATE_FILE));
+        node.say(format!("node: {} is missing: nothing was installed here by node install", path.display()));
+        return Ok(());
+    };
+    node.state = state;
+    for name in node.state.engines.clone() {
+        let engine = Engine::from_str(&name, false).map_err(|_| NodeError::State {
+            path: node.on_host(Path::new(STATE_FILE)),
+            what: format!("unknown engine {name:?}"),
+        })?;
+        register(node, engine, true)?;
+    }
+    remove_files(node)?;
+    let state_file = node.on_host(Path::new(STATE_FILE));
+    fs::remove_file(&state_file).map_err(write_err(&state_file))?;
+    node.did(format!("node: removed {}", state_file.display()));
+    remove_dirs(node);
+    finish(node)
+}
+
+/// Restarts what needs it, and says when nothing changed.
+fn finish(node: &mut Node<'_>) -> Result<(), NodeError> {
+    let restarts = std::mem::take(&mut node.restarts);
+    for engine in NODE_ENGINES {
+        if engine.restart_command().is_none() || engine.way() == Way::HooksDir {
+            continue;
+        }
+        if !restarts.contains(&engine) {
+            if node.state.engines.iter().any(|e| *e == engine.to_string()) {
+                node.say(format!("{engine}: not restarted: its config did not change"));
+            }
+            continue;
+        }
+        restart::restart(node, engine)?;
+    }
+    if !node.changed {
+        node.say("node: nothing changed");
+    }
+    Ok(())
+}
+
+/// The setup of `engine` rooted at the host root, applied; with `undo`,
+/// its removal.
+fn register(node: &mut Node<'_>, engine: Engine, undo: bool) -> Result<(), NodeError> {
+    let (hook, wrapper) = (node.hook(), node.wrapper());
+    let args = SetupArgs {
+        engine,
+        dry_run: false,
+        undo,
+        default: false,
+        hook_path: Some(hook.clone()),
+        runtime_path: Some(wrapper.clone()),
+        root: Some(node.args.host_root.clone()),
+        hooks_dir: None,
+        daemon_json: None,
+        containerd_config: None,
+    };
+    let reg = Registration { hook: &hook, wrapper: &wrapper, default: false };
+    let plan = setup::plan(&args, &reg)?;
+    for note in &plan.notes {
+        node.say(format!("{engine}: {note}"));
+    }
+    for path in &plan.unchanged {
+        let state = if undo { "has no registration" } else { "is already set up" };
+        node.say(format!("{engine}: {} {state}; unchanged", path.display()));
+    }
+    for change in &plan.changes {
+        let host = node.host_path(&change.path);
+        if change.before.is_none() {
+            node.note_missing_dirs(&host);
+            node.state.add_file(&host);
+        }
+        if let Some(b) = &change.backup {
+            if !b.exists() {
+                node.state.add_file(&node.host_path(b));
+            }
+        }
+    }
+    setup::apply(&plan)?;
+    for change in &plan.changes {
+        let action = match (&change.before, &change.after) {
+            (None, _) => "created",
+            (Some(_), None) => "removed",
+            (Some(_), Some(_)) => "updated",
+        };
+        let backup =
+            change.backup.as_ref().map(|b| format!(" (backup: {})", b.display())).unwrap_or_default();
+        node.did(format!("{engine}: {action} {}{backup}", change.path.display()));
+        if change.after.is_none() {
+            let host = node.host_path(&change.path);
+            node.state.files.retain(|f| *f != host);
+        }
+    }
+    let name = engine.to_string();
+    if undo {
+        node.state.engines.retain(|e| *e != name);
+    } else if !node.state.engines.contains(&name) {
+        node.state.engines.push(name);
+    }
+    if !plan.changes.is_empty() {
+        if engine.way() == Way::HooksDir {
+            node.say(format!(
+                "{engine}: no restart needed: CRI-O watches its hooks dirs and loads the change"
+            ));
+        } else {
+            node.restarts.push(engine);
+        }
+    }
+    Ok(())
+}
+
+/// Copies this binary to the host, unless the same bytes are there.
+fn put_binary(node: &mut Node<'_>) -> Result<(), NodeError> {
+    let this = crate::commands::this_binary().map_err(NodeError::ThisBinary)?;
+    let bytes = files::read(None, &this, MAX_BINARY_BYTES)?.bytes;
+    let host = node.hook();
+    let real = node.on_host(&host);
+    match files::read(None, &real, MAX_BINARY_BYTES) {
+        Ok(c) if c.bytes == bytes => {
+            node.say(format!("node: {} is this binary; unchanged", real.display()));
+            return Ok(());
+        }
+        Ok(_) if !node.state.owns(&host) => return Err(NodeError::NotOurs { path: real }),
+        Err(e) if !e.is_not_found() => return Err(e.into()),
+        existing => {
+            files::replace(&real, &bytes, Perms::new(0o755), Durability::Durable)?;
+            let verb = if existing.is_ok() { "updated" } else { "created" };
+            node.did(format!("node: {verb} {} (copied from {})", real.display(), this.display()));
+        }
+    }
+    node.state.add_file(&host);
+    Ok(())
+}
+
+/// The wrapper symlink `oci-tmpfs-runtime -> oci-tmpfs-hook` next to it.
+fn put_wrapper(node: &mut Node<'_>) -> Result<(), NodeError> {
+    let host = node.wrapper();
+    let real = node.on_host(&host);
+    match fs::read_link(&real) {
+        Ok(target) if target == Path::new(BINARY_NAME) => {
+            node.say(format!("node: {} -> {BINARY_NAME}; unchanged", real.display()));
+            return Ok(());
+        }
+        Ok(_) if node.state.owns(&host) => fs::remove_file(&real).map_err(write_err(&real))?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        _ => return Err(NodeError::NotOurs { path: real }),
+    }
+    std::os::unix::fs::symlink(BINARY_NAME, &real).map_err(write_err(&real))?;
+    node.did(format!("node: created {} -> {BINARY_NAME}", real.display()));
+    node.state.add_file(&host);
+    Ok(())
+}
+
+/// The commented host config, when the host has none.
+fn put_host_config(node: &mut Node<'_>) -> Result<(), NodeError> {
+    let host = PathBuf::from(DEFAULT_CONFIG_PATH);
+    let real = node.on_host(&host);
+    if fs::symlink_metadata(&real).is_ok() {
+        node.say(format!("node: {} exists; unchanged", real.display()));
+        return Ok(());
+    }
+    node.make_dirs(host.parent().expect("the host config has a parent"))?;
+    files::replace(&real, HOST_CONFIG.as_bytes(), Perms::new(0o644), Durability::Durable)?;
+    node.did(format!("node: created {} (the commented defaults)", real.display()));
+    node.state.add_file(&host);
+    Ok(())
+}
+
+/// Removes the files install created; a host config edited since, or a
+/// backup that differs from the restored file, is kept.
+fn remove_files(node: &mut Node<'_>) -> Result<(), NodeError> {
+    for host in node.state.files.clone() {
+        let real = node.on_host(&host);
+        let keep = if host == Path::new(DEFAULT_CONFIG_PATH) {
+            let now = files::read_text(&real, 1 << 20).ok().flatten();
+            now.is_some_and(|t| t != HOST_CONFIG).then_some("edited since install")
+        } else if let Some(original) = backup_of(&host) {
+            let restored = fs::read(node.on_host(&original)).ok();
+            (fs::read(&real).ok() != restored).then_some("differs from the restored file")
+        } else {
+            None
+        };
+        if let Some(why) = keep {
+            node.say(format!("node: kept {} ({why})", real.display()));
+            continue;
+        }
+        match fs::remove_file(&real) {
+            Ok(()) => node.did(format!("node: removed {}", real.display())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(write_err(&real)(e)),
+        }
+    }
+    node.state.files.clear();
+    Ok(())
+}
+
+/// The file a setup backup `FILE.bak-oci-tmpfs-hook[.N]` saves.
+fn backup_of(path: &Path) -> Option<PathBuf> {
+    let text = path.to_str()?;
+    let (file, _) = text.split_once(setup::BACKUP_SUFFIX)?;
+    Some(PathBuf::from(file))
+}
+
+/// Removes the dirs install created, deepest first, when empty.
+fn remove_dirs(node: &mut Node<'_>) {
+    for host in node.state.dirs.clone().iter().rev() {
+        let real = node.on_host(host);
+        if fs::remove_dir(&real).is_ok() {
+            node.did(format!("node: removed directory {}", real.display()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backup_names_map_to_their_file() {
+        assert_eq!(
+            backup_of(Path::new("/etc/containerd/config.toml.bak-oci-tmpfs-hook")),
+            Some(PathBuf::from("/etc/containerd/config.toml"))
+        );
+        assert_eq!(
+            backup_of(Path::new("/etc/c.toml.bak-oci-tmpfs-hook.2")),
+            Some(PathBuf::from("/etc/c.toml"))
+        );
+        assert_eq!(backup_of(Path::new("/usr/local/bin/oci-tmpfs-hook")), None);
+    }
+
+    #[test]
+    fn host_config_is_the_template() {
+        assert!(HOST_CONFIG.starts_with("# oci-tmpfs-hook host configuration"));
+    }
+}

@@ -1,0 +1,422 @@
+//! `node install` as a Kubernetes node runs it (issue 13): the node image
+//! (deploy/Containerfile over the static binary, built with `docker build`
+//! by a dockerd this test starts) run as a real container with a fake host
+//! root at `/host`: Debian's containerd config (or containerd 2.1's default
+//! one), a CRI-O config and hooks dir, no systemd. Checked:
+//! - `node install` writes exactly what `setup containerd` / `setup crio`
+//!   write for that root, the binary, the wrapper link and the host config;
+//! - a real containerd started on the installed config serves the
+//!   `oci-tmpfs` handler to a CRI pod (the CRI suite's case 1);
+//! - a second install changes no byte and reports no restart;
+//! - uninstall gives back every byte of the host root (the lock file in the
+//!   host's `/run` excepted);
+//! - two installs at once: both wait on the lock, one installs, the other
+//!   then finds nothing to do;
+//! - `--restart-mode systemd` without hostPID refuses to restart;
+//! - `--wait --uninstall-on-exit` uninstalls on SIGTERM (`docker stop`).
+//!
+//! Until deploy/build-image.sh lands (the NRI work), the image is built here:
+//! the static binary as install.sh builds it, `docker build`, `docker save`.
+
+mod common;
+#[path = "node/harness.rs"]
+mod harness;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use harness::*;
+
+/// Debian 12's /etc/containerd/config.toml (containerd 1.6.20~ds1), verbatim.
+const DEBIAN_CONTAINERD: &str = "version = 2\n\n[plugins]\n  [plugins.\"io.containerd.grpc.v1.cri\"]\n    [plugins.\"io.containerd.grpc.v1.cri\".cni]\n      bin_dir = \"/usr/lib/cni\"\n      conf_dir = \"/etc/cni/net.d\"\n  [plugins.\"io.containerd.internal.v1.opt\"]\n    path = \"/var/lib/containerd/opt\"\n";
+/// A CRI-O config naming two hooks dirs, as CRI-O's packages do.
+const CRIO_CONF: &str = "[crio.runtime]\nhooks_dir = [\n  \"/usr/share/containers/oci/hooks.d\",\n  \"/etc/containers/oci/hooks.d\",\n]\n";
+/// Another vendor's hook in the hooks dir, which must stay.
+const OTHER_HOOK: &str = "{\"version\": \"1.0.0\", \"hook\": {\"path\": \"/usr/bin/other-hook\"}, \"when\": {\"always\": true}, \"stages\": [\"prestart\"]}\n";
+const SID_ROOT: &str = "/var/cache/oci-tmpfs-hook/sid/root";
+const LOCK: &str = "run/oci-tmpfs-hook-node.lock";
+
+/// Replaces `from` by `to` in `text`, which must contain it.
+fn subst(text: &str, from: &str, to: &str) -> String {
+    assert!(text.contains(from), "the config has no {from:?}:\n{text}");
+    text.replacen(from, to, 1)
+}
+
+/// Debian's config with this test's private paths (root, state, socket,
+/// CNI dirs, opt) and the settings a CRI test needs on this VM.
+fn debian_config(run: &Path, image: &str) -> String {
+    let p = |s: &str| format!("{:?}", run.join(s));
+    let top = format!(
+        "version = 2\nroot = {}\nstate = {}\n\n[grpc]\n  address = {}\n\n[ttrpc]\n  address = \"{}.ttrpc\"\n",
+        p("root"),
+        p("state"),
+        p("c.sock"),
+        run.join("c.sock").display()
+    );
+    let mut t = subst(DEBIAN_CONTAINERD, "version = 2\n", &top);
+    let cri = "  [plugins.\"io.containerd.grpc.v1.cri\"]\n";
+    let extra = format!(
+        "{cri}    sandbox_image = {image:?}\n    restrict_oom_score_adj = true\n    stream_server_port = \"0\"\n"
+    );
+    t = subst(&t, cri, &extra);
+    t = subst(&t, "\"/usr/lib/cni\"", &p("cni/bin"));
+    t = subst(&t, "\"/etc/cni/net.d\"", &p("cni/conf"));
+    subst(&t, "\"/var/lib/containerd/opt\"", &p("opt"))
+}
+
+/// containerd 2.1's `containerd config default` (sid's binary), with this
+/// test's private paths and settings.
+fn containerd21_config(run: &Path, image: &str) -> String {
+    let bin = Path::new(SID_ROOT).join("usr/bin/containerd");
+    assert!(
+        bin.exists(),
+        "{} is missing: build the sid root (tests/env/sid.sh build, branch arch-sid)",
+        bin.display()
+    );
+    let default = ok(Command::new(&bin).args(["config", "default"]));
+    assert!(default.starts_with("version = 3\n"), "containerd 2.1's default config: {default}");
+    let q = |s: &str| format!("'{}'", run.join(s).display());
+    let mut t = subst(&default, "root = '/var/lib/containerd'", &format!("root = {}", q("root")));
+    t = subst(&t, "state = '/run/containerd'", &format!("state = {}", q("state")));
+    t = subst(&t, "address = '/run/containerd/containerd.sock'", &format!("address = {}", q("c.sock")));
+    t = subst(&t, "sandbox = 'registry.k8s.io/pause:3.10'", &format!("sandbox = '{image}'"));
+    t = subst(&t, "restrict_oom_score_adj = false", "restrict_oom_score_adj = true");
+    t = subst(&t, "bin_dirs = ['/usr/lib/cni', '/opt/cni/bin']", &format!("bin_dirs = [{}]", q("cni/bin")));
+    t = subst(&t, "conf_dir = '/etc/cni/net.d'", &format!("conf_dir = {}", q("cni/conf")));
+    subst(&t, "path = '/opt/containerd'", &format!("path = {}", q("opt")))
+}
+
+/// A systemd-less host root: containerd's config, CRI-O's config and its
+/// hooks dir holding another vendor's hook, empty /usr/local/bin, /run, /var/lib.
+fn fake_host(dir: &Path, containerd_config: &str) -> PathBuf {
+    let host = dir.join("host");
+    for d in [
+        "etc/containerd",
+        "etc/crio/crio.conf.d",
+        "usr/share/containers/oci/hooks.d",
+        "usr/local/bin",
+        "usr/bin",
+        "run",
+        "var/lib",
+    ] {
+        std::fs::create_dir_all(host.join(d)).unwrap();
+    }
+    std::fs::write(host.join("etc/containerd/config.toml"), containerd_config).unwrap();
+    std::fs::write(host.join("etc/crio/crio.conf"), CRIO_CONF).unwrap();
+    std::fs::write(host.join("usr/share/containers/oci/hooks.d/other.json"), OTHER_HOOK).unwrap();
+    std::fs::write(host.join("etc/os-release"), "ID=debian\nVERSION_ID=\"12\"\n").unwrap();
+    host
+}
+
+/// What `setup containerd` and `setup crio --root` write for a copy of `host`.
+fn what_setup_writes(dir: &Path, host: &Path) -> PathBuf {
+    let copy = dir.join("setup-copy");
+    ok(Command::new("cp").arg("-a").arg(host).arg(&copy));
+    for engine in ["containerd", "crio"] {
+        ok(Command::new(hook_bin()).args(["setup", engine, "--root"]).arg(&copy).args([
+            "--hook-path",
+            "/usr/local/bin/oci-tmpfs-hook",
+            "--runtime-path",
+            "/usr/local/bin/oci-tmpfs-runtime",
+        ]));
+    }
+    copy
+}
+
+/// The snapshot without the lock file (left in the host's /run by design).
+fn files_of(host: &Path) -> std::collections::BTreeMap<PathBuf, String> {
+    let mut s = snapshot(host);
+    s.remove(Path::new(LOCK));
+    s
+}
+
+fn assert_same_file(a: &Path, b: &Path) {
+    let (x, y) = (std::fs::read(a), std::fs::read(b));
+    assert!(x.is_ok() && x.as_ref().ok() == y.as_ref().ok(), "{} and {} differ", a.display(), b.display());
+}
+
+/// The whole story on one fake host with `config`; containerd `bins` then
+/// serves a CRI pod from the installed config.
+fn install_serve_reinstall_uninstall(label: &str, config: fn(&Path, &str) -> String, bins: Binaries) {
+    require_root();
+    let started = Instant::now();
+    let d = Dockerd::start();
+    let image = d.build_node_image();
+    let work = TempDir::new("node");
+    let run_dir = TempDir::new("node-ctd");
+    let pod_image = format!("docker.io/library/{}:latest", unique("busybox"));
+    let host = fake_host(&work.0, &config(&run_dir.0, &pod_image));
+    let expected = what_setup_writes(&work.0, &host);
+    let before = files_of(&host);
+
+    let first = ok(&mut d.node(&image, &host, "install", &["--restart-mode", "none"]));
+    say(&format!("node {label}: first install:\n{first}"));
+    for f in [
+        "etc/containerd/config.toml",
+        "etc/containerd/config.toml.bak-oci-tmpfs-hook",
+        "usr/share/containers/oci/hooks.d/oci-tmpfs-hook.json",
+        "usr/share/containers/oci/hooks.d/other.json",
+    ] {
+        assert_same_file(&host.join(f), &expected.join(f));
+    }
+    assert_same_file(&host.join("usr/local/bin/oci-tmpfs-hook"), static_binary());
+    assert_eq!(
+        std::fs::read_link(host.join("usr/local/bin/oci-tmpfs-runtime")).unwrap(),
+        Path::new("oci-tmpfs-hook")
+    );
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    assert_same_file(&host.join("etc/oci-tmpfs-hook/config.toml"), &manifest.join("hooks/config.toml"));
+    assert!(first.contains("containerd: config changed; not restarted (--restart-mode none)"), "{first}");
+    assert!(first.contains("crio: no restart needed"), "{first}");
+
+    let installed = files_of(&host);
+    let second = ok(&mut d.node(&image, &host, "install", &["--restart-mode", "systemd"]));
+    say(&format!("node {label}: second install:\n{second}"));
+    assert_eq!(
+        snapshot_diff(&installed, &files_of(&host)),
+        Vec::<String>::new(),
+        "the second install changed files"
+    );
+    assert!(second.contains("containerd: not restarted: its config did not change"), "{second}");
+    assert!(second.ends_with("node: nothing changed\n") && !second.contains("restarting"), "{second}");
+
+    // The restart, done by the test: a containerd started on the installed config.
+    let ctd_config = host.join("etc/containerd/config.toml");
+    let mut ctd = Containerd::start(run_dir, &host, &ctd_config, bins, &pod_image);
+    let probe = ctd.case1_probe().unwrap_or_else(|e| panic!("node {label}: CRI case 1: {e}"));
+    let bad = check_case1(&probe);
+    assert!(bad.is_empty(), "node {label}: CRI case 1: {bad:?}\n{probe}");
+    drop(ctd);
+
+    let out = ok(&mut d.node(&image, &host, "uninstall", &["--restart-mode", "none"]));
+    say(&format!("node {label}: uninstall:\n{out}"));
+    assert_eq!(snapshot_diff(&before, &files_of(&host)), Vec::<String>::new(), "uninstall left differences");
+    say(&format!("node {label}: PASS in {:.0?}", started.elapsed()));
+}
+
+/// Debian 12's containerd 1.6 (the one on PATH) on Debian's config.
+#[test]
+fn node_image_installs_on_debian_containerd_16_and_crio() {
+    let bins = Binaries { containerd: "containerd".into(), ctr: "ctr".into(), path_first: None };
+    install_serve_reinstall_uninstall("containerd 1.6 (Debian config)", debian_config, bins);
+}
+
+/// containerd 2.1 (Debian sid's binary and shim) on its default config.
+#[test]
+fn node_image_installs_on_containerd_21_default_config() {
+    let sid = Path::new(SID_ROOT);
+    let shim_dir = TempDir::new("node-sid-shim");
+    std::os::unix::fs::symlink(
+        sid.join("usr/bin/containerd-shim-runc-v2"),
+        shim_dir.join("containerd-shim-runc-v2"),
+    )
+    .unwrap();
+    let bins = Binaries {
+        containerd: sid.join("usr/bin/containerd"),
+        ctr: sid.join("usr/bin/ctr"),
+        path_first: Some(shim_dir.0.clone()),
+    };
+    install_serve_reinstall_uninstall("containerd 2.1 (default config)", containerd21_config, bins);
+}
+
+/// Two installs at once wait on the lock and do the work once; systemd
+/// mode without hostPID refuses to restart; --wait --uninstall-on-exit
+/// uninstalls on SIGTERM.
+#[test]
+fn node_installs_lock_refuse_restart_and_uninstall_on_sigterm() {
+    require_root();
+    let d = Dockerd::start();
+    let image = d.build_node_image();
+    let work = TempDir::new("node-lock");
+    let host = fake_host(&work.0, DEBIAN_CONTAINERD);
+    let before = files_of(&host);
+
+    // The test holds the lock; both installs must wait, then run one by one.
+    let lock = std::fs::File::create(host.join(LOCK)).unwrap();
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    let spawn = || {
+        d.node(&image, &host, "install", &["--restart-mode", "none"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (mut a, mut b) = (spawn(), spawn());
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(
+        a.try_wait().unwrap().is_none() && b.try_wait().unwrap().is_none(),
+        "an install did not wait for the lock"
+    );
+    drop(lock);
+    let outs: Vec<String> = [a, b]
+        .into_iter()
+        .map(|c| {
+            let o = wait_timeout(c, TIMEOUT).expect("install timed out");
+            assert!(o.status.success(), "install failed: {}", text(&o.stderr));
+            text(&o.stdout)
+        })
+        .collect();
+    for o in &outs {
+        say(&format!("node lock: concurrent install:\n{o}"));
+        assert!(o.starts_with("node: waiting for another node install or uninstall"), "{o}");
+    }
+    let did = outs.iter().filter(|o| o.contains("containerd: updated")).count();
+    let idle = outs.iter().filter(|o| o.ends_with("node: nothing changed\n")).count();
+    assert_eq!((did, idle), (1, 1), "one install does the work, the other finds it done: {outs:?}");
+
+    // systemd restart mode without hostPID: refused, after the files are restored.
+    let out = output(&mut d.node(&image, &host, "uninstall", &["--restart-mode", "systemd"]));
+    let err = text(&out.stderr);
+    say(&format!("node lock: uninstall, systemd mode, no hostPID:\n{}{err}", text(&out.stdout)));
+    assert!(!out.status.success() && err.contains("hostPID: true") && err.lines().count() == 1, "{err}");
+    assert_eq!(snapshot_diff(&before, &files_of(&host)), Vec::<String>::new());
+
+    // The DaemonSet's container: install, wait, uninstall on SIGTERM.
+    let name = unique("node-wait");
+    ok(d.docker()
+        .args(["run", "-d", "--network", "none", "--name", &name, "-v"])
+        .arg(format!("{}:/host", host.display()))
+        .args([
+            &image,
+            "node",
+            "install",
+            "--host-root",
+            "/host",
+            "--restart-mode",
+            "none",
+            "--wait",
+            "--uninstall-on-exit",
+        ]));
+    let state = host.join("var/lib/oci-tmpfs-hook/node-install.json");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !state.exists() {
+        assert!(Instant::now() < deadline, "the waiting install did not install");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    ok(d.docker().args(["stop", "-t", "30", &name]));
+    let logs = output(d.docker().args(["logs", &name]));
+    let exit = ok(d.docker().args(["inspect", "-f", "{{.State.ExitCode}}", &name]));
+    let _ = output(d.docker().args(["rm", "-f", &name]));
+    let logs = text(&logs.stdout);
+    say(&format!("node lock: --wait --uninstall-on-exit:\n{logs}"));
+    assert_eq!(exit.trim(), "0", "{logs}");
+    assert!(logs.contains("node: signal received: uninstalling"), "{logs}");
+    assert_eq!(snapshot_diff(&before, &files_of(&host)), Vec::<String>::new());
+}
+
+/// `--restart-mode systemd` for real, against a fake init: a private pid
+/// namespace whose pid 1 (`sleep`) has pivoted into a fake host root holding
+/// busybox and a `systemctl` that logs its arguments; the installer runs in
+/// that pid namespace (its own /proc) and restarts through setns into pid 1's
+/// mount namespace. Installs restart once, a second install not at all,
+/// uninstall once more. The machine's systemd is never reachable: pid 1 of
+/// that namespace is the fake init.
+#[test]
+fn node_restart_mode_systemd_runs_the_hosts_systemctl_in_pid1s_namespace() {
+    require_root();
+    let work = TempDir::new("node-systemd");
+    let host = fake_host(&work.0, DEBIAN_CONTAINERD);
+    let busybox = ["/bin/busybox", "/usr/bin/busybox"].into_iter().find(|p| Path::new(p).exists()).unwrap();
+    std::fs::create_dir_all(host.join("bin")).unwrap();
+    std::fs::copy(busybox, host.join("bin/busybox")).unwrap();
+    for applet in ["sh", "sleep", "umount", "echo"] {
+        std::os::unix::fs::symlink("busybox", host.join("bin").join(applet)).unwrap();
+    }
+    std::fs::write(host.join("bin/systemctl"), "#!/bin/sh\necho \"$@\" >> /systemctl.log\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(host.join("bin/systemctl"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(host.join("old-root")).unwrap();
+    let before = files_of(&host);
+
+    let init_script = format!(
+        "set -e; mount --bind {h} {h}; cd {h}; pivot_root . old-root; exec /bin/sh -c 'umount -l /old-root; exec sleep 1000'",
+        h = host.display()
+    );
+    let unshare = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount", "--propagation", "private", "--", "sh", "-c", &init_script])
+        .spawn()
+        .expect("unshare");
+    let mut guard = InitGuard { unshare, init: None };
+    // The pid of the fake init, as the machine sees it: unshare's child.
+    let children = format!("/proc/{0}/task/{0}/children", guard.unshare.id());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let init_pid = loop {
+        let first = std::fs::read_to_string(&children).unwrap_or_default();
+        if let Some(pid) = first.split_whitespace().next().and_then(|p| p.parse::<i32>().ok()) {
+            guard.init = Some(pid);
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe"));
+            if exe.is_ok_and(|e| e.ends_with("busybox")) {
+                break pid.to_string();
+            }
+        }
+        assert!(Instant::now() < deadline, "the fake init did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let node = |action: &str| {
+        let script = format!(
+            "mount -t proc proc /proc && exec {bin} node {action} --host-root {h} --restart-mode systemd",
+            bin = hook_bin().display(),
+            h = host.display()
+        );
+        output(
+            Command::new("nsenter")
+                .args([
+                    "--target",
+                    &init_pid,
+                    "--pid",
+                    "--",
+                    "unshare",
+                    "--mount",
+                    "--propagation",
+                    "private",
+                ])
+                .args(["--", "sh", "-c", &script]),
+        )
+    };
+    let log = || std::fs::read_to_string(host.join("systemctl.log")).unwrap_or_default();
+    let mut outs = Vec::new();
+    for (action, want) in [
+        ("install", "restart containerd\n"),
+        ("install", "restart containerd\n"),
+        ("uninstall", "restart containerd\nrestart containerd\n"),
+    ] {
+        let out = node(action);
+        let shown = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        say(&format!("node systemd: {action}:\n{shown}"));
+        outs.push((out.status.success(), shown, log()));
+        if log() != want {
+            break;
+        }
+    }
+    drop(guard);
+    for (i, (ok, shown, logged)) in outs.iter().enumerate() {
+        assert!(ok, "run {i} failed: {shown}");
+        let want =
+            ["restart containerd\n", "restart containerd\n", "restart containerd\nrestart containerd\n"][i];
+        assert_eq!(logged, want, "run {i}: systemctl calls: {shown}");
+    }
+    assert!(outs[0].1.contains("containerd: restarted"), "{}", outs[0].1);
+    assert!(outs[1].1.contains("containerd: not restarted: its config did not change"), "{}", outs[1].1);
+    let mut after = files_of(&host);
+    after.remove(Path::new("systemctl.log"));
+    assert_eq!(snapshot_diff(&before, &after), Vec::<String>::new());
+}
+
+/// Kills the fake init (pid 1 of its namespace: the namespace goes with it)
+/// and the `unshare` that started it (`--fork` does not take its child along).
+struct InitGuard {
+    unshare: std::process::Child,
+    init: Option<i32>,
+}
+
+impl Drop for InitGuard {
+    fn drop(&mut self) {
+        if let Some(pid) = self.init.and_then(rustix::process::Pid::from_raw) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+        let _ = self.unshare.kill();
+        let _ = self.unshare.wait();
+    }
+}
