@@ -20,6 +20,7 @@ pub mod files;
 pub mod input;
 pub mod logger;
 pub mod names;
+pub mod nri;
 pub mod plan;
 pub mod runtime;
 pub mod settings;
