@@ -28,5 +28,6 @@ fn try_main() -> Result<ExitCode, Error> {
         Command::Doctor(args) => commands::doctor::run(args),
         Command::Engines(args) => commands::engines::run(args),
         Command::Runtime(args) => commands::runtime::run(&args.args),
+        Command::Nri(args) => commands::nri::run(args),
     }
 }

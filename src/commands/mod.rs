@@ -8,6 +8,7 @@ pub mod engines;
 pub mod explain;
 pub mod hook;
 pub mod inject;
+pub mod nri;
 pub mod runtime;
 pub mod setup;
 

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# The newest engines a Debian host can have: a Debian sid root built with
+# debootstrap, the engines installed inside it with apt, and a way to run a
+# command against them (DESIGN.md §4b).
+#
+#   tests/env/sid.sh build            build or update the sid root (idempotent, cached)
+#   tests/env/sid.sh run -- CMD ARGS  run CMD inside it (builds first when needed)
+#   tests/env/sid.sh versions         one line: the engine and torch versions inside
+#   tests/env/sid.sh clean            remove everything it created
+#
+# Everything lives under one directory, $OCI_TMPFS_SID_DIR (default
+# /var/cache/oci-tmpfs-hook/sid): the root, the logs, a lock and a stamp file
+# holding the package list (a changed list updates the root). `run` works in
+# a private mount namespace: the sid root bound on itself, a fresh /proc,
+# /sys (with /sys/fs/cgroup) and /dev rbound, a tmpfs /run, a 64 MiB tmpfs
+# /dev/shm, a fresh /tmp, this checkout and the cargo target dir bound at
+# the same paths, then pivot_root into it (a chroot would break prestart hooks: the
+# hook joins the container's mount namespace, whose root would be the real
+# /). When CMD ends, every process left in that namespace (daemons, shims)
+# is stopped by pid, and the namespace and its mounts go with it.
+#
+# Progress goes to stdout; a step that fails prints one line on stderr naming
+# the step (details in the log it names) and exits 1: the newest-version
+# suite never passes by skipping.
+set -Eeuo pipefail
+
+BASE=${OCI_TMPFS_SID_DIR:-/var/cache/oci-tmpfs-hook/sid}
+ROOT=$BASE/root
+STAMP=$BASE/stamp
+SUITE=sid
+# What the suites call (tests/*.rs): the engines; busybox for the test
+# images; util-linux (unshare, nsenter, mount, su), passwd (useradd), uidmap,
+# slirp4netns and passt (rootless Podman), python3-seccomp (hostile suite);
+# python3-torch; g++, python3-dev and libtorch-dev for torch.compile (Debian's
+# python3-torch headers are dangling symlinks without libtorch-dev).
+PACKAGES="runc crun containerd docker.io docker-cli podman busybox-static python3-torch \
+util-linux mount passwd uidmap slirp4netns passt python3-seccomp tar procps \
+g++ python3-dev libtorch-dev ca-certificates"
+PACKAGES=$(echo $PACKAGES | tr ' ' '\n' | sort -u | tr '\n' ' ')
+PACKAGES=${PACKAGES% }
+
+me=$(basename "$0")
+die() { echo "$me: $*" >&2; exit 1; }
+
+# The Debian mirror the host uses (deb.debian.org unless configured otherwise).
+mirror() {
+  if [ -n "${OCI_TMPFS_SID_MIRROR:-}" ]; then echo "$OCI_TMPFS_SID_MIRROR"; return; fi
+  local m
+  m=$(grep -rhoE '(URIs:|deb) +https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null \
+      | grep -v security | head -n1 | awk '{print $2}') || true
+  echo "${m:-http://deb.debian.org/debian}"
+}
+
+# Runs "$@" inside ROOT with /proc, /sys, /dev mounted, in a private mount
+# namespace (for apt and maintainer scripts); all mounts vanish with it.
+in_root() {
+  unshare --mount --propagation private -- bash -c '
+    set -e; r=$1; shift
+    mount -t proc proc "$r/proc"
+    mount --rbind /sys "$r/sys"
+    mount --rbind /dev "$r/dev"
+    mount -t tmpfs -o mode=755 tmpfs "$r/run"
+    exec chroot "$r" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+      DEBIAN_FRONTEND=noninteractive "$@"' bash "$ROOT" "$@"
+}
+
+APT_OPTS=(-o Acquire::Check-Valid-Until=false -o Dpkg::Use-Pty=0 -o APT::Install-Recommends=false)
+
+built() { [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$PACKAGES" ] && [ -x "$ROOT/usr/bin/runc" ]; }
+
+build() {
+  mkdir -p "$BASE"
+  exec 9>"$BASE/lock"
+  flock 9
+  if built; then return 0; fi
+  local t0 m
+  t0=$(date +%s)
+  m=$(mirror)
+  command -v debootstrap >/dev/null || die "step debootstrap: debootstrap is not installed (apt-get install debootstrap)"
+  if [ ! -f "$ROOT/.debootstrap-done" ]; then
+    rm -rf "$ROOT"
+    echo "$me: debootstrap --variant=minbase $SUITE from $m (log $BASE/debootstrap.log)"
+    debootstrap --variant=minbase "$SUITE" "$ROOT" "$m" >"$BASE/debootstrap.log" 2>&1 \
+      || die "step debootstrap: debootstrap $SUITE $ROOT $m failed: $(grep -E '^(E|W):' "$BASE/debootstrap.log" | tail -n1) (log $BASE/debootstrap.log)"
+    touch "$ROOT/.debootstrap-done"
+  fi
+  # No daemons from maintainer scripts; the host's DNS; the same mirror.
+  printf '#!/bin/sh\nexit 101\n' >"$ROOT/usr/sbin/policy-rc.d"
+  chmod 755 "$ROOT/usr/sbin/policy-rc.d"
+  cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf" 2>/dev/null || true
+  echo "deb $m $SUITE main" >"$ROOT/etc/apt/sources.list"
+  echo "$me: apt-get install $PACKAGES (log $BASE/apt.log)"
+  in_root apt-get "${APT_OPTS[@]}" update >"$BASE/apt.log" 2>&1 \
+    || die "step apt-get update in the sid root failed: $(grep -E '^(E|W):' "$BASE/apt.log" | tail -n1) (log $BASE/apt.log)"
+  # shellcheck disable=SC2086
+  in_root apt-get "${APT_OPTS[@]}" -y install $PACKAGES >>"$BASE/apt.log" 2>&1 \
+    || die "step apt-get install in the sid root failed: $(grep -E '^E:' "$BASE/apt.log" | tail -n1) (log $BASE/apt.log)"
+  in_root apt-get clean >>"$BASE/apt.log" 2>&1 || true
+  echo "$PACKAGES" >"$STAMP"
+  echo "$me: sid root ready in $(( $(date +%s) - t0 ))s, $(du -sh "$ROOT" 2>/dev/null | cut -f1) at $ROOT"
+}
+
+# The paths bound into the sid root at the same absolute path.
+binds() {
+  local repo target
+  repo=$(cd "$(dirname "$0")/../.." && pwd -P)
+  echo "$repo"
+  target=${CARGO_TARGET_DIR:-$repo/target}
+  [ -d "$target" ] && echo "$(cd "$target" && pwd -P)"
+  for extra in ${OCI_TMPFS_SID_BINDS:-}; do echo "$extra"; done
+}
+
+# Inside the private namespace: the mounts, pivot_root, exec CMD.
+inner() {
+  local ns_file=$1 tmp=$2; shift 2
+  readlink /proc/self/ns/mnt >"$ns_file"
+  mount --bind "$ROOT" "$ROOT"
+  mount -t proc proc "$ROOT/proc"
+  mount --rbind /sys "$ROOT/sys"
+  mount --rbind /dev "$ROOT/dev"
+  mount -t tmpfs -o size=64m,nosuid,nodev,noexec,mode=1777 shm "$ROOT/dev/shm"
+  mount -t tmpfs -o mode=755,nosuid,nodev tmpfs "$ROOT/run"
+  mount --bind "$tmp" "$ROOT/tmp"
+  local p
+  while read -r p; do
+    [ -e "$p" ] || continue
+    mkdir -p "$ROOT$p"
+    mount --rbind "$p" "$ROOT$p"
+  done < <(binds | awk '!seen[$0]++')
+  mkdir -p "$ROOT/.oldroot"
+  cd "$ROOT"
+  pivot_root . .oldroot
+  cd /
+  umount -l /.oldroot
+  exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+    ${RUST_BACKTRACE:+RUST_BACKTRACE=$RUST_BACKTRACE} ${OCI_TMPFS_ENV:-} "$@"
+}
+
+# Stops every process still in the namespace whose id is in $1, and every
+# process whose / is the sid root (rootless Podman's pause process has
+# namespaces of its own), by pid.
+reap() {
+  local ns pids p i
+  ns=$(cat "$1" 2>/dev/null) || return 0
+  [ -n "$ns" ] || return 0
+  for i in 1 2 3 4 5 6 7 8 9 10 11; do
+    pids=()
+    for p in /proc/[0-9]*; do
+      if [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] \
+        || [ "$(awk '$5 == "/" { print $4; exit }' "$p/mountinfo" 2>/dev/null)" = "$ROOT" ]; then
+        pids+=("${p#/proc/}")
+      fi
+    done
+    [ ${#pids[@]} -eq 0 ] && return 0
+    if [ "$i" = 1 ]; then echo "$me: stopping what was left running in the sid namespace: ${pids[*]}" >&2; fi
+    if [ "$i" -lt 10 ]; then kill -TERM "${pids[@]}" 2>/dev/null || true; else kill -KILL "${pids[@]}" 2>/dev/null || true; fi
+    sleep 0.5
+  done
+}
+
+run() {
+  [ "$(id -u)" = 0 ] || die "step run: needs root"
+  build
+  exec 9>&-
+  local ns_file tmp status=0
+  ns_file=$(mktemp "$BASE/ns.XXXXXX")
+  # A /tmp of its own per run (rootless Podman keeps state in /tmp/*-run-UID,
+  # which must not mix with the host's older Podman).
+  tmp=$(mktemp -d "$BASE/tmp.XXXXXX")
+  chmod 1777 "$tmp"
+  unshare --mount --propagation private -- "$0" __inner "$ns_file" "$tmp" "$@" || status=$?
+  reap "$ns_file"
+  rm -rf --one-file-system "$ns_file" "$tmp"
+  return "$status"
+}
+
+versions() {
+  build >/dev/null
+  exec 9>&-
+  in_root sh -s <"$(dirname "$0")/versions.sh"
+}
+
+case "${1:-}" in
+  build) build ;;
+  run)
+    shift
+    [ "${1:-}" = -- ] && shift
+    [ $# -gt 0 ] || die "usage: $me run -- CMD [ARGS...]"
+    run "$@"
+    ;;
+  __inner) shift; inner "$@" ;;
+  versions) versions ;;
+  clean)
+    [ -d "$BASE" ] || exit 0
+    exec 9>"$BASE/lock"; flock 9
+    rm -rf --one-file-system "$BASE"
+    ;;
+  *) echo "usage: $me build | run -- CMD [ARGS...] | versions | clean" >&2; exit 2 ;;
+esac
