@@ -41,6 +41,22 @@ pub fn readonly_root(ctr: &api::Container) -> bool {
     })
 }
 
+/// The signal mounts as the runtime sent them, for a log line:
+/// `/etc/hostname [rbind,rprivate,ro]; ...`.
+pub fn signals(ctr: &api::Container) -> String {
+    let found: Vec<String> = ctr
+        .mounts
+        .iter()
+        .filter(|m| READONLY_SIGNALS.contains(&crate::target::normalise(&m.destination).as_str()))
+        .map(|m| format!("{} [{}]", m.destination, m.options.join(",")))
+        .collect();
+    if found.is_empty() {
+        "no /etc/hostname or /etc/resolv.conf mount".to_string()
+    } else {
+        found.join("; ")
+    }
+}
+
 /// `namespace/pod/container`, for log lines.
 pub fn who(pod: Option<&api::PodSandbox>, ctr: &api::Container) -> String {
     match pod {

@@ -98,6 +98,7 @@ impl Handler {
             settings,
             host_ram: self.host_ram,
         })?;
+        log::debug!("nri: {who}: read-only root: {} ({})", adjust::readonly_root(ctr), adjust::signals(ctr));
         log::debug!("nri: {who}: {}", plan.why);
         if !plan.notes.is_empty() {
             log::info!("nri: {who}: notes of the plan follow");
