@@ -229,6 +229,20 @@ impl Containerd {
 /// A busybox-static rootfs as an OCI image layout tarball named `reference`,
 /// whose entry is `sleep` (so it also serves as the pause image).
 fn build_image(dir: &TempDir, rootfs: &Path, reference: &str) -> PathBuf {
+    build_image_with(dir, rootfs, reference, &["/bin/sleep", "2147483647"], "image")
+}
+
+/// An OCI image layout tarball of `rootfs` named `reference` with
+/// `entrypoint`, built in `dir/<name>*`.
+fn build_image_with(
+    dir: &TempDir,
+    rootfs: &Path,
+    reference: &str,
+    entrypoint: &[&str],
+    name: &str,
+) -> PathBuf {
+    let dir = &TempDir(dir.join(name));
+    std::fs::create_dir_all(&dir.0).unwrap();
     let layout = dir.join("layout");
     let blobs = layout.join("blobs/sha256");
     std::fs::create_dir_all(&blobs).unwrap();
@@ -254,7 +268,7 @@ fn build_image(dir: &TempDir, rootfs: &Path, reference: &str) -> PathBuf {
     };
     let config = json!({
         "architecture": "amd64", "os": "linux",
-        "config": {"Entrypoint": ["/bin/sleep", "2147483647"], "Env": ["PATH=/bin"], "WorkingDir": "/"},
+        "config": {"Entrypoint": entrypoint, "Env": ["PATH=/bin"], "WorkingDir": "/"},
         "rootfs": {"type": "layers", "diff_ids": [layer]},
     });
     let (config, config_size) = write_json("config.json", &config);
@@ -272,7 +286,7 @@ fn build_image(dir: &TempDir, rootfs: &Path, reference: &str) -> PathBuf {
     }]});
     std::fs::write(layout.join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
     std::fs::write(layout.join("oci-layout"), br#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
-    let tar = dir.join("image.tar");
+    let tar = dir.0.with_extension("tar");
     ok(Command::new("tar").arg("-C").arg(&layout).arg("-cf").arg(&tar).arg("."));
     tar
 }
@@ -284,13 +298,15 @@ struct PodOpts<'a> {
     handler: &'a str,
     annotations: &'a [(&'a str, &'a str)],
     host_ipc: bool,
+    /// The node's pid namespace (the plugin's pod: hostPID).
+    host_pid: bool,
     /// The pod's summed memory limit (sent as the sandbox's resources).
     memory: u64,
 }
 
 impl Default for PodOpts<'_> {
     fn default() -> Self {
-        PodOpts { handler: "", annotations: &[], host_ipc: false, memory: GI }
+        PodOpts { handler: "", annotations: &[], host_ipc: false, host_pid: false, memory: GI }
     }
 }
 
@@ -435,7 +451,7 @@ impl Node {
         let child = Command::new("nsenter")
             .arg(format!("--mount=/proc/{}/ns/mnt", self.holder.id()))
             .arg("--")
-            .arg(hook_bin())
+            .arg(plugin_bin())
             .args(["nri", "--socket", "/var/run/nri/nri.sock"])
             .env("OCI_TMPFS_HOOK_LOG", "debug")
             .stdin(Stdio::null())
@@ -587,6 +603,7 @@ impl Node {
     fn run_pod(&mut self, name: &str, opts: &PodOpts) -> Result<Pod, String> {
         let uid = unique("uid");
         let ipc = if opts.host_ipc { "NODE" } else { "POD" };
+        let pid = if opts.host_pid { "NODE" } else { "CONTAINER" };
         let logs = self.dir.join("logs").join(&uid);
         std::fs::create_dir_all(&logs).unwrap();
         let annotations: serde_json::Map<String, Value> =
@@ -600,7 +617,7 @@ impl Node {
             "annotations": annotations,
             "linux": {
                 "cgroup_parent": format!("/{}/pod{uid}", self.cgroup_top),
-                "security_context": {"namespace_options": {"network": "NODE", "pid": "CONTAINER", "ipc": ipc}},
+                "security_context": {"namespace_options": {"network": "NODE", "pid": pid, "ipc": ipc}},
                 "resources": {"memory_limit_in_bytes": opts.memory, "cpu_period": 100000, "cpu_shares": 2},
             },
         });
@@ -610,8 +627,8 @@ impl Node {
         Ok(Pod { id, config, ipc })
     }
 
-    /// CreateContainer + StartContainer; the container id.
-    fn start_container(&self, pod: &Pod, c: &CtrOpts) -> Result<String, String> {
+    /// The CreateContainer request kubelet sends for `c` in `pod`.
+    fn container_request(&self, pod: &Pod, c: &CtrOpts) -> Value {
         let envs: Vec<Value> = c.env.iter().map(|(k, v)| json!({"key": k, "value": v})).collect();
         let mut resources = json!({"cpu_period": 100000, "cpu_shares": 2});
         if let Some(m) = c.memory {
@@ -636,10 +653,12 @@ impl Node {
                 },
             },
         });
-        let r = self.cri(
-            "CreateContainer",
-            json!({"pod_sandbox_id": pod.id, "config": config, "sandbox_config": pod.config}),
-        )?;
+        json!({"pod_sandbox_id": pod.id, "config": config, "sandbox_config": pod.config})
+    }
+
+    /// CreateContainer + StartContainer; the container id.
+    fn start_container(&self, pod: &Pod, c: &CtrOpts) -> Result<String, String> {
+        let r = self.cri("CreateContainer", self.container_request(pod, c))?;
         let id = r["container_id"].as_str().expect("container_id").to_string();
         self.cri("StartContainer", json!({"container_id": id}))?;
         Ok(id)
@@ -737,6 +756,12 @@ impl Node {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+}
+
+/// The plugin's binary: `$OCI_TMPFS_HOOK_NRI_BIN` (the bench runs the
+/// static release build) or the tested one.
+fn plugin_bin() -> PathBuf {
+    std::env::var_os("OCI_TMPFS_HOOK_NRI_BIN").map_or_else(hook_bin, PathBuf::from)
 }
 
 /// Waits for `child` up to `timeout`; its status, or `None`.
@@ -1294,5 +1319,206 @@ fn case9_containerd_restart_keeps_pods_served() {
     r.seen("1Gi container after the 2Gi one", format!("/dev/shm {}", sz(sa)));
     r.check(sa == Some(GI), format!("the first container sees /dev/shm {}, want 1Gi", sz(sa)));
     r.step("stop and remove", node.teardown(&pod, &[&a, &b]));
+    r.finish();
+}
+
+// ---------------------------------------------------------------- bench
+
+/// The plugin's resident and peak memory (`VmRSS`, `VmHWM`) in KiB.
+fn plugin_memory(node: &Node) -> (u64, u64) {
+    let pid = node.plugin.as_ref().expect("the plugin runs").id();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib = |key: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    (kib("VmRSS:"), kib("VmHWM:"))
+}
+
+/// One bench.py call with `request` on stdin: its JSON answer.
+fn bench_py(node: &Node, args: &[&str], request: &Value) -> Value {
+    let mut cmd = cri_command();
+    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nri/bench.py"))
+        .arg("--socket")
+        .arg(&node.sock)
+        .args(args);
+    let out = run_with_stdin(&mut cmd, serde_json::to_vec(request).unwrap(), Duration::from_secs(3600))
+        .expect("bench.py timed out");
+    assert!(out.status.success(), "bench.py {args:?}: {}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn stats(v: &mut [f64]) -> String {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    format!(
+        "median {:.1} ms, mean {:.1} ms, min {:.1} ms, max {:.1} ms (n={})",
+        v[v.len() / 2] * 1e3,
+        mean * 1e3,
+        v[0] * 1e3,
+        v[v.len() - 1] * 1e3,
+        v.len()
+    )
+}
+
+/// The bench (not a timed test; run with `--ignored`): CRI CreateContainer +
+/// StartContainer of a read-only 1 GiB container with and without the
+/// plugin, alternating (`NRI_BENCH_ROUNDS` pairs, default 30), timed inside
+/// one client process; then the plugin's memory idle and after
+/// `NRI_BENCH_CHURN` (default 1000) containers created, started, stopped and
+/// removed.
+#[test]
+#[ignore]
+fn bench_nri_latency_and_memory() {
+    let rounds: usize = std::env::var("NRI_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(30);
+    let churn: usize = std::env::var("NRI_BENCH_CHURN").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let mut node = Node::start("bench");
+    let idle = plugin_memory(&node);
+    let pod = node.run_pod("bench", &PodOpts::default()).expect("RunPodSandbox");
+    let request = node.container_request(&pod, &CtrOpts::ro("bench", GI));
+    let secs = |v: &Value| v["seconds"].as_f64().unwrap();
+    // Warm-up: the image's first unpack, the pod's shm grown once.
+    for _ in 0..3 {
+        bench_py(&node, &["start"], &request);
+    }
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        with.push(secs(&bench_py(&node, &["start"], &request)));
+        node.stop_plugin();
+        without.push(secs(&bench_py(&node, &["start"], &request)));
+        node.start_plugin();
+    }
+    let after_rounds = plugin_memory(&node);
+    let (w, wo) = (stats(&mut with), stats(&mut without));
+    let ratio = with[with.len() / 2] / without[without.len() / 2];
+    let t0 = Instant::now();
+    let churned = bench_py(&node, &["churn", &churn.to_string()], &request);
+    let after = plugin_memory(&node);
+    say(&format!("nri bench: containerd {}, plugin {}", node.ctd.version, plugin_bin().display()));
+    say(&format!("nri bench: CreateContainer+StartContainer with the plugin:    {w}"));
+    say(&format!("nri bench: CreateContainer+StartContainer without the plugin: {wo}"));
+    say(&format!("nri bench: median ratio with/without: {ratio:.3}"));
+    say(&format!(
+        "nri bench: plugin memory idle (registered, no container): VmRSS {} KiB, VmHWM {} KiB",
+        idle.0, idle.1
+    ));
+    say(&format!(
+        "nri bench: plugin memory after the {rounds} rounds (restarted each round): VmRSS {} KiB",
+        after_rounds.0
+    ));
+    say(&format!(
+        "nri bench: after {churn} more containers ({:.0} s, {:?} wall): VmRSS {} KiB, VmHWM {} KiB",
+        secs(&churned),
+        t0.elapsed(),
+        after.0,
+        after.1
+    ));
+    let _ = node.teardown(&pod, &[]);
+}
+
+/// Case 11: The plugin from the node image, as the DaemonSet runs it: a
+/// real container of its own pod (host PID, host network), read-only root,
+/// all capabilities dropped but SYS_ADMIN and SYS_PTRACE, seccomp
+/// RuntimeDefault, the NRI socket's directory as its only host path (plus
+/// the ConfigMap's and the emptyDir's stand-ins). Then a read-only pod gets
+/// its mounts, the pod's shm grown from inside the plugin's container.
+/// The image is the Containerfile's content (the static binary at
+/// /usr/local/bin on an empty root), built here as an OCI layout: the test
+/// host runs no Docker daemon (deploy/build-image.sh makes the same image
+/// with `docker build`). `OCI_TMPFS_HOOK_NRI_BIN` names the static binary
+/// (tests/env/nri.sh builds it).
+#[test]
+fn case11_plugin_from_the_node_image_as_a_container() {
+    let mut r = Report::new("case11");
+    let Some(bin) = std::env::var_os("OCI_TMPFS_HOOK_NRI_BIN").map(PathBuf::from) else {
+        panic!("case11 needs OCI_TMPFS_HOOK_NRI_BIN: the static binary (tests/env/nri.sh builds it)");
+    };
+    let mut node = Node::start("case11");
+    node.stop_plugin();
+    let root = node.dir.join("plugin-image-root");
+    std::fs::create_dir_all(root.join("usr/local/bin")).unwrap();
+    std::fs::copy(&bin, root.join("usr/local/bin/oci-tmpfs-hook")).unwrap();
+    let reference = format!("docker.io/library/{}:latest", unique("oci-tmpfs-hook"));
+    let tar =
+        build_image_with(&node.dir, &root, &reference, &["/usr/local/bin/oci-tmpfs-hook"], "plugin-image");
+    ok(node.ctr().args(["images", "import"]).arg(&tar));
+    for d in ["cm", "plugin-tmp"] {
+        std::fs::create_dir_all(node.dir.join(d)).unwrap();
+    }
+    std::fs::write(node.dir.join("cm/config.toml"), "log_level = \"debug\"\n").unwrap();
+    let opts = PodOpts { host_pid: true, memory: 64 * MI, ..PodOpts::default() };
+    let Some(plugin_pod) = r.step("RunPodSandbox (plugin)", node.run_pod("nri-plugin", &opts)) else {
+        return r.finish();
+    };
+    let host_root = format!("/proc/{}/root", node.holder.id());
+    let config = json!({
+        "metadata": {"name": "nri-plugin", "attempt": 0},
+        "image": {"image": reference},
+        "args": ["nri", "--socket", "/var/run/nri/nri.sock", "--host-root", host_root, "--config", "/etc/oci-tmpfs-hook/config.toml"],
+        "mounts": [
+            {"container_path": "/var/run/nri", "host_path": "/var/run/nri"},
+            {"container_path": "/etc/oci-tmpfs-hook", "host_path": node.dir.join("cm"), "readonly": true},
+            {"container_path": "/tmp", "host_path": node.dir.join("plugin-tmp")},
+        ],
+        "log_path": "nri-plugin/0.log",
+        "linux": {
+            "resources": {"memory_limit_in_bytes": 64 * MI, "cpu_period": 100000, "cpu_shares": 2},
+            "security_context": {
+                "readonly_rootfs": true,
+                "run_as_user": {"value": 0},
+                "capabilities": {"add_capabilities": ["SYS_ADMIN", "SYS_PTRACE"], "drop_capabilities": ["ALL"]},
+                "seccomp": {"profile_type": "RuntimeDefault"},
+                "apparmor": {"profile_type": "Unconfined"},
+                "namespace_options": {"network": "NODE", "pid": "NODE", "ipc": "POD"},
+            },
+        },
+    });
+    let created = node.cri(
+        "CreateContainer",
+        json!({"pod_sandbox_id": plugin_pod.id, "config": config, "sandbox_config": plugin_pod.config}),
+    );
+    let Some(pc) = r.step("CreateContainer (plugin)", created) else { return r.finish() };
+    let pc = pc["container_id"].as_str().unwrap_or_default().to_string();
+    let Some(_) = r.step("StartContainer (plugin)", node.cri("StartContainer", json!({"container_id": pc})))
+    else {
+        return r.finish();
+    };
+    let logs = node
+        .dir
+        .join("logs")
+        .join(plugin_pod.config["metadata"]["uid"].as_str().unwrap())
+        .join("nri-plugin/0.log");
+    let t0 = Instant::now();
+    let registered = loop {
+        let text = std::fs::read_to_string(&logs).unwrap_or_default();
+        if text.contains("nri: registered as") || t0.elapsed() > Duration::from_secs(15) {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    r.seen(
+        "plugin container registered",
+        format!("{} after {:?}", registered.contains("nri: registered as"), t0.elapsed()),
+    );
+    r.check(
+        registered.contains("nri: registered as"),
+        format!("the plugin's container did not register: {registered}"),
+    );
+    let opts = PodOpts { memory: 2 * GI, ..PodOpts::default() };
+    if let Some(pod) = r.step("RunPodSandbox", node.run_pod("served", &opts)) {
+        if let Some(c) = r.step("start ro 1Gi", node.start_container(&pod, &CtrOpts::ro("app", GI))) {
+            if let Some(p) = r.step("probe", node.probe(&c)) {
+                r.served("ro 1Gi, plugin in a container", &p, 256 * MI, 512 * MI);
+            }
+            r.step("stop and remove", node.teardown(&pod, &[&c]));
+        }
+    }
+    let text = std::fs::read_to_string(&logs).unwrap_or_default();
+    let grew: Vec<&str> = text.lines().filter(|l| l.contains("grew") || l.contains("left alone")).collect();
+    r.seen("plugin container's log", format!("{grew:?}"));
+    r.step("stop the plugin", node.teardown(&plugin_pod, &[&pc]));
     r.finish();
 }

@@ -16,6 +16,8 @@ use crate::nri::{self, Handler, Options};
 pub enum NriStartError {
     #[error("--idx {0:?}: NRI wants exactly two digits, e.g. 10")]
     Idx(String),
+    #[error("--host-root {0}: not a directory; give the host's / (\"/\" on the host, /proc/1/root in a pod with host PID)")]
+    HostRoot(std::path::PathBuf),
     #[error("{env}={value:?}: not a file descriptor number the runtime passed")]
     Fd { env: &'static str, value: String },
 }
@@ -25,6 +27,9 @@ pub enum NriStartError {
 /// # Errors
 /// A bad index or host config; a pre-registered connection that ended.
 pub fn run(args: &NriArgs) -> Result<ExitCode, super::Error> {
+    if !args.host_root.is_dir() {
+        return Err(NriStartError::HostRoot(args.host_root.clone()).into());
+    }
     let (path, explicit) = args.config.resolve(Path::new("/"));
     let handler = Arc::new(Handler::new(&path, explicit, &args.host_root)?);
     nri::service::apply_logging(&handler.settings(), &crate::settings::Settings::default());

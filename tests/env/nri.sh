@@ -2,9 +2,11 @@
 # Runs the NRI plugin's containerd suite (tests/nri.rs) against sid's
 # containerd 2.1 (tests/env/sid.sh), as root:
 #
-#   tests/env/nri.sh [TEST-FILTER] [-- LIBTEST-ARGS...]
+#   tests/env/nri.sh [TEST-FILTER] [LIBTEST-ARGS...]
+#   tests/env/nri.sh bench --ignored --nocapture     the bench (BENCHMARKS.md)
 #
-# Builds the binary and the suite on this host, installs the CRI client's
+# Builds the binary, the static release binary (the node image's, case 11;
+# OCI_TMPFS_HOOK_NRI_BIN names one instead) and the suite on this host, installs the CRI client's
 # wheels (tests/cri/requirements.txt, for sid's Python, which has no venv
 # module) into a cached directory, then runs the suite's binary inside the
 # sid environment with that directory on PYTHONPATH.
@@ -26,6 +28,13 @@ if [ ! -f "$pylib/.complete" ]; then
   touch "$pylib/.complete"
 fi
 cargo build --locked --quiet
+# The static release binary: the node image's (case 11) and the bench's plugin.
+if [ -z "${OCI_TMPFS_HOOK_NRI_BIN:-}" ]; then
+  host=$(rustc -vV | sed -n 's/^host: //p')
+  env RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
+    cargo build --locked --quiet --release --target "$host"
+  OCI_TMPFS_HOOK_NRI_BIN=$here/target/$host/release/oci-tmpfs-hook
+fi
 bin=$(cargo test --locked --test nri --no-run --message-format=json 2>/dev/null \
   | python3 -c 'import json,sys
 for l in sys.stdin:
@@ -33,5 +42,5 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "nri": print(m["executable"])' | tail -n1)
 [ -n "$bin" ] || { echo "nri.sh: building tests/nri.rs failed (cargo test --test nri --no-run)" >&2; exit 1; }
 OCI_TMPFS_SID_BINDS="$pylib ${OCI_TMPFS_SID_BINDS:-}" \
-OCI_TMPFS_ENV="OCI_TMPFS_HOOK_CRI_PYTHONPATH=$pylib" \
+OCI_TMPFS_ENV="OCI_TMPFS_HOOK_CRI_PYTHONPATH=$pylib OCI_TMPFS_HOOK_NRI_BIN=$OCI_TMPFS_HOOK_NRI_BIN ${NRI_BENCH_ROUNDS:+NRI_BENCH_ROUNDS=$NRI_BENCH_ROUNDS} ${NRI_BENCH_CHURN:+NRI_BENCH_CHURN=$NRI_BENCH_CHURN}" \
   exec tests/env/sid.sh run -- "$bin" --test-threads="${NRI_TEST_THREADS:-2}" "$@"
