@@ -21,7 +21,9 @@ pylib=${OCI_TMPFS_HOOK_NRI_PYLIB:-/var/cache/oci-tmpfs-hook/nri-pylib-py$pyver}
 if [ ! -f "$pylib/.complete" ]; then
   echo "nri.sh: installing the CRI client's wheels for Python $pyver into $pylib"
   rm -rf "$pylib"; mkdir -p "$pylib"
-  pip3 install --quiet --disable-pip-version-check --no-input --target "$pylib" \
+  # pip of the CRI client's venv (tests/env/venv.sh), for sid's Python's wheels.
+  pip="$(dirname "$(tests/env/venv.sh)")/pip"
+  "$pip" install --quiet --disable-pip-version-check --no-input --target "$pylib" \
     --python-version "$pyver" --implementation cp --only-binary=:all: \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     -r tests/cri/requirements.txt
