@@ -372,3 +372,49 @@ fn no_socket_then_socket_appears() {
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(!bad.status.success() && err.contains("two digits"), "{err}");
 }
+
+/// Pre-registered: the runtime starts the plugin with the connection as fd 3
+/// (`NRI_PLUGIN_SOCKET=3`, name and index in `NRI_PLUGIN_NAME` /
+/// `NRI_PLUGIN_IDX`). It registers under those, serves, and exits when the
+/// runtime closes the connection (no redial: the runtime owns its life).
+#[test]
+fn pre_registered_on_fd_3() {
+    let mut fake = Fake::start("");
+    let sock = fake.dir.0.join("nri.sock");
+    let _ = fake.plugin.kill();
+    let _ = fake.plugin.wait();
+    // python3 plays the runtime's launcher: connect, put the socket at fd 3, exec.
+    let launcher = "import os, socket, sys\n\
+        s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
+        os.dup2(s.fileno(), 3); os.set_inheritable(3, True)\n\
+        os.execve(sys.argv[2], sys.argv[2:], dict(os.environ, NRI_PLUGIN_SOCKET='3', NRI_PLUGIN_NAME='pre', NRI_PLUGIN_IDX='05'))";
+    let config = fake.dir.0.join("config.toml");
+    let log = std::fs::File::create(fake.dir.0.join("plugin.log")).unwrap();
+    fake.plugin = Command::new("python3")
+        .args(["-c", launcher])
+        .arg(&sock)
+        .arg(common::hook_bin())
+        .args(["nri", "--socket", "/nonexistent/nri.sock", "--config"])
+        .arg(&config)
+        .env("TMPDIR", &fake.dir.0)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("python3");
+    let (s, (name, idx)) = fake.accept();
+    assert_eq!((name.as_str(), idx.as_str()), ("pre", "05"));
+    assert_eq!(configure(&s).events, 0x8);
+    let _ = s.raw.shutdown(std::net::Shutdown::Both);
+    drop(s);
+    let t0 = Instant::now();
+    let status = loop {
+        if let Ok(Some(status)) = fake.plugin.try_wait() {
+            break status;
+        }
+        assert!(t0.elapsed() < TIMEOUT, "the pre-registered plugin did not exit after EOF:\n{}", fake.log());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}: {}", fake.log());
+    assert!(!fake.log().contains("panicked"), "{}", fake.log());
+}

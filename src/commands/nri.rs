@@ -44,8 +44,11 @@ pub fn run(args: &NriArgs) -> Result<ExitCode, super::Error> {
     }
     if let Some(value) = env(nri::PLUGIN_SOCKET_ENV) {
         let stream = inherited(&value)?;
-        nri::session(stream, &opts, &handler)?;
-        return Ok(ExitCode::SUCCESS);
+        // The runtime closing its connection is the normal end here.
+        return match nri::session(stream, &opts, &handler) {
+            Ok(()) | Err(nri::SessionError::Mux(nri::mux::MuxError::Eof)) => Ok(ExitCode::SUCCESS),
+            Err(e) => Err(e.into()),
+        };
     }
     nri::serve_forever(&opts, &handler)
 }
