@@ -16,7 +16,7 @@ use crate::nri::{self, Handler, Options};
 pub enum NriStartError {
     #[error("--idx {0:?}: NRI wants exactly two digits, e.g. 10")]
     Idx(String),
-    #[error("--host-root {0}: not a directory; give the host's / (\"/\" on the host, /proc/1/root in a pod with host PID)")]
+    #[error("--host-root {0}: not a directory we can enter; give the host's / (\"/\" on the host, /proc/1/root in a pod with host PID and CAP_SYS_PTRACE)")]
     HostRoot(std::path::PathBuf),
     #[error("{env}={value:?}: not a file descriptor number the runtime passed")]
     Fd { env: &'static str, value: String },
@@ -28,7 +28,9 @@ pub enum NriStartError {
 /// A bad index or host config; a pre-registered connection that ended.
 pub fn run(args: &NriArgs) -> Result<ExitCode, super::Error> {
     if !args.host_root.is_dir() {
-        return Err(NriStartError::HostRoot(args.host_root.clone()).into());
+        // Still useful: /tmp and the temp dirs need no host access.
+        let e = NriStartError::HostRoot(args.host_root.clone());
+        log::warn!("nri: {e}; pods' /dev/shm cannot be grown, temp dirs are still mounted");
     }
     let (path, explicit) = args.config.resolve(Path::new("/"));
     let handler = Arc::new(Handler::new(&path, explicit, &args.host_root)?);
