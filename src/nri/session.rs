@@ -30,6 +30,8 @@ use super::service::Handler;
 
 /// Between two dials of a socket that is not there (yet).
 pub const RETRY: Duration = Duration::from_millis(500);
+/// Before redialling a socket that was just closed.
+const EOF_PAUSE: Duration = Duration::from_millis(50);
 /// The deadline of `RegisterPlugin` (the runtime allows 5 s).
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(4);
 
@@ -85,6 +87,9 @@ pub fn serve_forever(opts: &Options, handler: &Arc<Handler>) -> ! {
         match why {
             Err(SessionError::Mux(MuxError::Eof)) => {
                 log::warn!("nri: the runtime closed the NRI socket; redialling {}", opts.socket.display());
+                // At once (a restarted runtime's socket is back within a
+                // fraction of a second), but never in a hot loop.
+                std::thread::sleep(EOF_PAUSE);
                 continue;
             }
             Err(e @ SessionError::Connect { .. }) if warned => {
