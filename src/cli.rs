@@ -53,6 +53,10 @@ pub enum Command {
     /// root (`node install --host-root /host`), or uninstall; restarts
     /// containerd only when its config changed.
     Node(crate::node::NodeArgs),
+    /// Run as an NRI plugin (containerd 2.x, CRI-O): answer each container's
+    /// creation with its tmpfs mounts, grow the pod's /dev/shm on the host.
+    /// Long-running; redials the runtime's socket whenever it goes away.
+    Nri(NriArgs),
 }
 
 /// The host config flag, shared by the commands that read the host config.
@@ -72,6 +76,25 @@ impl ConfigArg {
             None => (rooted(root, Path::new(DEFAULT_CONFIG_PATH)), false),
         }
     }
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct NriArgs {
+    /// The runtime's NRI socket.
+    #[arg(long, value_name = "PATH", default_value = crate::nri::DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// The plugin's name, as the runtime lists it.
+    #[arg(long, default_value = "oci-tmpfs")]
+    pub name: String,
+    /// The plugin's index: two digits, its place among the runtime's plugins.
+    #[arg(long, default_value = "10")]
+    pub idx: String,
+    /// Where the host's / is seen: "/" on the host, "/proc/1/root" in a pod
+    /// with host PID (the pod's /dev/shm is grown there).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub host_root: PathBuf,
+    #[command(flatten)]
+    pub config: ConfigArg,
 }
 
 #[derive(Clone, Debug, Args)]

@@ -21,6 +21,7 @@ pub mod input;
 pub mod logger;
 pub(crate) mod names;
 pub mod node;
+pub mod nri;
 pub mod plan;
 pub mod runtime;
 pub mod settings;

@@ -29,5 +29,6 @@ fn try_main() -> Result<ExitCode, Error> {
         Command::Engines(args) => commands::engines::run(args),
         Command::Runtime(args) => commands::runtime::run(&args.args),
         Command::Node(args) => commands::node::run(args),
+        Command::Nri(args) => commands::nri::run(args),
     }
 }

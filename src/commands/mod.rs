@@ -9,6 +9,7 @@ pub mod explain;
 pub mod hook;
 pub mod inject;
 pub mod node;
+pub mod nri;
 pub mod runtime;
 pub mod setup;
 

@@ -1,0 +1,190 @@
+//! One connection to the runtime's NRI socket, and the loop that keeps one.
+//!
+//! A session: the plugin's ttRPC server (the `ttrpc` crate) listens on a
+//! socket in a private directory (mode 0700, removed as soon as the one
+//! connection is made, so no other process can reach the service), the
+//! runtime's client runs on a socket pair, and [`mux::relay`] joins both to
+//! the NRI socket's conns 1 and 2. The plugin registers (`RegisterPlugin`,
+//! within the runtime's 5 s), drops its client (nothing else is asked of the
+//! runtime), and serves until the socket ends.
+//!
+//! The `ttrpc` crate speaks to a socket of its own and has no notion of
+//! NRI's multiplexer; relaying each conn through a local stream is what lets
+//! it run unmodified over the mux.
+//!
+//! containerd sends no `Shutdown` when it stops: the plugin reads EOF. Every
+//! end of a session (EOF, a bad frame, a failed registration) redials, at
+//! once and then every [`RETRY`], so containers created after a runtime
+//! restart get their mounts within a second of the new socket.
+
+use std::os::fd::IntoRawFd;
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::mux::{self, MuxError, PLUGIN_CONN, RUNTIME_CONN};
+use super::proto::{api, api_ttrpc};
+use super::service::Handler;
+
+/// Between two dials of a socket that is not there (yet).
+pub const RETRY: Duration = Duration::from_millis(500);
+/// Before redialling a socket that was just closed.
+const EOF_PAUSE: Duration = Duration::from_millis(50);
+/// The deadline of `RegisterPlugin` (the runtime allows 5 s).
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// Who the plugin is and where it connects.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub socket: PathBuf,
+    /// Plugin name, as the runtime lists it.
+    pub name: String,
+    /// Two digits: the plugin's place in the runtime's order.
+    pub idx: String,
+}
+
+/// Why a session could not be set up or ended.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("connecting to the NRI socket {path}")]
+    Connect {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("setting up the local ttRPC socket in {path}")]
+    Local {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("starting the plugin's ttRPC service")]
+    Ttrpc(#[source] ttrpc::Error),
+    #[error("registering as {name} (index {idx}) with the runtime")]
+    Register {
+        name: String,
+        idx: String,
+        #[source]
+        source: ttrpc::Error,
+    },
+    #[error(transparent)]
+    Mux(#[from] MuxError),
+}
+
+/// Runs sessions forever, redialling after each end. Logs each end once.
+pub fn serve_forever(opts: &Options, handler: &Arc<Handler>) -> ! {
+    let mut warned = false;
+    loop {
+        let why = match UnixStream::connect(&opts.socket) {
+            Ok(stream) => {
+                warned = false;
+                session(stream, opts, handler)
+            }
+            Err(source) => Err(SessionError::Connect { path: opts.socket.clone(), source }),
+        };
+        match why {
+            Err(SessionError::Mux(MuxError::Eof)) => {
+                log::warn!("nri: the runtime closed the NRI socket; redialling {}", opts.socket.display());
+                // At once (a restarted runtime's socket is back within a
+                // fraction of a second), but never in a hot loop.
+                std::thread::sleep(EOF_PAUSE);
+                continue;
+            }
+            Err(e @ SessionError::Connect { .. }) if warned => {
+                log::debug!("nri: {}", crate::commands::chain(&e))
+            }
+            Err(e @ SessionError::Connect { .. }) => {
+                warned = true;
+                log::warn!("nri: {}; retrying every {RETRY:?}", crate::commands::chain(&e));
+            }
+            Err(e) => log::warn!("nri: {}; redialling", crate::commands::chain(&e)),
+            Ok(()) => {}
+        }
+        std::thread::sleep(RETRY);
+    }
+}
+
+/// One session over `stream`, until it ends.
+///
+/// # Errors
+/// Why it ended: [`MuxError::Eof`] when the runtime closed the socket.
+pub fn session(stream: UnixStream, opts: &Options, handler: &Arc<Handler>) -> Result<(), SessionError> {
+    let dir = PrivateDir::new()?;
+    let path = dir.0.join("plugin.sock");
+    let service = api_ttrpc::create_plugin(Arc::clone(handler) as Arc<dyn api_ttrpc::Plugin + Send + Sync>);
+    let mut server = ttrpc::Server::new()
+        .bind(&format!("unix://{}", path.display()))
+        .map_err(SessionError::Ttrpc)?
+        .register_service(service)
+        .set_thread_count_default(2)
+        .set_thread_count_min(1)
+        .set_thread_count_max(4);
+    server.start().map_err(SessionError::Ttrpc)?;
+    let dir_path = dir.0.clone();
+    let local = |source| SessionError::Local { path: dir_path.clone(), source };
+    let to_server = UnixStream::connect(&path).map_err(local)?;
+    drop(dir);
+    let (ours, theirs) = UnixStream::pair().map_err(local)?;
+    let stop = stream.try_clone().map_err(local)?;
+    let relay =
+        std::thread::spawn(move || mux::relay(stream, vec![(PLUGIN_CONN, to_server), (RUNTIME_CONN, ours)]));
+    let registered = register(theirs, opts);
+    if registered.is_err() {
+        let _ = stop.shutdown(std::net::Shutdown::Both);
+    } else {
+        log::info!("nri: registered as {} (index {}) on {}", opts.name, opts.idx, opts.socket.display());
+    }
+    let ended = relay.join().unwrap_or(MuxError::Eof);
+    server.shutdown();
+    registered?;
+    Err(ended.into())
+}
+
+/// `Runtime.RegisterPlugin` over the runtime's conn; the client is dropped
+/// after (its socket closes; the relay then discards that conn).
+fn register(theirs: UnixStream, opts: &Options) -> Result<(), SessionError> {
+    let failed = |source| SessionError::Register { name: opts.name.clone(), idx: opts.idx.clone(), source };
+    let client = ttrpc::Client::new(theirs.into_raw_fd()).map_err(failed)?;
+    let runtime = api_ttrpc::RuntimeClient::new(client);
+    let mut req = api::RegisterPluginRequest::new();
+    req.plugin_name = opts.name.clone();
+    req.plugin_idx = opts.idx.clone();
+    runtime.register_plugin(ttrpc::context::with_duration(REGISTER_TIMEOUT), &req).map_err(failed)?;
+    Ok(())
+}
+
+/// A directory only this user can enter, removed on drop.
+struct PrivateDir(PathBuf);
+
+impl PrivateDir {
+    fn new() -> Result<PrivateDir, SessionError> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("oci-tmpfs-hook-nri.{}.{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(|source| SessionError::Local { path: path.clone(), source })?;
+        Ok(PrivateDir(path))
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Whether `idx` is what NRI accepts: exactly two digits.
+pub fn valid_idx(idx: &str) -> bool {
+    idx.len() == 2 && idx.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The socket path of a dial target: `unix://` prefix allowed.
+pub fn socket_path(s: &str) -> &Path {
+    Path::new(s.strip_prefix("unix://").unwrap_or(s))
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs the NRI plugin's containerd suite (tests/nri.rs) against sid's
+# containerd 2.1 (tests/env/sid.sh), as root:
+#
+#   tests/env/nri.sh [TEST-FILTER] [LIBTEST-ARGS...]
+#   tests/env/nri.sh bench --ignored --nocapture     the bench (BENCHMARKS.md)
+#
+# Builds the binary, the static release binary (the node image's, case 11;
+# OCI_TMPFS_HOOK_NRI_BIN names one instead) and the suite on this host, installs the CRI client's
+# wheels (tests/cri/requirements.txt, for sid's Python, which has no venv
+# module) into a cached directory, then runs the suite's binary inside the
+# sid environment with that directory on PYTHONPATH.
+set -Eeuo pipefail
+here=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$here"
+[ "$(id -u)" = 0 ] || { echo "nri.sh: run as root (the tests start containerd)" >&2; exit 1; }
+sid_root=${OCI_TMPFS_SID_DIR:-/var/cache/oci-tmpfs-hook/sid}/root
+tests/env/sid.sh build >/dev/null
+pyver=$(chroot "$sid_root" python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+pylib=${OCI_TMPFS_HOOK_NRI_PYLIB:-/var/cache/oci-tmpfs-hook/nri-pylib-py$pyver}
+if [ ! -f "$pylib/.complete" ]; then
+  echo "nri.sh: installing the CRI client's wheels for Python $pyver into $pylib"
+  rm -rf "$pylib"; mkdir -p "$pylib"
+  # pip of the CRI client's venv (tests/env/venv.sh), for sid's Python's wheels.
+  pip="$(dirname "$(tests/env/venv.sh)")/pip"
+  "$pip" install --quiet --disable-pip-version-check --no-input --target "$pylib" \
+    --python-version "$pyver" --implementation cp --only-binary=:all: \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    -r tests/cri/requirements.txt
+  touch "$pylib/.complete"
+fi
+cargo build --locked --quiet
+# The static release binary: the node image's (case 11) and the bench's plugin.
+if [ -z "${OCI_TMPFS_HOOK_NRI_BIN:-}" ]; then
+  host=$(rustc -vV | sed -n 's/^host: //p')
+  env RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
+    cargo build --locked --quiet --release --target "$host"
+  OCI_TMPFS_HOOK_NRI_BIN=$here/target/$host/release/oci-tmpfs-hook
+fi
+bin=$(cargo test --locked --test nri --no-run --message-format=json 2>/dev/null \
+  | python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "nri": print(m["executable"])' | tail -n1)
+[ -n "$bin" ] || { echo "nri.sh: building tests/nri.rs failed (cargo test --test nri --no-run)" >&2; exit 1; }
+OCI_TMPFS_SID_BINDS="$pylib ${OCI_TMPFS_SID_BINDS:-}" \
+OCI_TMPFS_ENV="OCI_TMPFS_HOOK_CRI_PYTHONPATH=$pylib OCI_TMPFS_HOOK_NRI_BIN=$OCI_TMPFS_HOOK_NRI_BIN ${NRI_BENCH_ROUNDS:+NRI_BENCH_ROUNDS=$NRI_BENCH_ROUNDS} ${NRI_BENCH_CHURN:+NRI_BENCH_CHURN=$NRI_BENCH_CHURN}" \
+  exec tests/env/sid.sh run -- "$bin" --test-threads="${NRI_TEST_THREADS:-2}" "$@"

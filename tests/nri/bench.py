@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""The NRI bench's CRI client (tests/nri.rs, bench_nri_latency_and_memory):
+times CRI calls inside one process, so Python's start-up is not measured.
+
+    bench.py --socket PATH start  < {"pod_sandbox_id", "config", "sandbox_config"}
+        CreateContainer + StartContainer, timed; then StopContainer +
+        RemoveContainer (not timed). Prints {"seconds": S}.
+    bench.py --socket PATH churn N < the same
+        N times: CreateContainer, StartContainer, StopContainer,
+        RemoveContainer. Prints {"count": N, "seconds": S}.
+
+Uses the stubs of the `container-runtime-interface-api` package, as
+tests/cri/cri.py does.
+"""
+
+import argparse
+import json
+import sys
+import time
+
+import grpc
+from google.protobuf import json_format
+
+from cri_api.v1 import api_pb2, api_pb2_grpc
+
+
+def one(stub, request, timed):
+    t0 = time.perf_counter()
+    created = stub.CreateContainer(request, timeout=60)
+    stub.StartContainer(api_pb2.StartContainerRequest(container_id=created.container_id), timeout=60)
+    seconds = time.perf_counter() - t0
+    stub.StopContainer(api_pb2.StopContainerRequest(container_id=created.container_id, timeout=0), timeout=60)
+    stub.RemoveContainer(api_pb2.RemoveContainerRequest(container_id=created.container_id), timeout=60)
+    return seconds if timed else 0.0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--socket", required=True)
+    ap.add_argument("mode", choices=["start", "churn"])
+    ap.add_argument("count", nargs="?", type=int, default=1)
+    args = ap.parse_args()
+    stub = api_pb2_grpc.RuntimeServiceStub(grpc.insecure_channel("unix://" + args.socket))
+    request = json_format.ParseDict(json.load(sys.stdin), api_pb2.CreateContainerRequest())
+    if args.mode == "start":
+        print(json.dumps({"seconds": one(stub, request, True)}))
+        return 0
+    t0 = time.perf_counter()
+    base = request.config.metadata.name
+    for i in range(args.count):
+        request.config.metadata.name = f"{base}-{i}"
+        one(stub, request, False)
+    print(json.dumps({"count": args.count, "seconds": time.perf_counter() - t0}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+//! The NRI plugin's Kubernetes manifests (deploy/kubernetes) validate,
+//! strictly (no unknown fields), against the API schemas of the oldest and
+//! the newest Kubernetes versions `kubernetes-validate` carries (offline;
+//! tests/env/kubernetes-validate.sh installs it from PyPI once); the
+//! kustomization lists every manifest; the DaemonSet's args and the
+//! ConfigMap's host config are ones the binary accepts; the DaemonSet asks
+//! for no more than the issue allows (one hostPath, the NRI socket's).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+const DIR: &str = "deploy/kubernetes";
+
+fn ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let (o, e) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{cmd:?}: {:?}\nstdout:\n{o}\nstderr:\n{e}", out.status);
+    o.into_owned()
+}
+
+fn python() -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/env/kubernetes-validate.sh");
+    PathBuf::from(ok(&mut Command::new(script)).trim())
+}
+
+/// A YAML file as JSON (PyYAML comes with kubernetes-validate).
+fn load(py: &Path, file: &Path) -> Value {
+    let code = format!("import yaml, json\nprint(json.dumps(yaml.safe_load(open({:?}))))", file);
+    serde_json::from_str(&ok(Command::new(py).arg("-c").arg(code))).unwrap()
+}
+
+#[test]
+fn nri_manifests_validate_on_oldest_and_newest_kubernetes() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(DIR);
+    let py = python();
+    let kustomization = load(&py, &dir.join("kustomization.yaml"));
+    let mut resources: Vec<String> = kustomization["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap().to_string())
+        .collect();
+    resources.sort();
+    let mut yamls: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".yaml") && n != "kustomization.yaml")
+        .collect();
+    yamls.sort();
+    assert_eq!(resources, yamls, "the kustomization lists every manifest");
+    let versions = ok(Command::new(&py).args([
+        "-c",
+        "import kubernetes_validate.utils as u\n\
+         v = sorted(set(u.all_versions()), key=lambda s: tuple(map(int, s.split('.'))))\n\
+         print(v[0], v[-1])",
+    ]));
+    let versions: Vec<&str> = versions.split_whitespace().collect();
+    assert_eq!(versions.len(), 2, "{versions:?}");
+    for k in &versions {
+        let out = ok(Command::new(&py)
+            .args(["-m", "kubernetes_validate", "--strict", "-k", k])
+            .args(resources.iter().map(|r| dir.join(r))));
+        eprintln!("nri manifests: kubernetes {k}:\n{out}");
+        assert_eq!(out.matches(" passed for resource ").count(), resources.len(), "{out}");
+    }
+}
+
+#[test]
+fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(DIR);
+    let py = python();
+    let ds = load(&py, &dir.join("daemonset.yaml"));
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(pod["priorityClassName"], "system-node-critical");
+    let host_paths: Vec<&Value> =
+        pod["volumes"].as_array().unwrap().iter().filter(|v| v.get("hostPath").is_some()).collect();
+    assert_eq!(host_paths.len(), 1, "one hostPath: {host_paths:?}");
+    assert_eq!(host_paths[0]["hostPath"]["path"], "/var/run/nri");
+    let c = &pod["containers"][0];
+    let sc = &c["securityContext"];
+    assert_ne!(sc["privileged"], true);
+    assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
+    assert_eq!(sc["capabilities"]["add"], serde_json::json!(["SYS_ADMIN", "SYS_PTRACE"]));
+    assert!(
+        c["resources"]["requests"]["memory"].is_string() && c["resources"]["limits"]["memory"].is_string()
+    );
+
+    // The ConfigMap's host config parses (doctor's config line).
+    let tmp = std::env::temp_dir().join(common::unique("nri-manifests"));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let cm = load(&py, &dir.join("configmap.yaml"));
+    let config = tmp.join("config.toml");
+    std::fs::write(&config, cm["data"]["config.toml"].as_str().unwrap()).unwrap();
+    let doctor =
+        Command::new(common::hook_bin()).arg("doctor").arg("--config").arg(&config).output().unwrap();
+    let doctor = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    assert!(doctor.lines().any(|l| l.starts_with("ok") && l.contains("config:")), "{doctor}");
+
+    // The args run: with the socket and config pointed here, the plugin
+    // starts, says once that the socket is missing, and keeps waiting.
+    let mut args: Vec<String> =
+        c["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
+    let mut set = |flag: &str, value: &Path| {
+        let i = args.iter().position(|a| a == flag).unwrap_or_else(|| panic!("no {flag} in {args:?}")) + 1;
+        args[i] = value.display().to_string();
+    };
+    set("--socket", &tmp.join("nri.sock"));
+    set("--config", &config);
+    set("--host-root", Path::new("/"));
+    let mut child = Command::new(common::hook_bin())
+        .args(&args)
+        .env("TMPDIR", &tmp)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let running = matches!(child.try_wait(), Ok(None));
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert!(running, "{args:?} exited: {err}");
+    assert!(err.contains("connecting to the NRI socket"), "{err}");
+}

@@ -1,0 +1,420 @@
+//! The NRI plugin's wire protocol without containerd: this test plays the
+//! runtime on a unix socket of its own (NRI's mux, the runtime's ttRPC
+//! service on conn 2, a ttRPC client of the plugin's service on conn 1) and
+//! runs the built binary as `oci-tmpfs-hook nri --socket ...`.
+//!
+//! Checked: the registration exchange (name, two-digit index, the event
+//! mask of `CreateContainer` alone, synchronize), an adjustment for a plan
+//! (every frame the plugin writes carries at most 4096 payload bytes, also
+//! for an answer that does not fit one), and malformed and oversized frames
+//! from the socket: the plugin logs one clean error, redials and registers
+//! again, and is never killed by a panic. No root needed.
+
+mod common;
+
+use std::io::Write;
+use std::os::fd::IntoRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use oci_tmpfs_hook::nri::mux::{self, MAX_WRITE, PLUGIN_CONN, RUNTIME_CONN};
+use oci_tmpfs_hook::nri::proto::{api, api_ttrpc};
+
+const MI: u64 = 1 << 20;
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A directory removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        let dir = std::env::temp_dir().join("oci-tmpfs-hook-tests").join(common::unique("nri-proto"));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The runtime's service: records each registration.
+struct Runtime(mpsc::Sender<(String, String)>);
+
+impl api_ttrpc::Runtime for Runtime {
+    fn register_plugin(
+        &self,
+        _: &ttrpc::TtrpcContext,
+        req: api::RegisterPluginRequest,
+    ) -> ttrpc::Result<api::Empty> {
+        let _ = self.0.send((req.plugin_name, req.plugin_idx));
+        Ok(api::Empty::new())
+    }
+}
+
+/// The fake runtime: the NRI socket, the plugin process and its log.
+struct Fake {
+    dir: TempDir,
+    listener: UnixListener,
+    plugin: Child,
+    registered: mpsc::Receiver<(String, String)>,
+    register_tx: mpsc::Sender<(String, String)>,
+}
+
+/// One accepted session: the plugin's client and the largest frame seen.
+struct Session {
+    plugin: api_ttrpc::PluginClient,
+    raw: UnixStream,
+    max_frame: Arc<AtomicUsize>,
+    _server: ttrpc::Server,
+}
+
+impl Fake {
+    fn start(host_config: &str) -> Fake {
+        let dir = TempDir::new();
+        let sock = dir.0.join("nri.sock");
+        let listener = UnixListener::bind(&sock).unwrap();
+        let config = dir.0.join("config.toml");
+        std::fs::write(&config, host_config).unwrap();
+        let log = std::fs::File::create(dir.0.join("plugin.log")).unwrap();
+        let plugin = Command::new(common::hook_bin())
+            .arg("nri")
+            .arg("--socket")
+            .arg(&sock)
+            .arg("--config")
+            .arg(&config)
+            .env("OCI_TMPFS_HOOK_LOG", "info")
+            .env("TMPDIR", &dir.0)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let (register_tx, registered) = mpsc::channel();
+        Fake { dir, listener, plugin, registered, register_tx }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.0.join("plugin.log")).unwrap_or_default()
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.plugin.try_wait(), Ok(None))
+    }
+
+    /// Accepts the plugin's next connection and waits for its registration.
+    fn accept(&mut self) -> (Session, (String, String)) {
+        self.listener.set_nonblocking(true).unwrap();
+        let t0 = Instant::now();
+        let stream = loop {
+            match self.listener.accept() {
+                Ok((s, _)) => break s,
+                Err(_) if t0.elapsed() < TIMEOUT => std::thread::sleep(Duration::from_millis(10)),
+                Err(e) => panic!("the plugin did not connect within {TIMEOUT:?} ({e}):\n{}", self.log()),
+            }
+        };
+        stream.set_nonblocking(false).unwrap();
+        let session = self.relay(stream);
+        let reg = self
+            .registered
+            .recv_timeout(TIMEOUT)
+            .unwrap_or_else(|_| panic!("no RegisterPlugin within {TIMEOUT:?}:\n{}", self.log()));
+        (session, reg)
+    }
+
+    /// The runtime's side of the mux over `stream`, through a proxy that
+    /// records the largest frame the plugin writes.
+    fn relay(&self, stream: UnixStream) -> Session {
+        let server_path = self.dir.0.join(common::unique("runtime.sock"));
+        let service = api_ttrpc::create_runtime(Arc::new(Runtime(self.register_tx.clone())));
+        let mut server = ttrpc::Server::new()
+            .bind(&format!("unix://{}", server_path.display()))
+            .unwrap()
+            .register_service(service);
+        server.start().unwrap();
+        let to_server = UnixStream::connect(&server_path).unwrap();
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let client = ttrpc::Client::new(theirs.into_raw_fd()).unwrap();
+        let (near, far) = UnixStream::pair().unwrap();
+        let max_frame = Arc::new(AtomicUsize::new(0));
+        let (raw, max) = (stream.try_clone().unwrap(), Arc::clone(&max_frame));
+        let (mut from_plugin, mut to_relay) = (stream.try_clone().unwrap(), near.try_clone().unwrap());
+        std::thread::spawn(move || {
+            let mut payload = Vec::new();
+            while let Ok(conn) = mux::read_frame(&mut from_plugin, &[PLUGIN_CONN, RUNTIME_CONN], &mut payload)
+            {
+                max.fetch_max(payload.len(), Ordering::SeqCst);
+                if mux::write_frames(&mut to_relay, conn, &payload).is_err() {
+                    break;
+                }
+            }
+            let _ = to_relay.shutdown(std::net::Shutdown::Both);
+        });
+        let (mut from_relay, mut to_plugin) = (near, stream);
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut from_relay, &mut to_plugin);
+        });
+        std::thread::spawn(move || mux::relay(far, vec![(PLUGIN_CONN, ours), (RUNTIME_CONN, to_server)]));
+        Session { plugin: api_ttrpc::PluginClient::new(client), raw, max_frame, _server: server }
+    }
+}
+
+impl Drop for Fake {
+    fn drop(&mut self) {
+        let _ = self.plugin.kill();
+        let _ = self.plugin.wait();
+    }
+}
+
+fn ctx() -> ttrpc::context::Context {
+    ttrpc::context::with_duration(Duration::from_secs(2))
+}
+
+fn configure(s: &Session) -> api::ConfigureResponse {
+    let mut req = api::ConfigureRequest::new();
+    req.runtime_name = "fake".into();
+    req.runtime_version = "0".into();
+    req.request_timeout = 2000;
+    s.plugin.configure(ctx(), &req).expect("Configure")
+}
+
+fn mnt(dest: &str, typ: &str, src: &str, opts: &[&str]) -> api::Mount {
+    let mut m = api::Mount::new();
+    m.destination = dest.into();
+    m.type_ = typ.into();
+    m.source = src.into();
+    m.options = opts.iter().map(|o| o.to_string()).collect();
+    m
+}
+
+/// A CreateContainer as containerd's CRI sends it for a read-only 1 GiB
+/// container whose spec has no `/dev/shm` (so the plan mounts a fresh one).
+fn create_request(name: &str) -> api::CreateContainerRequest {
+    let mut pod = api::PodSandbox::new();
+    pod.name = "pod".into();
+    pod.namespace = "ns".into();
+    let mut c = api::Container::new();
+    c.name = name.into();
+    c.env = vec!["PATH=/bin".into(), "TMPDIR=/scratch".into()];
+    c.annotations.insert("io.kubernetes.cri.container-type".into(), "container".into());
+    c.mounts = vec![
+        mnt("/etc/hostname", "bind", "/x/hostname", &["rbind", "rprivate", "ro"]),
+        mnt("/etc/resolv.conf", "bind", "/x/resolv.conf", &["rbind", "rprivate", "ro"]),
+    ];
+    let mut linux = api::LinuxContainer::new();
+    let mut ns = api::LinuxNamespace::new();
+    ns.type_ = "mount".into();
+    linux.namespaces.push(ns);
+    let mut limit = api::OptionalInt64::new();
+    limit.value = (1 << 30) as i64;
+    let mut mem = api::LinuxMemory::new();
+    mem.limit = Some(limit).into();
+    let mut res = api::LinuxResources::new();
+    res.memory = Some(mem).into();
+    linux.resources = Some(res).into();
+    c.linux = Some(linux).into();
+    let mut req = api::CreateContainerRequest::new();
+    req.pod = Some(pod).into();
+    req.container = Some(c).into();
+    req
+}
+
+#[test]
+fn registration_exchange() {
+    let mut fake = Fake::start("");
+    let (s, (name, idx)) = fake.accept();
+    assert_eq!((name.as_str(), idx.as_str()), ("oci-tmpfs", "10"));
+    let events = configure(&s).events;
+    assert_eq!(events, 1 << (api::Event::CREATE_CONTAINER as i32 - 1), "subscribes to CreateContainer alone");
+    assert_eq!(events, 0x8);
+    let mut sync = api::SynchronizeRequest::new();
+    sync.more = true;
+    assert!(s.plugin.synchronize(ctx(), &sync).expect("Synchronize part 1").more);
+    sync.more = false;
+    assert!(!s.plugin.synchronize(ctx(), &sync).expect("Synchronize part 2").more);
+    assert!(fake.alive());
+}
+
+#[test]
+fn adjustment_for_a_plan_in_frames_of_at_most_4096() {
+    // Enough extra targets that the answer takes several frames.
+    let extra: Vec<String> = (0..120).map(|i| format!("\"/scratch-extra/dir-{i:03}\"")).collect();
+    let mut fake = Fake::start(&format!("extra_targets = [{}]\n", extra.join(", ")));
+    let (s, _) = fake.accept();
+    configure(&s);
+    let t0 = Instant::now();
+    let resp = s.plugin.create_container(ctx(), &create_request("app")).expect("CreateContainer");
+    let took = t0.elapsed();
+    let mounts = &resp.adjust.mounts;
+    let at = |d: &str| {
+        mounts.iter().find(|m| m.destination == d).unwrap_or_else(|| panic!("no mount at {d}: {mounts:?}"))
+    };
+    for d in ["/tmp", "/scratch", "/scratch-extra/dir-000", "/scratch-extra/dir-119"] {
+        let m = at(d);
+        assert_eq!((m.type_.as_str(), m.source.as_str()), ("tmpfs", "oci-tmpfs-hook"), "{d}");
+        assert_eq!(m.options, ["nosuid", "nodev", "mode=1777", &format!("size={}", 256 * MI)], "{d}");
+    }
+    let shm = at("/dev/shm");
+    assert_eq!(shm.options, ["nosuid", "nodev", "noexec", "mode=1777", &format!("size={}", 512 * MI)]);
+    assert_eq!(mounts.len(), 123);
+    let max = s.max_frame.load(Ordering::SeqCst);
+    let bytes: usize = mounts.iter().map(|m| m.destination.len() + 60).sum();
+    eprintln!(
+        "nri_protocol: {} mounts (~{bytes} bytes) in {took:?}; largest frame {max} bytes",
+        mounts.len()
+    );
+    assert!(bytes > MAX_WRITE, "the answer should not fit one frame");
+    assert!(max <= MAX_WRITE, "the plugin wrote a frame of {max} payload bytes");
+    assert!(took < Duration::from_millis(500), "CreateContainer took {took:?}");
+    // A writable root gets nothing.
+    let mut rw = create_request("rw");
+    for m in &mut rw.container.mut_or_insert_default().mounts {
+        m.options = vec!["rbind".into(), "rprivate".into(), "rw".into()];
+    }
+    let resp = s.plugin.create_container(ctx(), &rw).expect("CreateContainer rw");
+    assert!(resp.adjust.mounts.is_empty(), "{:?}", resp.adjust.mounts);
+}
+
+/// Sends `bytes` raw on the session's socket and checks that the plugin
+/// logs `want`, stays alive, redials and registers again.
+fn bad_input_then_reconnect(fake: &mut Fake, s: Session, bytes: &[u8], want: &str) -> Session {
+    let mut raw = s.raw.try_clone().unwrap();
+    raw.write_all(bytes).unwrap();
+    let t0 = Instant::now();
+    while !fake.log().contains(want) {
+        assert!(t0.elapsed() < TIMEOUT, "no {want:?} in the plugin's log:\n{}", fake.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (next, reg) = fake.accept();
+    assert_eq!(reg.1, "10");
+    assert!(fake.alive(), "the plugin died:\n{}", fake.log());
+    drop(s);
+    configure(&next);
+    next
+}
+
+#[test]
+fn malformed_and_oversized_frames_get_a_clean_error_and_a_reconnect() {
+    let mut fake = Fake::start("");
+    let (s, _) = fake.accept();
+    configure(&s);
+    let frame = |conn: u32, len: u32| [conn.to_be_bytes(), len.to_be_bytes()].concat();
+    let s = bad_input_then_reconnect(&mut fake, s, &frame(7, 4), "conn 7 from the NRI socket");
+    let s = bad_input_then_reconnect(&mut fake, s, &frame(1, u32::MAX), "over the");
+    let s = bad_input_then_reconnect(&mut fake, s, &frame(1, 1 << 30), "over the");
+    // A truncated frame, then the runtime closes the socket.
+    let mut raw = s.raw.try_clone().unwrap();
+    raw.write_all(&[&frame(1, 100)[..], b"short"].concat()).unwrap();
+    raw.shutdown(std::net::Shutdown::Write).unwrap();
+    let (s, _) = fake.accept();
+    configure(&s);
+    // Garbage inside conn 1 (not ttRPC): the plugin still answers, or redials.
+    let mut raw = s.raw.try_clone().unwrap();
+    let junk = [&[0xffu8, 0xff, 0xff, 0xff, 0, 0, 0, 9, 1, 0][..], &[0xAB; 64][..]].concat();
+    mux::write_frames(&mut raw, PLUGIN_CONN, &junk).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(fake.alive(), "the plugin died on garbage ttRPC:\n{}", fake.log());
+    let log = fake.log();
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains("redialling")).collect();
+    eprintln!("nri_protocol: the plugin's lines:\n{}", errors.join("\n"));
+    assert!(errors.iter().all(|l| !l.contains('\n') && l.starts_with("oci-tmpfs-hook: ")));
+    assert!(!log.contains("panicked"), "{log}");
+    // The runtime goes away: the plugin redials and serves again.
+    let _ = s.raw.shutdown(std::net::Shutdown::Both);
+    drop(s);
+    let (s, _) = fake.accept();
+    assert_eq!(configure(&s).events, 0x8);
+    assert!(fake.alive());
+}
+
+#[test]
+fn no_socket_then_socket_appears() {
+    let dir = TempDir::new();
+    let sock = dir.0.join("late.sock");
+    let config = dir.0.join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let mut plugin = Command::new(common::hook_bin())
+        .args(["nri", "--idx", "42", "--name", "late", "--socket"])
+        .arg(&sock)
+        .arg("--config")
+        .arg(&config)
+        .env("TMPDIR", &dir.0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(matches!(plugin.try_wait(), Ok(None)), "the plugin exited while the socket was missing");
+    let listener = UnixListener::bind(&sock).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let t0 = Instant::now();
+    while listener.accept().is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(3), "no dial within 3s of the socket appearing");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = plugin.kill();
+    let out = plugin.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().filter(|l| l.contains("connecting to the NRI socket")).count(), 1, "{err}");
+    let bad = Command::new(common::hook_bin())
+        .args(["nri", "--idx", "7"])
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success() && err.contains("two digits"), "{err}");
+}
+
+/// Pre-registered: the runtime starts the plugin with the connection as fd 3
+/// (`NRI_PLUGIN_SOCKET=3`, name and index in `NRI_PLUGIN_NAME` /
+/// `NRI_PLUGIN_IDX`). It registers under those, serves, and exits when the
+/// runtime closes the connection (no redial: the runtime owns its life).
+#[test]
+fn pre_registered_on_fd_3() {
+    let mut fake = Fake::start("");
+    let sock = fake.dir.0.join("nri.sock");
+    let _ = fake.plugin.kill();
+    let _ = fake.plugin.wait();
+    // python3 plays the runtime's launcher: connect, put the socket at fd 3, exec.
+    let launcher = "import os, socket, sys\n\
+        s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
+        os.dup2(s.fileno(), 3); os.set_inheritable(3, True)\n\
+        os.execve(sys.argv[2], sys.argv[2:], dict(os.environ, NRI_PLUGIN_SOCKET='3', NRI_PLUGIN_NAME='pre', NRI_PLUGIN_IDX='05'))";
+    let config = fake.dir.0.join("config.toml");
+    let log = std::fs::File::create(fake.dir.0.join("plugin.log")).unwrap();
+    fake.plugin = Command::new("python3")
+        .args(["-c", launcher])
+        .arg(&sock)
+        .arg(common::hook_bin())
+        .args(["nri", "--socket", "/nonexistent/nri.sock", "--config"])
+        .arg(&config)
+        .env("TMPDIR", &fake.dir.0)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("python3");
+    let (s, (name, idx)) = fake.accept();
+    assert_eq!((name.as_str(), idx.as_str()), ("pre", "05"));
+    assert_eq!(configure(&s).events, 0x8);
+    let _ = s.raw.shutdown(std::net::Shutdown::Both);
+    drop(s);
+    let t0 = Instant::now();
+    let status = loop {
+        if let Ok(Some(status)) = fake.plugin.try_wait() {
+            break status;
+        }
+        assert!(t0.elapsed() < TIMEOUT, "the pre-registered plugin did not exit after EOF:\n{}", fake.log());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}: {}", fake.log());
+    assert!(!fake.log().contains("panicked"), "{}", fake.log());
+}
