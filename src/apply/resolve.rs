@@ -3,7 +3,7 @@
 //! `O_PATH` fd of the rootfs (plus `RESOLVE_NO_XDEV` for temp targets, so that
 //! "already a mount point" reads as `EXDEV`); missing directories are made
 //! with `mkdirat(2)` on resolved fds; where a path really landed is read back
-//! from the fd. The only `unsafe` of the program (`mount_setattr(2)`, which
+//! from the fd. The mount path's only `unsafe` (`mount_setattr(2)`, which
 //! rustix lacks) lives here. No mounts are made here.
 
 use std::os::fd::{AsRawFd, OwnedFd};
