@@ -383,6 +383,10 @@ fn pre_registered_on_fd_3() {
     let sock = fake.dir.0.join("nri.sock");
     let _ = fake.plugin.kill();
     let _ = fake.plugin.wait();
+    // The first plugin may have connected before it was killed: drop that
+    // connection, so that the next accept is the launcher's.
+    fake.listener.set_nonblocking(true).unwrap();
+    while fake.listener.accept().is_ok() {}
     // python3 plays the runtime's launcher: connect, put the socket at fd 3, exec.
     let launcher = "import os, socket, sys\n\
         s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
@@ -397,6 +401,7 @@ fn pre_registered_on_fd_3() {
         .args(["nri", "--socket", "/nonexistent/nri.sock", "--config"])
         .arg(&config)
         .env("TMPDIR", &fake.dir.0)
+        .env("OCI_TMPFS_HOOK_LOG", "info")
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)
@@ -405,6 +410,13 @@ fn pre_registered_on_fd_3() {
     let (s, (name, idx)) = fake.accept();
     assert_eq!((name.as_str(), idx.as_str()), ("pre", "05"));
     assert_eq!(configure(&s).events, 0x8);
+    // Close only once the plugin has its RegisterPlugin answer (it logs
+    // that), as a runtime does: closing earlier is a failed registration.
+    let t0 = Instant::now();
+    while !fake.log().contains("nri: registered as pre") {
+        assert!(t0.elapsed() < TIMEOUT, "the plugin never logged its registration:\n{}", fake.log());
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let _ = s.raw.shutdown(std::net::Shutdown::Both);
     drop(s);
     let t0 = Instant::now();
