@@ -43,10 +43,12 @@ pub enum Command {
     /// List the engines installed on this host, one per line (what setup and
     /// install.sh register with).
     Engines(EnginesArgs),
-    /// Act as an OCI runtime (for Docker and containerd): add the hook to the
-    /// bundle on `create`/`run`, then exec the real runtime (the host config's
-    /// `runtime_path`, else `runc` on PATH) with ARGS unchanged. Installed as
-    /// `oci-tmpfs-runtime`, the binary does this without the `runtime --`.
+    /// Act as an OCI runtime (for Docker and containerd): on `create`/`run`,
+    /// write the plan's mounts into the bundle's config.json (host config
+    /// `mode = "hook"`: add the hook instead), then exec the real runtime (the
+    /// host config's `runtime_path`, else `runc` on PATH) with ARGS unchanged.
+    /// Installed as `oci-tmpfs-runtime`, the binary does this without the
+    /// `runtime --`; `OCI_TMPFS_HOOK_CONFIG` names another host config.
     #[command(disable_help_flag = true, disable_version_flag = true)]
     Runtime(RuntimeArgs),
     /// Install onto a Kubernetes node from a container that mounts the host's
