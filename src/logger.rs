@@ -90,6 +90,17 @@ pub fn set_container(id: &str) {
     let _ = LOGGER.id.set(id.to_string());
 }
 
+/// Sets the host config's log level and adds its log file, if any; a log
+/// file that cannot be opened is a warning, never a failure.
+pub fn configure(level: log::LevelFilter, file: Option<&Path>) {
+    set_level(level);
+    if let Some(file) = file {
+        if let Err(e) = add_file(file) {
+            log::warn!("cannot open log file {}: {e}", file.display());
+        }
+    }
+}
+
 /// Appends to `path` as well (created 0640, never through a symlink).
 pub fn add_file(path: &Path) -> std::io::Result<()> {
     let fd = rustix::fs::open(

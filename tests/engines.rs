@@ -278,14 +278,6 @@ fn podman_cases(runtime: Runtime) {
     }
 }
 
-/// Podman's version, (major, minor).
-fn podman_version() -> (u32, u32) {
-    let out = ok(Command::new("podman").arg("--version"));
-    let v = out.split_whitespace().last().unwrap_or("0.0");
-    let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
-}
-
 /// As [`assert_served`], for the one documented case where `/dev/shm` is
 /// grown but stays read-only (crun, Podman 4.7+, `--read-only-tmpfs=false`).
 fn assert_served_shm_read_only(what: &str, stdout: &str, tmp: u64, shm: u64) {

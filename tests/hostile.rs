@@ -1390,7 +1390,7 @@ fn case14_rootless_podman() {
         let shm_ro = parse_mountinfo(&stdout).iter().any(|m| m.mount_point == "/dev/shm" && m.has("ro"));
         assert_eq!(stdout.contains("SHM_OK"), !shm_ro, "{case}: {stdout}");
         assert!(
-            !shm_ro || podman_minor_at_least(4, 7),
+            !shm_ro || podman_version() >= (4, 7),
             "{case}: a read-only /dev/shm before Podman 4.7: {stdout}"
         );
         let ours: Vec<MountInfo> =
@@ -1497,13 +1497,4 @@ fn case16_missing_kernel_features_are_a_clean_refusal() {
         assert!(target.hook_mounts().is_empty(), "{case}: mounted without {syscalls}");
         before.assert_untouched(&case);
     }
-}
-
-/// Whether Podman is at least `major.minor`.
-fn podman_minor_at_least(major: u32, minor: u32) -> bool {
-    let out = Command::new("podman").arg("--version").output().expect("podman is installed");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let v = text.split_whitespace().last().unwrap_or("0.0").to_string();
-    let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (major, minor)
 }

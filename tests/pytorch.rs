@@ -157,14 +157,6 @@ impl Case {
     }
 }
 
-/// `major.minor` of the first dotted number in `text`.
-fn major_minor(text: &str) -> (u32, u32) {
-    let v =
-        text.split_whitespace().find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit())).unwrap_or("");
-    let mut parts = v.split(|c: char| !c.is_ascii_digit()).filter_map(|p| p.parse().ok());
-    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
-}
-
 /// The torch version inside this environment (1.13 on Debian 12, 2.14 on sid).
 fn torch_version() -> (u32, u32) {
     static V: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
@@ -176,17 +168,6 @@ fn torch_version() -> (u32, u32) {
         let mm = major_minor(&v);
         assert!(mm.0 > 0, "torch version {v:?}");
         mm
-    })
-}
-
-/// `podman --version` (4.3 on Debian 12, 5.8 on sid).
-fn podman_version() -> (u32, u32) {
-    static V: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
-    *V.get_or_init(|| {
-        let out = Command::new("podman").arg("--version").output().expect("podman is installed");
-        let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        println!("{v}");
-        major_minor(&v)
     })
 }
 

@@ -11,11 +11,10 @@ use std::path::Path;
 use rustix::fs::{Mode, OFlags};
 
 use super::error::{ApplyError, Call};
-use super::resolve::{self, Root};
+use super::resolve::Root;
 use super::{mount, system, Done};
 use crate::plan::{Action, Note, Plan, SHM_PATH};
 use crate::size::Bytes;
-use crate::target;
 
 /// What the check of the targets found.
 #[derive(Debug, Default)]
@@ -41,23 +40,13 @@ pub(crate) fn check_targets(rootfs: &Path, plan: &Plan) -> Result<Checked, Apply
     for action in &plan.actions {
         let Action::MountTmpfs { target, tmpfs, .. } = action else { continue };
         let what = target.as_str();
-        let fd = match root.resolve_or_create(target.relative(), resolve::TARGET) {
-            Err(e) => match resolve::skip_reason(e) {
-                Some(reason) => {
-                    let warn = e != rustix::io::Errno::XDEV;
-                    checked
-                        .refused
-                        .push((what.to_string(), Note { subject: what.into(), reason: reason.into(), warn }));
-                    continue;
+        match root.resolve_target(target)? {
+            Err(note) => checked.refused.push((what.to_string(), note)),
+            Ok(fd) => {
+                if set_mode(&fd, tmpfs.mode, what)? {
+                    checked.chmodded.push(what.to_string());
                 }
-                None => return Err(ApplyError::sys(Call::Openat2, "resolving inside the rootfs", what, e)),
-            },
-            Ok(fd) => fd,
-        };
-        if let Some(note) = landing(&mut root, &fd, what)? {
-            checked.refused.push((what.to_string(), note));
-        } else if set_mode(&fd, tmpfs.mode, what)? {
-            checked.chmodded.push(what.to_string());
+            }
         }
     }
     Ok(checked)
@@ -77,19 +66,6 @@ fn set_mode(fd: &OwnedFd, mode: u32, what: &str) -> Result<bool, ApplyError> {
         Err(rustix::io::Errno::ROFS | rustix::io::Errno::PERM | rustix::io::Errno::ACCESS) => Ok(false),
         Err(e) => Err(ApplyError::sys(Call::Fchmod, "setting the mode of the mountpoint", what, e)),
     }
-}
-
-/// The note for a target that landed where it must not, if it did.
-fn landing(root: &mut Root, fd: &OwnedFd, what: &str) -> Result<Option<Note>, ApplyError> {
-    Ok(match root.landed(fd) {
-        None => Some(Note::warn(what, "it resolves outside the rootfs")),
-        Some(real) if target::denied(&real) => {
-            Some(Note::warn(what, format!("it resolves to {real} inside the container, a system directory")))
-        }
-        Some(_) => root
-            .claim(fd, what)?
-            .map(|first| Note::warn(what, format!("it is the same directory as {first}"))),
-    })
 }
 
 /// Grows the engine-made tmpfs at `source` on the host to `size`, never

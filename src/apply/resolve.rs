@@ -14,6 +14,8 @@ use rustix::io::Errno;
 use rustix::mount::OpenTreeFlags;
 
 use super::error::{ApplyError, Call};
+use crate::plan::Note;
+use crate::target::{self, TargetPath};
 
 /// How often to retry `openat2` when the kernel reports a concurrent rename.
 const EAGAIN_RETRIES: usize = 16;
@@ -115,6 +117,45 @@ impl Root {
             Ok(()) | Err(Errno::EXIST) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// Resolves the temp target `target` (creating it when missing) and
+    /// applies the landing rules: where the path really lands (not outside
+    /// the rootfs, not in a denied tree) and one mount per directory. `Err`
+    /// inside is the note for a target left alone: a property of the image.
+    /// The hook and the spec executor both take targets through here.
+    ///
+    /// # Errors
+    /// A failure that is not a property of the image.
+    pub(crate) fn resolve_target(
+        &mut self,
+        target: &TargetPath,
+    ) -> Result<Result<OwnedFd, Note>, ApplyError> {
+        let what = target.as_str();
+        let fd = match self.resolve_or_create(target.relative(), TARGET) {
+            Ok(fd) => fd,
+            Err(e) => {
+                return match skip_reason(e) {
+                    // "Already a mount point" is information; the rest ignores a user's setting.
+                    Some(reason) => {
+                        Ok(Err(Note { subject: what.into(), reason: reason.into(), warn: e != Errno::XDEV }))
+                    }
+                    None => Err(ApplyError::sys(Call::Openat2, "resolving inside the rootfs", what, e)),
+                };
+            }
+        };
+        match self.landed(&fd) {
+            None => return Ok(Err(Note::warn(what, "it resolves outside the rootfs"))),
+            Some(real) if target::denied(&real) => {
+                let reason = format!("it resolves to {real} inside the container, a system directory");
+                return Ok(Err(Note::warn(what, reason)));
+            }
+            Some(_) => {}
+        }
+        if let Some(first) = self.claim(&fd, what)? {
+            return Ok(Err(Note::warn(what, format!("it is the same directory as {first}"))));
+        }
+        Ok(Ok(fd))
     }
 
     /// Where `fd` landed, as a path inside the rootfs, or `None` when outside.

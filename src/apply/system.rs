@@ -14,7 +14,7 @@ use super::resolve::{self, Root};
 use super::{mount, ns, Done, Mounter, Prepared};
 use crate::plan::{Note, ShmWay, Tmpfs, SHM_PATH};
 use crate::stage::Stage;
-use crate::target::{self, TargetPath};
+use crate::target::TargetPath;
 
 /// A prepared effect.
 #[derive(Debug)]
@@ -37,20 +37,12 @@ pub(crate) struct System {
     attached: Vec<OwnedFd>,
 }
 
-/// Where a resolution error leaves a target: a skip (a property of the
-/// image: warned about unless it is "already a mount point") or an error.
-fn resolve_failed(
-    e: rustix::io::Errno,
-    subject: &str,
-    warn_xdev: bool,
-) -> Result<Prepared<Pending>, ApplyError> {
+/// Where a resolution error leaves `/dev/shm`: a skip with a warning (a
+/// property of the image) or an error.
+fn shm_resolve_failed(e: rustix::io::Errno) -> Result<Prepared<Pending>, ApplyError> {
     match resolve::skip_reason(e) {
-        Some(reason) => Ok(Prepared::Skip(Note {
-            subject: subject.to_string(),
-            reason: reason.to_string(),
-            warn: warn_xdev || e != rustix::io::Errno::XDEV,
-        })),
-        None => Err(ApplyError::sys(Call::Openat2, "resolving inside the rootfs", subject, e)),
+        Some(reason) => Ok(Prepared::Skip(Note::warn(SHM_PATH, reason))),
+        None => Err(ApplyError::sys(Call::Openat2, "resolving inside the rootfs", SHM_PATH, e)),
     }
 }
 
@@ -76,22 +68,11 @@ impl Mounter for System {
         subdirs: &[String],
     ) -> Result<Prepared<Pending>, ApplyError> {
         let what = target.as_str();
-        let fd = match root.resolve_or_create(target.relative(), resolve::TARGET) {
-            Ok(fd) => fd,
-            Err(e) => return resolve_failed(e, what, false),
-        };
         // The rules apply to where the path lands, not only to its text.
-        match root.landed(&fd) {
-            None => return Ok(Prepared::Skip(Note::warn(what, "it resolves outside the rootfs"))),
-            Some(real) if target::denied(&real) => {
-                let reason = format!("it resolves to {real} inside the container, a system directory");
-                return Ok(Prepared::Skip(Note::warn(what, reason)));
-            }
-            Some(_) => {}
-        }
-        if let Some(first) = root.claim(&fd, what)? {
-            return Ok(Prepared::Skip(Note::warn(what, format!("it is the same directory as {first}"))));
-        }
+        let fd = match root.resolve_target(target)? {
+            Ok(fd) => fd,
+            Err(note) => return Ok(Prepared::Skip(note)),
+        };
         let mnt = mount::build(tmpfs, subdirs, what)?;
         let done = Done::Mounted { target: what.to_string(), size: tmpfs.size.bytes };
         Ok(Prepared::Ready(Pending::Attach { mnt, target: fd, what: what.to_string() }, done))
@@ -107,7 +88,7 @@ impl Mounter for System {
         let skip = |reason: String, warn| Ok(Prepared::Skip(Note { subject: SHM_PATH.into(), reason, warn }));
         let fd = match root.resolve_or_create(&SHM_PATH[1..], resolve::SHM) {
             Ok(fd) => fd,
-            Err(e) => return resolve_failed(e, SHM_PATH, true),
+            Err(e) => return shm_resolve_failed(e),
         };
         match root.landed(&fd) {
             Some(real) if real == SHM_PATH => {}

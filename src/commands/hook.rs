@@ -33,12 +33,7 @@ pub fn run(args: &HookArgs) -> Result<ExitCode, super::Error> {
     let stage = args.stage;
     let (path, explicit) = args.config.resolve(Path::new("/"));
     let settings = input::read_settings(&path, explicit)?;
-    crate::logger::set_level(settings.log_level.filter());
-    if let Some(file) = &settings.log_file {
-        if let Err(e) = crate::logger::add_file(file) {
-            log::warn!("cannot open log file {}: {e}", file.display());
-        }
-    }
+    crate::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
     match execute(stage, &settings, io::stdin().lock()) {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) if settings.on_error == OnError::Warn => {

@@ -50,12 +50,7 @@ fn real_runtime(settings: &Settings) -> Result<PathBuf, RuntimeError> {
 
 /// Carries out the plan for the bundle `dir` as `settings.mode` says.
 fn prepare(dir: &Path, settings: &Settings) -> Result<(), super::Error> {
-    crate::logger::set_level(settings.log_level.filter());
-    if let Some(file) = &settings.log_file {
-        if let Err(e) = crate::logger::add_file(file) {
-            log::warn!("cannot open log file {}: {e}", file.display());
-        }
-    }
+    crate::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
     if let Some(id) = dir.canonicalize().ok().as_deref().and_then(Path::file_name) {
         crate::logger::set_container(&id.to_string_lossy());
     }

@@ -134,12 +134,8 @@ impl Handler {
 
 /// The host config's log level, and its log file when it changed.
 pub fn apply_logging(new: &Settings, old: &Settings) {
-    crate::logger::set_level(new.log_level.filter());
-    if let Some(file) = new.log_file.as_ref().filter(|f| Some(*f) != old.log_file.as_ref()) {
-        if let Err(e) = crate::logger::add_file(file) {
-            log::warn!("nri: cannot open log file {}: {e}", file.display());
-        }
-    }
+    let changed = new.log_file.as_deref().filter(|f| Some(*f) != old.log_file.as_deref());
+    crate::logger::configure(new.log_level.filter(), changed);
 }
 
 /// Whether two paths are on one filesystem (`st_dev`), when both stat.

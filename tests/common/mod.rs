@@ -391,3 +391,20 @@ pub const SHOW_MOUNTS: &str = "cat /proc/self/mountinfo";
 
 pub const MI: u64 = 1 << 20;
 pub const GI: u64 = 1 << 30;
+
+/// The first `MAJOR.MINOR` in a version text ("podman version 5.8.6").
+pub fn major_minor(text: &str) -> (u32, u32) {
+    let v =
+        text.split_whitespace().find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit())).unwrap_or("");
+    let mut parts = v.split(|c: char| !c.is_ascii_digit()).filter_map(|p| p.parse().ok());
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
+/// Podman's version, (major, minor), asked once.
+pub fn podman_version() -> (u32, u32) {
+    static V: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        let out = Command::new("podman").arg("--version").output().expect("podman is installed");
+        major_minor(&String::from_utf8_lossy(&out.stdout))
+    })
+}
