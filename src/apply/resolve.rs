@@ -17,8 +17,12 @@ use super::error::{ApplyError, Call};
 use crate::plan::Note;
 use crate::target::{self, TargetPath};
 
-/// How often to retry `openat2` when the kernel reports a concurrent rename.
+/// How often to retry `openat2` at once when the kernel reports a concurrent
+/// rename (`EAGAIN`: any rename on the system during an `RESOLVE_IN_ROOT`
+/// walk), before pausing between tries.
 const EAGAIN_RETRIES: usize = 16;
+/// How long to go on retrying, with short pauses, on a host busy renaming.
+const EAGAIN_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The container's rootfs, opened: what every preparation resolves from.
 /// Only [`Root::open`] makes one, so nothing can resolve before it.
@@ -186,21 +190,35 @@ impl Root {
 }
 
 /// `openat2(root, rel, O_PATH|O_DIRECTORY)` inside the root, retried on `EAGAIN`.
+/// `EAGAIN` says only "retry": the rename seqlock the kernel checks is
+/// global, so a host renaming busily (a package manager, another container's
+/// rename race) can make 16 tries in a row fail; after those the walk is
+/// retried with 1 ms pauses for up to [`EAGAIN_PATIENCE`].
 fn resolve(root: &OwnedFd, rel: &str, flags: ResolveFlags) -> Result<OwnedFd, Errno> {
-    let mut last = Errno::AGAIN;
-    for _ in 0..EAGAIN_RETRIES {
-        match rustix::fs::openat2(
+    let open = || {
+        rustix::fs::openat2(
             root,
             rel,
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
             flags,
-        ) {
-            Err(Errno::AGAIN) => last = Errno::AGAIN,
+        )
+    };
+    for _ in 0..EAGAIN_RETRIES {
+        match open() {
+            Err(Errno::AGAIN) => {}
             other => return other,
         }
     }
-    Err(last)
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < EAGAIN_PATIENCE {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        match open() {
+            Err(Errno::AGAIN) => {}
+            other => return other,
+        }
+    }
+    Err(Errno::AGAIN)
 }
 
 /// The path the kernel gives an fd (`/proc/self/fd/N`).
