@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 use oci_tmpfs_hook::nri::mux::{self, MAX_WRITE, PLUGIN_CONN, RUNTIME_CONN};
 use oci_tmpfs_hook::nri::proto::{api, api_ttrpc};
 
-const MI: u64 = 1 << 20;
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A directory removed on drop.
