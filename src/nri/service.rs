@@ -288,7 +288,7 @@ impl api_ttrpc::Plugin for Handler {
                 log::warn!("{line} (on_error = \"warn\": the container starts without these mounts)");
             }
         }
-        log::debug!("nri: CreateContainer answered in {:?}", started.elapsed());
+        log::debug!("nri: CreateContainer answered in {:.3} ms", started.elapsed().as_secs_f64() * 1e3);
         Ok(resp)
     }
 
