@@ -186,8 +186,12 @@ impl Handler {
                 self.site.path.display(),
                 adjust::summary(&plan)
             );
-        } else {
+        } else if !plan.enabled {
             log::info!("nri: {who}: no hook: {}", plan.why);
+        } else {
+            let left: Vec<String> =
+                plan.notes.iter().map(|n| format!("{}: {}", n.subject, n.reason)).collect();
+            log::info!("nri: {who}: no hook: nothing to do ({})", left.join("; "));
         }
         Ok(adjustment)
     }
