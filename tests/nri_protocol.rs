@@ -5,8 +5,10 @@
 //!
 //! Checked: the registration exchange (name, two-digit index, the event
 //! mask of `CreateContainer` alone, synchronize), an adjustment for a plan
-//! (every frame the plugin writes carries at most 4096 payload bytes, also
-//! for an answer that does not fit one), and malformed and oversized frames
+//! (our hook at createRuntime and the pod's `oci-tmpfs-hook/*` annotations,
+//! never a mount; every frame the plugin writes carries at most 4096
+//! payload bytes, also for an answer that does not fit one), `--hook-dir`
+//! filled before registration, and malformed and oversized frames
 //! from the socket: the plugin logs one clean error, redials and registers
 //! again, and is never killed by a panic. No root needed.
 
