@@ -13,6 +13,8 @@ use oci_spec::runtime::Spec;
 use serde::Deserialize;
 
 use crate::files::{self, FileError};
+use crate::names::{rooted, CONFIG_ENV, DEFAULT_CONFIG_PATH};
+use crate::plan::HostFacts;
 use crate::settings::{Settings, SettingsError};
 use crate::size::Bytes;
 
@@ -112,6 +114,45 @@ pub fn read_spec(bundle: &Path) -> Result<Spec, InputError> {
     serde_json::from_slice(&config.bytes).map_err(|source| InputError::ConfigJson { path, source })
 }
 
+/// Where the host config is read from: the one way every command finds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigSource {
+    pub path: PathBuf,
+    /// Named explicitly: a missing file is an error (else: the defaults).
+    pub explicit: bool,
+}
+
+impl ConfigSource {
+    /// `named` when given, else the default path under `root` ("/" on a
+    /// live system).
+    pub fn new(named: Option<&Path>, root: &Path) -> ConfigSource {
+        match named {
+            Some(p) => ConfigSource { path: p.to_path_buf(), explicit: true },
+            None => ConfigSource { path: rooted(root, Path::new(DEFAULT_CONFIG_PATH)), explicit: false },
+        }
+    }
+
+    /// The wrapper's: the file `OCI_TMPFS_HOOK_CONFIG` names, else the
+    /// default (an engine starts the wrapper with no arguments of ours).
+    pub fn from_env() -> ConfigSource {
+        let named = std::env::var_os(CONFIG_ENV).map(PathBuf::from);
+        ConfigSource::new(named.as_deref(), Path::new("/"))
+    }
+
+    /// The file, when it was named (what a hook entry passes as `--config`).
+    pub fn named(&self) -> Option<&Path> {
+        self.explicit.then_some(self.path.as_path())
+    }
+
+    /// Reads it ([`read_settings`]).
+    ///
+    /// # Errors
+    /// What [`read_settings`] fails with.
+    pub fn read(&self) -> Result<Settings, InputError> {
+        read_settings(&self.path, self.explicit)
+    }
+}
+
 /// Reads the host config; a missing file at the default path means defaults.
 ///
 /// # Errors
@@ -123,6 +164,14 @@ pub fn read_settings(path: &Path, explicit: bool) -> Result<Settings, InputError
     };
     let text = String::from_utf8(bytes).map_err(|_| FileError::NotUtf8 { path: path.to_path_buf() })?;
     Settings::parse(&text).map_err(|source| InputError::Settings { path: path.to_path_buf(), source })
+}
+
+/// What the plan needs of the host ([`crate::plan::plan_for`]).
+///
+/// # Errors
+/// What [`host_ram`] fails with.
+pub fn host_facts() -> Result<HostFacts, InputError> {
+    Ok(HostFacts { ram: host_ram()? })
 }
 
 /// The host's total RAM.

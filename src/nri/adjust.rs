@@ -148,9 +148,10 @@ pub struct HookSite {
 /// namespace (the hook enters the container's), as the hooks dir does.
 pub const HOOK_STAGE: Stage = Stage::CreateRuntime;
 
-/// Whether `plan` needs our hook: it is enabled and has something to do.
+/// Whether `plan` needs our hook: it has something to do (only an enabled
+/// plan has).
 pub fn needs_hook(plan: &Plan) -> bool {
-    plan.enabled && !plan.actions.is_empty()
+    !plan.actions.is_empty()
 }
 
 /// The adjustment carrying out `plan`: never a mount (the plugin cannot see

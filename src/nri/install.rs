@@ -57,7 +57,7 @@ impl HookDir {
     /// # Errors
     /// The directory is missing, this binary cannot be read, or a write fails.
     pub fn put_binary(&self) -> Result<bool, InstallError> {
-        let this = crate::commands::this_binary().map_err(InstallError::ThisBinary)?;
+        let this = crate::files::this_binary().map_err(InstallError::ThisBinary)?;
         let bytes = files::read(None, &this, MAX_BINARY_BYTES)?.bytes;
         self.put(BINARY, &bytes, 0o755, MAX_BINARY_BYTES)
     }
@@ -148,7 +148,7 @@ mod tests {
         let hd = HookDir { node: d.clone(), mount: d.clone() };
         assert!(hd.put_binary().unwrap());
         assert!(!hd.put_binary().unwrap());
-        let this = std::fs::read(crate::commands::this_binary().unwrap()).unwrap();
+        let this = std::fs::read(crate::files::this_binary().unwrap()).unwrap();
         assert_eq!(std::fs::read(d.join(BINARY)).unwrap(), this);
         assert_eq!(std::fs::metadata(d.join(BINARY)).unwrap().permissions().mode() & 0o7777, 0o755);
         let _ = std::fs::remove_dir_all(&d);

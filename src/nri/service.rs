@@ -22,9 +22,8 @@ use super::install::{HookDir, InstallError};
 use super::proto::{api, api_ttrpc};
 use crate::files::{self, FileError};
 use crate::input::{self, InputError, MAX_SETTINGS_BYTES};
-use crate::plan::{self, Inputs};
+use crate::plan::{self, HostFacts};
 use crate::settings::{OnError, Settings};
-use crate::size::Bytes;
 
 /// The event mask answered to `Configure`: `CREATE_CONTAINER` alone
 /// (`1 << (event - 1)`; a mask of 0 would mean every event).
@@ -65,7 +64,7 @@ pub struct Handler {
     /// The hook directory the plugin keeps up to date, when it has one.
     dir: Option<HookDir>,
     site: HookSite,
-    host_ram: Bytes,
+    host: HostFacts,
     last_good: Mutex<Config>,
     /// The config text last copied into the hook directory.
     installed: Mutex<Option<String>>,
@@ -85,7 +84,7 @@ impl Handler {
         let site = match &dir {
             Some(d) => d.site(),
             None => HookSite {
-                path: crate::commands::this_binary().map_err(HandlerError::ThisBinary)?,
+                path: crate::files::this_binary().map_err(HandlerError::ThisBinary)?,
                 config: explicit.then(|| config.to_path_buf()),
             },
         };
@@ -94,7 +93,7 @@ impl Handler {
             explicit,
             dir,
             site,
-            host_ram: input::host_ram()?,
+            host: input::host_facts()?,
             last_good: Mutex::new(read),
             installed: Mutex::new(None),
         })
@@ -143,7 +142,7 @@ impl Handler {
                 apply_logging(&c.settings, &last.settings);
                 *last = c;
             }
-            Err(e) => log::warn!("nri: {}; keeping the last good host config", crate::commands::chain(&e)),
+            Err(e) => log::warn!("nri: {}; keeping the last good host config", crate::error::chain(&e)),
         }
         last.clone()
     }
@@ -165,12 +164,7 @@ impl Handler {
         let (pod, ctr) = (req.pod.as_ref(), req.container.get_or_default());
         let who = adjust::who(pod, ctr);
         let spec = adjust::spec_of(pod, ctr).map_err(CreateError::Spec)?;
-        let plan = plan::decide(&Inputs {
-            spec: &spec,
-            state_annotations: None,
-            settings,
-            host_ram: self.host_ram,
-        })?;
+        let plan = plan::plan_for(&spec, None, settings, self.host)?;
         log::debug!("nri: {who}: read-only root: {} ({})", adjust::readonly_root(ctr), adjust::signals(ctr));
         log::debug!("nri: {who}: {}", plan.why);
         if !plan.notes.is_empty() {
@@ -281,7 +275,7 @@ impl api_ttrpc::Plugin for Handler {
             Ok(a) => resp.adjust = Some(a).into(),
             Err(e) => {
                 let who = adjust::who(req.pod.as_ref(), req.container.get_or_default());
-                let line = format!("nri: container {who}: {}", crate::commands::chain(&e));
+                let line = format!("nri: container {who}: {}", crate::error::chain(&e));
                 if settings.on_error == OnError::Fail {
                     log::error!("{line} (on_error = \"fail\": the container is not created)");
                     return Err(ttrpc::error::get_rpc_status(

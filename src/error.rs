@@ -1,22 +1,10 @@
-//! Thin handlers: gather inputs, call the library, print, pick the exit
-//! code. Each takes its argument struct from [`crate::cli`] and returns a
-//! `Result`; no handler prints its own error: [`report`] prints the chain
-//! once, for `main`.
+//! The bottom of the error handling: what a command fails with, the one-line
+//! chain every layer prints an error as, and the report `main` prints once.
+//! No error type of a layer is defined here; each layer has its own.
 
-pub mod doctor;
-pub mod engines;
-pub mod explain;
-pub mod hook;
-pub mod inject;
-pub mod node;
-pub mod nri;
-pub mod runtime;
-pub mod setup;
-
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// What a handler fails with: any error, printed by [`report`] as its chain.
+/// What a command fails with: any error, printed by [`report`] as its chain.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// Exit code: failed.
@@ -45,12 +33,4 @@ pub fn report(err: &(dyn std::error::Error + '_)) -> ExitCode {
     eprintln!("{line}");
     crate::logger::file_only(&line);
     ExitCode::from(EXIT_FAILED)
-}
-
-/// This binary's canonical path (what the engines and bundles name).
-///
-/// # Errors
-/// `/proc/self/exe` cannot be read or resolved.
-pub fn this_binary() -> std::io::Result<PathBuf> {
-    std::env::current_exe().and_then(|p| p.canonicalize())
 }
