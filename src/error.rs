@@ -1,8 +1,7 @@
-//! The bottom of the error handling: what a command fails with, the one-line
-//! chain every layer prints an error as, and the report `main` prints once.
-//! No error type of a layer is defined here; each layer has its own.
-
-use std::process::ExitCode;
+//! The bottom of the error handling: what a command fails with, and the
+//! one-line chain every layer prints an error as (`main` prints it once,
+//! through `cli::report`). No error type of a layer is defined here; each
+//! layer has its own. Imports nothing of the crate.
 
 /// What a command fails with: any error, printed by [`report`] as its chain.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -20,17 +19,27 @@ pub fn chain(err: &(dyn std::error::Error + '_)) -> String {
         line.push_str(&s.to_string());
         source = s.source();
     }
-    crate::logger::escape_controls(&line)
+    escape_controls(&line)
 }
 
-/// Prints `oci-tmpfs-hook: [container ID: ]a: b: c` on stderr (and in the
-/// log file) and returns exit 1.
-pub fn report(err: &(dyn std::error::Error + '_)) -> ExitCode {
-    let line = match crate::logger::container() {
-        Some(id) => format!("oci-tmpfs-hook: container {id}: {}", chain(err)),
-        None => format!("oci-tmpfs-hook: {}", chain(err)),
-    };
-    eprintln!("{line}");
-    crate::logger::file_only(&line);
-    ExitCode::from(EXIT_FAILED)
+/// `text` with control characters (newlines, escape sequences) written as
+/// Rust escapes, so that text from a container cannot forge or split log lines.
+pub fn escape_controls(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(escape_controls("plain /tmp é"), "plain /tmp é");
+        assert_eq!(escape_controls("a\nb\r\u{1b}[31m"), "a\\nb\\r\\u{1b}[31m");
+    }
 }

@@ -5,13 +5,13 @@
 use std::process::ExitCode;
 
 use oci_tmpfs_hook::cli;
-use oci_tmpfs_hook::error::{self, Error};
+use oci_tmpfs_hook::error::Error;
 
 fn main() -> ExitCode {
     oci_tmpfs_hook::logger::init(log::LevelFilter::Warn);
     match try_main() {
         Ok(code) => code,
-        Err(e) => error::report(e.as_ref()),
+        Err(e) => cli::report(e.as_ref()),
     }
 }
 

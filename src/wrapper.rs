@@ -16,7 +16,7 @@
 //! cannot be trusted with our temp-target mounts (its version, asked once
 //! and cached: docs/design.md#runtimes), takes the hook in either mode.
 //!
-//! Here: parsing the runtime's arguments ([`parse`]), finding the real
+//! Here: parsing the runtime's arguments ([`classify`]), finding the real
 //! runtime ([`find_runtime`]), the version policy ([`spec_unsafe`]) and the
 //! dispatch ([`run`]).
 
@@ -92,7 +92,7 @@ fn named(name: &[u8], list: &[&str]) -> bool {
 /// `--opt=value`. For `create` and `run` the bundle is `--bundle DIR`,
 /// `--bundle=DIR`, `-b DIR` or `-b=DIR` (the last one wins, as with Go's
 /// flag package), searched up to a `--`.
-pub fn parse(args: &[OsString]) -> Invocation {
+pub fn classify(args: &[OsString]) -> Invocation {
     let mut i = 0;
     let at = loop {
         let Some(arg) = args.get(i) else { return Invocation::PassThrough };
@@ -293,7 +293,7 @@ pub fn run(args: &[OsString]) -> Result<std::convert::Infallible, crate::error::
     let source = ConfigSource::from_env();
     let settings = source.read().map_err(RuntimeError::Settings)?;
     let real = real_runtime(&settings)?;
-    if let Invocation::Create { bundle, .. } = parse(args) {
+    if let Invocation::Create { bundle, .. } = classify(args) {
         let dir = bundle.unwrap_or_else(|| PathBuf::from("."));
         let id = container_id(args);
         prepare(&dir, &source, &settings, &real, id.as_deref())?;
@@ -452,7 +452,7 @@ mod tests {
 
     fn call(args: &[&str]) -> Invocation {
         let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-        parse(&args)
+        classify(&args)
     }
 
     fn create(bundle: Option<&str>) -> Invocation {
@@ -558,7 +558,7 @@ mod tests {
     fn non_utf8_bundle() {
         let args = vec![OsString::from("create"), OsString::from("-b"), OsString::from_vec(vec![b'/', 0xff])];
         assert_eq!(
-            parse(&args),
+            classify(&args),
             Invocation::Create { subcommand: "create", bundle: Some(PathBuf::from(&args[2])) }
         );
     }

@@ -21,7 +21,7 @@ use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
-use crate::error::Error;
+use crate::error::{chain, Error, EXIT_FAILED};
 use crate::input::ConfigSource;
 use crate::stage::Stage;
 use doctor::DoctorArgs;
@@ -116,6 +116,18 @@ pub fn parse() -> Cli {
         }
     }
     cli
+}
+
+/// Prints `oci-tmpfs-hook: [container ID: ]a: b: c` on stderr (and in the
+/// log file) and returns exit 1.
+pub fn report(err: &(dyn std::error::Error + '_)) -> ExitCode {
+    let line = match crate::logger::container() {
+        Some(id) => format!("oci-tmpfs-hook: container {id}: {}", chain(err)),
+        None => format!("oci-tmpfs-hook: {}", chain(err)),
+    };
+    eprintln!("{line}");
+    crate::logger::file_only(&line);
+    ExitCode::from(EXIT_FAILED)
 }
 
 /// Runs the parsed command.

@@ -14,7 +14,7 @@ use clap::Args;
 use super::{absolute_path, ConfigArg};
 use crate::error::Error;
 use crate::nri::install::HookDir;
-use crate::nri::{self, Handler, Options};
+use crate::nri::{self, Handler, Plugin};
 
 #[derive(Clone, Debug, Args)]
 pub struct NriArgs {
@@ -69,7 +69,7 @@ pub fn run(args: &NriArgs) -> Result<ExitCode, Error> {
         handler.site().path.display(),
         handler.site().config.as_ref().map(|c| format!(" --config {}", c.display())).unwrap_or_default()
     );
-    let asked = Options { socket: args.socket.clone(), name: args.name.clone(), idx: args.idx.clone() };
+    let asked = Plugin { socket: args.socket.clone(), name: args.name.clone(), idx: args.idx.clone() };
     nri::session::run(asked, &handler)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -92,7 +92,7 @@ pub fn run(args: &SetupArgs) -> Result<ExitCode, Error> {
     };
     let wrapper = args.runtime_path.clone().unwrap_or_else(|| hook.with_file_name(WRAPPER_NAME));
     let reg = Registration { hook: &hook, wrapper: &wrapper, default: args.default };
-    let changes = change::plan(&args.request(), &reg)?;
+    let changes = change::propose(&args.request(), &reg)?;
     print!("{}", report(args, &reg, &changes));
     if args.dry_run {
         return Ok(ExitCode::SUCCESS);

@@ -1,5 +1,5 @@
 //! A registration change, generic over the engine (for `setup` and `node`):
-//! [`plan`] asks the engine ([`super::Registrar`]) which file it edits and
+//! [`propose`] asks the engine ([`super::Registrar`]) which file it edits and
 //! what the file becomes, and compares; [`write`] backs up a file it changes (the
 //! engine's own config files, not a file that is all ours) and writes the
 //! result atomically and durably ([`crate::files::replace`]: temporary file,
@@ -79,7 +79,7 @@ impl ChangeSet {
 ///
 /// # Errors
 /// Unreadable or malformed files, or a config setup will not edit.
-pub(crate) fn plan(req: &Request<'_>, reg: &Registration<'_>) -> Result<ChangeSet, ConfigError> {
+pub(crate) fn propose(req: &Request<'_>, reg: &Registration<'_>) -> Result<ChangeSet, ConfigError> {
     let engine = req.engine.registrar();
     let located = engine.config_file(&req.site)?;
     let mut plan = ChangeSet { notes: located.note.into_iter().collect(), ..ChangeSet::default() };
@@ -237,7 +237,7 @@ mod tests {
         fs::write(&path, original).unwrap();
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
         let o = args(Engine::Docker, &root);
-        let p = plan(&o, &reg()).unwrap();
+        let p = propose(&o, &reg()).unwrap();
         assert_eq!(p.changes.len(), 1);
         let backup = root.join("etc/docker/daemon.json.bak-oci-tmpfs-hook");
         assert_eq!(p.changes[0].backup.as_deref(), Some(backup.as_path()));
@@ -247,9 +247,9 @@ mod tests {
         assert_eq!(fs::metadata(&backup).unwrap().permissions().mode() & 0o7777, 0o600);
         let written = fs::read_to_string(&path).unwrap();
         assert!(written.contains("\"oci-tmpfs\""));
-        let again = plan(&o, &reg()).unwrap();
+        let again = propose(&o, &reg()).unwrap();
         assert!(again.changes.is_empty() && again.unchanged == [path.clone()], "{again:?}");
-        let undo = plan(&Request { undo: true, ..o }, &reg()).unwrap();
+        let undo = propose(&Request { undo: true, ..o }, &reg()).unwrap();
         write(&undo).unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), original);
         assert_eq!(fs::read_to_string(&backup).unwrap(), original);
@@ -258,7 +258,7 @@ mod tests {
         assert_eq!(names.len(), 2, "no temp file, no second backup: {names:?}");
         // a later setup over a changed file keeps the first backup and adds another
         fs::write(&path, "{\"debug\": false}\n").unwrap();
-        let p = plan(&o, &reg()).unwrap();
+        let p = propose(&o, &reg()).unwrap();
         assert_eq!(p.changes[0].backup, Some(PathBuf::from(format!("{}.1", backup.display()))));
         fs::remove_dir_all(&root).unwrap();
     }
@@ -266,21 +266,21 @@ mod tests {
     #[test]
     fn plan_podman_and_crio_dirs() {
         let root = temp_root("hooks");
-        let p = plan(&args(Engine::Podman, &root), &reg()).unwrap();
+        let p = propose(&args(Engine::Podman, &root), &reg()).unwrap();
         let path = root.join("usr/share/containers/oci/hooks.d/oci-tmpfs-hook.json");
         assert_eq!(p.changes[0].path, path);
         write(&p).unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), crate::engine::hooks_dir::hooks_json(Path::new(HOOK)));
-        assert!(plan(&args(Engine::Podman, &root), &reg()).unwrap().changes.is_empty());
+        assert!(propose(&args(Engine::Podman, &root), &reg()).unwrap().changes.is_empty());
         fs::create_dir_all(root.join("etc/crio/crio.conf.d")).unwrap();
         fs::write(
             root.join("etc/crio/crio.conf.d/50-hooks.conf"),
             "[crio.runtime]\nhooks_dir = [\"/etc/hooks\"]\n",
         )
         .unwrap();
-        let p = plan(&args(Engine::Crio, &root), &reg()).unwrap();
+        let p = propose(&args(Engine::Crio, &root), &reg()).unwrap();
         assert_eq!(p.changes[0].path, root.join("etc/hooks/oci-tmpfs-hook.json"));
-        let undo = plan(&Request { undo: true, ..args(Engine::Podman, &root) }, &reg()).unwrap();
+        let undo = propose(&Request { undo: true, ..args(Engine::Podman, &root) }, &reg()).unwrap();
         assert_eq!(undo.changes[0].after, None);
         write(&undo).unwrap();
         assert!(!path.exists());

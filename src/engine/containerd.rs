@@ -474,7 +474,7 @@ mod tests {
     const WRAPPER: &str = "/usr/local/bin/oci-tmpfs-runtime";
 
     fn ctd(text: Option<&str>, default: bool, undo: bool) -> Result<Option<String>, ConfigError> {
-        super::super::edit(&Containerd, "/etc/containerd/config.toml", text, WRAPPER, default, undo)
+        super::super::new_text(&Containerd, "/etc/containerd/config.toml", text, WRAPPER, default, undo)
     }
 
     #[test]

@@ -164,7 +164,7 @@ mod tests {
     const WRAPPER: &str = "/usr/local/bin/oci-tmpfs-runtime";
 
     fn docker(text: Option<&str>, default: bool, undo: bool) -> Result<Option<String>, ConfigError> {
-        super::super::edit(&Docker, "/etc/docker/daemon.json", text, WRAPPER, default, undo)
+        super::super::new_text(&Docker, "/etc/docker/daemon.json", text, WRAPPER, default, undo)
     }
 
     #[test]

@@ -282,7 +282,7 @@ pub(crate) fn wrapper_check(engine: Engine, ctx: &Context, file: &Path, wrapper:
 /// [`Registrar::add`] or, with `undo`, [`Registrar::remove`], registering
 /// `wrapper` (for the engines' table tests).
 #[cfg(test)]
-pub(crate) fn edit(
+pub(crate) fn new_text(
     engine: &dyn Registrar,
     path: &str,
     text: Option<&str>,

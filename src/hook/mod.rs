@@ -57,7 +57,7 @@ pub(crate) fn run(
     let spec = input::read_spec(&state.bundle)?;
     let plan = plan::plan_for(&spec, state.annotations.as_ref(), settings, input::host_facts()?)?;
     log::debug!("{}", plan.why);
-    crate::logger::plan(&plan);
+    crate::logger::decision(&plan);
     if plan.actions.is_empty() {
         return Ok(());
     }

@@ -303,7 +303,7 @@ fn register(node: &mut Node<'_>, engine: Engine, undo: bool) -> Result<(), NodeE
     let (hook, wrapper) = (node.hook(), node.wrapper());
     let req = Request { engine, site: Site { root: &node.args.host_root, config: None }, undo };
     let reg = Registration { hook: &hook, wrapper: &wrapper, default: false };
-    let plan = change::plan(&req, &reg)?;
+    let plan = change::propose(&req, &reg)?;
     for line in plan.note_lines(engine).into_iter().chain(plan.unchanged_lines(engine, undo)) {
         node.say(line);
     }

@@ -22,7 +22,7 @@ pub mod service;
 pub mod session;
 
 pub use service::Handler;
-pub use session::{serve_forever, session, Options, SessionError};
+pub use session::{serve_forever, session, Plugin, SessionError};
 
 /// The environment variable a runtime sets when it starts the plugin itself
 /// (pre-registered): the number of the connected socket's fd (3).

@@ -170,7 +170,7 @@ impl Handler {
         if !plan.notes.is_empty() {
             log::info!("nri: {who}: notes of the plan follow");
         }
-        crate::logger::plan(&plan);
+        crate::logger::decision(&plan);
         let adjustment = adjust::adjustment(&plan, pod, ctr, &self.site);
         if adjust::needs_hook(&plan) {
             let copied: Vec<&String> = adjustment.annotations.keys().collect();

@@ -52,7 +52,7 @@ pub(crate) fn expressible(plan: &Plan) -> bool {
 ///
 /// # Errors
 /// [`ShapeError`] when `mounts` or a `/dev/shm` entry has the wrong JSON type.
-pub(crate) fn edit(
+pub(crate) fn put_mounts(
     config: &mut Value,
     plan: &Plan,
     destination: impl Fn(&str) -> Option<String>,
@@ -271,7 +271,7 @@ mod tests {
     fn run(mut config: Value, settings: &Settings, refused: &[&str]) -> (Value, Edit) {
         let plan = plan_of(&config, settings);
         let place = |t: &str| (!refused.contains(&t)).then(|| t.to_string());
-        let edit = edit(&mut config, &plan, place, Bytes(16 * GI)).unwrap();
+        let edit = put_mounts(&mut config, &plan, place, Bytes(16 * GI)).unwrap();
         (config, edit)
     }
 
@@ -363,7 +363,7 @@ mod tests {
         let mut c = config(shm, &[]);
         let plan = plan_of(&c, &Settings::default());
         let place = |t: &str| (t == "/tmp").then(|| "/run/tmp".to_string());
-        let edit = edit(&mut c, &plan, place, Bytes(16 * GI)).unwrap();
+        let edit = put_mounts(&mut c, &plan, place, Bytes(16 * GI)).unwrap();
         assert_eq!(edit.added, ["/run/tmp"]);
         assert!(mount(&c, "/tmp").is_empty());
         assert_eq!(mount(&c, "/run/tmp")[0]["source"], SOURCE);
@@ -394,8 +394,8 @@ mod tests {
         let plan = plan_of(&config(json!({"destination": "/x", "type": "proc"}), &[]), &Settings::default());
         let mut bad = json!({"mounts": {"not": "a list"}});
         let place = |t: &str| Some(t.to_string());
-        assert_eq!(edit(&mut bad, &plan, place, Bytes(GI)), Err(ShapeError("mounts")));
+        assert_eq!(put_mounts(&mut bad, &plan, place, Bytes(GI)), Err(ShapeError("mounts")));
         let mut bad = json!([1, 2]);
-        assert_eq!(edit(&mut bad, &plan, place, Bytes(GI)), Err(ShapeError("the document")));
+        assert_eq!(put_mounts(&mut bad, &plan, place, Bytes(GI)), Err(ShapeError("the document")));
     }
 }

@@ -101,7 +101,7 @@ fn in_spec(
     let host = input::host_facts()?;
     let plan = plan::plan_for(&parsed, None, settings, host)?;
     log::debug!("{}", plan.why);
-    crate::logger::plan(&plan);
+    crate::logger::decision(&plan);
     if plan.actions.is_empty() {
         return Ok(false);
     }
@@ -120,7 +120,7 @@ fn in_spec(
             host::place_targets(&rootfs, &plan)?
         }
     };
-    let edit = edit::edit(config, &plan, |t| placed.destination(t), host.ram)?;
+    let edit = edit::put_mounts(config, &plan, |t| placed.destination(t), host.ram)?;
     for (target, dest) in &placed.placed {
         let at = if target == dest { String::new() } else { format!(" at {dest}, where {target} resolves") };
         out.done.push(format!("wrote a tmpfs mount for {target}{at} into the spec"));
