@@ -93,18 +93,7 @@ fn named(name: &[u8], list: &[&str]) -> bool {
 /// `--bundle=DIR`, `-b DIR` or `-b=DIR` (the last one wins, as with Go's
 /// flag package), searched up to a `--`.
 pub fn classify(args: &[OsString]) -> Invocation {
-    let mut i = 0;
-    let at = loop {
-        let Some(arg) = args.get(i) else { return Invocation::PassThrough };
-        if arg == "--" {
-            break i + 1;
-        }
-        match option(arg) {
-            Some((name, None)) if named(name, GLOBAL_WITH_VALUE) => i += 2,
-            Some(_) => i += 1,
-            None => break i,
-        }
-    };
+    let Some(at) = subcommand_at(args) else { return Invocation::PassThrough };
     let Some(sub) = args.get(at) else { return Invocation::PassThrough };
     let Some(subcommand) = CREATING.iter().find(|c| sub == **c) else { return Invocation::PassThrough };
     let rest = &args[at + 1..];
@@ -134,21 +123,27 @@ pub fn classify(args: &[OsString]) -> Invocation {
     Invocation::Create { subcommand, bundle }
 }
 
-/// The container id of a `create`/`run` call: its last positional word
-/// (runc's and crun's grammar: `create [options] <container-id>`).
-pub fn container_id(args: &[OsString]) -> Option<String> {
+/// Where the subcommand is: after the global options (and their values) or
+/// after `--`; `None` when the arguments end first.
+fn subcommand_at(args: &[OsString]) -> Option<usize> {
     let mut i = 0;
-    let at = loop {
+    loop {
         let arg = args.get(i)?;
         if arg == "--" {
-            break i + 1;
+            return Some(i + 1);
         }
         match option(arg) {
             Some((name, None)) if named(name, GLOBAL_WITH_VALUE) => i += 2,
             Some(_) => i += 1,
-            None => break i,
+            None => return Some(i),
         }
-    };
+    }
+}
+
+/// The container id of a `create`/`run` call: its last positional word
+/// (runc's and crun's grammar: `create [options] <container-id>`).
+pub fn container_id(args: &[OsString]) -> Option<String> {
+    let at = subcommand_at(args)?;
     let rest = args.get(at + 1..)?;
     let mut id = None;
     let mut j = 0;
