@@ -6,7 +6,7 @@
 //! files at start-up, so the dir is looked up there.
 //!
 //! Only rendering, choosing the dir and checking here: the write is
-//! [`crate::setup`]'s.
+//! [`super::change`]'s.
 
 use std::path::{Path, PathBuf};
 

@@ -1,10 +1,12 @@
-//! The plan carried out in the spec: the second executor, next to `apply`.
+//! The plan carried out in the spec: the spec executor's pure part, next to
+//! the hook's by-fd mounts ([`crate::hook`]).
 //! A pure edit of `config.json` (a generic JSON value, so nothing the
 //! `oci-spec` types do not know is lost): a `tmpfs` entry in `mounts` per
 //! temp target, for the runtime to mount with its own in-root resolution (as
 //! it does for `docker run --tmpfs`), and `/dev/shm` raised in the spec, or
 //! handed back to the caller when it is an engine-made tmpfs bound from the
-//! host (that one is grown on the host, by fd, in `apply::host_shm`).
+//! host (that one is grown on the host, by fd, by
+//! [`crate::hook::engine_shm::grow`]).
 //!
 //! Runtimes mount these inside the container's user namespace, where a fresh
 //! tmpfs already belongs to the container's root, so no `uid=`/`gid=` is
