@@ -51,7 +51,7 @@ const CREATING: &[&str] = &["create", "run"];
 
 /// What the wrapper does with one call.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Invocation {
+pub(crate) enum Invocation {
     /// `create` or `run`: add the hook to `bundle`'s `config.json`, then exec.
     Create {
         subcommand: &'static str,
@@ -63,7 +63,7 @@ pub enum Invocation {
 }
 
 /// True when `argv0`'s file name is [`WRAPPER_NAME`].
-pub fn invoked_as_wrapper(argv0: &OsStr) -> bool {
+pub(crate) fn invoked_as_wrapper(argv0: &OsStr) -> bool {
     Path::new(argv0).file_name() == Some(OsStr::new(WRAPPER_NAME))
 }
 
@@ -92,7 +92,7 @@ fn named(name: &[u8], list: &[&str]) -> bool {
 /// `--opt=value`. For `create` and `run` the bundle is `--bundle DIR`,
 /// `--bundle=DIR`, `-b DIR` or `-b=DIR` (the last one wins, as with Go's
 /// flag package), searched up to a `--`.
-pub fn classify(args: &[OsString]) -> Invocation {
+pub(crate) fn classify(args: &[OsString]) -> Invocation {
     let Some(at) = subcommand_at(args) else { return Invocation::PassThrough };
     let Some(sub) = args.get(at) else { return Invocation::PassThrough };
     let Some(subcommand) = CREATING.iter().find(|c| sub == **c) else { return Invocation::PassThrough };
@@ -142,7 +142,7 @@ fn subcommand_at(args: &[OsString]) -> Option<usize> {
 
 /// The container id of a `create`/`run` call: its last positional word
 /// (runc's and crun's grammar: `create [options] <container-id>`).
-pub fn container_id(args: &[OsString]) -> Option<String> {
+pub(crate) fn container_id(args: &[OsString]) -> Option<String> {
     let at = subcommand_at(args)?;
     let rest = args.get(at + 1..)?;
     let mut id = None;
@@ -164,7 +164,7 @@ pub fn container_id(args: &[OsString]) -> Option<String> {
 
 /// A runtime's name and version, from the first line of its `--version`
 /// output (`runc version 1.1.5+ds1`, `crun version 1.8.1`).
-pub fn parse_version(output: &str) -> Option<(String, [u32; 3])> {
+pub(crate) fn parse_version(output: &str) -> Option<(String, [u32; 3])> {
     let line = output.lines().next()?;
     let mut words = line.split_whitespace();
     let name = words.next()?.to_string();
@@ -183,7 +183,7 @@ pub fn parse_version(output: &str) -> Option<(String, [u32; 3])> {
 /// must not (docs/design.md#runtimes): runc before 1.1.8 chmods a tmpfs
 /// mountpoint by path after mounting it, so a rename race during the start
 /// can turn a host directory to the tmpfs' mode.
-pub fn spec_unsafe(name: &str, v: [u32; 3]) -> Option<String> {
+pub(crate) fn spec_unsafe(name: &str, v: [u32; 3]) -> Option<String> {
     (name == "runc" && v < [1, 1, 8]).then(|| {
         format!(
             "runc {}.{}.{} chmods a tmpfs mountpoint by path after mounting it (until runc 1.1.8), which a rename race can turn onto a host directory",
@@ -194,7 +194,7 @@ pub fn spec_unsafe(name: &str, v: [u32; 3]) -> Option<String> {
 
 /// Why the real runtime cannot be run.
 #[derive(Debug, thiserror::Error)]
-pub enum RuntimeError {
+pub(crate) enum RuntimeError {
     #[error("reading the host config")]
     Settings(#[source] crate::input::InputError),
     #[error(
@@ -218,14 +218,14 @@ pub enum RuntimeError {
 /// The identity of a file: device and inode, so symlinks and hard links to
 /// the same binary compare equal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FileId {
+pub(crate) struct FileId {
     dev: u64,
     ino: u64,
 }
 
 impl FileId {
     /// The identity of the file `path` resolves to.
-    pub fn of(path: &Path) -> std::io::Result<FileId> {
+    pub(crate) fn of(path: &Path) -> std::io::Result<FileId> {
         let m = std::fs::metadata(path)?;
         Ok(FileId { dev: m.dev(), ino: m.ino() })
     }
@@ -244,7 +244,7 @@ fn executable(path: &Path) -> Option<FileId> {
 /// # Errors
 /// No such runtime, a `runtime_path` that is not executable, or one that is
 /// this binary.
-pub fn find_runtime(
+pub(crate) fn find_runtime(
     configured: Option<&Path>,
     path_var: Option<&OsStr>,
     own: FileId,
@@ -284,7 +284,7 @@ pub fn find_runtime(
 /// # Errors
 /// No real runtime, the plan failed under `on_error = "fail"`, or the exec
 /// failed.
-pub fn run(args: &[OsString]) -> Result<std::convert::Infallible, crate::error::Error> {
+pub(crate) fn run(args: &[OsString]) -> Result<std::convert::Infallible, crate::error::Error> {
     let source = ConfigSource::from_env();
     let settings = source.read().map_err(RuntimeError::Settings)?;
     let real = real_runtime(&settings)?;

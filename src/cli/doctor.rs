@@ -11,7 +11,7 @@ use crate::engine::check::Context;
 use crate::error::{Error, EXIT_FAILED};
 
 #[derive(Clone, Debug, Args)]
-pub struct DoctorArgs {
+pub(crate) struct DoctorArgs {
     #[command(flatten)]
     pub config: ConfigArg,
     /// Look for engine configs (and the default host config) under DIR;
@@ -24,7 +24,7 @@ pub struct DoctorArgs {
 ///
 /// # Errors
 /// This binary cannot be found.
-pub fn run(args: &DoctorArgs) -> Result<ExitCode, Error> {
+pub(crate) fn run(args: &DoctorArgs) -> Result<ExitCode, Error> {
     let binary = crate::files::this_binary()?;
     let root = args.root.clone().unwrap_or_else(|| PathBuf::from("/"));
     let source = args.config.source(&root);

@@ -10,7 +10,7 @@ use crate::engine::Engine;
 use crate::error::Error;
 
 #[derive(Clone, Debug, Args)]
-pub struct EnginesArgs {
+pub(crate) struct EnginesArgs {
     /// Look under DIR: engines are then detected by their config files only,
     /// not by their binaries on PATH.
     #[arg(long, value_name = "DIR")]
@@ -24,7 +24,7 @@ pub struct EnginesArgs {
 ///
 /// # Errors
 /// None today; the signature is the handlers' one.
-pub fn run(args: &EnginesArgs) -> Result<ExitCode, Error> {
+pub(crate) fn run(args: &EnginesArgs) -> Result<ExitCode, Error> {
     let root = args.root.as_deref().unwrap_or(Path::new("/"));
     let search_path = super::search_path(args.root.as_deref());
     for engine in Engine::all() {

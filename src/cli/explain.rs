@@ -16,7 +16,7 @@ use crate::spec::edit::preview;
 use crate::spec::host::Route;
 
 #[derive(Clone, Debug, Args)]
-pub struct ExplainArgs {
+pub(crate) struct ExplainArgs {
     /// The bundle directory (holds config.json).
     #[arg(long, short = 'b', value_name = "DIR")]
     pub bundle: PathBuf,
@@ -35,7 +35,7 @@ pub struct ExplainArgs {
 ///
 /// # Errors
 /// The host config or the bundle cannot be read, or no plan can be made.
-pub fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
+pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
     let (bundle, json) = (args.bundle.as_path(), args.json);
     let settings = args.config.source(Path::new("/")).read()?;
     let spec = input::read_spec(bundle)?;
@@ -108,7 +108,7 @@ fn sizing(s: &Sizing) -> String {
 }
 
 /// The text form of a plan.
-pub fn render(bundle: &Path, rootfs: Option<&Path>, plan: &Plan) -> String {
+pub(crate) fn render(bundle: &Path, rootfs: Option<&Path>, plan: &Plan) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "bundle:  {}", bundle.display());
     if let Some(r) = rootfs {

@@ -13,7 +13,7 @@ use crate::settings::OnError;
 use crate::stage::Stage;
 
 #[derive(Clone, Debug, Args)]
-pub struct HookArgs {
+pub(crate) struct HookArgs {
     /// The stage the hook is registered at. Without it the stage is
     /// inferred, and refused when it cannot be told safely.
     #[arg(long, value_parser = clap::value_parser!(Stage))]
@@ -27,7 +27,7 @@ pub struct HookArgs {
 ///
 /// # Errors
 /// The host config cannot be used, or (`on_error = "fail"`) anything after.
-pub fn run(args: &HookArgs) -> Result<ExitCode, Error> {
+pub(crate) fn run(args: &HookArgs) -> Result<ExitCode, Error> {
     let settings = args.config.source(Path::new("/")).read()?;
     crate::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
     match crate::hook::run(args.stage, &settings, io::stdin().lock()) {

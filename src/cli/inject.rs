@@ -15,7 +15,7 @@ use crate::spec;
 use crate::stage::Stage;
 
 #[derive(Clone, Debug, Args)]
-pub struct InjectArgs {
+pub(crate) struct InjectArgs {
     /// The bundle directory (holds config.json).
     #[arg(long, short = 'b', value_name = "DIR")]
     pub bundle: PathBuf,
@@ -45,7 +45,7 @@ pub struct InjectArgs {
 /// # Errors
 /// This binary cannot be found, or the bundle's `config.json` cannot be
 /// read, understood or written.
-pub fn run(args: &InjectArgs) -> Result<ExitCode, Error> {
+pub(crate) fn run(args: &InjectArgs) -> Result<ExitCode, Error> {
     if args.mode == Mode::Spec {
         return in_spec(args);
     }

@@ -6,15 +6,15 @@
 //! errors are clap's (exit 2), including the few rules clap cannot express
 //! by itself ([`parse`]). Nothing below this module imports it.
 
-pub mod doctor;
-pub mod engines;
-pub mod explain;
-pub mod hook;
-pub mod inject;
-pub mod node;
-pub mod nri;
-pub mod runtime;
-pub mod setup;
+pub(crate) mod doctor;
+pub(crate) mod engines;
+pub(crate) mod explain;
+pub(crate) mod hook;
+pub(crate) mod inject;
+pub(crate) mod node;
+pub(crate) mod nri;
+pub(crate) mod runtime;
+pub(crate) mod setup;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -38,13 +38,13 @@ use setup::SetupArgs;
 /// bigger /dev/shm, from an OCI runtime hook.
 #[derive(Debug, Parser)]
 #[command(name = "oci-tmpfs-hook", version, propagate_version = true)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run as an OCI hook: read the state on stdin, decide, mount.
     Hook(HookArgs),
     /// Print what the hook would do for a bundle, changing nothing.
@@ -85,7 +85,7 @@ pub enum Command {
 
 /// The host config flag, shared by the commands that read the host config.
 #[derive(Clone, Debug, Default, Args)]
-pub struct ConfigArg {
+pub(crate) struct ConfigArg {
     /// Host config file [default: /etc/oci-tmpfs-hook/config.toml].
     #[arg(long = "config", value_name = "PATH")]
     pub path: Option<PathBuf>,
@@ -94,18 +94,18 @@ pub struct ConfigArg {
 impl ConfigArg {
     /// Where the host config is, the default under `root` ("/" on a live
     /// system) when no `--config` was given.
-    pub fn source(&self, root: &Path) -> ConfigSource {
+    pub(crate) fn source(&self, root: &Path) -> ConfigSource {
         ConfigSource::new(self.path.as_deref(), root)
     }
 }
 
 /// `--root` when it is not the live system: detect engines by files only.
-pub fn search_path(root: Option<&Path>) -> bool {
+pub(crate) fn search_path(root: Option<&Path>) -> bool {
     root.is_none_or(|r| r == Path::new("/"))
 }
 
 /// Parses the command line; usage errors print clap's message and exit 2.
-pub fn parse() -> Cli {
+pub(crate) fn parse() -> Cli {
     let cli = Cli::parse();
     if let Command::Setup(args) = &cli.command {
         if let Some(msg) = args.misplaced() {
@@ -130,11 +130,24 @@ pub fn report(err: &(dyn std::error::Error + '_)) -> ExitCode {
     ExitCode::from(EXIT_FAILED)
 }
 
+/// The process: as `oci-tmpfs-runtime` (argv\[0\]'s file name), the
+/// runtime wrapper with every argument; else the parsed command.
+///
+/// # Errors
+/// What the command fails with.
+pub fn try_main() -> Result<ExitCode, Error> {
+    if std::env::args_os().next().is_some_and(|a| crate::wrapper::invoked_as_wrapper(&a)) {
+        let args: Vec<_> = std::env::args_os().skip(1).collect();
+        return runtime::run(&args);
+    }
+    run(&parse())
+}
+
 /// Runs the parsed command.
 ///
 /// # Errors
 /// What the command fails with.
-pub fn run(cli: &Cli) -> Result<ExitCode, Error> {
+pub(crate) fn run(cli: &Cli) -> Result<ExitCode, Error> {
     match &cli.command {
         Command::Hook(args) => hook::run(args),
         Command::Explain(args) => explain::run(args),

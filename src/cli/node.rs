@@ -16,7 +16,7 @@ use crate::node::{self, NodeAction, Options, RestartMode};
 
 /// `node install` / `node uninstall`.
 #[derive(Clone, Debug, Args)]
-pub struct NodeArgs {
+pub(crate) struct NodeArgs {
     /// install or uninstall.
     #[arg(value_enum)]
     pub action: NodeAction,
@@ -58,7 +58,7 @@ impl NodeArgs {
 ///
 /// # Errors
 /// What [`node::run`] fails with; a signal handler that cannot be set.
-pub fn run(args: &NodeArgs) -> Result<ExitCode, Error> {
+pub(crate) fn run(args: &NodeArgs) -> Result<ExitCode, Error> {
     // Before the install: a SIGTERM during it is then not lost (as pid 1 of
     // its container, this process would otherwise ignore SIGTERM).
     let signals = if args.wait { Some(signal_pipe()?) } else { None };

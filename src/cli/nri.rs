@@ -17,7 +17,7 @@ use crate::nri::install::HookDir;
 use crate::nri::{self, Handler, Plugin};
 
 #[derive(Clone, Debug, Args)]
-pub struct NriArgs {
+pub(crate) struct NriArgs {
     /// The runtime's NRI socket.
     #[arg(long, value_name = "PATH", default_value = crate::nri::DEFAULT_SOCKET)]
     pub socket: PathBuf,
@@ -50,7 +50,7 @@ pub struct NriArgs {
 ///
 /// # Errors
 /// A bad index or host config; a pre-registered connection that ended.
-pub fn run(args: &NriArgs) -> Result<ExitCode, Error> {
+pub(crate) fn run(args: &NriArgs) -> Result<ExitCode, Error> {
     let source = args.config.source(Path::new("/"));
     let dir = args.hook_dir.as_ref().map(|node| HookDir {
         node: node.clone(),

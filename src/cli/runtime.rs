@@ -8,7 +8,7 @@ use clap::Args;
 
 /// `runtime -- ARGS`.
 #[derive(Clone, Debug, Args)]
-pub struct RuntimeArgs {
+pub(crate) struct RuntimeArgs {
     /// The runtime's arguments, e.g. `--root R create --bundle DIR ID`.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
     pub args: Vec<OsString>,
@@ -19,6 +19,6 @@ pub struct RuntimeArgs {
 ///
 /// # Errors
 /// What [`crate::wrapper::run`] fails with.
-pub fn run(args: &[OsString]) -> Result<ExitCode, crate::error::Error> {
+pub(crate) fn run(args: &[OsString]) -> Result<ExitCode, crate::error::Error> {
     match crate::wrapper::run(args)? {}
 }

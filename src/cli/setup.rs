@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::names::{rooted, WRAPPER_NAME};
 
 #[derive(Clone, Debug, Args)]
-pub struct SetupArgs {
+pub(crate) struct SetupArgs {
     /// The engine: podman, crio, docker or containerd.
     #[arg(value_enum)]
     pub engine: Engine,
@@ -85,7 +85,7 @@ impl SetupArgs {
 ///
 /// # Errors
 /// This binary cannot be found, a config cannot be read, parsed or written.
-pub fn run(args: &SetupArgs) -> Result<ExitCode, Error> {
+pub(crate) fn run(args: &SetupArgs) -> Result<ExitCode, Error> {
     let hook = match &args.hook_path {
         Some(p) => p.clone(),
         None => crate::files::this_binary()?,

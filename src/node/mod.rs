@@ -32,22 +32,22 @@ use crate::engine::{ConfigError, Engine, Registration, Request, Site, Way};
 use crate::files::{self, Durability, FileError, Perms};
 use crate::names::{rooted, DEFAULT_CONFIG_PATH, WRAPPER_NAME};
 
-pub mod restart;
+pub(crate) mod restart;
 pub(crate) mod state;
 
 use state::Installed;
 
 /// The state file: what install created on the host.
-pub const STATE_FILE: &str = "/var/lib/oci-tmpfs-hook/node-install.json";
+pub(crate) const STATE_FILE: &str = "/var/lib/oci-tmpfs-hook/node-install.json";
 /// The lock both install and uninstall hold (on the host's `/run`, a tmpfs:
 /// it goes away at reboot and is never removed while someone may wait on it).
-pub const LOCK_FILE: &str = "/run/oci-tmpfs-hook-node.lock";
+pub(crate) const LOCK_FILE: &str = "/run/oci-tmpfs-hook-node.lock";
 /// The binary's name on the host.
-pub const BINARY_NAME: &str = "oci-tmpfs-hook";
+pub(crate) const BINARY_NAME: &str = "oci-tmpfs-hook";
 /// The engines a Kubernetes node runs, in the order they are set up.
-pub const NODE_ENGINES: [Engine; 2] = [Engine::Containerd, Engine::Crio];
+pub(crate) const NODE_ENGINES: [Engine; 2] = [Engine::Containerd, Engine::Crio];
 /// The commented host config written when the host has none.
-pub const HOST_CONFIG: &str = include_str!("../../hooks/config.toml");
+pub(crate) const HOST_CONFIG: &str = include_str!("../../hooks/config.toml");
 /// Largest binary copied (the static release build is a few MiB; a debug
 /// build with debug info, which the tests install, is about 90 MiB).
 const MAX_BINARY_BYTES: u64 = 256 << 20;
@@ -55,7 +55,7 @@ const MAX_BINARY_BYTES: u64 = 256 << 20;
 /// One `node install`, `node uninstall` or `node restart-unit`: the
 /// library's request, made by `cli::node` from its flags.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub(crate) struct Options {
     pub action: NodeAction,
     /// The host's root as this container sees it.
     pub host_root: PathBuf,
@@ -68,7 +68,7 @@ pub struct Options {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum NodeAction {
+pub(crate) enum NodeAction {
     Install,
     Uninstall,
     /// Internal: `systemctl restart UNIT` in pid 1's mount namespace.
@@ -77,14 +77,14 @@ pub enum NodeAction {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum RestartMode {
+pub(crate) enum RestartMode {
     Systemd,
     None,
 }
 
 /// A failed node install or uninstall.
 #[derive(Debug, thiserror::Error)]
-pub enum NodeError {
+pub(crate) enum NodeError {
     #[error("--host-root {0} is not a directory; mount the host's / there (hostPath)")]
     NoHostRoot(PathBuf),
     #[error("locking {path} (the host's /run must exist and be writable)")]
@@ -113,7 +113,7 @@ fn write_err(path: &Path) -> impl FnOnce(io::Error) -> NodeError + '_ {
 
 /// One install or uninstall on one host root: what it installed, and what
 /// is left to do.
-pub struct Node<'a> {
+pub(crate) struct Node<'a> {
     pub(crate) args: &'a Options,
     state: Installed,
     /// Engines whose config changed and need a restart.
@@ -195,7 +195,7 @@ impl<'a> Node<'a> {
 
 /// Holds [`LOCK_FILE`] under the host root until dropped; says so when it
 /// has to wait for another instance.
-pub fn lock(node: &mut Node<'_>) -> Result<fs::File, NodeError> {
+pub(crate) fn lock(node: &mut Node<'_>) -> Result<fs::File, NodeError> {
     use rustix::fs::{flock, FlockOperation};
     let path = node.on_host(Path::new(LOCK_FILE));
     let lock_err = |source| NodeError::Lock { path: path.clone(), source };
@@ -214,7 +214,7 @@ pub fn lock(node: &mut Node<'_>) -> Result<fs::File, NodeError> {
 /// # Errors
 /// The host root is missing, a file cannot be read or written, an engine
 /// config is malformed, a restart fails.
-pub fn run(args: &Options) -> Result<(), NodeError> {
+pub(crate) fn run(args: &Options) -> Result<(), NodeError> {
     if !args.host_root.is_dir() {
         return Err(NodeError::NoHostRoot(args.host_root.clone()));
     }

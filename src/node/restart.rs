@@ -24,7 +24,7 @@ use crate::names::DEFAULT_PATH;
 
 /// A restart that could not be done.
 #[derive(Debug, thiserror::Error)]
-pub enum RestartError {
+pub(crate) enum RestartError {
     #[error(
         "--restart-mode systemd: pid 1's root is not {host_root}, so pid 1 is not the host's init; \
          run the pod with hostPID: true, or use --restart-mode none and restart {unit} yourself"
@@ -60,7 +60,7 @@ fn unit_of(engine: Engine) -> String {
 ///
 /// # Errors
 /// pid 1 is not the host's init, or the restart failed.
-pub fn restart(node: &mut Node<'_>, engine: Engine) -> Result<(), RestartError> {
+pub(crate) fn restart(node: &mut Node<'_>, engine: Engine) -> Result<(), RestartError> {
     let unit = unit_of(engine);
     let cmd = format!("systemctl restart {unit}");
     match node.args.restart_mode {
@@ -107,7 +107,7 @@ fn check_pid1(host_root: &Path, unit: &str) -> Result<(), RestartError> {
 ///
 /// # Errors
 /// pid 1 is not the host's init, setns or exec failed.
-pub fn restart_unit(args: &Options) -> Result<std::convert::Infallible, RestartError> {
+pub(crate) fn restart_unit(args: &Options) -> Result<std::convert::Infallible, RestartError> {
     let Some(unit) = args.unit.clone().filter(|u| !u.is_empty() && !u.starts_with('-')) else {
         return Err(RestartError::NoUnit);
     };

@@ -14,15 +14,15 @@
 //! Not here: a runtime's side (tests play it), CRI-O specifics beyond the
 //! shared API, updates of running containers.
 
-pub mod adjust;
-pub mod install;
+pub(crate) mod adjust;
+pub(crate) mod install;
 pub mod mux;
 pub mod proto;
-pub mod service;
-pub mod session;
+pub(crate) mod service;
+pub(crate) mod session;
 
-pub use service::Handler;
-pub use session::{serve_forever, session, Plugin, SessionError};
+pub(crate) use service::Handler;
+pub(crate) use session::Plugin;
 
 /// The environment variable a runtime sets when it starts the plugin itself
 /// (pre-registered): the number of the connected socket's fd (3).

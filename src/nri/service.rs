@@ -27,11 +27,11 @@ use crate::settings::{OnError, Settings};
 
 /// The event mask answered to `Configure`: `CREATE_CONTAINER` alone
 /// (`1 << (event - 1)`; a mask of 0 would mean every event).
-pub const EVENTS: i32 = 1 << (api::Event::CREATE_CONTAINER as i32 - 1);
+pub(crate) const EVENTS: i32 = 1 << (api::Event::CREATE_CONTAINER as i32 - 1);
 
 /// Why one container got no adjustment.
 #[derive(Debug, thiserror::Error)]
-pub enum CreateError {
+pub(crate) enum CreateError {
     #[error("the request does not make an OCI spec")]
     Spec(#[source] serde_json::Error),
     #[error("planning")]
@@ -42,7 +42,7 @@ pub enum CreateError {
 
 /// Why the plugin cannot start serving.
 #[derive(Debug, thiserror::Error)]
-pub enum HandlerError {
+pub(crate) enum HandlerError {
     #[error(transparent)]
     Input(#[from] InputError),
     #[error("finding this binary (the hook the adjustment names)")]
@@ -58,7 +58,7 @@ struct Config {
 }
 
 /// The plugin's state: where the host config is and where the hook is.
-pub struct Handler {
+pub(crate) struct Handler {
     config: PathBuf,
     explicit: bool,
     /// The hook directory the plugin keeps up to date, when it has one.
@@ -79,7 +79,7 @@ impl Handler {
     /// # Errors
     /// The host config cannot be read or parsed; the host's RAM is unknown;
     /// this binary cannot be found.
-    pub fn new(config: &Path, explicit: bool, dir: Option<HookDir>) -> Result<Handler, HandlerError> {
+    pub(crate) fn new(config: &Path, explicit: bool, dir: Option<HookDir>) -> Result<Handler, HandlerError> {
         let read = read_config(config, explicit)?;
         let site = match &dir {
             Some(d) => d.site(),
@@ -100,7 +100,7 @@ impl Handler {
     }
 
     /// Where the adjustment says the hook is.
-    pub fn site(&self) -> &HookSite {
+    pub(crate) fn site(&self) -> &HookSite {
         &self.site
     }
 
@@ -109,7 +109,7 @@ impl Handler {
     ///
     /// # Errors
     /// A write failed, or the directory is missing.
-    pub fn install(&self) -> Result<Vec<String>, InstallError> {
+    pub(crate) fn install(&self) -> Result<Vec<String>, InstallError> {
         let Some(dir) = &self.dir else { return Ok(Vec::new()) };
         let mut wrote = Vec::new();
         if dir.put_binary()? {
@@ -148,7 +148,7 @@ impl Handler {
     }
 
     /// The host config's settings now (see [`Handler::current`]).
-    pub fn settings(&self) -> Settings {
+    pub(crate) fn settings(&self) -> Settings {
         self.current().settings
     }
 
@@ -156,7 +156,7 @@ impl Handler {
     ///
     /// # Errors
     /// The container cannot be planned.
-    pub fn adjust(
+    pub(crate) fn adjust(
         &self,
         req: &api::CreateContainerRequest,
         settings: &Settings,
@@ -220,7 +220,7 @@ fn read_config(path: &Path, explicit: bool) -> Result<Config, InputError> {
 }
 
 /// The host config's log level, and its log file when it changed.
-pub fn apply_logging(new: &Settings, old: &Settings) {
+pub(crate) fn apply_logging(new: &Settings, old: &Settings) {
     let changed = new.log_file.as_deref().filter(|f| Some(*f) != old.log_file.as_deref());
     crate::logger::configure(new.log_level.filter(), changed);
 }

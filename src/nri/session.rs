@@ -30,7 +30,7 @@ use super::service::Handler;
 use super::{PLUGIN_IDX_ENV, PLUGIN_NAME_ENV, PLUGIN_SOCKET_ENV};
 
 /// Between two dials of a socket that is not there (yet).
-pub const RETRY: Duration = Duration::from_millis(500);
+pub(crate) const RETRY: Duration = Duration::from_millis(500);
 /// Before redialling a socket that was just closed.
 const EOF_PAUSE: Duration = Duration::from_millis(50);
 /// The deadline of `RegisterPlugin` (the runtime allows 5 s).
@@ -38,7 +38,7 @@ const REGISTER_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Who the plugin is and where it connects.
 #[derive(Clone, Debug)]
-pub struct Plugin {
+pub(crate) struct Plugin {
     pub socket: PathBuf,
     /// Plugin name, as the runtime lists it.
     pub name: String,
@@ -48,7 +48,7 @@ pub struct Plugin {
 
 /// Why the plugin cannot start.
 #[derive(Debug, thiserror::Error)]
-pub enum StartError {
+pub(crate) enum StartError {
     #[error("--idx {0:?}: NRI wants exactly two digits, e.g. 10")]
     Idx(String),
     #[error("{env}={value:?}: not a file descriptor number the runtime passed")]
@@ -66,7 +66,7 @@ pub enum StartError {
 /// # Errors
 /// A bad index; a pre-registered connection that is not one, or that ended
 /// with an error.
-pub fn run(asked: Plugin, handler: &Arc<Handler>) -> Result<(), StartError> {
+pub(crate) fn run(asked: Plugin, handler: &Arc<Handler>) -> Result<(), StartError> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let mut opts = Plugin {
         socket: socket_path(&asked.socket.to_string_lossy()).to_path_buf(),
@@ -89,7 +89,7 @@ pub fn run(asked: Plugin, handler: &Arc<Handler>) -> Result<(), StartError> {
 
 /// Why a session could not be set up or ended.
 #[derive(Debug, thiserror::Error)]
-pub enum SessionError {
+pub(crate) enum SessionError {
     #[error("connecting to the NRI socket {path}")]
     Connect {
         path: PathBuf,
@@ -116,7 +116,7 @@ pub enum SessionError {
 }
 
 /// Runs sessions forever, redialling after each end. Logs each end once.
-pub fn serve_forever(opts: &Plugin, handler: &Arc<Handler>) -> ! {
+pub(crate) fn serve_forever(opts: &Plugin, handler: &Arc<Handler>) -> ! {
     let mut warned = false;
     loop {
         let why = match UnixStream::connect(&opts.socket) {
@@ -152,7 +152,7 @@ pub fn serve_forever(opts: &Plugin, handler: &Arc<Handler>) -> ! {
 ///
 /// # Errors
 /// Why it ended: [`MuxError::Eof`] when the runtime closed the socket.
-pub fn session(stream: UnixStream, opts: &Plugin, handler: &Arc<Handler>) -> Result<(), SessionError> {
+pub(crate) fn session(stream: UnixStream, opts: &Plugin, handler: &Arc<Handler>) -> Result<(), SessionError> {
     let dir = PrivateDir::new()?;
     let path = dir.0.join("plugin.sock");
     let service = api_ttrpc::create_plugin(Arc::clone(handler) as Arc<dyn api_ttrpc::Plugin + Send + Sync>);
@@ -222,12 +222,12 @@ impl Drop for PrivateDir {
 }
 
 /// Whether `idx` is what NRI accepts: exactly two digits.
-pub fn valid_idx(idx: &str) -> bool {
+pub(crate) fn valid_idx(idx: &str) -> bool {
     idx.len() == 2 && idx.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// The socket path of a dial target: `unix://` prefix allowed.
-pub fn socket_path(s: &str) -> &Path {
+pub(crate) fn socket_path(s: &str) -> &Path {
     Path::new(s.strip_prefix("unix://").unwrap_or(s))
 }
 
