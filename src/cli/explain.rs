@@ -134,7 +134,7 @@ pub(crate) fn render(bundle: &Path, rootfs: Option<&Path>, plan: &Plan) -> Strin
             }
         }
     }
-    if plan.enabled && !plan.actions.is_empty() {
+    if !plan.actions.is_empty() {
         executors(&mut out, plan);
     }
     if !plan.notes.is_empty() {
@@ -143,7 +143,7 @@ pub(crate) fn render(bundle: &Path, rootfs: Option<&Path>, plan: &Plan) -> Strin
     for n in &plan.notes {
         let _ = writeln!(out, "  {}: {}", n.subject, n.reason);
     }
-    if plan.enabled && !plan.actions.is_empty() {
+    if !plan.actions.is_empty() {
         let _ = writeln!(
             out,
             "at mount time, a target that is already a mount point, or that resolves to a system directory, is left alone too"

@@ -61,7 +61,7 @@ pub(crate) fn put_mounts(
     host_ram: Bytes,
 ) -> Result<Edit, ShapeError> {
     let mut edit = Edit::default();
-    if !plan.enabled {
+    if plan.actions.is_empty() {
         return Ok(edit);
     }
     let mounts = config
@@ -117,9 +117,6 @@ impl TmpfsMount {
 /// targets, and `/dev/shm` when the spec has none. What an executor that can
 /// only add mounts (the spec, an NRI adjustment) writes.
 pub(crate) fn fresh_mounts(plan: &Plan) -> Vec<TmpfsMount> {
-    if !plan.enabled {
-        return Vec::new();
-    }
     plan.actions
         .iter()
         .filter_map(|a| match a {
