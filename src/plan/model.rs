@@ -140,6 +140,16 @@ impl Tmpfs {
         }
         opts
     }
+
+    /// The options of its entry in a spec's `mounts`: [`Tmpfs::options`]
+    /// but the owner (a runtime mounts spec entries inside the container's
+    /// user namespace, where a fresh tmpfs already belongs to its root),
+    /// then `size=`.
+    pub fn spec_options(&self) -> Vec<String> {
+        let mut opts = Tmpfs { owner: None, ..self.clone() }.options();
+        opts.push(format!("size={}", self.size.bytes.0));
+        opts
+    }
 }
 
 /// What the spec has at `/dev/shm`.

@@ -102,9 +102,7 @@ pub(crate) struct TmpfsMount {
 impl TmpfsMount {
     /// The mount of `tmpfs` at `destination`.
     pub(crate) fn new(destination: &str, tmpfs: &Tmpfs) -> TmpfsMount {
-        let mut options = spec_options(tmpfs);
-        options.push(format!("size={}", tmpfs.size.bytes.0));
-        TmpfsMount { destination: destination.to_string(), options }
+        TmpfsMount { destination: destination.to_string(), options: tmpfs.spec_options() }
     }
 
     /// Its `mounts` entry (type `tmpfs`, source [`SOURCE`]).
@@ -168,12 +166,6 @@ pub(crate) fn preview(plan: &Plan) -> Preview {
 /// A mount entry for `tmpfs` at `destination`.
 fn entry(destination: &str, tmpfs: &Tmpfs) -> Value {
     TmpfsMount::new(destination, tmpfs).to_json()
-}
-
-/// The plan's options minus the owner, which the runtime's user namespace
-/// gives (see the module docs).
-fn spec_options(tmpfs: &Tmpfs) -> Vec<String> {
-    Tmpfs { owner: None, ..tmpfs.clone() }.options()
 }
 
 fn shm(
