@@ -112,9 +112,9 @@ pub(crate) fn privilege_checks() -> Vec<Check> {
 /// Parses the host config and lists every effective value.
 pub(crate) fn config_check(ctx: &Context) -> (Check, Option<Settings>) {
     let what = "config";
-    let path = &ctx.config;
+    let path = &ctx.config.path;
     let missing = !path.exists();
-    match crate::input::read_settings(path, ctx.config_explicit) {
+    match ctx.config.read() {
         Ok(settings) => {
             let detail = if missing {
                 format!("{} is missing: built-in defaults", path.display())

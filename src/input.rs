@@ -144,26 +144,32 @@ impl ConfigSource {
         self.explicit.then_some(self.path.as_path())
     }
 
-    /// Reads it ([`read_settings`]).
+    /// Reads the host config; a missing file at the default path means
+    /// the defaults.
     ///
     /// # Errors
-    /// What [`read_settings`] fails with.
+    /// What [`ConfigSource::read_with_text`] fails with.
     pub fn read(&self) -> Result<Settings, InputError> {
-        read_settings(&self.path, self.explicit)
+        self.read_with_text().map(|(settings, _)| settings)
     }
-}
 
-/// Reads the host config; a missing file at the default path means defaults.
-///
-/// # Errors
-/// An unreadable or invalid file, or a missing file that was named explicitly.
-pub fn read_settings(path: &Path, explicit: bool) -> Result<Settings, InputError> {
-    let bytes = match files::read(None, path, MAX_SETTINGS_BYTES) {
-        Err(e) if !explicit && e.is_not_found() => return Ok(Settings::default()),
-        other => other?.bytes,
-    };
-    let text = String::from_utf8(bytes).map_err(|_| FileError::NotUtf8 { path: path.to_path_buf() })?;
-    Settings::parse(&text).map_err(|source| InputError::Settings { path: path.to_path_buf(), source })
+    /// [`ConfigSource::read`], and the file's text (`""` for a missing
+    /// default file), for whoever passes the file on (the NRI plugin).
+    ///
+    /// # Errors
+    /// An unreadable or invalid file, or a missing file that was named
+    /// explicitly.
+    pub fn read_with_text(&self) -> Result<(Settings, String), InputError> {
+        let path = &self.path;
+        let bytes = match files::read(None, path, MAX_SETTINGS_BYTES) {
+            Err(e) if !self.explicit && e.is_not_found() => return Ok((Settings::default(), String::new())),
+            other => other?.bytes,
+        };
+        let text = String::from_utf8(bytes).map_err(|_| FileError::NotUtf8 { path: path.to_path_buf() })?;
+        let settings = Settings::parse(&text)
+            .map_err(|source| InputError::Settings { path: path.to_path_buf(), source })?;
+        Ok((settings, text))
+    }
 }
 
 /// What the plan needs of the host ([`crate::plan::plan_for`]).
@@ -239,6 +245,8 @@ mod tests {
 
     #[test]
     fn settings_file_missing_is_default_only_when_implicit() {
+        let read_settings =
+            |path: &Path, explicit| ConfigSource { path: path.to_path_buf(), explicit }.read();
         let missing = Path::new("/nonexistent/oci-tmpfs-hook.toml");
         assert_eq!(read_settings(missing, false).unwrap(), Settings::default());
         assert!(read_settings(missing, true).is_err());

@@ -27,9 +27,9 @@ pub(crate) struct DoctorArgs {
 pub(crate) fn run(args: &DoctorArgs) -> Result<ExitCode, Error> {
     let binary = crate::files::this_binary()?;
     let root = args.root.clone().unwrap_or_else(|| PathBuf::from("/"));
-    let source = args.config.source(&root);
+    let config = args.config.source(&root);
     let search_path = super::search_path(args.root.as_deref());
-    let ctx = Context { root, binary, config: source.path, config_explicit: source.explicit, search_path };
+    let ctx = Context { root, binary, config, search_path };
     let checks = doctor::run_all(&ctx);
     for c in &checks {
         println!("{}", c.line());

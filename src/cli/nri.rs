@@ -56,7 +56,7 @@ pub(crate) fn run(args: &NriArgs) -> Result<ExitCode, Error> {
         node: node.clone(),
         mount: args.hook_dir_mount.clone().unwrap_or_else(|| node.clone()),
     });
-    let handler = Arc::new(Handler::new(&source.path, source.explicit, dir)?);
+    let handler = Arc::new(Handler::new(source, dir)?);
     nri::service::apply_logging(&handler.settings(), &crate::settings::Settings::default());
     if args.host_root.is_some() {
         log::warn!("nri: --host-root is no longer used (the hook grows the pod's /dev/shm); ignored");

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::input::ConfigSource;
 use crate::names::rooted;
 
 /// One line of the report.
@@ -52,9 +53,8 @@ pub struct Context {
     pub root: PathBuf,
     /// This binary, canonical.
     pub binary: PathBuf,
-    /// The host config file, and whether it was named explicitly.
-    pub config: PathBuf,
-    pub config_explicit: bool,
+    /// The host config.
+    pub config: ConfigSource,
     /// Detect engines by their binaries on PATH too (not under `--root`).
     pub search_path: bool,
 }

@@ -13,15 +13,14 @@
 //! "fail"` the request fails (the runtime then fails the container's
 //! creation), under `"warn"` the container gets no adjustment.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::Instant;
 
 use super::adjust::{self, HookSite};
 use super::install::{HookDir, InstallError};
 use super::proto::{api, api_ttrpc};
-use crate::files::{self, FileError};
-use crate::input::{self, InputError, MAX_SETTINGS_BYTES};
+use crate::input::{self, ConfigSource, InputError};
 use crate::plan::{self, HostFacts};
 use crate::settings::{OnError, Settings};
 
@@ -59,8 +58,7 @@ struct Config {
 
 /// The plugin's state: where the host config is and where the hook is.
 pub(crate) struct Handler {
-    config: PathBuf,
-    explicit: bool,
+    config: ConfigSource,
     /// The hook directory the plugin keeps up to date, when it has one.
     dir: Option<HookDir>,
     site: HookSite,
@@ -79,18 +77,17 @@ impl Handler {
     /// # Errors
     /// The host config cannot be read or parsed; the host's RAM is unknown;
     /// this binary cannot be found.
-    pub(crate) fn new(config: &Path, explicit: bool, dir: Option<HookDir>) -> Result<Handler, HandlerError> {
-        let read = read_config(config, explicit)?;
+    pub(crate) fn new(config: ConfigSource, dir: Option<HookDir>) -> Result<Handler, HandlerError> {
+        let read = read_config(&config)?;
         let site = match &dir {
             Some(d) => d.site(),
             None => HookSite {
                 path: crate::files::this_binary().map_err(HandlerError::ThisBinary)?,
-                config: explicit.then(|| config.to_path_buf()),
+                config: config.named().map(Path::to_path_buf),
             },
         };
         Ok(Handler {
-            config: config.to_path_buf(),
-            explicit,
+            config,
             dir,
             site,
             host: input::host_facts()?,
@@ -137,7 +134,7 @@ impl Handler {
     /// The host config now, or the last good one when it cannot be read.
     fn current(&self) -> Config {
         let mut last = self.last_good.lock().unwrap_or_else(|p| p.into_inner());
-        match read_config(&self.config, self.explicit) {
+        match read_config(&self.config) {
             Ok(c) => {
                 apply_logging(&c.settings, &last.settings);
                 *last = c;
@@ -207,15 +204,9 @@ impl Handler {
     }
 }
 
-/// The host config at `path`, as [`input::read_settings`] reads it, with its text.
-fn read_config(path: &Path, explicit: bool) -> Result<Config, InputError> {
-    let bytes = match files::read(None, path, MAX_SETTINGS_BYTES) {
-        Err(e) if !explicit && e.is_not_found() => Vec::new(),
-        other => other?.bytes,
-    };
-    let text = String::from_utf8(bytes).map_err(|_| FileError::NotUtf8 { path: path.to_path_buf() })?;
-    let settings =
-        Settings::parse(&text).map_err(|source| InputError::Settings { path: path.to_path_buf(), source })?;
+/// The host config at `source`, with its text.
+fn read_config(source: &ConfigSource) -> Result<Config, InputError> {
+    let (settings, text) = source.read_with_text()?;
     Ok(Config { settings, text })
 }
 
