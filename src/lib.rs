@@ -3,19 +3,22 @@
 //! names) and a bigger `/dev/shm`, mounted by file descriptor inside the
 //! container's mount namespace before the user's process starts.
 //!
-//! Layers, each importing only the ones below it:
+//! Layers, each importing only the ones below it (no import circle):
 //! - [`cli`]: one file per subcommand, its flags and a thin `run`.
 //! - the executors, each taking a [`plan::Plan`] from [`plan::plan_for`]:
-//!   [`hook`] (by fd in the container's namespace, with the syscall layer),
-//!   [`spec`] (tmpfs entries written into `config.json`), [`wrapper`] (the
-//!   runtime wrapper that picks one), [`nri`] (the NRI plugin); beside them
-//!   [`engine`] (each engine's registration, its changes and checks),
-//!   [`node`] (the node installer) and [`doctor`].
-//! - [`plan`], pure: what to mount, and [`landing`], the landing rule the
-//!   hook and the spec executor share.
-//! - values and helpers: [`input`] (bounded reads), [`bundle`]
-//!   (`config.json` edits), [`settings`], [`size`], [`target`], [`stage`],
-//!   [`names`], [`files`], [`logger`], [`error`].
+//!   [`wrapper`] (the runtime wrapper, which picks one of the next two),
+//!   [`spec`] (tmpfs entries written into `config.json`, checked on the
+//!   rootfs with the hook's resolver), [`hook`] (by fd in the container's
+//!   namespace, with the syscall layer), [`nri`] (the NRI plugin); beside
+//!   them [`node`] (the node installer) and [`doctor`], over [`engine`]
+//!   (each engine's registration, its changes and its checks).
+//! - [`logger`]: the log backend, and how a plan and its outcome are logged.
+//! - [`plan`], pure: what to mount; [`landing`], the landing rule the hook
+//!   and the spec executor share.
+//! - values and helpers: [`input`] (bounded reads, where the host config
+//!   is, the host's facts), [`bundle`] (`config.json` edits), [`settings`],
+//!   [`size`], [`target`], [`stage`], [`names`], [`files`], and [`error`] at
+//!   the bottom.
 
 pub mod bundle;
 pub mod cli;

@@ -1,7 +1,7 @@
 //! What a decision depends on ([`Inputs`]): the spec, the state's
 //! annotations, the host config and the host's facts, with the lookups the
 //! steps share (annotations under the host's policy, the spec's mounts by
-//! destination). Values only.
+//! destination). Values only; the host's facts are [`crate::input::HostFacts`].
 
 use std::collections::HashMap;
 
@@ -12,15 +12,6 @@ use super::{ANNOTATION_ENABLED, ANNOTATION_PREFIX, ANNOTATION_SHM_SIZE, ANNOTATI
 use crate::settings::{AnnotationPolicy, Settings};
 use crate::size::Bytes;
 use crate::target::TargetPath;
-
-/// What the host contributes to a plan besides its config (read by
-/// `input::host_facts`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HostFacts {
-    /// The host's total RAM (the basis of a percentage without a memory
-    /// limit).
-    pub ram: Bytes,
-}
 
 /// Everything a decision depends on.
 #[derive(Clone, Copy, Debug)]

@@ -23,8 +23,9 @@ use std::collections::HashMap;
 
 use oci_spec::runtime::Spec;
 
+pub use crate::input::HostFacts;
+pub use inputs::Inputs;
 use inputs::SpecMounts;
-pub use inputs::{HostFacts, Inputs};
 pub use model::*;
 
 pub use crate::names::{ANNOTATION_ENABLED, ANNOTATION_SHM_SIZE, ANNOTATION_TMP_SIZE, SHM_PATH};
