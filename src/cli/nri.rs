@@ -14,7 +14,7 @@ use clap::Args;
 use super::{absolute_path, ConfigArg};
 use crate::error::Error;
 use crate::nri::install::HookDir;
-use crate::nri::{self, Handler, Plugin};
+use crate::nri::{self, Handler, Identity};
 
 #[derive(Clone, Debug, Args)]
 pub(crate) struct NriArgs {
@@ -69,7 +69,7 @@ pub(crate) fn run(args: &NriArgs) -> Result<ExitCode, Error> {
         handler.site().path.display(),
         handler.site().config.as_ref().map(|c| format!(" --config {}", c.display())).unwrap_or_default()
     );
-    let asked = Plugin { socket: args.socket.clone(), name: args.name.clone(), idx: args.idx.clone() };
+    let asked = Identity { socket: args.socket.clone(), name: args.name.clone(), idx: args.idx.clone() };
     nri::session::run(asked, &handler)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -22,7 +22,7 @@ pub(crate) mod service;
 pub(crate) mod session;
 
 pub(crate) use service::Handler;
-pub(crate) use session::Plugin;
+pub(crate) use session::Identity;
 
 /// The environment variable a runtime sets when it starts the plugin itself
 /// (pre-registered): the number of the connected socket's fd (3).

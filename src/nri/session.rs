@@ -38,7 +38,7 @@ const REGISTER_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Who the plugin is and where it connects.
 #[derive(Clone, Debug)]
-pub(crate) struct Plugin {
+pub(crate) struct Identity {
     pub socket: PathBuf,
     /// Plugin name, as the runtime lists it.
     pub name: String,
@@ -66,9 +66,9 @@ pub(crate) enum StartError {
 /// # Errors
 /// A bad index; a pre-registered connection that is not one, or that ended
 /// with an error.
-pub(crate) fn run(asked: Plugin, handler: &Arc<Handler>) -> Result<(), StartError> {
+pub(crate) fn run(asked: Identity, handler: &Arc<Handler>) -> Result<(), StartError> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let mut opts = Plugin {
+    let mut opts = Identity {
         socket: socket_path(&asked.socket.to_string_lossy()).to_path_buf(),
         name: env(PLUGIN_NAME_ENV).unwrap_or(asked.name),
         idx: env(PLUGIN_IDX_ENV).unwrap_or(asked.idx),
@@ -116,7 +116,7 @@ pub(crate) enum SessionError {
 }
 
 /// Runs sessions forever, redialling after each end. Logs each end once.
-pub(crate) fn serve_forever(opts: &Plugin, handler: &Arc<Handler>) -> ! {
+pub(crate) fn serve_forever(opts: &Identity, handler: &Arc<Handler>) -> ! {
     let mut warned = false;
     loop {
         let why = match UnixStream::connect(&opts.socket) {
@@ -152,7 +152,11 @@ pub(crate) fn serve_forever(opts: &Plugin, handler: &Arc<Handler>) -> ! {
 ///
 /// # Errors
 /// Why it ended: [`MuxError::Eof`] when the runtime closed the socket.
-pub(crate) fn session(stream: UnixStream, opts: &Plugin, handler: &Arc<Handler>) -> Result<(), SessionError> {
+pub(crate) fn session(
+    stream: UnixStream,
+    opts: &Identity,
+    handler: &Arc<Handler>,
+) -> Result<(), SessionError> {
     let dir = PrivateDir::new()?;
     let path = dir.0.join("plugin.sock");
     let service = api_ttrpc::create_plugin(Arc::clone(handler) as Arc<dyn api_ttrpc::Plugin + Send + Sync>);
@@ -186,7 +190,7 @@ pub(crate) fn session(stream: UnixStream, opts: &Plugin, handler: &Arc<Handler>)
 
 /// `Runtime.RegisterPlugin` over the runtime's conn; the client is dropped
 /// after (its socket closes; the relay then discards that conn).
-fn register(theirs: UnixStream, opts: &Plugin) -> Result<(), SessionError> {
+fn register(theirs: UnixStream, opts: &Identity) -> Result<(), SessionError> {
     let failed = |source| SessionError::Register { name: opts.name.clone(), idx: opts.idx.clone(), source };
     let client = ttrpc::Client::new(theirs.into_raw_fd()).map_err(failed)?;
     let runtime = api_ttrpc::RuntimeClient::new(client);
