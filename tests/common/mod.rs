@@ -408,3 +408,20 @@ pub fn podman_version() -> (u32, u32) {
         major_minor(&String::from_utf8_lossy(&out.stdout))
     })
 }
+
+/// A runtime's version, (major, minor), asked once per runtime.
+pub fn runtime_version(rt: Runtime) -> (u32, u32) {
+    static V: [std::sync::OnceLock<(u32, u32)>; 2] = [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    *V[rt as usize].get_or_init(|| {
+        let out = Command::new(rt.bin()).arg("--version").output().expect("the runtime is installed");
+        major_minor(String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or(""))
+    })
+}
+
+/// Whether the wrapper in spec mode hands the temp targets to the hook on
+/// this runtime: runc older than 1.2 chmods a tmpfs mountpoint by path after
+/// mounting it, which a rename race can point at a host directory
+/// (docs/design.md). config.json then gets our hook instead of tmpfs entries.
+pub fn spec_mode_hands_temp_targets_to_hook(rt: Runtime) -> bool {
+    rt == Runtime::Runc && runtime_version(rt) < (1, 2)
+}
