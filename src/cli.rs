@@ -140,6 +140,11 @@ pub struct InjectArgs {
     /// config.json now (the rootfs must be in place), no hook at the start.
     #[arg(long, value_enum, default_value = "hook")]
     pub mode: crate::settings::Mode,
+    /// With `--mode spec`: the runtime that will run the bundle [default:
+    /// runc on PATH]. Temp targets go to the hook on runc before 1.1.8,
+    /// which chmods a tmpfs mountpoint by path after mounting it.
+    #[arg(long, value_name = "PATH", value_parser = absolute_path)]
+    pub runtime: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Args)]
