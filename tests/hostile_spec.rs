@@ -105,8 +105,15 @@ fn run_wrapped_as(b: &Bundle, rt: Runtime, case: &str, id: &str) -> (String, Str
     b.write();
     let real = which(rt.bin());
     let config = b.dir.join("host-config.toml");
-    std::fs::write(&config, format!("mode = \"spec\"\nlog_level = \"info\"\nruntime_path = {:?}\n", real))
-        .unwrap();
+    // A log file: where the runtime does not show a hook's stderr (runc on
+    // success), it is the only place the hook's lines reach.
+    let log = b.dir.join("ours.log");
+    let _ = std::fs::remove_file(&log);
+    std::fs::write(
+        &config,
+        format!("mode = \"spec\"\nlog_level = \"info\"\nruntime_path = {real:?}\nlog_file = {log:?}\n"),
+    )
+    .unwrap();
     let _guard = ContainerGuard { runtime: rt, id: id.to_string() };
     let child = Command::new(hook_bin())
         .env("OCI_TMPFS_HOOK_CONFIG", &config)
@@ -119,9 +126,16 @@ fn run_wrapped_as(b: &Bundle, rt: Runtime, case: &str, id: &str) -> (String, Str
         .spawn()
         .unwrap();
     let out = wait_timeout(child, Duration::from_secs(60)).unwrap_or_else(|| panic!("{case}: timed out"));
+    // stderr, then the hook's lines from the log (the wrapper's are in both).
+    let hook_lines: String = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !String::from_utf8_lossy(&out.stderr).contains(*l))
+        .map(|l| format!("{l}\n"))
+        .collect();
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+        format!("{}{hook_lines}", String::from_utf8_lossy(&out.stderr)),
     );
     assert!(out.status.success(), "{case}: {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
     assert!(!stderr.contains("panicked"), "{case}: {stderr}");
