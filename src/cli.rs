@@ -119,6 +119,10 @@ pub struct ExplainArgs {
     pub json: bool,
     #[command(flatten)]
     pub config: ConfigArg,
+    /// The runtime that will run the bundle, for which executor carries
+    /// each target [default: runc on PATH].
+    #[arg(long, value_name = "PATH", value_parser = absolute_path)]
+    pub runtime: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Args)]

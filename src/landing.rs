@@ -217,22 +217,23 @@ impl Conflict {
     /// The note's reason: names the symlinks and the mount.
     pub(crate) fn reason(&self, w: &Walk) -> String {
         let through = w.through();
+        let real = &w.real;
         match self {
             Conflict::Reaches { landing } if landing.at == w.real => format!(
-                "it resolves{through} to {}, the spec's mount at {} (a volume or another mount): a volume wins",
-                w.real, landing.dest
+                "it resolves to {real}{through}: the spec's mount at {} (a volume or another mount) is there; a volume wins",
+                landing.dest
             ),
             Conflict::Reaches { landing } => format!(
-                "it resolves{through} to {}, under the spec's mount at {} (a volume or another mount): a volume wins",
-                w.real, landing.dest
+                "it resolves to {real}{through}, under the spec's mount at {} (a volume or another mount); a volume wins",
+                landing.dest
             ),
             Conflict::Crosses { landing, via } => format!(
-                "its path goes{through} via {via}, inside the spec's mount at {} (a volume or another mount): a volume wins",
+                "its path leads via {via}{through}, inside the spec's mount at {} (a volume or another mount); a volume wins",
                 landing.dest
             ),
             Conflict::Beneath { landing } => format!(
-                "it resolves{through} to {}, and the spec mounts {} inside it (at {}), which a tmpfs over it would hide",
-                w.real, landing.dest, landing.at
+                "it resolves to {real}{through}, and the spec mounts {} inside it (at {}), which a tmpfs over it would hide",
+                landing.dest, landing.at
             ),
         }
     }

@@ -67,6 +67,49 @@ pub(crate) fn place_targets(rootfs: &Path, plan: &Plan) -> Result<Placed, ApplyE
     Ok(out)
 }
 
+/// Where the executors put one temp target, read-only (for `explain`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "executor")]
+pub(crate) enum Route {
+    /// The spec executor writes a tmpfs entry at `destination` (the hook
+    /// mounts at the same directory by fd).
+    Spec { destination: String },
+    /// The wrapper leaves it to the hook, for this reason.
+    Hook { why: String },
+    /// Every executor leaves it alone.
+    None { why: String, warn: bool },
+}
+
+/// [`Route`] of each temp target of `plan` in `rootfs`, as the spec
+/// executor would judge it (docs/design.md#landing); nothing is created or
+/// changed. `temp_to_hook`: why the wrapper would hand them to the hook.
+///
+/// # Errors
+/// A rootfs that cannot be opened.
+pub(crate) fn routes(
+    rootfs: &Path,
+    plan: &Plan,
+    temp_to_hook: Option<&str>,
+) -> Result<Vec<(String, Route)>, ApplyError> {
+    let root = Root::open(rootfs)?;
+    let landings = landing::landings(&mut root.tree(), &plan.spec_mounts);
+    let nested = !crate::spec::expressible(plan);
+    let mut out = Vec::new();
+    for action in &plan.actions {
+        let Action::MountTmpfs { target, .. } = action else { continue };
+        let route = match root.judge_target(target, &landings) {
+            Err(note) => Route::None { why: note.reason, warn: note.warn },
+            Ok(_) if nested => Route::Hook {
+                why: "a temp dir nested in another one needs a directory in the fresh tmpfs".into(),
+            },
+            Ok(_) if temp_to_hook.is_some() => Route::Hook { why: temp_to_hook.unwrap_or_default().into() },
+            Ok(real) => Route::Spec { destination: real.to_string() },
+        };
+        out.push((target.to_string(), route));
+    }
+    Ok(out)
+}
+
 /// Gives the directory `fd` (an `O_PATH` fd, chmod'ed through its
 /// `/proc/self/fd` link) `mode` when it has another; whether it did.
 fn set_mode(fd: &OwnedFd, mode: u32, what: &str) -> Result<bool, ApplyError> {

@@ -193,6 +193,17 @@ impl Root {
         target: &TargetPath,
         landings: &[Landing],
     ) -> Result<Result<(TargetPath, OwnedFd), Note>, ApplyError> {
+        let real = match self.judge_target(target, landings) {
+            Ok(real) => real,
+            Err(note) => return Ok(Err(note)),
+        };
+        Ok(self.resolve_target_with(&real, REAL, target.as_str())?.map(|fd| (real, fd)))
+    }
+
+    /// The read-only half of [`Root::place_target`] (for `explain` too):
+    /// the walk and its judgement; `Ok` is the real in-root path, `Err` the
+    /// note for a target left alone.
+    pub(crate) fn judge_target(&self, target: &TargetPath, landings: &[Landing]) -> Result<TargetPath, Note> {
         let what = target.as_str();
         let w = landing::walk(&mut self.tree(), what);
         // A spec mount first: it explains a symlink dangling in the bare
@@ -200,23 +211,21 @@ impl Root {
         if let Some(conflict) = landing::judge(&w, landings) {
             if conflict.landing().ours {
                 let reason = format!("our tmpfs at {} covers it already", conflict.landing().dest);
-                return Ok(Err(Note::info(what, reason)));
+                return Err(Note::info(what, reason));
             }
-            return Ok(Err(Note::warn(what, conflict.reason(&w))));
+            return Err(Note::warn(what, conflict.reason(&w)));
+        }
+        if target::denied(&w.real) {
+            let reason =
+                format!("it resolves to {} inside the container, a system directory{}", w.real, w.through());
+            return Err(Note::warn(what, reason));
         }
         if let Some(reason) = walk_refusal(&w) {
-            return Ok(Err(Note::warn(what, reason)));
+            return Err(Note::warn(what, reason));
         }
-        let real = match target::validate(&w.real) {
-            Ok(real) => real,
-            Err(e) => {
-                return Ok(Err(Note::warn(
-                    what,
-                    format!("it resolves{} to {}, which {e}", w.through(), w.real),
-                )))
-            }
-        };
-        Ok(self.resolve_target_with(&real, REAL, what)?.map(|fd| (real, fd)))
+        let real = target::validate(&w.real)
+            .map_err(|e| Note::warn(what, format!("it resolves to {}, which {e}{}", w.real, w.through())))?;
+        Ok(real)
     }
 
     /// The spec's mount destinations `dests` as they landed in this
