@@ -892,6 +892,9 @@ fn race(rt: Runtime, exec: Exec, marker: &HostDir) -> Outcomes {
             let case = format!("{case} start {i}");
             let ran = run(&b, rt, exec, &case);
             if ran.ok() {
+                if exec == Exec::Spec && spec_mode_hands_temp_targets_to_hook(rt) {
+                    assert_eq!(ran.hook_stages(), ["prestart"], "{case}: our hook carries /tmp on this runc");
+                }
                 let ours = ran.ours();
                 assert!(ours.len() <= 1, "{case}: {ours:?}");
                 assert!(

@@ -416,10 +416,10 @@ fn spec_mode_grows_only_a_real_engine_shm_on_the_host() {
             bind_shm(&mut b, &source);
             let (_, stderr) = run_wrapped_as(&b, rt, &case, &id);
             assert!(stderr.contains(reason), "{case}: {stderr}");
-            assert_eq!(fs_bytes(&decoy), 64 * MI, "{case}: the decoy tmpfs was resized");
+            assert_eq!(fs_bytes(&decoy), 64 * MI, "{case}: the decoy tmpfs was resized\n{stderr}");
             // Every tmpfs of the case (the decoy, one reached through the source) keeps its size.
             for (at, size) in dirs.tmpfs_sizes() {
-                assert_eq!(size, 64 * MI, "{case}: the tmpfs at {at} was resized");
+                assert_eq!(size, 64 * MI, "{case}: the tmpfs at {at} was resized\n{stderr}");
             }
             host.assert_untouched(&marker, &case);
         }
