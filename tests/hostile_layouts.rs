@@ -1,4 +1,4 @@
-//! The hostile-layout suite of issue 16 (SECURITY.md, docs/design.md): one
+//! The hostile-layout suite of issue 16 (SECURITY.md, docs/design.md#landing): one
 //! set of image layouts plus spec mounts (bind mounts of host directories
 //! standing in for volumes, private and shared; spec tmpfs; memory limits),
 //! each run as a real container through every executor that can see a
@@ -57,13 +57,6 @@ fn stage_for(rt: Runtime) -> &'static str {
         Runtime::Runc => "createRuntime",
         Runtime::Crun => "prestart",
     }
-}
-
-fn which(bin: &str) -> PathBuf {
-    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|d| d.join(bin))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("{bin} is installed"))
 }
 
 /// A container run through one executor.
@@ -212,9 +205,9 @@ fn assert_executor(ran: &Ran, rt: Runtime, exec: Exec, ours: &[&str], case: &str
             assert_eq!(ran.hook_stages(), [stage_for(rt)], "{case}: the injected hook");
             assert!(ran.spec_entries().is_empty(), "{case}: {:?} in the spec", ran.spec_entries());
         }
-        Exec::Spec if spec_mode_hands_temp_targets_to_hook(rt) => {
-            // runc < 1.2: the temp targets go to the hook (docs/design.md,
-            // issue 16): our hook whenever the plan has a temp target (when
+        Exec::Spec if runc_before_1_1_8(rt) => {
+            // runc < 1.1.8: the temp targets go to the hook
+            // (docs/design.md#runtimes): our hook whenever the plan has a temp target (when
             // the spec alone rules every one out, nothing is added); never a
             // temp target in the spec.
             let temp: Vec<String> = ran.spec_entries().into_iter().filter(|d| d != "/dev/shm").collect();
@@ -328,7 +321,7 @@ impl Drop for HostDir {
 
 /// Adds `dir` as a volume at `dest` to the bundle's spec; a shared one also
 /// makes the rootfs propagation `rshared`, as containerd does for a
-/// `Bidirectional` mount (docs/design.md).
+/// `Bidirectional` mount (docs/design.md#landing).
 fn add_volume(b: &mut Bundle, dir: &HostDir, dest: &str) {
     b.config["mounts"].as_array_mut().unwrap().push(dir.volume(dest));
     if dir.shared {
@@ -434,7 +427,7 @@ fn canary_and_write(canary: &str, write: &str) -> String {
 }
 
 /// Checks the warning: a `warning:` line with one of `needles` (the
-/// contract's stable substrings, docs/design.md), shown on the test's stderr.
+/// contract's stable substrings, docs/design.md#landing), shown on the test's stderr.
 fn assert_warned(ran: &Ran, needles: &[&str], case: &str) {
     let line = ran.log.lines().find(|l| l.contains("warning:") && needles.iter().any(|n| l.contains(n)));
     let Some(line) = line else { panic!("{case}: no warning with one of {needles:?} in:\n{}", ran.log) };
@@ -766,7 +759,7 @@ fn the_memory_limit_caps_every_size() {
                             .lines()
                             .any(|l| l.starts_with("oci-tmpfs-hook:") && l.contains(" error: "));
                         assert!(!ours_failed, "{case}: an error of ours\n{}", ran.log);
-                        if exec == Exec::Spec && !spec_mode_hands_temp_targets_to_hook(rt) {
+                        if exec == Exec::Spec && !runc_before_1_1_8(rt) {
                             // What the wrapper wrote before runc refused.
                             let mut want: Vec<&str> = want_tmp.clone();
                             if want_fresh {
@@ -892,7 +885,7 @@ fn race(rt: Runtime, exec: Exec, marker: &HostDir) -> Outcomes {
             let case = format!("{case} start {i}");
             let ran = run(&b, rt, exec, &case);
             if ran.ok() {
-                if exec == Exec::Spec && spec_mode_hands_temp_targets_to_hook(rt) {
+                if exec == Exec::Spec && runc_before_1_1_8(rt) {
                     assert_eq!(ran.hook_stages(), ["prestart"], "{case}: our hook carries /tmp on this runc");
                 }
                 let ours = ran.ours();

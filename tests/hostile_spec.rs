@@ -140,10 +140,10 @@ fn run_wrapped_as(b: &Bundle, rt: Runtime, case: &str, id: &str) -> (String, Str
     assert!(out.status.success(), "{case}: {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
     assert!(!stderr.contains("panicked"), "{case}: {stderr}");
     let config: Value = serde_json::from_slice(&std::fs::read(b.dir.join("config.json")).unwrap()).unwrap();
-    if spec_mode_hands_temp_targets_to_hook(rt) {
-        // runc < 1.2 chmods a tmpfs mountpoint by path after mounting it: the
-        // wrapper hands the temp targets to our hook there (docs/design.md,
-        // issue 16), so spec mode shows our hook.
+    if runc_before_1_1_8(rt) {
+        // runc < 1.1.8 chmods a tmpfs mountpoint by path after mounting it:
+        // the wrapper hands the temp targets to our hook there
+        // (docs/design.md#runtimes), so spec mode shows our hook.
         let ours = hook_bin().display().to_string();
         let hooked = config["hooks"]["prestart"]
             .as_array()
@@ -158,13 +158,6 @@ fn run_wrapped_as(b: &Bundle, rt: Runtime, case: &str, id: &str) -> (String, Str
         assert_eq!(config["hooks"], Value::Null, "{case}: spec mode adds no hook");
     }
     (stdout, stderr)
-}
-
-fn which(bin: &str) -> PathBuf {
-    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|d| d.join(bin))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("{bin} is installed"))
 }
 
 fn mounts_of(stdout: &str) -> Vec<MountInfo> {
