@@ -50,7 +50,7 @@ impl Runtime {
     }
 }
 
-/// crun refuses hybrid cgroups here unless hugetlb is a v1 hierarchy (DESIGN.md §4).
+/// crun refuses hybrid cgroups here unless hugetlb is a v1 hierarchy (docs/design.md#test-machine).
 pub fn crun_cgroup_fix() {
     let dir = Path::new("/sys/fs/cgroup/hugetlb");
     if Path::new("/sys/fs/cgroup/unified").exists() && !is_mountpoint(dir) {
