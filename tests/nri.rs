@@ -6,7 +6,7 @@
 //! running from the built binary in the node's mount namespace, dialling
 //! `/var/run/nri/nri.sock` as a DaemonSet's plugin does.
 //!
-//! Run it against sid's containerd 2.1 (DESIGN.md §4b):
+//! Run it against sid's containerd 2.1 (docs/design.md#test-machine):
 //! `tests/env/nri.sh` (builds, then runs this suite in the sid environment).
 //!
 //! Each test starts its own containerd (private root, state, socket,
