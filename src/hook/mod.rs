@@ -2,7 +2,7 @@
 //! reads the state on stdin and the bundle's `config.json`, takes the plan
 //! ([`plan::plan_for`]) and carries it out by fd inside the
 //! container's mount namespace ([`apply`], with the syscalls behind
-//! [`Mounter`] in [`System`]: [`ns`] joins the namespace, [`resolve`] walks
+//! [`apply::Mounter`] in [`System`]: [`ns`] joins the namespace, [`resolve`] walks
 //! the rootfs, [`mount`] builds and attaches tmpfs mounts). An engine-made
 //! `/dev/shm` is proven on the host first ([`engine_shm`]). Nothing here
 //! decides what to mount: that is the plan's.

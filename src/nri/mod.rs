@@ -7,7 +7,8 @@
 //! and no path-resolved mount leaves the plugin (docs/nri.md).
 //!
 //! [`mux`] is NRI's connection multiplexer, [`session`] one connection (the
-//! `ttrpc` crate's server and client over the mux) and the redial loop,
+//! `ttrpc` crate's server and client over the mux), the redial loop, and
+//! the runtime's `NRI_PLUGIN_*` environment and inherited socket,
 //! [`service`] the plugin's event handling, [`adjust`] the pure mapping
 //! between NRI's messages and the plan, [`install`] the hook's copy on the
 //! node, [`proto`] the generated API.
