@@ -24,6 +24,7 @@ pub(crate) use system::System;
 
 use crate::input::{self, InputError};
 use crate::plan::{self, Action, ShmSource, ShmWay};
+use crate::settings::Settings;
 use crate::stage::Stage;
 
 /// Everything that can stop the hook after the host config is read.
@@ -43,11 +44,7 @@ pub(crate) enum HookError {
 /// # Errors
 /// The state or the bundle cannot be read, no plan can be made, or
 /// carrying it out failed.
-pub(crate) fn run(
-    stage: Option<Stage>,
-    settings: &crate::settings::Settings,
-    stdin: impl io::Read,
-) -> Result<(), HookError> {
+pub(crate) fn run(stage: Option<Stage>, settings: &Settings, stdin: impl io::Read) -> Result<(), HookError> {
     let state = input::read_state(stdin)?;
     crate::logger::set_container(&state.id);
     // Before the bundle is read: at startContainer nothing can be done.
