@@ -14,7 +14,7 @@
 use std::fmt;
 use std::path::Path;
 
-use super::error::ApplyError;
+use super::syscall::ApplyError;
 use crate::plan::{Action, Note, Plan, ShmWay, SpecMount, Tmpfs, SHM_PATH};
 use crate::size::Bytes;
 use crate::stage::Stage;
@@ -164,7 +164,7 @@ pub(crate) fn apply<M: Mounter>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hook::error::Call;
+    use crate::hook::syscall::Call;
     use crate::plan::{Origin, Owner, ShmSource, SizeFrom, Sizing, TMPFS_MODE};
     use crate::size::Basis;
 

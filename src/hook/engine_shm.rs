@@ -11,7 +11,7 @@ use std::path::Path;
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 
-use super::error::{ApplyError, Call};
+use super::syscall::{ApplyError, Call};
 use super::{mount, system, Done};
 use crate::plan::{Note, SHM_PATH};
 use crate::size::Bytes;

@@ -9,17 +9,17 @@
 
 pub(crate) mod apply;
 pub(crate) mod engine_shm;
-pub(crate) mod error;
 pub(crate) mod mount;
 pub(crate) mod ns;
 pub(crate) mod resolve;
+pub(crate) mod syscall;
 pub(crate) mod system;
 
 use std::collections::HashMap;
 use std::io;
 
 pub(crate) use apply::Done;
-pub(crate) use error::{ApplyError, Call};
+pub(crate) use syscall::{ApplyError, Call};
 pub(crate) use system::System;
 
 use crate::input::{self, InputError};

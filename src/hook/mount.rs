@@ -11,7 +11,7 @@ use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use rustix::mount::{FsMountFlags, FsOpenFlags, FsPickFlags, MountAttrFlags, MoveMountFlags, UnmountFlags};
 
-use super::error::{fail, ApplyError, Call};
+use super::syscall::{fail, ApplyError, Call};
 use crate::plan::{Owner, Tmpfs};
 use crate::size::Bytes;
 

@@ -1,6 +1,7 @@
-//! What can stop `apply`, with every failed system call typed: the call, what
-//! it was doing, on which path, and the kernel that added it, so `ENOSYS`
-//! names the Linux version needed without matching strings.
+//! What can stop the hook's mounting ([`super::apply`]), with every failed
+//! system call typed: the call, what it was doing, on which path, and the
+//! kernel that added it, so `ENOSYS` names the Linux version needed without
+//! matching strings.
 
 use std::fmt;
 use std::io;
