@@ -119,6 +119,10 @@ pub struct ExplainArgs {
     pub json: bool,
     #[command(flatten)]
     pub config: ConfigArg,
+    /// The runtime that will run the bundle, for which executor carries
+    /// each target [default: runc on PATH].
+    #[arg(long, value_name = "PATH", value_parser = absolute_path)]
+    pub runtime: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Args)]
@@ -140,6 +144,11 @@ pub struct InjectArgs {
     /// config.json now (the rootfs must be in place), no hook at the start.
     #[arg(long, value_enum, default_value = "hook")]
     pub mode: crate::settings::Mode,
+    /// With `--mode spec`: the runtime that will run the bundle [default:
+    /// runc on PATH]. Temp targets go to the hook on runc before 1.1.8,
+    /// which chmods a tmpfs mountpoint by path after mounting it.
+    #[arg(long, value_name = "PATH", value_parser = absolute_path)]
+    pub runtime: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Args)]

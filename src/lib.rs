@@ -18,6 +18,7 @@ pub(crate) mod doctor;
 pub(crate) mod engine;
 pub(crate) mod files;
 pub mod input;
+pub(crate) mod landing;
 pub mod logger;
 pub(crate) mod names;
 pub mod node;

@@ -83,6 +83,14 @@ pub(crate) fn rooted(root: &Path, path: &Path) -> PathBuf {
     }
 }
 
+/// The `source` of every tmpfs we mount or write into a spec: names them in
+/// `mountinfo` as ours.
+pub(crate) const MOUNT_SOURCE: &str = "oci-tmpfs-hook";
+
+/// The annotation containerd's CRI puts on every container of a pod: the
+/// pod sandbox's id, which names the pod's shm directory.
+pub(crate) const CRI_SANDBOX_ID: &str = "io.kubernetes.cri.sandbox-id";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -116,6 +116,69 @@ pub fn parse(args: &[OsString]) -> Call {
     Call::Create { subcommand, bundle }
 }
 
+/// The container id of a `create`/`run` call: its last positional word
+/// (runc's and crun's grammar: `create [options] <container-id>`).
+pub fn container_id(args: &[OsString]) -> Option<String> {
+    let mut i = 0;
+    let at = loop {
+        let arg = args.get(i)?;
+        if arg == "--" {
+            break i + 1;
+        }
+        match option(arg) {
+            Some((name, None)) if named(name, GLOBAL_WITH_VALUE) => i += 2,
+            Some(_) => i += 1,
+            None => break i,
+        }
+    };
+    let rest = args.get(at + 1..)?;
+    let mut id = None;
+    let mut j = 0;
+    while let Some(arg) = rest.get(j) {
+        match option(arg) {
+            Some((name, None)) if name == b"bundle" || name == b"b" || named(name, CREATE_WITH_VALUE) => {
+                j += 2
+            }
+            Some(_) => j += 1,
+            None => {
+                id = Some(arg.to_string_lossy().into_owned());
+                j += 1;
+            }
+        }
+    }
+    id
+}
+
+/// A runtime's name and version, from the first line of its `--version`
+/// output (`runc version 1.1.5+ds1`, `crun version 1.8.1`).
+pub fn parse_version(output: &str) -> Option<(String, [u32; 3])> {
+    let line = output.lines().next()?;
+    let mut words = line.split_whitespace();
+    let name = words.next()?.to_string();
+    if words.next()? != "version" {
+        return None;
+    }
+    let mut v = [0u32; 3];
+    let digits = words.next()?;
+    for (slot, part) in v.iter_mut().zip(digits.split(['.', '+', '-', '~'])) {
+        *slot = part.parse().ok()?;
+    }
+    Some((name, v))
+}
+
+/// Why the spec executor must not hand temp targets to this runtime, if it
+/// must not (docs/design.md#runtimes): runc before 1.1.8 chmods a tmpfs
+/// mountpoint by path after mounting it, so a rename race during the start
+/// can turn a host directory to the tmpfs' mode.
+pub fn spec_unsafe(name: &str, v: [u32; 3]) -> Option<String> {
+    (name == "runc" && v < [1, 1, 8]).then(|| {
+        format!(
+            "runc {}.{}.{} chmods a tmpfs mountpoint by path after mounting it (until runc 1.1.8), which a rename race can turn onto a host directory",
+            v[0], v[1], v[2]
+        )
+    })
+}
+
 /// Why the real runtime cannot be run.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -316,6 +379,49 @@ mod tests {
     }
 
     use std::os::unix::ffi::OsStringExt;
+
+    #[test]
+    fn container_ids() {
+        let cases: [(&[&str], Option<&str>); 5] = [
+            (
+                &["--root", "/r", "--log", "l", "create", "--bundle", "/b", "--pid-file", "p", "abc"],
+                Some("abc"),
+            ),
+            (&["run", "-b", "/b", "id1"], Some("id1")),
+            (&["create", "--bundle=/b", "--no-pivot", "x"], Some("x")),
+            (&["create", "--bundle", "/b"], None),
+            (&["--log-format", "json"], None),
+        ];
+        for (args, want) in cases {
+            let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+            assert_eq!(container_id(&args).as_deref(), want, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn versions_and_the_runtimes_spec_mode_avoids() {
+        let cases = [
+            (
+                "runc version 1.1.5+ds1\ncommit: 1.1.5+ds1-1+deb12u1\nspec: 1.0.2-dev",
+                Some(("runc", [1, 1, 5])),
+                true,
+            ),
+            ("runc version 1.1.8", Some(("runc", [1, 1, 8])), false),
+            ("runc version 1.3.6\ncommit: v1.3.6", Some(("runc", [1, 3, 6])), false),
+            (
+                "crun version 1.8.1\ncommit: f8a096be060b22ccd3d5f3ebe44108517fbf6c30",
+                Some(("crun", [1, 8, 1])),
+                false,
+            ),
+            ("youki version 0.5.3", Some(("youki", [0, 5, 3])), false),
+            ("garbage", None, false),
+        ];
+        for (out, want, unsafe_) in cases {
+            let got = parse_version(out);
+            assert_eq!(got.as_ref().map(|(n, v)| (n.as_str(), *v)), want, "{out}");
+            assert_eq!(got.is_some_and(|(n, v)| spec_unsafe(&n, v).is_some()), unsafe_, "{out}");
+        }
+    }
 
     #[test]
     fn wrapper_name() {

@@ -17,7 +17,7 @@ use crate::plan::{Action, Plan, ShmSource, ShmWay, Tmpfs, SHM_PATH};
 use crate::size::Bytes;
 
 /// The `source` of the entries we write: names them in `mountinfo` as ours.
-pub(crate) const SOURCE: &str = "oci-tmpfs-hook";
+pub(crate) const SOURCE: &str = crate::names::MOUNT_SOURCE;
 
 /// What the edit did, and what it leaves to the caller.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -44,16 +44,18 @@ pub(crate) fn expressible(plan: &Plan) -> bool {
     plan.actions.iter().all(|a| !matches!(a, Action::MountTmpfs { subdirs, .. } if !subdirs.is_empty()))
 }
 
-/// Carries out `plan` in `config`, except the targets in `refused` (left
-/// alone after the check against the real rootfs). `host_ram` is what an
-/// unsized tmpfs has (half of it), so that it is never lowered.
+/// Carries out `plan` in `config`: a tmpfs entry for each temp target
+/// that `destination` places (at the in-root path it gives: the target's
+/// real path, with no symlink left for the runtime to follow), nothing for
+/// the others (left alone, or left to the hook), and `/dev/shm`. `host_ram`
+/// is what an unsized tmpfs has (half of it), so that it is never lowered.
 ///
 /// # Errors
 /// [`ShapeError`] when `mounts` or a `/dev/shm` entry has the wrong JSON type.
 pub(crate) fn edit(
     config: &mut Value,
     plan: &Plan,
-    refused: &[&str],
+    destination: impl Fn(&str) -> Option<String>,
     host_ram: Bytes,
 ) -> Result<Edit, ShapeError> {
     let mut edit = Edit::default();
@@ -69,12 +71,12 @@ pub(crate) fn edit(
         .ok_or(ShapeError("mounts"))?;
     for action in &plan.actions {
         match action {
-            Action::MountTmpfs { target, tmpfs, .. } if !refused.contains(&target.as_str()) => {
-                mounts.push(entry(target.as_str(), tmpfs));
-                edit.added.push(target.to_string());
+            Action::MountTmpfs { target, tmpfs, .. } => {
+                if let Some(dest) = destination(target.as_str()) {
+                    mounts.push(entry(&dest, tmpfs));
+                    edit.added.push(dest);
+                }
             }
-            Action::MountTmpfs { .. } => {}
-            Action::Shm { .. } if refused.contains(&SHM_PATH) => {}
             Action::Shm { existing, way, writable, tmpfs } => {
                 if *writable {
                     drop_read_only(mounts);
@@ -269,7 +271,8 @@ mod tests {
 
     fn run(mut config: Value, settings: &Settings, refused: &[&str]) -> (Value, Edit) {
         let plan = plan_of(&config, settings);
-        let edit = edit(&mut config, &plan, refused, Bytes(16 * GI)).unwrap();
+        let place = |t: &str| (!refused.contains(&t)).then(|| t.to_string());
+        let edit = edit(&mut config, &plan, place, Bytes(16 * GI)).unwrap();
         (config, edit)
     }
 
@@ -355,6 +358,19 @@ mod tests {
     }
 
     #[test]
+    fn placed_targets_are_written_at_their_real_path() {
+        let shm =
+            json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["size=1g"]});
+        let mut c = config(shm, &[]);
+        let plan = plan_of(&c, &Settings::default());
+        let place = |t: &str| (t == "/tmp").then(|| "/run/tmp".to_string());
+        let edit = edit(&mut c, &plan, place, Bytes(16 * GI)).unwrap();
+        assert_eq!(edit.added, ["/run/tmp"]);
+        assert!(mount(&c, "/tmp").is_empty());
+        assert_eq!(mount(&c, "/run/tmp")[0]["source"], SOURCE);
+    }
+
+    #[test]
     fn refused_targets_are_not_written() {
         let shm =
             json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["size=1g"]});
@@ -378,8 +394,9 @@ mod tests {
     fn shapes_are_checked() {
         let plan = plan_of(&config(json!({"destination": "/x", "type": "proc"}), &[]), &Settings::default());
         let mut bad = json!({"mounts": {"not": "a list"}});
-        assert_eq!(edit(&mut bad, &plan, &[], Bytes(GI)), Err(ShapeError("mounts")));
+        let place = |t: &str| Some(t.to_string());
+        assert_eq!(edit(&mut bad, &plan, place, Bytes(GI)), Err(ShapeError("mounts")));
         let mut bad = json!([1, 2]);
-        assert_eq!(edit(&mut bad, &plan, &[], Bytes(GI)), Err(ShapeError("the document")));
+        assert_eq!(edit(&mut bad, &plan, place, Bytes(GI)), Err(ShapeError("the document")));
     }
 }

@@ -47,6 +47,16 @@ pub(crate) enum SpecError {
     NoRootfs,
 }
 
+/// What the wrapper knows of the call and the runtime, besides the bundle.
+#[derive(Debug, Default)]
+pub(crate) struct Context<'a> {
+    /// The container's id, from the runtime's arguments.
+    pub id: Option<&'a str>,
+    /// Why the real runtime cannot be trusted with our temp-target mounts
+    /// (docs/design.md#runtimes), when it cannot: the hook carries them.
+    pub temp_to_hook: Option<&'a str>,
+}
+
 /// Carries out the plan for the bundle `dir` in its `config.json`. `hook`
 /// is the entry added when the plan needs the hook (none: left alone).
 ///
@@ -57,11 +67,21 @@ pub(crate) fn carry_out(
     dir: &Path,
     settings: &Settings,
     hook: Option<&HookEntry>,
+    cx: &Context<'_>,
 ) -> Result<Outcome, SpecError> {
     let mut outcome = Outcome::default();
     outcome.changed =
-        bundle::edit(dir, |config, path| in_spec(config, path, dir, settings, hook, &mut outcome))?;
+        bundle::edit(dir, |config, path| in_spec(config, path, dir, settings, hook, cx, &mut outcome))?;
     Ok(outcome)
+}
+
+/// Why the plan's temp targets go to the hook, if they do.
+fn needs_hook(plan: &plan::Plan, cx: &Context<'_>) -> Option<String> {
+    let temp = plan.actions.iter().any(|a| matches!(a, plan::Action::MountTmpfs { .. }));
+    if !spec::expressible(plan) {
+        return Some("a temp dir nested in another one needs a directory in the fresh tmpfs".into());
+    }
+    cx.temp_to_hook.filter(|_| temp).map(String::from)
 }
 
 /// The spec executor on one `config.json` value; returns whether it changed.
@@ -71,9 +91,10 @@ fn in_spec(
     dir: &Path,
     settings: &Settings,
     hook: Option<&HookEntry>,
+    cx: &Context<'_>,
     out: &mut Outcome,
 ) -> Result<bool, SpecError> {
-    let parsed = serde_json::from_value(config.clone()).map_err(SpecError::Spec)?;
+    let parsed: oci_spec::runtime::Spec = serde_json::from_value(config.clone()).map_err(SpecError::Spec)?;
     let host_ram = input::host_ram()?;
     let plan = plan::decide(&Inputs { spec: &parsed, state_annotations: None, settings, host_ram })?;
     log::debug!("{}", plan.why);
@@ -81,20 +102,26 @@ fn in_spec(
     if !plan.enabled || plan.actions.is_empty() {
         return Ok(false);
     }
-    if !spec::expressible(&plan) {
-        let Some(entry) = hook else { return Ok(false) };
-        out.hooked = true;
-        out.done.push(
-            "a temp dir nested in another one needs a directory in the fresh tmpfs: added the hook".into(),
-        );
-        return bundle::add_hook(config, Stage::Prestart, entry)
-            .map_err(|what| BundleError::Shape { path: path.to_path_buf(), what }.into());
+    let mut changed = false;
+    let placed = match needs_hook(&plan, cx) {
+        Some(why) => {
+            let Some(entry) = hook else { return Ok(false) };
+            out.hooked = true;
+            out.done.push(format!("the hook carries the temp targets: {why}; added the hook"));
+            changed |= bundle::add_hook(config, Stage::Prestart, entry)
+                .map_err(|what| BundleError::Shape { path: path.to_path_buf(), what })?;
+            apply::host::Placed::default()
+        }
+        None => {
+            let rootfs = input::rootfs_path(&parsed, dir).ok_or(SpecError::NoRootfs)?;
+            apply::host::place_targets(&rootfs, &plan)?
+        }
+    };
+    let edit = spec::edit(config, &plan, |t| placed.destination(t), host_ram)?;
+    for (target, dest) in &placed.placed {
+        let at = if target == dest { String::new() } else { format!(" at {dest}, where {target} resolves") };
+        out.done.push(format!("wrote a tmpfs mount for {target}{at} into the spec"));
     }
-    let rootfs = input::rootfs_path(&parsed, dir).ok_or(SpecError::NoRootfs)?;
-    let checked = apply::host::check_targets(&rootfs, &plan)?;
-    let names: Vec<&str> = checked.refused.iter().map(|(t, _)| t.as_str()).collect();
-    let edit = spec::edit(config, &plan, &names, host_ram)?;
-    out.done.extend(edit.added.iter().map(|t| format!("wrote a tmpfs mount for {t} into the spec")));
     if edit.writable {
         out.done.push("made the spec's read-only /dev/shm writable".into());
     }
@@ -102,15 +129,16 @@ fn in_spec(
         let from = from.map_or_else(|| "unsized".to_string(), |b| b.approx());
         out.done.push(format!("raised the spec's /dev/shm from {from} to {}", to.approx()));
     }
-    out.done.extend(
-        checked.chmodded.iter().map(|t| format!("made the mountpoint {t} mode 1777 for the runtime")),
-    );
-    out.notes.extend(checked.refused.into_iter().map(|(_, n)| n));
+    out.done
+        .extend(placed.chmodded.iter().map(|t| format!("made the mountpoint {t} mode 1777 for the runtime")));
+    out.notes.extend(placed.refused.into_iter().map(|(_, n)| n));
     if let Some((source, tmpfs)) = &edit.host_shm {
-        match apply::host::grow_shm(Path::new(source), tmpfs.size.bytes)? {
+        let sandbox = parsed.annotations().as_ref().and_then(|a| a.get(crate::names::CRI_SANDBOX_ID));
+        let ids: Vec<&str> = cx.id.into_iter().chain(sandbox.map(String::as_str)).collect();
+        match apply::host::grow_shm(Path::new(source), tmpfs.size.bytes, &ids)? {
             Ok(grew) => out.done.push(format!("{grew} (on the host, {source})")),
             Err(note) => out.notes.push(note),
         }
     }
-    Ok(!edit.added.is_empty() || edit.raised.is_some() || edit.writable)
+    Ok(changed || !edit.added.is_empty() || edit.raised.is_some() || edit.writable)
 }

@@ -8,48 +8,106 @@
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::{Mode, OFlags, ResolveFlags};
 
 use super::error::{ApplyError, Call};
 use super::resolve::Root;
 use super::{mount, system, Done};
+use crate::landing;
 use crate::plan::{Action, Note, Plan, SHM_PATH};
 use crate::size::Bytes;
 
-/// What the check of the targets found.
+/// Where the spec executor puts each temp target.
 #[derive(Debug, Default)]
-pub(crate) struct Checked {
+pub(crate) struct Placed {
+    /// Targets placed: the target, and the real in-root path to mount at.
+    pub placed: Vec<(String, String)>,
     /// Targets left alone, each with its note.
     pub refused: Vec<(String, Note)>,
     /// Mountpoint directories whose mode was set to the tmpfs' mode.
     pub chmodded: Vec<String>,
 }
 
-/// Resolves every temp target of `plan` in the prepared `rootfs` with the
-/// hook's rules (in-root resolution, missing directories made by fd, where
-/// the path lands, one mount per directory), and gives each mountpoint
-/// directory the mode of its tmpfs: runc gives a tmpfs from the spec the mode
-/// of the directory it covers, whatever `mode=` says (runc 1.1.5, measured).
+impl Placed {
+    /// The destination for `target`, when it was placed.
+    pub(crate) fn destination(&self, target: &str) -> Option<String> {
+        self.placed.iter().find(|(t, _)| t == target).map(|(_, d)| d.clone())
+    }
+}
+
+/// Applies the landing rule (docs/design.md#landing) to every temp target
+/// of `plan` in the prepared `rootfs`, before the runtime mounts anything:
+/// each target is walked in-root, judged against where the spec's mounts
+/// will land, and resolved to its real path with the hook's rules (missing
+/// directories made by fd in the image's own rootfs, one mount per
+/// directory). Each mountpoint directory gets the mode of its tmpfs: runc
+/// before 1.1.8 gives a tmpfs from the spec the mode of the directory it
+/// covers, whatever `mode=` says (docs/design.md#runc-tmpfs-mode).
 ///
 /// # Errors
 /// A rootfs that cannot be opened, or a failure that is not a property of
 /// the image.
-pub(crate) fn check_targets(rootfs: &Path, plan: &Plan) -> Result<Checked, ApplyError> {
+pub(crate) fn place_targets(rootfs: &Path, plan: &Plan) -> Result<Placed, ApplyError> {
     let mut root = Root::open(rootfs)?;
-    let mut checked = Checked::default();
+    let landings = landing::landings(&mut root.tree(), &plan.spec_mounts);
+    let mut out = Placed::default();
     for action in &plan.actions {
         let Action::MountTmpfs { target, tmpfs, .. } = action else { continue };
         let what = target.as_str();
-        match root.resolve_target(target)? {
-            Err(note) => checked.refused.push((what.to_string(), note)),
-            Ok(fd) => {
-                if set_mode(&fd, tmpfs.mode, what)? {
-                    checked.chmodded.push(what.to_string());
+        match root.place_target(target, &landings)? {
+            Err(note) => out.refused.push((what.to_string(), note)),
+            Ok((real, fd)) => {
+                if set_mode(&fd, tmpfs.mode, real.as_str())? {
+                    out.chmodded.push(real.to_string());
                 }
+                out.placed.push((what.to_string(), real.to_string()));
             }
         }
     }
-    Ok(checked)
+    Ok(out)
+}
+
+/// Where the executors put one temp target, read-only (for `explain`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "executor")]
+pub(crate) enum Route {
+    /// The spec executor writes a tmpfs entry at `destination` (the hook
+    /// mounts at the same directory by fd).
+    Spec { destination: String },
+    /// The wrapper leaves it to the hook, for this reason.
+    Hook { why: String },
+    /// Every executor leaves it alone.
+    None { why: String, warn: bool },
+}
+
+/// [`Route`] of each temp target of `plan` in `rootfs`, as the spec
+/// executor would judge it (docs/design.md#landing); nothing is created or
+/// changed. `temp_to_hook`: why the wrapper would hand them to the hook.
+///
+/// # Errors
+/// A rootfs that cannot be opened.
+pub(crate) fn routes(
+    rootfs: &Path,
+    plan: &Plan,
+    temp_to_hook: Option<&str>,
+) -> Result<Vec<(String, Route)>, ApplyError> {
+    let root = Root::open(rootfs)?;
+    let landings = landing::landings(&mut root.tree(), &plan.spec_mounts);
+    let nested = !crate::spec::expressible(plan);
+    let mut out = Vec::new();
+    for action in &plan.actions {
+        let Action::MountTmpfs { target, .. } = action else { continue };
+        let route = match root.judge_target(target, &landings) {
+            Err(note) => Route::None { why: note.reason, warn: note.warn },
+            Ok(_) if nested => Route::Hook {
+                why: "a temp dir nested in another one needs a directory in the fresh tmpfs".into(),
+            },
+            Ok(_) if temp_to_hook.is_some() => Route::Hook { why: temp_to_hook.unwrap_or_default().into() },
+            Ok(real) => Route::Spec { destination: real.to_string() },
+        };
+        out.push((target.to_string(), route));
+    }
+    Ok(out)
 }
 
 /// Gives the directory `fd` (an `O_PATH` fd, chmod'ed through its
@@ -69,29 +127,37 @@ fn set_mode(fd: &OwnedFd, mode: u32, what: &str) -> Result<bool, ApplyError> {
 }
 
 /// Grows the engine-made tmpfs at `source` on the host to `size`, never
-/// shrinking it. `source` is opened `O_PATH|O_NOFOLLOW|O_DIRECTORY`, and must
-/// be the root of a tmpfs mount that is not the host's own `/dev/shm`.
+/// shrinking it, once it is proven to be the engine's shm for this container
+/// (docs/design.md#engine-shm): `source` is absolute and normalised, and is
+/// opened component by component from `/` without following any symlink;
+/// every directory above it is owned by root and not writable by others
+/// (unless sticky, as `/tmp`); it is named `shm`, and one of its components
+/// is one of `ids` (the container's id, its pod sandbox's id); it is the
+/// root of a tmpfs mount, and not the host's own `/dev/shm`.
 ///
 /// # Errors
 /// The kernel refused the resize; what is not a growable engine shm is a note.
-pub(crate) fn grow_shm(source: &Path, size: Bytes) -> Result<Result<Done, Note>, ApplyError> {
+pub(crate) fn grow_shm(source: &Path, size: Bytes, ids: &[&str]) -> Result<Result<Done, Note>, ApplyError> {
     let shown = source.display().to_string();
     let note =
         |reason: String, warn| Ok(Err(Note { subject: format!("{SHM_PATH} (from {shown})"), reason, warn }));
-    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let fd = match rustix::fs::open(source, flags, Mode::empty()) {
+    let host = rustix::fs::stat(SHM_PATH).ok().map(|s| s.st_dev);
+    let fd = match open_trusted(&shown) {
         Ok(fd) => fd,
-        Err(e) => {
-            return note(
-                format!("its source cannot be opened as a directory without following a symlink: {e}"),
-                true,
-            )
-        }
+        Err(reason) => return note(reason, true),
     };
     let st = rustix::fs::fstat(&fd).map_err(|e| ApplyError::sys(Call::Stat, "reading", shown.as_str(), e))?;
-    let host = rustix::fs::stat(SHM_PATH).ok().map(|s| s.st_dev);
     if Some(st.st_dev) == host {
         return note("it is the host's own /dev/shm (host IPC); never resized".into(), false);
+    }
+    let parts: Vec<&str> = shown.split('/').filter(|p| !p.is_empty()).collect();
+    let named = parts.last() == Some(&"shm") && parts.iter().any(|p| ids.contains(p));
+    if !named {
+        let ids = if ids.is_empty() { "none known".to_string() } else { ids.join(", ") };
+        let reason = format!(
+            "its source is not named .../<id>/.../shm for this container or its pod (ids: {ids}): not the engine's shm (a volume at /dev/shm wins)"
+        );
+        return note(reason, true);
     }
     if !system::is_mount_root(&fd)? {
         return note("its source is not the root of a mount".into(), true);
@@ -105,4 +171,38 @@ pub(crate) fn grow_shm(source: &Path, size: Bytes) -> Result<Result<Done, Note>,
     let fs = mount::resize(&fd, size, &shown)?;
     mount::reconfigure(&fs, &shown)?;
     Ok(Ok(Done::GrewShm { from: current, to: size, writable: false }))
+}
+
+/// Opens the absolute, normalised `path` as an `O_PATH` directory, one
+/// component at a time from `/` (`openat2` `RESOLVE_NO_SYMLINKS |
+/// RESOLVE_BENEATH` from each parent), checking that every parent is owned
+/// by root and not writable by group or others unless sticky. `Err` is why
+/// not, for a note.
+fn open_trusted(path: &str) -> Result<OwnedFd, String> {
+    if !path.starts_with('/') || crate::target::normalise(path) != path || path.split('/').any(|p| p == "..")
+    {
+        return Err("its source is not a normalised absolute path".into());
+    }
+    let dir = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut fd = rustix::fs::open("/", dir, Mode::empty()).map_err(|e| format!("opening /: {e}"))?;
+    let mut at = String::new();
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        let st = rustix::fs::fstat(&fd).map_err(|e| format!("reading {at}/: {e}"))?;
+        let open_to_others = st.st_mode & 0o022 != 0 && st.st_mode & 0o1000 == 0;
+        if st.st_uid != 0 || open_to_others {
+            return Err(format!(
+                "its parent {}/ is not owned by root and closed to others (uid {}, mode {:o}): not a trusted engine path",
+                at,
+                st.st_uid,
+                st.st_mode & 0o7777
+            ));
+        }
+        at.push('/');
+        at.push_str(part);
+        let flags = ResolveFlags::NO_SYMLINKS | ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+        fd = rustix::fs::openat2(&fd, part, dir, Mode::empty(), flags).map_err(|e| {
+            format!("its source cannot be opened as a directory without following a symlink ({at}: {e})")
+        })?;
+    }
+    Ok(fd)
 }

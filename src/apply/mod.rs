@@ -25,7 +25,7 @@ pub(crate) use error::ApplyError;
 pub(crate) use ns::detect_stage;
 pub(crate) use system::System;
 
-use crate::plan::{Action, Note, Plan, ShmWay, Tmpfs, SHM_PATH};
+use crate::plan::{Action, Note, Plan, ShmWay, SpecMount, Tmpfs, SHM_PATH};
 use crate::size::Bytes;
 use crate::stage::Stage;
 use crate::target::TargetPath;
@@ -84,11 +84,12 @@ pub(crate) trait Mounter {
     /// # Errors
     /// When the target cannot be told apart from the host's namespace.
     fn enter(&mut self, stage: Stage, pid: Option<i64>) -> Result<(), ApplyError>;
-    /// Opens the container's rootfs (after `enter`).
+    /// Opens the container's rootfs (after `enter`); `spec_mounts` are the
+    /// spec's mount destinations, for the landing rule.
     ///
     /// # Errors
     /// A rootfs that cannot be opened or is the host's root.
-    fn open_root(&mut self, rootfs: &Path) -> Result<Self::Root, ApplyError>;
+    fn open_root(&mut self, rootfs: &Path, spec_mounts: &[SpecMount]) -> Result<Self::Root, ApplyError>;
     /// Resolves `target` inside the rootfs and builds the detached tmpfs.
     ///
     /// # Errors
@@ -146,7 +147,7 @@ pub(crate) fn apply<M: Mounter>(
         return Err(ApplyError::TooLate);
     }
     m.enter(stage, pid)?;
-    let mut root = m.open_root(rootfs)?;
+    let mut root = m.open_root(rootfs, &plan.spec_mounts)?;
     let mut ready = Vec::new();
     for action in &plan.actions {
         let prepared = match action {
@@ -194,7 +195,7 @@ mod tests {
             self.calls.push(format!("enter {stage} {pid:?}"));
             Ok(())
         }
-        fn open_root(&mut self, rootfs: &Path) -> Result<String, ApplyError> {
+        fn open_root(&mut self, rootfs: &Path, _: &[SpecMount]) -> Result<String, ApplyError> {
             self.calls.push(format!("open_root {}", rootfs.display()));
             Ok(rootfs.display().to_string())
         }
@@ -284,6 +285,7 @@ mod tests {
                 },
             ],
             notes: vec![],
+            spec_mounts: vec![],
         }
     }
 

@@ -14,7 +14,8 @@ use rustix::io::Errno;
 use rustix::mount::OpenTreeFlags;
 
 use super::error::{ApplyError, Call};
-use crate::plan::Note;
+use crate::landing::{self, Entry, Landing, Stop, Tree, Walk};
+use crate::plan::{Note, SpecMount};
 use crate::target::{self, TargetPath};
 
 /// How often to retry `openat2` at once when the kernel reports a concurrent
@@ -45,6 +46,12 @@ pub(super) const TARGET: ResolveFlags =
     ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS).union(ResolveFlags::NO_XDEV);
 /// `/dev/shm` is a mount by design: resolve into it, then check what it is.
 pub(super) const SHM: ResolveFlags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
+/// A path already walked to its real form: no symlink may be left in it (one
+/// that appears now is a race, and refused), no mount crossed.
+const REAL: ResolveFlags = TARGET.union(ResolveFlags::NO_SYMLINKS);
+/// Where a spec mount landed (the hook, after the runtime's mounts): follow
+/// everything inside the root, as the runtime did.
+const LANDED: ResolveFlags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
 
 impl Root {
     /// Opens `rootfs` (`O_PATH`), refusing the host's own `/`.
@@ -135,8 +142,17 @@ impl Root {
         &mut self,
         target: &TargetPath,
     ) -> Result<Result<OwnedFd, Note>, ApplyError> {
-        let what = target.as_str();
-        let fd = match self.resolve_or_create(target.relative(), TARGET) {
+        self.resolve_target_with(target, TARGET, target.as_str())
+    }
+
+    /// [`Root::resolve_target`] of `path` with `flags`, named `what` in notes.
+    fn resolve_target_with(
+        &mut self,
+        path: &TargetPath,
+        flags: ResolveFlags,
+        what: &str,
+    ) -> Result<Result<OwnedFd, Note>, ApplyError> {
+        let fd = match self.resolve_or_create(path.relative(), flags) {
             Ok(fd) => fd,
             Err(e) => {
                 return match skip_reason(e) {
@@ -160,6 +176,75 @@ impl Root {
             return Ok(Err(Note::warn(what, format!("it is the same directory as {first}"))));
         }
         Ok(Ok(fd))
+    }
+
+    /// The spec executor's landing rule for the temp target `target` in the
+    /// prepared (bare) rootfs, before the runtime mounts anything: walk it
+    /// ([`landing::walk`]), judge the walk against where the spec's mounts
+    /// will land (`landings`), then resolve the real path it found (no
+    /// symlink left, missing directories made by fd in the image's own
+    /// rootfs) with the hook's rules. `Ok` is the real in-root path to write
+    /// as the mount's destination, with its fd.
+    ///
+    /// # Errors
+    /// A failure that is not a property of the image.
+    pub(crate) fn place_target(
+        &mut self,
+        target: &TargetPath,
+        landings: &[Landing],
+    ) -> Result<Result<(TargetPath, OwnedFd), Note>, ApplyError> {
+        let real = match self.judge_target(target, landings) {
+            Ok(real) => real,
+            Err(note) => return Ok(Err(note)),
+        };
+        Ok(self.resolve_target_with(&real, REAL, target.as_str())?.map(|fd| (real, fd)))
+    }
+
+    /// The read-only half of [`Root::place_target`] (for `explain` too):
+    /// the walk and its judgement; `Ok` is the real in-root path, `Err` the
+    /// note for a target left alone.
+    pub(crate) fn judge_target(&self, target: &TargetPath, landings: &[Landing]) -> Result<TargetPath, Note> {
+        let what = target.as_str();
+        let w = landing::walk(&mut self.tree(), what);
+        // A spec mount first: it explains a symlink dangling in the bare
+        // rootfs (`/tmp -> /vol`, where the runtime makes /vol for the volume).
+        if let Some(conflict) = landing::judge(&w, landings) {
+            if conflict.landing().ours {
+                let reason = format!("our tmpfs at {} covers it already", conflict.landing().dest);
+                return Err(Note::info(what, reason));
+            }
+            return Err(Note::warn(what, conflict.reason(&w)));
+        }
+        if target::denied(&w.real) {
+            let reason =
+                format!("it resolves to {} inside the container, a system directory{}", w.real, w.through());
+            return Err(Note::warn(what, reason));
+        }
+        if let Some(reason) = walk_refusal(&w) {
+            return Err(Note::warn(what, reason));
+        }
+        let real = target::validate(&w.real)
+            .map_err(|e| Note::warn(what, format!("it resolves to {}, which {e}{}", w.real, w.through())))?;
+        Ok(real)
+    }
+
+    /// The spec's mount destinations `dests` as they landed in this
+    /// (mounted) root: the hook's view of the final layout. A destination
+    /// that cannot be opened is left out (the runtime did not mount it).
+    pub(crate) fn landed_mounts(&self, mounts: &[SpecMount]) -> Vec<Landing> {
+        mounts
+            .iter()
+            .filter_map(|m| {
+                let rel = m.dest.trim_start_matches('/');
+                let fd = open_in(&self.fd, rel, OFlags::PATH | OFlags::CLOEXEC, LANDED).ok()?;
+                Some(Landing { dest: m.dest.clone(), ours: m.ours, at: self.landed(&fd)? })
+            })
+            .collect()
+    }
+
+    /// This root as a [`landing::Tree`].
+    pub(crate) fn tree(&self) -> RootTree<'_> {
+        RootTree(&self.fd)
     }
 
     /// Where `fd` landed, as a path inside the rootfs, or `None` when outside.
@@ -195,15 +280,12 @@ impl Root {
 /// rename race) can make 16 tries in a row fail; after those the walk is
 /// retried with 1 ms pauses for up to [`EAGAIN_PATIENCE`].
 fn resolve(root: &OwnedFd, rel: &str, flags: ResolveFlags) -> Result<OwnedFd, Errno> {
-    let open = || {
-        rustix::fs::openat2(
-            root,
-            rel,
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-            flags,
-        )
-    };
+    open_in(root, rel, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, flags)
+}
+
+/// `openat2(root, rel, oflags)` with `flags`, retried on `EAGAIN` (see [`resolve`]).
+fn open_in(root: &OwnedFd, rel: &str, oflags: OFlags, flags: ResolveFlags) -> Result<OwnedFd, Errno> {
+    let open = || rustix::fs::openat2(root, rel, oflags, Mode::empty(), flags);
     for _ in 0..EAGAIN_RETRIES {
         match open() {
             Err(Errno::AGAIN) => {}
@@ -219,6 +301,47 @@ fn resolve(root: &OwnedFd, rel: &str, flags: ResolveFlags) -> Result<OwnedFd, Er
         }
     }
     Err(Errno::AGAIN)
+}
+
+/// Why a walk rules its target out before any conflict is looked at, if it
+/// does: the same reasons the hook gives for the same layouts.
+fn walk_refusal(w: &Walk) -> Option<String> {
+    let errno = match w.stopped {
+        None if w.missing > 0 && !w.links.is_empty() => Errno::NOENT,
+        None => return None,
+        Some(Stop::NotDir) => Errno::NOTDIR,
+        Some(Stop::Mount) => Errno::XDEV,
+        Some(Stop::Loop) => Errno::LOOP,
+        Some(Stop::Unreadable(e)) => e,
+    };
+    let reason = skip_reason(errno).map_or_else(|| format!("it cannot be resolved: {errno}"), String::from);
+    Some(format!("{reason}{}", w.through()))
+}
+
+/// A rootfs fd as a [`landing::Tree`]: each path is opened with `openat2`
+/// `RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV` and
+/// `O_PATH | O_NOFOLLOW`, so that a trailing symlink is read, never followed.
+pub(crate) struct RootTree<'a>(&'a OwnedFd);
+
+impl Tree for RootTree<'_> {
+    fn entry(&mut self, path: &str) -> Entry {
+        let oflags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = match open_in(self.0, path.trim_start_matches('/'), oflags, REAL) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Entry::Missing,
+            Err(Errno::XDEV) => return Entry::Mount,
+            Err(e) => return Entry::Unreadable(e),
+        };
+        match rustix::fs::fstat(&fd).map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode)) {
+            Ok(rustix::fs::FileType::Directory) => Entry::Dir,
+            Ok(rustix::fs::FileType::Symlink) => match rustix::fs::readlinkat(&fd, "", Vec::new()) {
+                Ok(to) => Entry::Link(to.to_string_lossy().into_owned()),
+                Err(e) => Entry::Unreadable(e),
+            },
+            Ok(_) => Entry::NotDir,
+            Err(e) => Entry::Unreadable(e),
+        }
+    }
 }
 
 /// The path the kernel gives an fd (`/proc/self/fd/N`).

@@ -12,7 +12,8 @@ use rustix::fs::{AtFlags, FileType, StatxAttributes, StatxFlags};
 use super::error::{ApplyError, Call};
 use super::resolve::{self, Root};
 use super::{mount, ns, Done, Mounter, Prepared};
-use crate::plan::{Note, ShmWay, Tmpfs, SHM_PATH};
+use crate::landing::{self, Landing};
+use crate::plan::{Note, ShmWay, SpecMount, Tmpfs, SHM_PATH};
 use crate::stage::Stage;
 use crate::target::TargetPath;
 
@@ -35,6 +36,28 @@ pub(crate) struct System {
     host_shm: Option<u64>,
     /// Mounts attached so far, for rollback.
     attached: Vec<OwnedFd>,
+    /// The spec's mount destinations, and where they landed once looked up.
+    spec_mounts: Vec<SpecMount>,
+    landings: Option<Vec<Landing>>,
+}
+
+impl System {
+    /// Where the spec's mounts landed in the container (looked up once).
+    fn landings(&mut self, root: &Root) -> &[Landing] {
+        let mounts = &self.spec_mounts;
+        self.landings.get_or_insert_with(|| root.landed_mounts(mounts))
+    }
+
+    /// A target the landing rules ruled out: when a spec mount is why (a
+    /// volume reached through a symlink), the note names the symlink and
+    /// the mount (docs/design.md#landing).
+    fn explain(&mut self, root: &Root, target: &TargetPath, note: Note) -> Note {
+        let w = landing::walk(&mut root.tree(), target.as_str());
+        match landing::judge(&w, self.landings(root)) {
+            Some(c) => Note::warn(target.as_str(), c.reason(&w)),
+            None => note,
+        }
+    }
 }
 
 /// Where a resolution error leaves `/dev/shm`: a skip with a warning (a
@@ -56,7 +79,9 @@ impl Mounter for System {
         ns::enter(stage, pid)
     }
 
-    fn open_root(&mut self, rootfs: &Path) -> Result<Root, ApplyError> {
+    fn open_root(&mut self, rootfs: &Path, spec_mounts: &[SpecMount]) -> Result<Root, ApplyError> {
+        self.spec_mounts = spec_mounts.to_vec();
+        self.landings = None;
         Root::open(rootfs)
     }
 
@@ -71,8 +96,21 @@ impl Mounter for System {
         // The rules apply to where the path lands, not only to its text.
         let fd = match root.resolve_target(target)? {
             Ok(fd) => fd,
-            Err(note) => return Ok(Prepared::Skip(note)),
+            Err(note) => return Ok(Prepared::Skip(self.explain(root, target, note))),
         };
+        // A spec mount that landed below the target (a volume at /tmp/data,
+        // or one whose path leads there through a symlink) stays visible.
+        if let Some(real) = root.landed(&fd) {
+            let beneath =
+                self.landings(root).iter().find(|l| l.at != real && landing::at_or_under(&l.at, &real));
+            if let Some(l) = beneath {
+                let reason = format!(
+                    "it resolves to {real}, and the spec mounts {} inside it (at {}), which a tmpfs over it would hide",
+                    l.dest, l.at
+                );
+                return Ok(Prepared::Skip(Note::warn(what, reason)));
+            }
+        }
         let mnt = mount::build(tmpfs, subdirs, what)?;
         let done = Done::Mounted { target: what.to_string(), size: tmpfs.size.bytes };
         Ok(Prepared::Ready(Pending::Attach { mnt, target: fd, what: what.to_string() }, done))

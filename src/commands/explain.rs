@@ -22,14 +22,71 @@ pub fn run(args: &ExplainArgs) -> Result<ExitCode, super::Error> {
     let host_ram = input::host_ram()?;
     let plan = plan::decide(&Inputs { spec: &spec, state_annotations: None, settings: &settings, host_ram })?;
     let rootfs = input::rootfs_path(&spec, bundle);
+    let routes = match (&rootfs, plan.enabled) {
+        (Some(r), true) => {
+            let runtime = runtime(args.runtime.as_deref());
+            let unsafe_runtime = runtime.as_deref().and_then(super::runtime::spec_unsafe);
+            crate::apply::host::routes(r, &plan, unsafe_runtime.as_deref())
+                .map_err(|e| {
+                    log::warn!("{}: the targets are not checked against the rootfs", super::chain(&e))
+                })
+                .ok()
+        }
+        _ => None,
+    };
     if json {
         let spec = crate::spec::preview(&plan);
-        let doc = serde_json::json!({ "bundle": bundle, "rootfs": rootfs, "plan": plan, "spec": spec });
+        let targets: Option<Vec<serde_json::Value>> = routes.as_ref().map(|rs| {
+            rs.iter()
+                .map(|(t, r)| {
+                    let mut v = serde_json::to_value(r).expect("serialising a route");
+                    v["target"] = serde_json::json!(t);
+                    v
+                })
+                .collect()
+        });
+        let doc = serde_json::json!({ "bundle": bundle, "rootfs": rootfs, "plan": plan, "spec": spec, "targets": targets });
         println!("{}", serde_json::to_string_pretty(&doc).expect("serialising the plan"));
     } else {
         print!("{}", render(bundle, rootfs.as_deref(), &plan));
+        if let Some(rs) = &routes {
+            print!("{}", render_routes(rs));
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The runtime that will run the bundle: `named`, else runc on PATH.
+fn runtime(named: Option<&Path>) -> Option<std::path::PathBuf> {
+    if let Some(p) = named {
+        return Some(p.to_path_buf());
+    }
+    let own = crate::runtime::FileId::of(Path::new("/proc/self/exe")).ok()?;
+    crate::runtime::find_runtime(None, std::env::var_os("PATH").as_deref(), own).ok()
+}
+
+/// Which executor carries out each temp target, and why.
+fn render_routes(routes: &[(String, crate::apply::host::Route)]) -> String {
+    use crate::apply::host::Route;
+    let mut out = String::new();
+    if routes.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "targets (checked against the rootfs and where the spec's mounts land):");
+    for (target, route) in routes {
+        let line = match route {
+            Route::Spec { destination } if destination == target => {
+                "by the spec executor (a tmpfs entry), or by the hook (by fd)".to_string()
+            }
+            Route::Spec { destination } => format!(
+                "by the spec executor at {destination}, where it resolves (no symlink left for the runtime), or by the hook (by fd)"
+            ),
+            Route::Hook { why } => format!("by the hook, also under the wrapper: {why}"),
+            Route::None { why, .. } => format!("left alone by every executor: {why}"),
+        };
+        let _ = writeln!(out, "  {target}: {line}");
+    }
+    out
 }
 
 fn sizing(s: &Sizing) -> String {
@@ -148,7 +205,7 @@ fn executors(out: &mut String, plan: &Plan) {
         .map(|m| format!("a tmpfs entry for {} ({})", m.destination, m.options.join(",")))
         .collect();
     let mut line = format!(
-        "  spec (oci-tmpfs-runtime, inject --mode spec): writes {} into config.json",
+        "  spec (oci-tmpfs-runtime, inject --mode spec): writes {} into config.json, for the targets the rootfs check lets through",
         mounts.join(", ")
     );
     if let Some(shm) = preview.shm {

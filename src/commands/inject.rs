@@ -44,7 +44,15 @@ fn in_spec(args: &InjectArgs) -> Result<ExitCode, super::Error> {
         None => super::this_binary()?,
     };
     let entry = HookEntry::for_stage(&binary, args.stage, args.config.as_deref());
-    let outcome = spec_mode::carry_out(&args.bundle, &settings, Some(&entry))?;
+    // The runtime that will run the bundle: runc on PATH unless named.
+    let own = crate::runtime::FileId::of(Path::new("/proc/self/exe")).ok();
+    let runtime = args
+        .runtime
+        .clone()
+        .or_else(|| crate::runtime::find_runtime(None, std::env::var_os("PATH").as_deref(), own?).ok());
+    let unsafe_runtime = runtime.as_deref().and_then(super::runtime::spec_unsafe);
+    let cx = spec_mode::Context { id: None, temp_to_hook: unsafe_runtime.as_deref() };
+    let outcome = spec_mode::carry_out(&args.bundle, &settings, Some(&entry), &cx)?;
     for line in &outcome.done {
         println!("{line}");
     }

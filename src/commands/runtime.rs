@@ -12,7 +12,7 @@
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
 
 use crate::bundle::{self, HookEntry};
 use crate::names::{CONFIG_ENV, DEFAULT_CONFIG_PATH};
@@ -36,7 +36,8 @@ pub fn run(args: &[OsString]) -> Result<ExitCode, super::Error> {
     let real = real_runtime(&settings)?;
     if let Call::Create { bundle, .. } = runtime::parse(args) {
         let dir = bundle.unwrap_or_else(|| PathBuf::from("."));
-        prepare(&dir, &settings)?;
+        let id = runtime::container_id(args);
+        prepare(&dir, &settings, &real, id.as_deref())?;
     }
     let name = real.file_name().map_or_else(|| real.as_os_str().to_owned(), |n| n.to_owned());
     let source = Command::new(&real).arg0(name).args(args).exec();
@@ -48,17 +49,25 @@ fn real_runtime(settings: &Settings) -> Result<PathBuf, RuntimeError> {
     runtime::find_runtime(settings.runtime_path.as_deref(), std::env::var_os("PATH").as_deref(), own)
 }
 
-/// Carries out the plan for the bundle `dir` as `settings.mode` says.
-fn prepare(dir: &Path, settings: &Settings) -> Result<(), super::Error> {
+/// Carries out the plan for the bundle `dir` as `settings.mode` says, for
+/// the container `id` that the real runtime `real` will create.
+fn prepare(dir: &Path, settings: &Settings, real: &Path, id: Option<&str>) -> Result<(), super::Error> {
     crate::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
-    if let Some(id) = dir.canonicalize().ok().as_deref().and_then(Path::file_name) {
-        crate::logger::set_container(&id.to_string_lossy());
+    match id {
+        Some(id) => crate::logger::set_container(id),
+        None => {
+            if let Some(name) = dir.canonicalize().ok().as_deref().and_then(Path::file_name) {
+                crate::logger::set_container(&name.to_string_lossy());
+            }
+        }
     }
     if settings.mode == Mode::Hook {
         add_hook(dir);
         return Ok(());
     }
-    match spec_mode::carry_out(dir, settings, hook_entry().as_ref()) {
+    let unsafe_runtime = spec_unsafe(real);
+    let cx = spec_mode::Context { id, temp_to_hook: unsafe_runtime.as_deref() };
+    match spec_mode::carry_out(dir, settings, hook_entry().as_ref(), &cx) {
         Ok(outcome) => {
             crate::logger::outcome(&outcome.notes, &outcome.done);
             Ok(())
@@ -77,6 +86,64 @@ fn prepare(dir: &Path, settings: &Settings) -> Result<(), super::Error> {
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Why the spec executor must not hand the temp targets to the runtime
+/// `real`, if it must not (its version, asked once: [`runtime_version`]).
+pub(super) fn spec_unsafe(real: &Path) -> Option<String> {
+    let (name, v) = runtime::parse_version(&runtime_version(real)?)?;
+    runtime::spec_unsafe(&name, v)
+}
+
+/// The first line of `real --version`, run once per binary: the answer is
+/// kept under [`RUNTIME_CACHE_DIR`], named by the binary's identity (device,
+/// inode, size, modification time), so that no process runs per start and an
+/// upgraded runtime is asked again. `None` when the runtime does not answer.
+fn runtime_version(real: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(real).ok()?;
+    let key = format!("{}-{}-{}-{}.{}", m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec());
+    let cache = Path::new(RUNTIME_CACHE_DIR);
+    let trusted = trusted_dir(cache);
+    if trusted {
+        if let Ok(Some(line)) = crate::files::read_text(&cache.join(&key), 4096) {
+            return Some(line);
+        }
+    }
+    let out = Command::new(real)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .inspect_err(|e| log::debug!("{} --version: {e}", real.display()))
+        .ok()?;
+    let line = String::from_utf8_lossy(&out.stdout).lines().next()?.trim().to_string();
+    if out.status.success() && (trusted || make_cache_dir(cache)) {
+        let perms = crate::files::Perms { mode: 0o600, owner: None };
+        let path = cache.join(&key);
+        if let Err(e) =
+            crate::files::replace(&path, line.as_bytes(), perms, crate::files::Durability::Scratch)
+        {
+            log::debug!("{e}");
+        }
+    }
+    Some(line)
+}
+
+/// Where [`runtime_version`] keeps its answers (a tmpfs: gone at boot).
+const RUNTIME_CACHE_DIR: &str = "/run/oci-tmpfs-hook/runtimes";
+
+/// `dir` is a directory (not a symlink) owned by root, closed to others.
+fn trusted_dir(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == 0 && m.mode() & 0o077 == 0)
+}
+
+/// Creates [`RUNTIME_CACHE_DIR`] (mode 0700); whether it is trusted then.
+fn make_cache_dir(dir: &Path) -> bool {
+    use std::os::unix::fs::DirBuilderExt;
+    let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir);
+    trusted_dir(dir)
 }
 
 /// The prestart entry of this binary, or `None` when it cannot be found.

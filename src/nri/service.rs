@@ -106,7 +106,9 @@ impl Handler {
         crate::logger::plan(&plan);
         let adjustment = adjust::adjustment(&plan);
         if let Some((source, size)) = adjust::host_shm(&plan) {
-            self.grow(&who, source, size)?;
+            let ids: Vec<&str> =
+                pod.map(|p| p.id.as_str()).into_iter().chain([ctr.pod_sandbox_id.as_str()]).collect();
+            self.grow(&who, source, size, &ids)?;
         }
         for m in &adjustment.mounts {
             log::info!("nri: {who}: tmpfs at {} ({})", m.destination, m.options.join(","));
@@ -115,7 +117,7 @@ impl Handler {
     }
 
     /// Grows the pod's shm at host path `source` to `size`, by fd.
-    fn grow(&self, who: &str, source: &str, size: Bytes) -> Result<(), apply::ApplyError> {
+    fn grow(&self, who: &str, source: &str, size: Bytes, ids: &[&str]) -> Result<(), apply::ApplyError> {
         let path = self.host_root.join(source.trim_start_matches('/'));
         if self.host_root != Path::new("/")
             && same_fs(&path, &self.host_root.join(SHM.trim_start_matches('/')))
@@ -123,7 +125,7 @@ impl Handler {
             log::info!("nri: {who}: {SHM} (from {source}) is the host's own /dev/shm; never resized");
             return Ok(());
         }
-        match apply::host::grow_shm(&path, size)? {
+        match apply::host::grow_shm(&path, size, ids)? {
             Ok(done) => log::info!("nri: {who}: {done} (on the host, {source})"),
             Err(note) if note.warn => log::warn!("nri: {who}: {} left alone: {}", note.subject, note.reason),
             Err(note) => log::info!("nri: {who}: {} left alone: {}", note.subject, note.reason),

@@ -293,6 +293,20 @@ pub struct Plan {
     pub owner: Option<Owner>,
     pub actions: Vec<Action>,
     pub notes: Vec<Note>,
+    /// The spec's mount destinations (normalised), in the order the runtime
+    /// mounts them: what the executors judge each target's landing against
+    /// (docs/design.md#landing).
+    #[serde(skip)]
+    pub spec_mounts: Vec<SpecMount>,
+}
+
+/// A mount of the spec, as the landing rule needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpecMount {
+    /// Its destination, normalised.
+    pub dest: String,
+    /// One of ours (`source` [`crate::spec::SOURCE`]): from an earlier run.
+    pub ours: bool,
 }
 
 /// Input that makes a decision impossible.
@@ -348,8 +362,27 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
     }
     enable::check_container(inputs.spec)?;
     plan.owner = enable::container_root_owner(inputs.spec);
+    if let Some(limit) = sizes::memory_limit(inputs.spec).filter(|l| l.0 < crate::size::MIN_BYTES) {
+        // Every size is capped at the memory limit, and no tmpfs is smaller
+        // than MIN_BYTES: none fits (docs/design.md#sizes).
+        plan.notes.push(Note::warn(
+            "/tmp, the temp dirs and /dev/shm",
+            format!(
+                "the memory limit {limit} is below 1Mi, the smallest tmpfs mounted: no tmpfs, nothing grown"
+            ),
+        ));
+        return Ok(plan);
+    }
     let sizes = sizes::sizes(inputs)?;
     let spec_mounts = SpecMounts::of(inputs.spec);
+    plan.spec_mounts = spec_mounts
+        .0
+        .iter()
+        .map(|(dest, m)| SpecMount {
+            dest: dest.clone(),
+            ours: m.source().as_ref().is_some_and(|s| s.as_os_str() == crate::names::MOUNT_SOURCE),
+        })
+        .collect();
 
     let targets = targets::temp_targets(inputs, &mut plan.notes);
     let targets = targets::not_spec_mounted(targets, &spec_mounts, &mut plan.notes);
@@ -717,6 +750,40 @@ mod tests {
         let Some(Action::Shm { tmpfs, .. }) = p.actions.last() else { panic!() };
         assert_eq!(tmpfs.size.bytes.0, GI);
         assert_eq!(tmpfs.size.capped, Some(Cap::MemoryLimit { limit: Bytes(GI), asked: Bytes(4 * GI) }));
+    }
+
+    #[test]
+    fn memory_limit_table() {
+        // (limit, /tmp bytes, /dev/shm bytes): below 1 MiB nothing at all;
+        // at 1 MiB the spec's 64 MiB /dev/shm is above the plan's: never shrunk.
+        type Case = (u64, Option<u64>, Option<u64>);
+        let cases: [Case; 4] = [
+            (512 << 10, None, None),
+            ((1 << 20) - 4096, None, None),
+            (MI, Some(MI), None),
+            (GI, Some(GI / 4), Some(GI / 2)),
+        ];
+        for (limit, want_tmp, want_shm) in cases {
+            let c = with(base(), "/linux/resources", json!({"memory": {"limit": limit}}));
+            let p = plan(&c);
+            assert_eq!(tmpfs_targets(&p).first().map(|(_, b)| *b), want_tmp, "limit {limit}");
+            assert_eq!(shm(&p).map(|(b, _)| b), want_shm, "limit {limit}");
+            if want_tmp.is_none() {
+                assert!(p.enabled && p.actions.is_empty(), "limit {limit}");
+                assert!(p.notes.iter().any(|n| n.warn && n.reason.contains("below 1Mi")), "{:?}", p.notes);
+            }
+        }
+    }
+
+    #[test]
+    fn spec_mounts_are_carried_in_order_with_ours_marked() {
+        let mut c = base();
+        c["mounts"].as_array_mut().unwrap().push(
+            json!({"destination": "/run/tmp/", "type": "tmpfs", "source": "oci-tmpfs-hook", "options": []}),
+        );
+        let p = plan(&c);
+        let got: Vec<(&str, bool)> = p.spec_mounts.iter().map(|m| (m.dest.as_str(), m.ours)).collect();
+        assert_eq!(got, [("/proc", false), ("/dev", false), ("/dev/shm", false), ("/run/tmp", true)]);
     }
 
     #[test]

@@ -87,13 +87,10 @@ fn sizing(inputs: &Inputs<'_>, memory_limit: Option<Bytes>, setting: &Setting) -
         }
     }
     if let Some(limit) = memory_limit.filter(|&l| bytes > l) {
-        // A page-rounded limit can never be below MIN_BYTES here: resolve
-        // clamps to it, and a smaller limit is the kernel's to enforce.
-        let limit = Bytes(limit.0.max(crate::size::MIN_BYTES));
-        if bytes > limit {
-            let cap = Cap::MemoryLimit { limit, asked: bytes };
-            (bytes, capped) = (limit, Some(cap));
-        }
+        // `decide` plans no tmpfs at all under a limit below MIN_BYTES, so
+        // the cap never goes under the smallest tmpfs.
+        let cap = Cap::MemoryLimit { limit, asked: bytes };
+        (bytes, capped) = (limit, Some(cap));
     }
     Ok(Sizing { bytes, requested: size.to_string(), from, basis, basis_bytes, capped })
 }
