@@ -114,6 +114,25 @@ fn ok(cmd: &mut Command) -> String {
     text(&out.stdout)
 }
 
+/// The version of the `runc` on `PATH`, asked once.
+fn runc_version() -> [u32; 3] {
+    static V: OnceLock<[u32; 3]> = OnceLock::new();
+    *V.get_or_init(|| {
+        let out = ok(Command::new("runc").arg("--version"));
+        // "runc version 1.1.5+ds1"
+        let v = out.split_whitespace().nth(2).unwrap_or_else(|| panic!("runc --version: {out}"));
+        let mut parts = v.split(|c: char| !c.is_ascii_digit()).map(|p| p.parse().unwrap_or(0));
+        [parts.next().unwrap_or(0), parts.next().unwrap_or(0), parts.next().unwrap_or(0)]
+    })
+}
+
+/// Whether the wrapper in spec mode hands the temp targets to the hook on
+/// this runc (before 1.1.8, src/runtime.rs: runc chmods a tmpfs mountpoint
+/// by path after mounting it).
+fn runc_hands_temp_targets_to_the_hook() -> bool {
+    runc_version() < [1, 1, 8]
+}
+
 /// `cmd`'s path on `PATH`.
 fn on_path(cmd: &str) -> PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -891,10 +910,11 @@ fn case1_read_only_container_gets_sized_tmp_and_shm() {
     }
     if let Some(hooked) = r.step("the final config.json", node.runs_our_hook(&c)) {
         let mode = wrapper_mode();
+        let want = mode == "hook" || runc_hands_temp_targets_to_the_hook();
         r.seen("executor", format!("wrapper mode {mode}: our hook in config.json: {hooked}"));
         r.check(
-            hooked == (mode == "hook"),
-            format!("wrapper mode {mode}, yet our hook in config.json is {hooked}"),
+            hooked == want,
+            format!("wrapper mode {mode}, runc {:?}: our hook in config.json is {hooked}", runc_version()),
         );
     }
     let dd = "dd if=/dev/zero of=/dev/shm/fill bs=1M count=600; e=$?; rm -f /dev/shm/fill; exit $e";
@@ -1821,8 +1841,9 @@ fn hostile_memory_limits_cap_every_size() {
 /// A symlinked parent of the engine shm: containerd's `state` is a symlink,
 /// so the pod shm's path has a symlinked component. The spec executor grows
 /// it only by a path with no symlink anywhere: it stays 64 MiB, with a note
-/// `without following a symlink`. The hook (mode hook) grows the container's
-/// own `/dev/shm` mount from inside, never by that path: 512 MiB there.
+/// `without following a symlink`. Where our hook runs (mode hook; runc before
+/// 1.1.8 in spec mode) it grows the container's own `/dev/shm` mount from
+/// inside, never by that path: 512 MiB there.
 #[test]
 fn hostile_symlinked_pod_shm_parent_is_not_grown_on_the_host() {
     let mut r = Report::new("shm-parent-link");
@@ -1839,7 +1860,14 @@ fn hostile_symlinked_pod_shm_parent_is_not_grown_on_the_host() {
     };
     r.seen("config.json", node.ours_in_config(&c));
     let spec = wrapper_mode() == "spec";
-    let want = if spec { SHM_64M } else { 512 * MI };
+    // Our hook (mode hook, or runc before 1.1.8 in spec mode) grows the
+    // container's own /dev/shm mount from inside, which is no host path.
+    let hooked = node.runs_our_hook(&c).unwrap_or(false);
+    r.check(
+        hooked == (!spec || runc_hands_temp_targets_to_the_hook()),
+        format!("our hook in config.json is {hooked}"),
+    );
+    let want = if hooked { 512 * MI } else { SHM_64M };
     if let Some(p) = r.step("probe", node.probe(&c)) {
         r.served("symlinked state, ro 1Gi", &p, 256 * MI, want);
     }
@@ -1858,5 +1886,69 @@ fn hostile_symlinked_pod_shm_parent_is_not_grown_on_the_host() {
     }
     r.step("stop and remove", node.teardown(&pod, &[&c]));
     check_tables(&mut r, "after", &tables, &node.mount_tables(), &[&node.dir.0]);
+    r.finish();
+}
+
+/// The control case: `/tmp -> /run/tmp` (nothing is mounted at `/run` in a
+/// CRI container) is a safe place: our tmpfs is at `/run/tmp`; the spec
+/// executor writes that resolved path into `config.json`, never `/tmp`.
+#[test]
+fn hostile_tmp_symlink_to_a_safe_place_is_served_at_the_resolved_path() {
+    let mut r = Report::new("tmp-to-run-tmp");
+    let mut node = Node::start("tmp-to-run-tmp");
+    node.logging_config();
+    let image = node.image("runtmp", |root| {
+        std::fs::remove_dir(root.join("tmp")).unwrap();
+        std::fs::create_dir_all(root.join("run/tmp")).unwrap();
+        std::os::unix::fs::symlink("/run/tmp", root.join("tmp")).unwrap();
+    });
+    let tables = node.mount_tables();
+    let Some(pod) = r.step("RunPodSandbox", node.run_pod("runtmp", &PodOpts::default())) else {
+        return r.finish();
+    };
+    let opts = CtrOpts { image: Some(&image), ..CtrOpts::ro("app", GI) };
+    if let Some(c) = r.step("start", node.start_container(&pod, &opts)) {
+        r.seen("config.json", node.ours_in_config(&c));
+        let path = node.state.join("io.containerd.runtime.v2.task/k8s.io").join(&c).join("config.json");
+        let config: Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap_or_default()).unwrap_or_default();
+        let dests: Vec<&str> = config["mounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["source"] == OURS)
+            .filter_map(|m| m["destination"].as_str())
+            .collect();
+        let hooked = node.runs_our_hook(&c).unwrap_or(false);
+        if wrapper_mode() == "spec" && !runc_hands_temp_targets_to_the_hook() {
+            r.check(
+                dests == ["/run/tmp"] && !hooked,
+                format!("config.json: our tmpfs entries {dests:?} (hook {hooked}), want [\"/run/tmp\"]"),
+            );
+        } else {
+            r.check(
+                dests.is_empty() && hooked,
+                format!("config.json: our entries {dests:?}, our hook {hooked}"),
+            );
+        }
+        if let Some(out) = r.step("probe", node.probe(&c)) {
+            let mounts = parse_mountinfo(&out);
+            let t = mount_at(&mounts, "/run/tmp");
+            r.seen("/run/tmp", format!("{:?}", t.map(mount_line)));
+            r.check(
+                t.is_some_and(|t| {
+                    t.source == OURS && t.size() == Some(256 * MI) && t.has("nosuid") && t.has("nodev")
+                }),
+                format!("/run/tmp is not our 256Mi tmpfs: {t:?}"),
+            );
+            r.check(out.contains("TMP-WRITABLE"), "/tmp (-> /run/tmp) is not writable");
+            r.check(mount_at(&mounts, "/tmp").is_none(), "a mount at /tmp, a symlink in the image");
+        }
+        let log = node.log_of(&c);
+        let warnings: Vec<&String> = log.iter().filter(|l| l.contains(": warning: ")).collect();
+        r.check(warnings.is_empty(), format!("warnings: {warnings:?}"));
+        r.step("stop and remove", node.teardown(&pod, &[&c]));
+    }
+    check_tables(&mut r, "after", &tables, &node.mount_tables(), &[&node.state]);
     r.finish();
 }
