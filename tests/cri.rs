@@ -25,6 +25,14 @@
 //!
 //! Each case records what it saw (printed even when it passes) and checks it
 //! all before failing, so a failing run still reports every size.
+//!
+//! The `hostile_*` cases are issue 16's hostile-layout suite through this
+//! path: images with symlinked `/tmp` and `TMPDIR` parents onto private and
+//! `Bidirectional` volumes, onto `/proc`, `/sys`, `/dev` and the pod's shm,
+//! a volume at `/tmp/data`, small memory limits, a symlinked pod shm parent
+//! (see the section's head for what each checks). Nodes live under
+//! `/var/lib/oci-tmpfs-test`, whose parents are root's and not
+//! world-writable, as the pod shm's must be for it to grow.
 
 mod common;
 use common::*;
