@@ -48,7 +48,7 @@ done
 cc -static -O2 -o target/bench/noophook bench/noophook.c
 execwraps+=(--noop-hook "$PWD/target/bench/noophook")
 
-# crun refuses hybrid cgroups unless hugetlb is a v1 hierarchy (DESIGN.md §4), as in .ci/run.
+# crun refuses hybrid cgroups unless hugetlb is a v1 hierarchy (docs/design.md#test-machine), as in .ci/run.
 if [[ -d /sys/fs/cgroup/unified ]] && ! mountpoint -q /sys/fs/cgroup/hugetlb; then
     echo "bench: mounting the hugetlb cgroup v1 hierarchy for crun" >&2
     mkdir -p /sys/fs/cgroup/hugetlb

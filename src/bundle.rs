@@ -2,8 +2,8 @@
 //! `hooks.<stage>`. The file is handled as a generic JSON value (oci-spec's
 //! types drop fields they do not know), keeps its key order, indentation
 //! style, mode and owner, and is replaced atomically but not fsynced (the
-//! bundle is the engine's scratch copy, rewritten at every create: DESIGN.md
-//! §7). Adding twice adds once. Reading and writing are [`crate::files`]'s.
+//! bundle is the engine's scratch copy, rewritten at every create:
+//! docs/design.md#executors). Adding twice adds once. Reading and writing are [`crate::files`]'s.
 
 use std::ffi::OsStr;
 use std::os::fd::AsFd;

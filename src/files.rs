@@ -4,9 +4,9 @@
 //!
 //! The reader opens without following a final symlink and without blocking
 //! on a FIFO, refuses anything but a regular file, and reads at most a given
-//! number of bytes (DESIGN.md §2 rule 1). The writer writes a temporary file
+//! number of bytes (docs/design.md#hostile-rootfs rule 1). The writer writes a temporary file
 //! beside the target with the target's mode and owner and renames it over the
-//! target; whether it also fsyncs is the caller's choice (DESIGN.md §7: an
+//! target; whether it also fsyncs is the caller's choice (docs/design.md#executors: an
 //! engine config must survive a crash, a bundle is scratch). Nothing here
 //! knows what the files mean: parsing and editing belong to the callers.
 

@@ -1,7 +1,7 @@
 //! Inputs of the hook: the OCI state on stdin, the bundle's `config.json`, the
 //! host config and the host's RAM. Every read is bounded and every file is
 //! opened without following a final symlink and without blocking on FIFOs
-//! (DESIGN.md §2 rule 1; the reader is [`crate::files::read`]). Nothing here
+//! (docs/design.md#hostile-rootfs rule 1; the reader is [`crate::files::read`]). Nothing here
 //! changes anything.
 
 use std::collections::HashMap;

@@ -286,7 +286,7 @@ mod tests {
     fn table() {
         let cases: &[(&str, &[&str], Call)] = &[
             (
-                "docker (DESIGN.md §4)",
+                "docker (docs/design.md#test-machine)",
                 &[
                     "--root",
                     "/run/docker/runtime-runc/moby",

@@ -2,7 +2,7 @@
 //! "25%") and turning them into a byte count.
 //!
 //! The parser is strict ASCII and never hands text on: a [`Size`] is a number,
-//! so nothing a user writes can reach a mount data string (DESIGN.md §2 rule 5).
+//! so nothing a user writes can reach a mount data string (docs/design.md#hostile-rootfs rule 5).
 //! No I/O here: the basis for a percentage is passed in by the caller.
 
 use std::fmt;

@@ -1,6 +1,6 @@
 //! Temp-dir targets: which paths inside the container may get a tmpfs.
 //!
-//! Pure text rules (DESIGN.md §3). Where a path really lands inside the
+//! Pure text rules (docs/design.md#contract). Where a path really lands inside the
 //! rootfs is checked again by `apply` with the same [`denied`] rule.
 
 use std::fmt;

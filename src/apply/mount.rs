@@ -1,4 +1,4 @@
-//! Building and attaching mounts by fd (DESIGN.md §2 rules 4-6): a tmpfs is
+//! Building and attaching mounts by fd (docs/design.md#hostile-rootfs rules 4-6): a tmpfs is
 //! made detached with `fsopen(2)`/`fsconfig(2)`/`fsmount(2)` from the plan's
 //! [`Tmpfs`], directories are made in it while nobody else can see it, and it
 //! is attached with `move_mount(2)` onto a resolved fd; `/dev/shm` grows by

@@ -1,7 +1,7 @@
 //! Getting into the container's mount namespace, and proving we are there:
 //! `setns(2)` by pidfd at prestart and createRuntime, two independent proofs
 //! at createContainer, and a refusal whenever the target cannot be told apart
-//! from the host's namespace (DESIGN.md §1, the `state.pid` trap). No mounts
+//! from the host's namespace (docs/design.md#hooks, the `state.pid` trap). No mounts
 //! and no path resolution here.
 
 use std::collections::HashSet;

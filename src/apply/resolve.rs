@@ -1,4 +1,4 @@
-//! Paths inside the hostile rootfs (DESIGN.md §2 rule 3): every one is
+//! Paths inside the hostile rootfs (docs/design.md#hostile-rootfs rule 3): every one is
 //! resolved with `openat2(2)` `RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS` from an
 //! `O_PATH` fd of the rootfs (plus `RESOLVE_NO_XDEV` for temp targets, so that
 //! "already a mount point" reads as `EXDEV`); missing directories are made

@@ -74,7 +74,7 @@ impl Mounter for System {
     type Pending = Pending;
 
     fn enter(&mut self, stage: Stage, pid: Option<i64>) -> Result<(), ApplyError> {
-        // Before anything else: what the host's /dev/shm is (DESIGN.md §2 rule 6).
+        // Before anything else: what the host's /dev/shm is (docs/design.md#hostile-rootfs rule 6).
         self.host_shm = rustix::fs::stat(SHM_PATH).ok().map(|s| s.st_dev);
         ns::enter(stage, pid)
     }

@@ -310,9 +310,13 @@ pub struct MountInfo {
 }
 
 impl MountInfo {
-    /// The `size=` super option in bytes (the kernel prints kibibytes with `k`).
+    /// The `size=` super option in bytes (the kernel prints kibibytes with
+    /// `k`). A tmpfs of the default size (half of RAM) has no `size=`: the
+    /// kernel prints it only when it differs (`shmem_show_options`).
     pub fn size(&self) -> Option<u64> {
-        let v = self.super_options.iter().find_map(|o| o.strip_prefix("size="))?;
+        let Some(v) = self.super_options.iter().find_map(|o| o.strip_prefix("size=")) else {
+            return (self.fstype == "tmpfs").then(default_tmpfs_size).flatten();
+        };
         let (n, mult) = match v.strip_suffix('k') {
             Some(n) => (n, 1024),
             None => (v, 1),
@@ -323,6 +327,21 @@ impl MountInfo {
     pub fn has(&self, opt: &str) -> bool {
         self.mount_options.iter().any(|o| o == opt)
     }
+}
+
+/// The size of a tmpfs mounted without `size=`: half of the RAM's pages
+/// (`MemTotal`), in bytes.
+fn default_tmpfs_size() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib / 4 / 2 * 4096)
 }
 
 /// Parses mountinfo lines; other lines in the text are ignored.
@@ -407,4 +426,26 @@ pub fn podman_version() -> (u32, u32) {
         let out = Command::new("podman").arg("--version").output().expect("podman is installed");
         major_minor(&String::from_utf8_lossy(&out.stdout))
     })
+}
+
+/// The absolute path of `bin` on `PATH`; panics when it is not installed.
+pub fn which(bin: &str) -> PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join(bin))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("{bin} is installed"))
+}
+
+/// `runtime` is a runc older than 1.1.8, to which the wrapper's spec
+/// executor hands no temp target (docs/design.md#runtimes).
+pub fn runc_before_1_1_8(runtime: Runtime) -> bool {
+    if runtime != Runtime::Runc {
+        return false;
+    }
+    let out = Command::new(which("runc")).arg("--version").output().expect("runc --version");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let version = text.lines().next().and_then(|l| l.split_whitespace().nth(2)).expect("runc version N");
+    let parts: Vec<u32> =
+        version.split(['.', '+', '-', '~']).take(3).map(|p| p.parse().unwrap_or(0)).collect();
+    parts < vec![1, 1, 8]
 }
