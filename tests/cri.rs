@@ -3,7 +3,7 @@
 //! socket by a CRI client (tests/cri/cri.py, on the stubs of the
 //! `container-runtime-interface-api` package; tests/env/venv.sh installs it),
 //! with the `oci-tmpfs` runtime handler that `setup containerd` writes
-//! (issue 10, DESIGN.md §6).
+//! (issue 10, docs/design.md#pods).
 //!
 //! Each test starts its own containerd, the one found on `PATH` (its version
 //! picks the config version: 2 for containerd 1.x, 3 for 2.x; every test
@@ -31,8 +31,8 @@
 //! `Bidirectional` volumes, onto `/proc`, `/sys`, `/dev` and the pod's shm,
 //! a volume at `/tmp/data`, small memory limits, a symlinked pod shm parent
 //! (see the section's head for what each checks). Nodes live under
-//! `/var/lib/oci-tmpfs-test`, whose parents are root's and not
-//! world-writable, as the pod shm's must be for it to grow.
+//! `/var/lib/oci-tmpfs-test`, whose parents are root's and closed to others,
+//! as the pod shm's must be for it to grow (docs/design.md#engine-shm).
 
 mod common;
 use common::*;
@@ -68,9 +68,10 @@ fn say(line: &str) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
-/// Where nodes and their images live: root-owned 0755 directories from `/`
-/// down, not under `/tmp`. The pod's shm lies in the node's state dir, and an
-/// engine shm under a world-writable directory is not grown (issue 16).
+/// Where nodes and their images live, as on a real node (`/var/lib/containerd`):
+/// root-owned 0755 directories from `/` down. The pod's shm lies in the node's
+/// state dir, and an engine shm is grown only under directories closed to
+/// others (docs/design.md#engine-shm).
 const NODE_BASE: &str = "/var/lib/oci-tmpfs-test";
 
 /// A directory removed on drop.
@@ -135,8 +136,7 @@ fn runc_version() -> [u32; 3] {
 }
 
 /// Whether the wrapper in spec mode hands the temp targets to the hook on
-/// this runc (before 1.1.8, src/runtime.rs: runc chmods a tmpfs mountpoint
-/// by path after mounting it).
+/// this runc (before 1.1.8: docs/design.md#runtimes).
 fn runc_hands_temp_targets_to_the_hook() -> bool {
     runc_version() < [1, 1, 8]
 }
@@ -1849,9 +1849,9 @@ fn hostile_memory_limits_cap_every_size() {
 /// A symlinked parent of the engine shm: containerd's `state` is a symlink,
 /// so the pod shm's path has a symlinked component. The spec executor grows
 /// it only by a path with no symlink anywhere: it stays 64 MiB, with a note
-/// `without following a symlink`. Where our hook runs (mode hook; runc before
-/// 1.1.8 in spec mode) it grows the container's own `/dev/shm` mount from
-/// inside, never by that path: 512 MiB there.
+/// `without following a symlink`, also where it hands the temp targets to
+/// the hook (runc before 1.1.8). The hook of mode hook grows the container's
+/// own `/dev/shm` mount from inside, never by that path: 512 MiB there.
 #[test]
 fn hostile_symlinked_pod_shm_parent_is_not_grown_on_the_host() {
     let mut r = Report::new("shm-parent-link");
@@ -1868,14 +1868,16 @@ fn hostile_symlinked_pod_shm_parent_is_not_grown_on_the_host() {
     };
     r.seen("config.json", node.ours_in_config(&c));
     let spec = wrapper_mode() == "spec";
-    // Our hook (mode hook, or runc before 1.1.8 in spec mode) grows the
-    // container's own /dev/shm mount from inside, which is no host path.
+    // On runc before 1.1.8 spec mode adds our hook for the temp targets only:
+    // /dev/shm stays the spec executor's (docs/design.md#runtimes), whose
+    // refusal stands. Mode hook grows the container's own /dev/shm mount
+    // from inside, by no host path.
     let hooked = node.runs_our_hook(&c).unwrap_or(false);
     r.check(
         hooked == (!spec || runc_hands_temp_targets_to_the_hook()),
         format!("our hook in config.json is {hooked}"),
     );
-    let want = if hooked { 512 * MI } else { SHM_64M };
+    let want = if spec { SHM_64M } else { 512 * MI };
     if let Some(p) = r.step("probe", node.probe(&c)) {
         r.served("symlinked state, ro 1Gi", &p, 256 * MI, want);
     }
