@@ -1463,8 +1463,10 @@ struct Layout<'a> {
     name: &'a str,
     /// The image's symlink: (path, target), if any.
     link: Option<(&'a str, &'a str)>,
-    /// The volume's container path.
+    /// The volume's container path, and where it lands (its in-root
+    /// resolution: the mount point in the container's mountinfo).
     dest: &'a str,
+    lands: &'a str,
     env: &'a [(&'a str, &'a str)],
     /// What the container writes: through the symlink into the volume's root.
     through: &'a str,
@@ -1485,9 +1487,10 @@ fn layout_image(node: &Node, l: &Layout) -> String {
             }
             std::os::unix::fs::symlink(to, &p).unwrap();
         }
-        let d = root.join(l.dest.trim_start_matches('/'));
-        if !d.starts_with(root.join("tmp")) {
-            std::fs::create_dir_all(d).unwrap();
+        // Only a mount point of the image's own (never through the symlink:
+        // an absolute one would lead out of the rootfs here).
+        if l.dest == l.lands && !l.lands.starts_with("/tmp/") {
+            std::fs::create_dir_all(root.join(l.lands.trim_start_matches('/'))).unwrap();
         }
     })
 }
@@ -1525,16 +1528,16 @@ fn run_layout(node: &mut Node, r: &mut Report, l: &Layout, image: &str, shared: 
             r.seen(&format!("{what}: mounts of ours in the container"), format!("{ours:?}"));
             let under = |m: &&MountInfo| {
                 m.source == OURS
-                    && (m.mount_point == l.dest || m.mount_point.starts_with(&format!("{}/", l.dest)))
+                    && (m.mount_point == l.lands || m.mount_point.starts_with(&format!("{}/", l.lands)))
             };
             r.check(
                 !mounts.iter().any(|m| under(&m)),
-                format!("{what}: a tmpfs of ours on the volume at {}: {ours:?}", l.dest),
+                format!("{what}: a tmpfs of ours on the volume at {}: {ours:?}", l.lands),
             );
-            let at_dest = mount_at(&mounts, l.dest);
+            let at_dest = mount_at(&mounts, l.lands);
             r.check(
                 at_dest.is_some_and(|m| m.source != OURS),
-                format!("{what}: the volume is not the top mount at {}: {at_dest:?}", l.dest),
+                format!("{what}: the volume is not the top mount at {}: {at_dest:?}", l.lands),
             );
             let canary = CANARY.trim_end();
             r.check(
@@ -1610,6 +1613,7 @@ fn hostile_tmp_symlink_to_a_volume_at_vol() {
             name: "/tmp -> /vol, volume at /vol",
             link: Some(("/tmp", "/vol")),
             dest: "/vol",
+            lands: "/vol",
             env: &[],
             through: "/tmp/through-link",
             warning: &[&["/tmp"], &["the spec's mount at /vol"]],
@@ -1627,6 +1631,7 @@ fn hostile_tmp_symlink_to_a_volume_at_data() {
             name: "/tmp -> data, volume at /data",
             link: Some(("/tmp", "data")),
             dest: "/data",
+            lands: "/data",
             env: &[],
             through: "/tmp/through-link",
             warning: &[&["/tmp"], &["the spec's mount at /data"]],
@@ -1646,6 +1651,7 @@ fn hostile_tmpdir_parent_symlink_to_a_volume() {
             name: "TMPDIR=/scratch/tmp, /scratch -> /vol, volume at /vol",
             link: Some(("/scratch", "/vol")),
             dest: "/vol",
+            lands: "/vol",
             env: &[("TMPDIR", "/scratch/tmp")],
             through: "/scratch/through-link",
             warning: &[&["/scratch"], &["the spec's mount at /vol"]],
@@ -1664,6 +1670,7 @@ fn hostile_volume_at_tmp_data_leaves_tmp_alone() {
             name: "volume at /tmp/data",
             link: None,
             dest: "/tmp/data",
+            lands: "/tmp/data",
             env: &[],
             through: "/tmp/data/through-link",
             warning: &[&["/tmp"], &["the spec mounts /tmp/data inside it"]],
@@ -1961,4 +1968,23 @@ fn hostile_tmp_symlink_to_a_safe_place_is_served_at_the_resolved_path() {
     }
     check_tables(&mut r, "after", &tables, &node.mount_tables(), &[&node.state]);
     r.finish();
+}
+
+/// A volume at `/foo/data` with `/foo -> /tmp` in the image: it lands at
+/// `/tmp/data`, beneath `/tmp`, which is left alone.
+#[test]
+fn hostile_volume_through_a_symlink_into_tmp_leaves_tmp_alone() {
+    volume_layout(
+        "foo-data-volume",
+        &Layout {
+            name: "/foo -> /tmp, volume at /foo/data",
+            link: Some(("/foo", "/tmp")),
+            dest: "/foo/data",
+            lands: "/tmp/data",
+            env: &[],
+            through: "/foo/data/through-link",
+            warning: &[&["/tmp"], &["the spec mounts /foo/data inside it"]],
+            tmp_served: false,
+        },
+    );
 }
