@@ -91,10 +91,21 @@ pub struct NriArgs {
     /// The plugin's index: two digits, its place among the runtime's plugins.
     #[arg(long, default_value = "10")]
     pub idx: String,
-    /// Where the host's / is seen: "/" on the host, "/proc/1/root" in a pod
-    /// with host PID (the pod's /dev/shm is grown there).
-    #[arg(long, value_name = "DIR", default_value = "/")]
-    pub host_root: PathBuf,
+    /// The node's directory for the hook, as the runtime sees it: the
+    /// plugin copies its own binary and host config there (when they
+    /// differ) and each adjustment names DIR/oci-tmpfs-hook with --config
+    /// DIR/config.toml. Without it (a plugin on the node itself), the
+    /// adjustment names this binary and --config as given.
+    #[arg(long, value_name = "DIR", value_parser = absolute_path)]
+    pub hook_dir: Option<PathBuf>,
+    /// Where the plugin sees --hook-dir (its hostPath mount in a pod, e.g.
+    /// /host/opt/oci-tmpfs-hook) [default: --hook-dir].
+    #[arg(long, value_name = "DIR", requires = "hook_dir")]
+    pub hook_dir_mount: Option<PathBuf>,
+    /// No longer used (the hook grows the pod's /dev/shm): accepted so that
+    /// an older DaemonSet's args still start.
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub host_root: Option<PathBuf>,
     #[command(flatten)]
     pub config: ConfigArg,
 }

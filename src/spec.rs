@@ -114,13 +114,12 @@ impl TmpfsMount {
 /// The fresh tmpfs mounts of `plan` but for the `refused` targets: the temp
 /// targets, and `/dev/shm` when the spec has none. What an executor that can
 /// only add mounts (the spec, an NRI adjustment) writes.
-pub(crate) fn fresh_mounts(plan: &Plan, refused: &[&str]) -> Vec<TmpfsMount> {
+pub(crate) fn fresh_mounts(plan: &Plan) -> Vec<TmpfsMount> {
     if !plan.enabled {
         return Vec::new();
     }
     plan.actions
         .iter()
-        .filter(|a| !refused.contains(&a.target()))
         .filter_map(|a| match a {
             Action::MountTmpfs { target, tmpfs, .. } => Some(TmpfsMount::new(target.as_str(), tmpfs)),
             Action::Shm { way: ShmWay::Fresh, tmpfs, .. } => Some(TmpfsMount::new(SHM_PATH, tmpfs)),
@@ -150,7 +149,7 @@ pub(crate) struct PreviewMount {
 
 /// The [`Preview`] of `plan`.
 pub(crate) fn preview(plan: &Plan) -> Preview {
-    let mounts = fresh_mounts(plan, &[])
+    let mounts = fresh_mounts(plan)
         .into_iter()
         .map(|m| PreviewMount { destination: m.destination, options: m.options })
         .collect();

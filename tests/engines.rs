@@ -3,7 +3,7 @@
 //! `daemon.json`, containerd through the wrapper as the runc binary, and the
 //! wrapper alone around plain runc. Every engine runs on private paths and is
 //! stopped by its pid afterwards; an engine that does not start fails the
-//! test (DESIGN.md §4 has the flags that work on this machine).
+//! test (docs/design.md#test-machine has the flags that work on this machine).
 
 mod common;
 use common::*;
@@ -154,7 +154,7 @@ fn fs_bytes(path: &Path) -> u64 {
 }
 
 /// `--ulimit` flags within this sandbox's hard limits: Podman's default
-/// nofile (1048576) is above them (DESIGN.md §4). Podman also lowers its own
+/// nofile (1048576) is above them (docs/design.md#test-machine). Podman also lowers its own
 /// RLIMIT_NPROC to 32768 at start (measured: /proc/<podman>/limits shows
 /// 32768 while the calling shell has 96365), and conmon and the runtime
 /// inherit that, so nproc may not be above it.

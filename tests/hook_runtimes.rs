@@ -342,7 +342,7 @@ fn two_registrations_mount_once() {
     }
 }
 
-/// The DESIGN.md §1 trap: a createContainer hook that is not really inside
+/// The trap of docs/design.md#hooks (`state.pid`): a createContainer hook that is not really inside
 /// the container must not mount into the bundle's rootfs from the host.
 #[test]
 fn create_container_outside_a_container_is_refused() {

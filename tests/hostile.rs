@@ -965,7 +965,7 @@ fn case09_sizes_in_containers_are_exact_or_refused() {
             assert!(!r.output.status.success(), "{case}: started\n{}", r.stdout());
             assert!(!r.stdout().contains("STARTED"), "{case}");
             if rt == Runtime::Runc {
-                // runc passes the hook's stderr on; crun does not (DESIGN.md §1).
+                // runc passes the hook's stderr on; crun does not (docs/design.md#hooks).
                 assert!(r.stderr().contains("oci-tmpfs-hook/tmp-size"), "{case}: {}", r.stderr());
             }
             before.assert_untouched(&case);
@@ -1359,7 +1359,7 @@ fn case14_rootless_podman() {
         let case = format!("case 14 rootless Podman, {who}");
         // Flags before --rootfs: podman run stops parsing flags at the first positional.
         // This sandbox caps rlimits: pass the session's own hard limits, nproc at most 32768
-        // (crun in the rootless user namespace cannot raise it further here; DESIGN.md §4).
+        // (crun in the rootless user namespace cannot raise it further here; docs/design.md#test-machine).
         let cmd = format!(
             "np=$(ulimit -Hu); [ \"$np\" = unlimited ] || [ \"$np\" -gt 32768 ] && np=32768; \
              cd /tmp && podman --storage-driver vfs --cgroup-manager cgroupfs --events-backend file run --rm \

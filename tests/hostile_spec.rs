@@ -94,43 +94,70 @@ impl Before {
 
 /// Runs `b` through the wrapper in spec mode with `rt` as the real runtime.
 fn run_wrapped(b: &Bundle, rt: Runtime, case: &str) -> (String, String) {
+    run_wrapped_as(b, rt, case, &unique("spec"))
+}
+
+/// [`run_wrapped`] as container `id`.
+fn run_wrapped_as(b: &Bundle, rt: Runtime, case: &str, id: &str) -> (String, String) {
     if rt == Runtime::Crun {
         crun_cgroup_fix();
     }
     b.write();
     let real = which(rt.bin());
     let config = b.dir.join("host-config.toml");
-    std::fs::write(&config, format!("mode = \"spec\"\nlog_level = \"info\"\nruntime_path = {:?}\n", real))
-        .unwrap();
-    let id = unique("spec");
-    let _guard = ContainerGuard { runtime: rt, id: id.clone() };
+    // A log file: where the runtime does not show a hook's stderr (runc on
+    // success), it is the only place the hook's lines reach.
+    let log = b.dir.join("ours.log");
+    let _ = std::fs::remove_file(&log);
+    std::fs::write(
+        &config,
+        format!("mode = \"spec\"\nlog_level = \"info\"\nruntime_path = {real:?}\nlog_file = {log:?}\n"),
+    )
+    .unwrap();
+    let _guard = ContainerGuard { runtime: rt, id: id.to_string() };
     let child = Command::new(hook_bin())
         .env("OCI_TMPFS_HOOK_CONFIG", &config)
         .args(["runtime", "--", "run", "--bundle"])
         .arg(&b.dir)
-        .arg(&id)
+        .arg(id)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let out = wait_timeout(child, Duration::from_secs(60)).unwrap_or_else(|| panic!("{case}: timed out"));
+    // stderr, then the hook's lines from the log (the wrapper's are in both).
+    let hook_lines: String = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !String::from_utf8_lossy(&out.stderr).contains(*l))
+        .map(|l| format!("{l}\n"))
+        .collect();
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+        format!("{}{hook_lines}", String::from_utf8_lossy(&out.stderr)),
     );
     assert!(out.status.success(), "{case}: {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
     assert!(!stderr.contains("panicked"), "{case}: {stderr}");
     let config: Value = serde_json::from_slice(&std::fs::read(b.dir.join("config.json")).unwrap()).unwrap();
-    assert_eq!(config["hooks"], Value::Null, "{case}: spec mode adds no hook");
+    if runc_before_1_1_8(rt) {
+        // runc < 1.1.8 chmods a tmpfs mountpoint by path after mounting it:
+        // the wrapper hands the temp targets to our hook there
+        // (docs/design.md#runtimes), so spec mode shows our hook.
+        let ours = hook_bin().display().to_string();
+        let hooked = config["hooks"]["prestart"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|h| h["path"].as_str() == Some(ours.as_str())));
+        assert!(
+            hooked,
+            "{case}: runc {:?} in spec mode: our hook in {}",
+            runtime_version(rt),
+            config["hooks"]
+        );
+    } else {
+        assert_eq!(config["hooks"], Value::Null, "{case}: spec mode adds no hook");
+    }
     (stdout, stderr)
-}
-
-fn which(bin: &str) -> PathBuf {
-    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|d| d.join(bin))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("{bin} is installed"))
 }
 
 fn mounts_of(stdout: &str) -> Vec<MountInfo> {
@@ -232,28 +259,68 @@ fn spec_mode_refuses_what_lands_in_a_system_dir_or_is_not_a_dir() {
     }
 }
 
-/// A tmpfs on the host standing in for an engine-made one (Docker's
-/// per-container shm, a CRI pod's shm).
-struct HostTmpfs(PathBuf);
+/// Where the engine-shm stand-ins live: root-owned 0755 directories all
+/// the way down, as an engine's state dir (`/var/lib/docker/containers`);
+/// not under /tmp, whose 1777 the spec executor refuses as a parent.
+const ENGINE_BASE: &str = "/var/lib/oci-tmpfs-test";
 
-impl HostTmpfs {
-    fn new(size: &str) -> HostTmpfs {
-        let dir = std::env::temp_dir().join(unique("spec-shm"));
-        std::fs::create_dir_all(&dir).unwrap();
+/// A directory tree under [`ENGINE_BASE`] for one case, removed on drop
+/// with every tmpfs mounted in it.
+struct EngineDir(PathBuf);
+
+impl EngineDir {
+    fn new() -> EngineDir {
+        let dir = Path::new(ENGINE_BASE).join(unique("engine"));
+        mkdirs(&dir);
+        EngineDir(dir)
+    }
+
+    /// A tmpfs of `size` at `rel` (made with root-owned 0755 parents).
+    fn tmpfs(&self, rel: &str, size: &str) -> PathBuf {
+        let dir = self.0.join(rel);
+        mkdirs(&dir);
         let ok = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "decoy"])
             .arg(&dir)
             .status();
         assert!(ok.is_ok_and(|s| s.success()), "mounting a tmpfs on {}", dir.display());
-        HostTmpfs(dir)
+        dir
+    }
+
+    /// Each tmpfs mounted under this tree: (mount point, size in bytes).
+    fn tmpfs_sizes(&self) -> Vec<(String, u64)> {
+        self.mounts()
+            .into_iter()
+            .filter(|m| m.fstype == "tmpfs")
+            .map(|m| {
+                let size = fs_bytes(Path::new(&m.mount_point));
+                (m.mount_point, size)
+            })
+            .collect()
+    }
+
+    fn mounts(&self) -> Vec<MountInfo> {
+        let base = format!("{}/", self.0.display());
+        let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        parse_mountinfo(&text).into_iter().filter(|m| m.mount_point.starts_with(&base)).collect()
     }
 }
 
-impl Drop for HostTmpfs {
+impl Drop for EngineDir {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        let _ = std::fs::remove_dir(&self.0);
+        let mut inside: Vec<String> = self.mounts().into_iter().map(|m| m.mount_point).collect();
+        inside.sort();
+        for m in inside.iter().rev() {
+            let _ = Command::new("umount").arg("-l").arg(m).status();
+        }
+        let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// `create_dir_all` with mode 0755 on every directory it makes.
+fn mkdirs(dir: &Path) {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o755).create(dir).unwrap();
 }
 
 fn bind_shm(b: &mut Bundle, source: &Path) {
@@ -262,20 +329,27 @@ fn bind_shm(b: &mut Bundle, source: &Path) {
     *shm = json!({"destination": "/dev/shm", "type": "bind", "source": source, "options": ["rbind", "rprivate"]});
 }
 
+/// Where a case's shm source is: made in the case's tree, for container
+/// `id`, next to a 64 MiB `decoy` tmpfs.
+type Source = fn(&EngineDir, &str, &Path) -> PathBuf;
+
 #[test]
 fn spec_mode_grows_only_a_real_engine_shm_on_the_host() {
     require_root();
     let marker = Marker::new();
     for rt in Runtime::ALL {
-        // The engine's shm: grown on the host, by fd, to the container's size.
+        // The engine's shm (at <state>/<container id>/shm, as Docker's and a
+        // CRI pod's are): grown on the host, by fd, to the container's size.
         let case = format!("engine shm ({rt:?})");
-        let engine = HostTmpfs::new("64m");
+        let id = unique("spec");
+        let dirs = EngineDir::new();
+        let engine = dirs.tmpfs(&format!("{id}/shm"), "64m");
         let host = before(&marker);
         let mut b = Bundle::new("spec-shm");
         b.script(SHOW).annotate("oci-tmpfs-hook/shm-size", "80Mi");
-        bind_shm(&mut b, &engine.0);
-        let (stdout, stderr) = run_wrapped(&b, rt, &case);
-        assert_eq!(fs_bytes(&engine.0), 80 * MI, "{case}: {stderr}");
+        bind_shm(&mut b, &engine);
+        let (stdout, stderr) = run_wrapped_as(&b, rt, &case, &id);
+        assert_eq!(fs_bytes(&engine), 80 * MI, "{case}: {stderr}");
         assert_eq!(
             mount_at(&mounts_of(&stdout), "/dev/shm").and_then(MountInfo::size),
             Some(80 * MI),
@@ -284,28 +358,63 @@ fn spec_mode_grows_only_a_real_engine_shm_on_the_host() {
         assert!(stderr.contains("grew /dev/shm from 64Mi to 80Mi (on the host"), "{case}: {stderr}");
         host.assert_untouched(&marker, &case);
 
-        // --ipc=host, a symlink to a tmpfs, a plain directory: never resized.
-        let decoy = HostTmpfs::new("64m");
-        let link = std::env::temp_dir().join(unique("spec-shm-link"));
-        symlink(&decoy.0, &link).unwrap();
-        let plain = std::env::temp_dir().join(unique("spec-shm-dir"));
-        std::fs::create_dir_all(&plain).unwrap();
-        for (name, source, reason) in [
-            ("host IPC", PathBuf::from("/dev/shm"), "host's /dev/shm"),
-            ("a symlink to a tmpfs", link.clone(), "without following a symlink"),
-            ("a plain directory", plain.clone(), "not the root of a mount"),
-        ] {
+        // --ipc=host, a symlink to a tmpfs, a symlinked parent, a plain
+        // directory, a tmpfs whose path lacks the container's id: never
+        // resized. The others are at <tree>/<id>/shm, with the run's id.
+        let cases: [(&str, Source, &str); 5] = [
+            ("host IPC", |_, _, _| PathBuf::from("/dev/shm"), "host's /dev/shm"),
+            (
+                "a symlink to a tmpfs",
+                |d, id, decoy| {
+                    mkdirs(&d.0.join(id));
+                    let link = d.0.join(id).join("shm");
+                    symlink(decoy, &link).unwrap();
+                    link
+                },
+                "without following a symlink",
+            ),
+            (
+                "a symlinked parent reaching a tmpfs at <real>/<id>/shm",
+                |d, id, _| {
+                    d.tmpfs(&format!("real/{id}/shm"), "64m");
+                    symlink(d.0.join("real"), d.0.join("link")).unwrap();
+                    d.0.join("link").join(id).join("shm")
+                },
+                "without following a symlink",
+            ),
+            (
+                "a plain directory",
+                |d, id, _| {
+                    let dir = d.0.join(id).join("shm");
+                    mkdirs(&dir);
+                    dir
+                },
+                "not the root of a mount",
+            ),
+            (
+                "a tmpfs without the container's id in its path",
+                |d, _, _| d.tmpfs("other/shm", "64m"),
+                "not the engine's shm",
+            ),
+        ];
+        for (name, source, reason) in cases {
             let case = format!("shm source is {name} ({rt:?})");
+            let id = unique("spec");
+            let dirs = EngineDir::new();
+            let decoy = dirs.tmpfs("decoy", "64m");
+            let source = source(&dirs, &id, &decoy);
             let host = before(&marker);
             let mut b = Bundle::new("spec-shm");
             b.script(SHOW).annotate("oci-tmpfs-hook/shm-size", "80Mi");
             bind_shm(&mut b, &source);
-            let (_, stderr) = run_wrapped(&b, rt, &case);
+            let (_, stderr) = run_wrapped_as(&b, rt, &case, &id);
             assert!(stderr.contains(reason), "{case}: {stderr}");
-            assert_eq!(fs_bytes(&decoy.0), 64 * MI, "{case}: the decoy tmpfs was resized");
+            assert_eq!(fs_bytes(&decoy), 64 * MI, "{case}: the decoy tmpfs was resized\n{stderr}");
+            // Every tmpfs of the case (the decoy, one reached through the source) keeps its size.
+            for (at, size) in dirs.tmpfs_sizes() {
+                assert_eq!(size, 64 * MI, "{case}: the tmpfs at {at} was resized\n{stderr}");
+            }
             host.assert_untouched(&marker, &case);
         }
-        let _ = std::fs::remove_file(&link);
-        let _ = std::fs::remove_dir(&plain);
     }
 }

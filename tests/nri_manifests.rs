@@ -4,7 +4,8 @@
 //! tests/env/kubernetes-validate.sh installs it from PyPI once); the
 //! kustomization lists every manifest; the DaemonSet's args and the
 //! ConfigMap's host config are ones the binary accepts; the DaemonSet asks
-//! for no more than the issue allows (one hostPath, the NRI socket's).
+//! for no more than it needs (two hostPaths, the NRI socket's directory and
+//! the hook's; no host PID, no capability: docs/nri.md).
 
 mod common;
 
@@ -77,15 +78,40 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
     let ds = load(&py, &dir.join("daemonset.yaml"));
     let pod = &ds["spec"]["template"]["spec"];
     assert_eq!(pod["priorityClassName"], "system-node-critical");
-    let host_paths: Vec<&Value> =
-        pod["volumes"].as_array().unwrap().iter().filter(|v| v.get("hostPath").is_some()).collect();
-    assert_eq!(host_paths.len(), 1, "one hostPath: {host_paths:?}");
-    assert_eq!(host_paths[0]["hostPath"]["path"], "/var/run/nri");
+    let mut host_paths: Vec<(&str, &str)> = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| Some((v["name"].as_str()?, v.get("hostPath")?["path"].as_str()?)))
+        .collect();
+    host_paths.sort();
+    assert_eq!(
+        host_paths,
+        [("hook-dir", "/opt/oci-tmpfs-hook"), ("nri-socket", "/var/run/nri")],
+        "two hostPaths: the NRI socket's directory and the hook's"
+    );
+    // The hook grows the pod's /dev/shm in the container: no host PID, no
+    // capability, no AppArmor exception.
+    assert!(pod.get("hostPID").is_none_or(|v| v == false), "{pod}");
+    assert!(ds["spec"]["template"]["metadata"].get("annotations").is_none());
     let c = &pod["containers"][0];
     let sc = &c["securityContext"];
     assert_ne!(sc["privileged"], true);
     assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
-    assert_eq!(sc["capabilities"]["add"], serde_json::json!(["SYS_ADMIN", "SYS_PTRACE"]));
+    assert!(sc["capabilities"].get("add").is_none(), "{sc}");
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    let mounted: Vec<(&str, &str)> = c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["name"].as_str().unwrap(), m["mountPath"].as_str().unwrap()))
+        .collect();
+    assert!(mounted.contains(&("hook-dir", "/host/opt/oci-tmpfs-hook")), "{mounted:?}");
+    let args: Vec<&str> = c["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    let after = |flag: &str| args.iter().position(|a| *a == flag).map(|i| args[i + 1]);
+    assert_eq!(after("--hook-dir"), Some("/opt/oci-tmpfs-hook"), "{args:?}");
+    assert_eq!(after("--hook-dir-mount"), Some("/host/opt/oci-tmpfs-hook"), "{args:?}");
+    assert!(!args.contains(&"--host-root"), "{args:?}");
     assert!(
         c["resources"]["requests"]["memory"].is_string() && c["resources"]["limits"]["memory"].is_string()
     );
@@ -111,20 +137,31 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
     };
     set("--socket", &tmp.join("nri.sock"));
     set("--config", &config);
-    set("--host-root", Path::new("/"));
+    let hook_dir = tmp.join("hook-dir");
+    std::fs::create_dir_all(&hook_dir).unwrap();
+    set("--hook-dir-mount", &hook_dir);
+    let log = tmp.join("plugin.log");
     let mut child = Command::new(common::hook_bin())
         .args(&args)
         .env("TMPDIR", &tmp)
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(800));
+    // Copying the (debug) binary durably takes a moment before it dials.
+    let t0 = std::time::Instant::now();
+    let mut err = String::new();
+    while t0.elapsed() < Duration::from_secs(20) && !err.contains("connecting to the NRI socket") {
+        std::thread::sleep(Duration::from_millis(100));
+        err = std::fs::read_to_string(&log).unwrap_or_default();
+    }
+    std::thread::sleep(Duration::from_millis(300));
     let running = matches!(child.try_wait(), Ok(None));
     let _ = child.kill();
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let _ = child.wait();
+    let installed = (hook_dir.join("oci-tmpfs-hook").is_file(), hook_dir.join("config.toml").is_file());
     let _ = std::fs::remove_dir_all(&tmp);
     assert!(running, "{args:?} exited: {err}");
     assert!(err.contains("connecting to the NRI socket"), "{err}");
+    assert_eq!(installed, (true, true), "the plugin did not fill --hook-dir-mount: {err}");
 }

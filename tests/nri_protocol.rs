@@ -5,8 +5,10 @@
 //!
 //! Checked: the registration exchange (name, two-digit index, the event
 //! mask of `CreateContainer` alone, synchronize), an adjustment for a plan
-//! (every frame the plugin writes carries at most 4096 payload bytes, also
-//! for an answer that does not fit one), and malformed and oversized frames
+//! (our hook at createRuntime and the pod's `oci-tmpfs-hook/*` annotations,
+//! never a mount; every frame the plugin writes carries at most 4096
+//! payload bytes, also for an answer that does not fit one), `--hook-dir`
+//! filled before registration, and malformed and oversized frames
 //! from the socket: the plugin logs one clean error, redials and registers
 //! again, and is never killed by a panic. No root needed.
 
@@ -24,7 +26,6 @@ use std::time::{Duration, Instant};
 use oci_tmpfs_hook::nri::mux::{self, MAX_WRITE, PLUGIN_CONN, RUNTIME_CONN};
 use oci_tmpfs_hook::nri::proto::{api, api_ttrpc};
 
-const MI: u64 = 1 << 20;
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A directory removed on drop.
@@ -77,6 +78,12 @@ struct Session {
 
 impl Fake {
     fn start(host_config: &str) -> Fake {
+        Fake::start_with(host_config, &[])
+    }
+
+    /// The plugin with `args` after `nri --socket S --config C`; `{dir}` in
+    /// an arg is this fake's directory.
+    fn start_with(host_config: &str, args: &[&str]) -> Fake {
         let dir = TempDir::new();
         let sock = dir.0.join("nri.sock");
         let listener = UnixListener::bind(&sock).unwrap();
@@ -89,6 +96,7 @@ impl Fake {
             .arg(&sock)
             .arg("--config")
             .arg(&config)
+            .args(args.iter().map(|a| a.replace("{dir}", &dir.0.display().to_string())))
             .env("OCI_TMPFS_HOOK_LOG", "info")
             .env("TMPDIR", &dir.0)
             .stdin(Stdio::null())
@@ -241,44 +249,153 @@ fn registration_exchange() {
     assert!(fake.alive());
 }
 
+/// The hook entry of an adjustment at createRuntime, and no other hook.
+fn the_hook(adjust: &api::ContainerAdjustment) -> &api::Hook {
+    let hooks = adjust.hooks.as_ref().unwrap_or_else(|| panic!("no hooks in {adjust:?}"));
+    assert!(
+        hooks.prestart.is_empty()
+            && hooks.create_container.is_empty()
+            && hooks.start_container.is_empty()
+            && hooks.poststart.is_empty()
+            && hooks.poststop.is_empty(),
+        "{hooks:?}"
+    );
+    assert_eq!(hooks.create_runtime.len(), 1, "{hooks:?}");
+    &hooks.create_runtime[0]
+}
+
 #[test]
 fn adjustment_for_a_plan_in_frames_of_at_most_4096() {
-    // Enough extra targets that the answer takes several frames.
-    let extra: Vec<String> = (0..120).map(|i| format!("\"/scratch-extra/dir-{i:03}\"")).collect();
-    let mut fake = Fake::start(&format!("extra_targets = [{}]\n", extra.join(", ")));
+    let mut fake = Fake::start("extra_targets = [\"/scratch-extra\"]\n");
     let (s, _) = fake.accept();
     configure(&s);
-    let t0 = Instant::now();
-    let resp = s.plugin.create_container(ctx(), &create_request("app")).expect("CreateContainer");
-    let took = t0.elapsed();
-    let mounts = &resp.adjust.mounts;
-    let at = |d: &str| {
-        mounts.iter().find(|m| m.destination == d).unwrap_or_else(|| panic!("no mount at {d}: {mounts:?}"))
-    };
-    for d in ["/tmp", "/scratch", "/scratch-extra/dir-000", "/scratch-extra/dir-119"] {
-        let m = at(d);
-        assert_eq!((m.type_.as_str(), m.source.as_str()), ("tmpfs", "oci-tmpfs-hook"), "{d}");
-        assert_eq!(m.options, ["nosuid", "nodev", "mode=1777", &format!("size={}", 256 * MI)], "{d}");
+    // Enough of our pod annotations that the answer (which copies them)
+    // takes several frames.
+    let mut req = create_request("app");
+    let pod = req.pod.mut_or_insert_default();
+    for i in 0..120 {
+        pod.annotations.insert(format!("oci-tmpfs-hook/extra-{i:03}"), format!("{:0>40}", i));
     }
-    let shm = at("/dev/shm");
-    assert_eq!(shm.options, ["nosuid", "nodev", "noexec", "mode=1777", &format!("size={}", 512 * MI)]);
-    assert_eq!(mounts.len(), 123);
+    pod.annotations.insert("oci-tmpfs-hook/tmp-size".into(), "100Mi".into());
+    pod.annotations.insert("example.com/other".into(), "not ours".into());
+    let t0 = Instant::now();
+    let resp = s.plugin.create_container(ctx(), &req).expect("CreateContainer");
+    let took = t0.elapsed();
+    let adjust = &resp.adjust;
+    assert!(adjust.mounts.is_empty(), "never a mount: {:?}", adjust.mounts);
+    assert!(adjust.env.is_empty() && adjust.linux.is_none(), "{adjust:?}");
+    let hook = the_hook(adjust);
+    let this = common::hook_bin().canonicalize().unwrap();
+    let config = fake.dir.0.join("config.toml");
+    assert_eq!(hook.path, this.display().to_string(), "no --hook-dir: this binary");
+    assert_eq!(
+        hook.args,
+        ["oci-tmpfs-hook", "hook", "--stage", "createRuntime", "--config", &config.display().to_string()]
+    );
+    assert_eq!(hook.env, ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]);
+    assert!(hook.timeout.is_none());
+    assert_eq!(adjust.annotations.len(), 121, "our 121 pod annotations, not the other one");
+    assert_eq!(adjust.annotations["oci-tmpfs-hook/tmp-size"], "100Mi");
+    assert!(!adjust.annotations.contains_key("example.com/other"));
+    let log = fake.log();
+    let line = log.lines().find(|l| l.contains("ns/pod/app: our hook at createRuntime")).unwrap_or("");
+    for want in ["/tmp 100Mi", "/scratch 100Mi", "/scratch-extra 100Mi", "/dev/shm 512Mi"] {
+        assert!(line.contains(want), "{want} not in the plugin's line: {line}\n{log}");
+    }
     let max = s.max_frame.load(Ordering::SeqCst);
-    let bytes: usize = mounts.iter().map(|m| m.destination.len() + 60).sum();
+    let bytes: usize = adjust.annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
     eprintln!(
-        "nri_protocol: {} mounts (~{bytes} bytes) in {took:?}; largest frame {max} bytes",
-        mounts.len()
+        "nri_protocol: a hook and {} annotations (~{bytes} bytes) in {took:?}; largest frame {max} bytes",
+        adjust.annotations.len()
     );
     assert!(bytes > MAX_WRITE, "the answer should not fit one frame");
     assert!(max <= MAX_WRITE, "the plugin wrote a frame of {max} payload bytes");
     assert!(took < Duration::from_millis(500), "CreateContainer took {took:?}");
-    // A writable root gets nothing.
+    // A writable root gets nothing, and the pod's sandbox neither.
     let mut rw = create_request("rw");
     for m in &mut rw.container.mut_or_insert_default().mounts {
         m.options = vec!["rbind".into(), "rprivate".into(), "rw".into()];
     }
     let resp = s.plugin.create_container(ctx(), &rw).expect("CreateContainer rw");
-    assert!(resp.adjust.mounts.is_empty(), "{:?}", resp.adjust.mounts);
+    assert_eq!(*resp.adjust, api::ContainerAdjustment::new());
+    let mut pause = create_request("pause");
+    pause
+        .container
+        .mut_or_insert_default()
+        .annotations
+        .insert("io.kubernetes.cri.container-type".into(), "sandbox".into());
+    let resp = s.plugin.create_container(ctx(), &pause).expect("CreateContainer sandbox");
+    assert_eq!(*resp.adjust, api::ContainerAdjustment::new());
+}
+
+/// `--hook-dir` / `--hook-dir-mount`: before it registers, the plugin has
+/// copied its binary (0755) and host config (0644) into the mount; the
+/// adjustment names the node's paths; a changed host config is copied again
+/// before the next answer names it; a restart with the same bytes rewrites
+/// nothing.
+#[test]
+fn hook_dir_is_filled_before_registration() {
+    let host = "tmp_size = \"10%\"\n";
+    let args = ["--hook-dir", "/opt/oci-tmpfs-hook", "--hook-dir-mount", "{dir}/hookdir"];
+    let dir = TempDir::new();
+    let mount = dir.0.join("hookdir");
+    std::fs::create_dir_all(&mount).unwrap();
+    let args: Vec<String> = args.iter().map(|a| a.replace("{dir}", &dir.0.display().to_string())).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut fake = Fake::start_with(host, &args);
+    let (s, _) = fake.accept();
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    let (bin, cfg) = (mount.join("oci-tmpfs-hook"), mount.join("config.toml"));
+    assert_eq!(std::fs::read(&bin).unwrap(), std::fs::read(common::hook_bin()).unwrap());
+    assert_eq!(mode(&bin), 0o755);
+    assert_eq!(std::fs::read_to_string(&cfg).unwrap(), host);
+    assert_eq!(mode(&cfg), 0o644);
+    configure(&s);
+    let resp = s.plugin.create_container(ctx(), &create_request("app")).expect("CreateContainer");
+    let hook = the_hook(&resp.adjust);
+    assert_eq!(hook.path, "/opt/oci-tmpfs-hook/oci-tmpfs-hook");
+    assert_eq!(hook.args[4..], ["--config", "/opt/oci-tmpfs-hook/config.toml"]);
+    // The ConfigMap changes: the next answer's hook reads the new one.
+    let changed = "tmp_size = \"20%\"\n";
+    std::fs::write(fake.dir.0.join("config.toml"), changed).unwrap();
+    s.plugin.create_container(ctx(), &create_request("app2")).expect("CreateContainer");
+    assert_eq!(std::fs::read_to_string(&cfg).unwrap(), changed);
+    // A second plugin with the same bytes writes nothing (same inodes).
+    let inodes = (std::fs::metadata(&bin).unwrap().ino(), std::fs::metadata(&cfg).unwrap().ino());
+    let _ = fake.plugin.kill();
+    let _ = fake.plugin.wait();
+    drop(s);
+    fake.listener.set_nonblocking(true).unwrap();
+    while fake.listener.accept().is_ok() {}
+    let log = std::fs::File::create(fake.dir.0.join("plugin.log")).unwrap();
+    fake.plugin = Command::new(common::hook_bin())
+        .arg("nri")
+        .arg("--socket")
+        .arg(fake.dir.0.join("nri.sock"))
+        .arg("--config")
+        .arg(fake.dir.0.join("config.toml"))
+        .args(&args)
+        .env("OCI_TMPFS_HOOK_LOG", "info")
+        .env("TMPDIR", &fake.dir.0)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let (_s, _) = fake.accept();
+    assert_eq!(inodes, (std::fs::metadata(&bin).unwrap().ino(), std::fs::metadata(&cfg).unwrap().ino()));
+    assert!(!fake.log().contains("nri: wrote"), "{}", fake.log());
+    // A missing --hook-dir-mount: the plugin refuses to start, naming it.
+    let out = Command::new(common::hook_bin())
+        .args(["nri", "--socket", "/nonexistent/nri.sock", "--hook-dir", "/opt/x", "--hook-dir-mount"])
+        .arg(dir.0.join("missing"))
+        .arg("--config")
+        .arg(fake.dir.0.join("config.toml"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--hook-dir-mount") && err.contains("missing"), "{err}");
 }
 
 /// Sends `bytes` raw on the session's socket and checks that the plugin

@@ -4,7 +4,7 @@
 # engine tests; python3-seccomp, uidmap, slirp4netns for the hostile suite;
 # python3-torch for the PyTorch end-to-end tests; python3-venv for the CRI
 # client's venv; debootstrap for the sid environment) when missing, applies the one machine fix they need
-# (DESIGN.md §4: crun wants hugetlb as a cgroup v1 hierarchy on hybrid cgroup
+# (docs/design.md#test-machine: crun wants hugetlb as a cgroup v1 hierarchy on hybrid cgroup
 # hosts), then runs the whole suite with real containers in two environments:
 #
 # 1. bookworm: the host's own engines (Debian 12), `cargo test` as always;
@@ -87,8 +87,8 @@ if [[ ,$envs, == *,sid,* ]]; then
     # The same test binaries as above (built on the host, run inside sid).
     mapfile -t bins < <(cargo test --locked --no-run --message-format=json 2>/dev/null \
       | grep -o '"executable":"[^"]*"' | sed 's/^"executable":"//; s/"$//' \
-      | grep -E '/deps/(engines|hook_runtimes|hostile_spec|setup|hostile|pytorch|cri)-[0-9a-f]+$')
-    [ ${#bins[@]} = 7 ] || { echo "tests/run.sh: expected 7 real-engine test binaries, found ${#bins[@]}: ${bins[*]}" >&2; exit 1; }
+      | grep -E '/deps/(engines|hook_runtimes|hostile_spec|hostile_layouts|setup|hostile|pytorch|cri)-[0-9a-f]+$')
+    [ ${#bins[@]} = 8 ] || { echo "tests/run.sh: expected 8 real-engine test binaries, found ${#bins[@]}: ${bins[*]}" >&2; exit 1; }
     inner='cd "$1"; shift; rc=0; n=$1; shift; bins=("${@:1:$n}"); shift "$n"
       for b in "${bins[@]}"; do
         echo "     Running sid ${b##*/}"

@@ -39,9 +39,19 @@ pub(crate) struct System {
     /// The spec's mount destinations, and where they landed once looked up.
     spec_mounts: Vec<SpecMount>,
     landings: Option<Vec<Landing>>,
+    /// For a `/dev/shm` the spec binds from the host: the device of the
+    /// proven engine shm, or why it is not one (read on the host, before
+    /// joining the container: docs/design.md#engine-shm).
+    engine_shm: Option<Result<u64, Note>>,
 }
 
 impl System {
+    /// The real thing, for a container whose `/dev/shm` is bound from
+    /// `engine_shm` (proven or not by [`super::host::prove_engine_shm`]).
+    pub(crate) fn new(engine_shm: Option<Result<u64, Note>>) -> System {
+        System { engine_shm, ..System::default() }
+    }
+
     /// Where the spec's mounts landed in the container (looked up once).
     fn landings(&mut self, root: &Root) -> &[Landing] {
         let mounts = &self.spec_mounts;
@@ -149,6 +159,13 @@ impl Mounter for System {
             let mnt = mount::build(tmpfs, &[], SHM_PATH)?;
             let done = Done::MountedShm { size: tmpfs.size.bytes };
             return Ok(Prepared::Ready(Pending::Attach { mnt, target: fd, what: SHM_PATH.into() }, done));
+        }
+        match &self.engine_shm {
+            Some(Err(note)) => return Ok(Prepared::Skip(note.clone())),
+            Some(Ok(dev)) if *dev != st.st_dev => {
+                return skip("it is not the engine's shm the spec binds there".into(), true);
+            }
+            _ => {}
         }
         let Some(current) = mount::tmpfs_size(&fd, SHM_PATH)? else {
             return skip("it is a mount of a filesystem other than tmpfs".into(), true);

@@ -72,7 +72,35 @@ fn execute(stage: Option<Stage>, settings: &Settings, stdin: impl io::Read) -> R
     };
     let rootfs =
         input::rootfs_path(&spec, &state.bundle).ok_or_else(|| HookError::NoRootfs(state.bundle.clone()))?;
-    let report = apply::apply(&mut apply::System::default(), &plan, stage, state.pid, &rootfs)?;
+    let engine_shm = engine_shm(&plan, &state.id, &spec, state.annotations.as_ref())?;
+    let report = apply::apply(&mut apply::System::new(engine_shm), &plan, stage, state.pid, &rootfs)?;
     crate::logger::outcome(&report.notes, &report.done);
     Ok(())
+}
+
+/// For a `/dev/shm` the spec binds from the host and the plan grows: whether
+/// that source is the engine's shm for this container, proven on the host
+/// before the hook joins the container (docs/design.md#engine-shm): a
+/// user's volume at `/dev/shm` is never grown.
+fn engine_shm(
+    plan: &plan::Plan,
+    id: &str,
+    spec: &oci_spec::runtime::Spec,
+    state_annotations: Option<&std::collections::HashMap<String, String>>,
+) -> Result<Option<Result<u64, plan::Note>>, HookError> {
+    let source = plan.actions.iter().find_map(|a| match a {
+        plan::Action::Shm { existing: plan::ShmSource::Bind { source }, way: plan::ShmWay::Grow, .. } => {
+            Some(source.as_str())
+        }
+        _ => None,
+    });
+    let Some(source) = source else { return Ok(None) };
+    let sandbox = spec
+        .annotations()
+        .as_ref()
+        .or(state_annotations)
+        .and_then(|a| a.get(crate::names::CRI_SANDBOX_ID))
+        .map(String::as_str);
+    let ids: Vec<&str> = std::iter::once(id).chain(sandbox).collect();
+    Ok(Some(apply::host::prove_engine_shm(source, &ids)?.map(|(_, dev)| dev)))
 }

@@ -1,5 +1,7 @@
 //! `oci-tmpfs-hook nri`: the NRI plugin. Reads the host config once to fail
-//! fast on a bad one, then serves the runtime's NRI socket forever, or the
+//! fast on a bad one, puts its binary and host config into `--hook-dir`
+//! (when given) before it registers, so that no adjustment names a hook the
+//! node lacks, then serves the runtime's NRI socket forever, or the
 //! connection a runtime handed it (pre-registered: `NRI_PLUGIN_SOCKET`, with
 //! `NRI_PLUGIN_NAME` and `NRI_PLUGIN_IDX`) until that one ends.
 
@@ -9,6 +11,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::cli::NriArgs;
+use crate::nri::install::HookDir;
 use crate::nri::{self, Handler, Options};
 
 /// Why the plugin cannot start.
@@ -16,8 +19,6 @@ use crate::nri::{self, Handler, Options};
 pub enum NriStartError {
     #[error("--idx {0:?}: NRI wants exactly two digits, e.g. 10")]
     Idx(String),
-    #[error("--host-root {0}: not a directory we can enter; give the host's / (\"/\" on the host, /proc/1/root in a pod with host PID and CAP_SYS_PTRACE)")]
-    HostRoot(std::path::PathBuf),
     #[error("{env}={value:?}: not a file descriptor number the runtime passed")]
     Fd { env: &'static str, value: String },
 }
@@ -27,14 +28,24 @@ pub enum NriStartError {
 /// # Errors
 /// A bad index or host config; a pre-registered connection that ended.
 pub fn run(args: &NriArgs) -> Result<ExitCode, super::Error> {
-    if !args.host_root.is_dir() {
-        // Still useful: /tmp and the temp dirs need no host access.
-        let e = NriStartError::HostRoot(args.host_root.clone());
-        log::warn!("nri: {e}; pods' /dev/shm cannot be grown, temp dirs are still mounted");
-    }
     let (path, explicit) = args.config.resolve(Path::new("/"));
-    let handler = Arc::new(Handler::new(&path, explicit, &args.host_root)?);
+    let dir = args.hook_dir.as_ref().map(|node| HookDir {
+        node: node.clone(),
+        mount: args.hook_dir_mount.clone().unwrap_or_else(|| node.clone()),
+    });
+    let handler = Arc::new(Handler::new(&path, explicit, dir)?);
     nri::service::apply_logging(&handler.settings(), &crate::settings::Settings::default());
+    if args.host_root.is_some() {
+        log::warn!("nri: --host-root is no longer used (the hook grows the pod's /dev/shm); ignored");
+    }
+    for wrote in handler.install()? {
+        log::info!("nri: wrote {wrote}");
+    }
+    log::info!(
+        "nri: the adjustments name the hook {}{}",
+        handler.site().path.display(),
+        handler.site().config.as_ref().map(|c| format!(" --config {}", c.display())).unwrap_or_default()
+    );
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let mut opts = Options {
         socket: nri::session::socket_path(&args.socket.to_string_lossy()).to_path_buf(),

@@ -98,7 +98,8 @@ pub(super) fn spec_unsafe(real: &Path) -> Option<String> {
 /// The first line of `real --version`, run once per binary: the answer is
 /// kept under [`RUNTIME_CACHE_DIR`], named by the binary's identity (device,
 /// inode, size, modification time), so that no process runs per start and an
-/// upgraded runtime is asked again. `None` when the runtime does not answer.
+/// upgraded runtime is asked again. `None` when it cannot be run; an empty
+/// line when it printed nothing.
 fn runtime_version(real: &Path) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(real).ok()?;
@@ -117,8 +118,10 @@ fn runtime_version(real: &Path) -> Option<String> {
         .output()
         .inspect_err(|e| log::debug!("{} --version: {e}", real.display()))
         .ok()?;
-    let line = String::from_utf8_lossy(&out.stdout).lines().next()?.trim().to_string();
-    if out.status.success() && (trusted || make_cache_dir(cache)) {
+    // Whatever it answered, even nothing, is kept: a runtime that prints no
+    // version is not asked again at every start.
+    let line = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().trim().to_string();
+    if trusted || make_cache_dir(cache) {
         let perms = crate::files::Perms { mode: 0o600, owner: None };
         let path = cache.join(&key);
         if let Err(e) =

@@ -15,16 +15,25 @@
 //! runs the same pure plan as the hook and the wrapper. Annotations: the
 //! pod's (its CRI annotations, where users set ours), then the container's
 //! over them (containerd's `io.kubernetes.cri.container-type` among them).
+//!
+//! The plan decides only whether the container gets our hook; the
+//! adjustment never carries a mount ([`adjustment`], docs/nri.md): the hook
+//! makes the plan's mounts, and grows the pod's `/dev/shm`, by fd in the
+//! container's namespace, judged on the final layout.
 
 use std::collections::HashMap;
 
 use oci_spec::runtime::Spec;
 use serde_json::{json, Map, Value};
 
+use std::path::PathBuf;
+
 use super::proto::api;
-use crate::plan::{Action, Plan, ShmSource, ShmWay};
-use crate::size::Bytes;
-use crate::spec::{self, TmpfsMount};
+use crate::plan::Plan;
+use crate::stage::Stage;
+
+/// The prefix of our annotations, the ones copied from the pod.
+const ANNOTATION_PREFIX: &str = "oci-tmpfs-hook/";
 
 /// The container files whose `ro` bind says the root is read-only.
 pub const READONLY_SIGNALS: [&str; 2] = ["/etc/hostname", "/etc/resolv.conf"];
@@ -123,36 +132,68 @@ pub fn spec_of(pod: Option<&api::PodSandbox>, ctr: &api::Container) -> Result<Sp
     serde_json::from_value(config)
 }
 
-/// The adjustment carrying out `plan`: a tmpfs mount per fresh mount of the
-/// spec executor ([`spec::fresh_mounts`]); a mount on a destination the
-/// spec already has replaces it.
-pub fn adjustment(plan: &Plan) -> api::ContainerAdjustment {
+/// Where the node has our hook: the binary and the host config it reads,
+/// as the runtime (which runs the hook) sees them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HookSite {
+    /// The hook binary on the node.
+    pub path: PathBuf,
+    /// The host config on the node, passed as `--config`; `None`: the
+    /// hook's default path.
+    pub config: Option<PathBuf>,
+}
+
+/// The stage the adjustment registers the hook at: after the runtime has
+/// made the container's mounts, before `pivot_root`, in the runtime's
+/// namespace (the hook enters the container's), as the hooks dir does.
+pub const HOOK_STAGE: Stage = Stage::CreateRuntime;
+
+/// Whether `plan` needs our hook: it is enabled and has something to do.
+pub fn needs_hook(plan: &Plan) -> bool {
+    plan.enabled && !plan.actions.is_empty()
+}
+
+/// The adjustment carrying out `plan`: never a mount (the plugin cannot see
+/// the rootfs, and containerd resolves an adjusted mount by path after the
+/// volumes: docs/nri.md), but our OCI hook at [`HOOK_STAGE`], which makes
+/// the plan's mounts by fd in the container's namespace with the landing
+/// rules of the hook; and the pod's `oci-tmpfs-hook/*` annotations the
+/// container lacks, so that the hook's plan reads what this one read (CRI
+/// does not pass pod annotations to the spec unless configured to). A plan
+/// with nothing to do adjusts nothing.
+pub fn adjustment(
+    plan: &Plan,
+    pod: Option<&api::PodSandbox>,
+    ctr: &api::Container,
+    site: &HookSite,
+) -> api::ContainerAdjustment {
     let mut adjust = api::ContainerAdjustment::new();
-    adjust.mounts = spec::fresh_mounts(plan, &[]).iter().map(mount).collect();
+    if !needs_hook(plan) {
+        return adjust;
+    }
+    let mut hook = api::Hook::new();
+    hook.path = site.path.display().to_string();
+    hook.args = crate::names::hook_argv(HOOK_STAGE, site.config.as_deref());
+    hook.env = vec![crate::names::HOOK_PATH_ENV.to_string()];
+    let mut hooks = api::Hooks::new();
+    hooks.create_runtime.push(hook);
+    adjust.hooks = Some(hooks).into();
+    if let Some(pod) = pod {
+        adjust.annotations = pod
+            .annotations
+            .iter()
+            .filter(|(k, _)| k.starts_with(ANNOTATION_PREFIX) && !ctr.annotations.contains_key(*k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+    }
     adjust
 }
 
-fn mount(m: &TmpfsMount) -> api::Mount {
-    let mut out = api::Mount::new();
-    out.destination = m.destination.clone();
-    out.type_ = "tmpfs".to_string();
-    out.source = spec::SOURCE.to_string();
-    out.options = m.options.clone();
-    out
-}
-
-/// The engine-made `/dev/shm` (its host path) to grow on the host, and to
-/// what: the pod's shm that CRI binds into every container of the pod.
-pub fn host_shm(plan: &Plan) -> Option<(&str, Bytes)> {
-    if !plan.enabled {
-        return None;
-    }
-    plan.actions.iter().find_map(|a| match a {
-        Action::Shm { existing: ShmSource::Bind { source }, way: ShmWay::Grow, tmpfs, .. } => {
-            Some((source.as_str(), tmpfs.size.bytes))
-        }
-        _ => None,
-    })
+/// What `plan` asks of the hook, for a log line: `/tmp 256Mi, /dev/shm 512Mi`.
+pub fn summary(plan: &Plan) -> String {
+    let parts: Vec<String> =
+        plan.actions.iter().map(|a| format!("{} {}", a.target(), a.tmpfs().size.bytes)).collect();
+    parts.join(", ")
 }
 
 #[cfg(test)]
@@ -160,6 +201,7 @@ mod tests {
     use super::*;
     use crate::plan::{decide, Inputs};
     use crate::settings::Settings;
+    use crate::size::Bytes;
 
     const MI: u64 = 1 << 20;
     const GI: u64 = 1 << 30;
@@ -240,37 +282,74 @@ mod tests {
         }
     }
 
+    fn site() -> HookSite {
+        HookSite {
+            path: PathBuf::from("/opt/oci-tmpfs-hook/oci-tmpfs-hook"),
+            config: Some(PathBuf::from("/opt/oci-tmpfs-hook/config.toml")),
+        }
+    }
+
+    fn adjust(pod: Option<&api::PodSandbox>, c: &api::Container) -> api::ContainerAdjustment {
+        adjustment(&plan(pod, c, &Settings::default()), pod, c, &site())
+    }
+
     #[test]
-    fn read_only_1gi_gets_tmp_and_the_pod_shm_grown() {
-        let p = plan(None, &ctr(true, Some(GI as i64)), &Settings::default());
-        let adj = adjustment(&p);
-        assert_eq!(adj.mounts.len(), 1);
-        let m = &adj.mounts[0];
+    fn read_only_1gi_gets_our_hook_and_no_mount() {
+        let c = ctr(true, Some(GI as i64));
+        let p = plan(None, &c, &Settings::default());
+        assert_eq!(summary(&p), format!("/tmp {}, /dev/shm {}", Bytes(256 * MI), Bytes(512 * MI)));
+        let adj = adjustment(&p, None, &c, &site());
+        assert!(adj.mounts.is_empty(), "{:?}", adj.mounts);
+        assert!(adj.annotations.is_empty() && adj.env.is_empty());
+        let hooks = adj.hooks.as_ref().expect("hooks");
+        assert!(hooks.prestart.is_empty() && hooks.create_container.is_empty());
+        assert_eq!(hooks.create_runtime.len(), 1);
+        let h = &hooks.create_runtime[0];
+        assert_eq!(h.path, "/opt/oci-tmpfs-hook/oci-tmpfs-hook");
         assert_eq!(
-            (m.destination.as_str(), m.type_.as_str(), m.source.as_str()),
-            ("/tmp", "tmpfs", "oci-tmpfs-hook")
+            h.args,
+            [
+                "oci-tmpfs-hook",
+                "hook",
+                "--stage",
+                "createRuntime",
+                "--config",
+                "/opt/oci-tmpfs-hook/config.toml"
+            ]
         );
-        assert_eq!(m.options, ["nosuid", "nodev", "mode=1777", &format!("size={}", 256 * MI)]);
-        assert_eq!(
-            host_shm(&p),
-            Some(("/run/containerd/io.containerd.grpc.v1.cri/sandboxes/p/shm", Bytes(512 * MI)))
-        );
+        assert_eq!(h.env, [crate::names::HOOK_PATH_ENV]);
+        let default = HookSite { path: PathBuf::from("/usr/bin/oci-tmpfs-hook"), config: None };
+        let h = &adjustment(&p, None, &c, &default).hooks.create_runtime[0].clone();
+        assert_eq!(h.args, ["oci-tmpfs-hook", "hook", "--stage", "createRuntime"]);
     }
 
     #[test]
     fn writable_sandbox_and_annotated() {
-        assert!(adjustment(&plan(None, &ctr(false, Some(GI as i64)), &Settings::default()))
-            .mounts
-            .is_empty());
+        assert_eq!(adjust(None, &ctr(false, Some(GI as i64))), api::ContainerAdjustment::new());
         let mut pause = ctr(true, None);
         pause.annotations.insert("io.kubernetes.cri.container-type".into(), "sandbox".into());
-        let p = plan(None, &pause, &Settings::default());
-        assert!(adjustment(&p).mounts.is_empty() && host_shm(&p).is_none());
+        assert_eq!(adjust(None, &pause), api::ContainerAdjustment::new());
+        // Below 1 MiB: no tmpfs at all, so no hook.
+        assert_eq!(adjust(None, &ctr(true, Some(512 << 10))), api::ContainerAdjustment::new());
         let mut pod = api::PodSandbox::new();
         pod.annotations.insert("oci-tmpfs-hook/tmp-size".into(), "100Mi".into());
         pod.annotations.insert("oci-tmpfs-hook/enabled".into(), "true".into());
-        let p = plan(Some(&pod), &ctr(false, Some(GI as i64)), &Settings::default());
-        assert_eq!(adjustment(&p).mounts[0].options.last().unwrap(), &format!("size={}", 100 * MI));
+        pod.annotations.insert("oci-tmpfs-hook/shm-size".into(), "1Gi".into());
+        pod.annotations.insert("other/key".into(), "x".into());
+        let mut c = ctr(false, Some(GI as i64));
+        c.annotations.insert("oci-tmpfs-hook/shm-size".into(), "300Mi".into());
+        let p = plan(Some(&pod), &c, &Settings::default());
+        assert_eq!(summary(&p), format!("/tmp {}, /dev/shm {}", Bytes(100 * MI), Bytes(300 * MI)));
+        let adj = adjustment(&p, Some(&pod), &c, &site());
+        assert_eq!(adj.hooks.create_runtime.len(), 1);
+        // Ours only, and not over the container's own.
+        let mut copied: Vec<(&str, &str)> =
+            adj.annotations.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        copied.sort();
+        assert_eq!(copied, [("oci-tmpfs-hook/enabled", "true"), ("oci-tmpfs-hook/tmp-size", "100Mi")]);
+        // Disabled by the pod: nothing, not even the annotations.
+        pod.annotations.insert("oci-tmpfs-hook/enabled".into(), "false".into());
+        assert_eq!(adjust(Some(&pod), &ctr(true, Some(GI as i64))), api::ContainerAdjustment::new());
     }
 
     #[test]
@@ -280,7 +359,7 @@ mod tests {
         c.mounts.push(mnt("/dev/shm", "bind", "/dev/shm", &["rbind", "rprivate", "rw"]));
         c.linux.mut_or_insert_default().namespaces.clear();
         let p = plan(None, &c, &Settings::default());
-        assert_eq!(host_shm(&p), None);
-        assert_eq!(adjustment(&p).mounts.len(), 1);
+        assert_eq!(summary(&p), format!("/tmp {}", Bytes(256 * MI)));
+        assert_eq!(adjustment(&p, None, &c, &site()).hooks.create_runtime.len(), 1);
     }
 }

@@ -1,17 +1,21 @@
 //! `oci-tmpfs-hook nri`: an NRI (Node Resource Interface) plugin for
 //! containerd 2.x and CRI-O. The runtime asks it at each `CreateContainer`;
-//! it answers with the same pure plan's tmpfs mounts (the spec executor's
-//! [`crate::spec::fresh_mounts`]) and grows the pod's `/dev/shm` on the host,
-//! so no runtime config edit, restart or RuntimeClass is needed.
+//! it runs the same pure plan and, when the plan has work, answers with our
+//! OCI hook (createRuntime), which makes the mounts and grows the pod's
+//! `/dev/shm` by fd in the container's namespace, judged on the final
+//! layout; so no runtime config edit, restart or RuntimeClass is needed,
+//! and no path-resolved mount leaves the plugin (docs/nri.md).
 //!
 //! [`mux`] is NRI's connection multiplexer, [`session`] one connection (the
 //! `ttrpc` crate's server and client over the mux) and the redial loop,
 //! [`service`] the plugin's event handling, [`adjust`] the pure mapping
-//! between NRI's messages and the plan, [`proto`] the generated API.
+//! between NRI's messages and the plan, [`install`] the hook's copy on the
+//! node, [`proto`] the generated API.
 //! Not here: a runtime's side (tests play it), CRI-O specifics beyond the
 //! shared API, updates of running containers.
 
 pub mod adjust;
+pub mod install;
 pub mod mux;
 pub mod proto;
 pub mod service;

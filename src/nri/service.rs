@@ -1,27 +1,30 @@
 //! The plugin's side of NRI: the `nri.pkg.api.v1alpha1.Plugin` service that
 //! the runtime calls. It subscribes to `CreateContainer` only and answers it
-//! with the plan's tmpfs mounts ([`super::adjust`]), after growing the pod's
-//! engine-made `/dev/shm` on the host by fd (`apply::host::grow_shm`); every
-//! other event is acknowledged and ignored.
+//! with our OCI hook when the plan has work for the container
+//! ([`super::adjust`]); every other event is acknowledged and ignored. No
+//! mount is adjusted and nothing on the host is touched here: the hook does
+//! all of it by fd in the container's namespace (docs/nri.md).
 //!
 //! The host config is read again for each container (a ConfigMap update
 //! applies to the next container; a config that cannot be read keeps the
-//! last good one). A container that cannot be planned is one log line with
-//! its namespace/pod/name; under `on_error = "fail"` the request fails (the
-//! runtime then fails the container's creation), under `"warn"` the
-//! container gets no adjustment.
+//! last good one), and a changed one is copied into the hook directory
+//! before the answer names it ([`super::install`]). A container that cannot
+//! be planned is one log line with its namespace/pod/name; under `on_error =
+//! "fail"` the request fails (the runtime then fails the container's
+//! creation), under `"warn"` the container gets no adjustment.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::adjust;
+use super::adjust::{self, HookSite};
+use super::install::{HookDir, InstallError};
 use super::proto::{api, api_ttrpc};
-use crate::names::SHM_PATH as SHM;
+use crate::files::{self, FileError};
+use crate::input::{self, InputError, MAX_SETTINGS_BYTES};
 use crate::plan::{self, Inputs};
 use crate::settings::{OnError, Settings};
 use crate::size::Bytes;
-use crate::{apply, input};
 
 /// The event mask answered to `Configure`: `CREATE_CONTAINER` alone
 /// (`1 << (event - 1)`; a mask of 0 would mean every event).
@@ -34,56 +37,126 @@ pub enum CreateError {
     Spec(#[source] serde_json::Error),
     #[error("planning")]
     Plan(#[from] plan::PlanError),
-    #[error("growing the pod's /dev/shm on the host")]
-    Apply(#[from] apply::ApplyError),
-    #[error(transparent)]
-    Input(#[from] input::InputError),
+    #[error("putting the host config where the hook reads it")]
+    Install(#[from] InstallError),
 }
 
-/// The plugin's state: where the host config is and how to reach the host.
+/// Why the plugin cannot start serving.
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("finding this binary (the hook the adjustment names)")]
+    ThisBinary(#[source] std::io::Error),
+}
+
+/// The host config as read: its settings and its text (`""` for a missing
+/// default file: the defaults).
+#[derive(Clone, Debug)]
+struct Config {
+    settings: Settings,
+    text: String,
+}
+
+/// The plugin's state: where the host config is and where the hook is.
 pub struct Handler {
     config: PathBuf,
     explicit: bool,
-    /// Where the host's `/` is seen (`/proc/1/root` from a pod with host PID).
-    host_root: PathBuf,
+    /// The hook directory the plugin keeps up to date, when it has one.
+    dir: Option<HookDir>,
+    site: HookSite,
     host_ram: Bytes,
-    last_good: Mutex<Settings>,
+    last_good: Mutex<Config>,
+    /// The config text last copied into the hook directory.
+    installed: Mutex<Option<String>>,
 }
 
 impl Handler {
     /// A handler reading the host config at `config` (`explicit`: a missing
-    /// file is an error, else the defaults) and the host at `host_root`.
+    /// file is an error, else the defaults). With `dir`, the adjustment names
+    /// the copies in that directory (put there by [`Handler::install`]);
+    /// without, this binary and `config` (as `--config` when `explicit`).
     ///
     /// # Errors
-    /// The host config cannot be read or parsed; the host's RAM is unknown.
-    pub fn new(config: &Path, explicit: bool, host_root: &Path) -> Result<Handler, input::InputError> {
-        let settings = input::read_settings(config, explicit)?;
+    /// The host config cannot be read or parsed; the host's RAM is unknown;
+    /// this binary cannot be found.
+    pub fn new(config: &Path, explicit: bool, dir: Option<HookDir>) -> Result<Handler, HandlerError> {
+        let read = read_config(config, explicit)?;
+        let site = match &dir {
+            Some(d) => d.site(),
+            None => HookSite {
+                path: crate::commands::this_binary().map_err(HandlerError::ThisBinary)?,
+                config: explicit.then(|| config.to_path_buf()),
+            },
+        };
         Ok(Handler {
             config: config.to_path_buf(),
             explicit,
-            host_root: host_root.to_path_buf(),
+            dir,
+            site,
             host_ram: input::host_ram()?,
-            last_good: Mutex::new(settings),
+            last_good: Mutex::new(read),
+            installed: Mutex::new(None),
         })
     }
 
+    /// Where the adjustment says the hook is.
+    pub fn site(&self) -> &HookSite {
+        &self.site
+    }
+
+    /// Puts this binary and the host config into the hook directory, when
+    /// there is one; what was written, for a log line.
+    ///
+    /// # Errors
+    /// A write failed, or the directory is missing.
+    pub fn install(&self) -> Result<Vec<String>, InstallError> {
+        let Some(dir) = &self.dir else { return Ok(Vec::new()) };
+        let mut wrote = Vec::new();
+        if dir.put_binary()? {
+            wrote.push(format!("{} (this binary)", dir.site().path.display()));
+        }
+        let text = self.current().text;
+        if self.install_config(&text)? {
+            wrote.push(format!("{} (the host config)", dir.site().config.unwrap_or_default().display()));
+        }
+        Ok(wrote)
+    }
+
+    /// Copies `text` into the hook directory unless it was the last copied.
+    fn install_config(&self, text: &str) -> Result<bool, InstallError> {
+        let Some(dir) = &self.dir else { return Ok(false) };
+        let mut installed = self.installed.lock().unwrap_or_else(|p| p.into_inner());
+        if installed.as_deref() == Some(text) {
+            return Ok(false);
+        }
+        let wrote = dir.put_config(text)?;
+        *installed = Some(text.to_string());
+        Ok(wrote)
+    }
+
     /// The host config now, or the last good one when it cannot be read.
-    pub fn settings(&self) -> Settings {
+    fn current(&self) -> Config {
         let mut last = self.last_good.lock().unwrap_or_else(|p| p.into_inner());
-        match input::read_settings(&self.config, self.explicit) {
-            Ok(s) => {
-                apply_logging(&s, &last);
-                *last = s;
+        match read_config(&self.config, self.explicit) {
+            Ok(c) => {
+                apply_logging(&c.settings, &last.settings);
+                *last = c;
             }
             Err(e) => log::warn!("nri: {}; keeping the last good host config", crate::commands::chain(&e)),
         }
         last.clone()
     }
 
-    /// The adjustment for one container, with the pod's shm grown.
+    /// The host config's settings now (see [`Handler::current`]).
+    pub fn settings(&self) -> Settings {
+        self.current().settings
+    }
+
+    /// The adjustment for one container, under `settings`.
     ///
     /// # Errors
-    /// The container cannot be planned or its pod's shm cannot be grown.
+    /// The container cannot be planned.
     pub fn adjust(
         &self,
         req: &api::CreateContainerRequest,
@@ -104,48 +177,58 @@ impl Handler {
             log::info!("nri: {who}: notes of the plan follow");
         }
         crate::logger::plan(&plan);
-        let adjustment = adjust::adjustment(&plan);
-        if let Some((source, size)) = adjust::host_shm(&plan) {
-            let ids: Vec<&str> =
-                pod.map(|p| p.id.as_str()).into_iter().chain([ctr.pod_sandbox_id.as_str()]).collect();
-            self.grow(&who, source, size, &ids)?;
-        }
-        for m in &adjustment.mounts {
-            log::info!("nri: {who}: tmpfs at {} ({})", m.destination, m.options.join(","));
+        let adjustment = adjust::adjustment(&plan, pod, ctr, &self.site);
+        if adjust::needs_hook(&plan) {
+            let copied: Vec<&String> = adjustment.annotations.keys().collect();
+            log::info!(
+                "nri: {who}: our hook at {} ({}) for {}; pod annotations copied: {copied:?}",
+                adjust::HOOK_STAGE.as_str(),
+                self.site.path.display(),
+                adjust::summary(&plan)
+            );
+        } else if !plan.enabled {
+            log::info!("nri: {who}: no hook: {}", plan.why);
+        } else {
+            let left: Vec<String> =
+                plan.notes.iter().map(|n| format!("{}: {}", n.subject, n.reason)).collect();
+            log::info!("nri: {who}: no hook: nothing to do ({})", left.join("; "));
         }
         Ok(adjustment)
     }
 
-    /// Grows the pod's shm at host path `source` to `size`, by fd.
-    fn grow(&self, who: &str, source: &str, size: Bytes, ids: &[&str]) -> Result<(), apply::ApplyError> {
-        let path = self.host_root.join(source.trim_start_matches('/'));
-        if self.host_root != Path::new("/")
-            && same_fs(&path, &self.host_root.join(SHM.trim_start_matches('/')))
-        {
-            log::info!("nri: {who}: {SHM} (from {source}) is the host's own /dev/shm; never resized");
-            return Ok(());
-        }
-        match apply::host::grow_shm(&path, size, ids)? {
-            Ok(done) => log::info!("nri: {who}: {done} (on the host, {source})"),
-            Err(note) if note.warn => log::warn!("nri: {who}: {} left alone: {}", note.subject, note.reason),
-            Err(note) => log::info!("nri: {who}: {} left alone: {}", note.subject, note.reason),
-        }
-        Ok(())
+    /// One `CreateContainer`: the host config read again (and copied into
+    /// the hook directory when it changed), then the adjustment.
+    fn create(
+        &self,
+        req: &api::CreateContainerRequest,
+    ) -> (Result<api::ContainerAdjustment, CreateError>, Settings) {
+        let config = self.current();
+        let result = self.install_config(&config.text).map_err(CreateError::from).and_then(|wrote| {
+            if wrote {
+                log::info!("nri: the host config changed; copied it where the hook reads it");
+            }
+            self.adjust(req, &config.settings)
+        });
+        (result, config.settings)
     }
+}
+
+/// The host config at `path`, as [`input::read_settings`] reads it, with its text.
+fn read_config(path: &Path, explicit: bool) -> Result<Config, InputError> {
+    let bytes = match files::read(None, path, MAX_SETTINGS_BYTES) {
+        Err(e) if !explicit && e.is_not_found() => Vec::new(),
+        other => other?.bytes,
+    };
+    let text = String::from_utf8(bytes).map_err(|_| FileError::NotUtf8 { path: path.to_path_buf() })?;
+    let settings =
+        Settings::parse(&text).map_err(|source| InputError::Settings { path: path.to_path_buf(), source })?;
+    Ok(Config { settings, text })
 }
 
 /// The host config's log level, and its log file when it changed.
 pub fn apply_logging(new: &Settings, old: &Settings) {
     let changed = new.log_file.as_deref().filter(|f| Some(*f) != old.log_file.as_deref());
     crate::logger::configure(new.log_level.filter(), changed);
-}
-
-/// Whether two paths are on one filesystem (`st_dev`), when both stat.
-fn same_fs(a: &Path, b: &Path) -> bool {
-    match (rustix::fs::stat(a), rustix::fs::stat(b)) {
-        (Ok(x), Ok(y)) => x.st_dev == y.st_dev,
-        _ => false,
-    }
 }
 
 impl api_ttrpc::Plugin for Handler {
@@ -192,9 +275,9 @@ impl api_ttrpc::Plugin for Handler {
         req: api::CreateContainerRequest,
     ) -> ttrpc::Result<api::CreateContainerResponse> {
         let started = Instant::now();
-        let settings = self.settings();
         let mut resp = api::CreateContainerResponse::new();
-        match self.adjust(&req, &settings) {
+        let (result, settings) = self.create(&req);
+        match result {
             Ok(a) => resp.adjust = Some(a).into(),
             Err(e) => {
                 let who = adjust::who(req.pod.as_ref(), req.container.get_or_default());
@@ -209,7 +292,7 @@ impl api_ttrpc::Plugin for Handler {
                 log::warn!("{line} (on_error = \"warn\": the container starts without these mounts)");
             }
         }
-        log::debug!("nri: CreateContainer answered in {:?}", started.elapsed());
+        log::debug!("nri: CreateContainer answered in {:.3} ms", started.elapsed().as_secs_f64() * 1e3);
         Ok(resp)
     }
 

@@ -50,7 +50,7 @@ impl Runtime {
     }
 }
 
-/// crun refuses hybrid cgroups here unless hugetlb is a v1 hierarchy (DESIGN.md §4).
+/// crun refuses hybrid cgroups here unless hugetlb is a v1 hierarchy (docs/design.md#test-machine).
 pub fn crun_cgroup_fix() {
     let dir = Path::new("/sys/fs/cgroup/hugetlb");
     if Path::new("/sys/fs/cgroup/unified").exists() && !is_mountpoint(dir) {
@@ -425,6 +425,15 @@ pub fn podman_version() -> (u32, u32) {
     *V.get_or_init(|| {
         let out = Command::new("podman").arg("--version").output().expect("podman is installed");
         major_minor(&String::from_utf8_lossy(&out.stdout))
+    })
+}
+
+/// A runtime's version, (major, minor), asked once per runtime.
+pub fn runtime_version(rt: Runtime) -> (u32, u32) {
+    static V: [std::sync::OnceLock<(u32, u32)>; 2] = [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    *V[rt as usize].get_or_init(|| {
+        let out = Command::new(rt.bin()).arg("--version").output().expect("the runtime is installed");
+        major_minor(String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or(""))
     })
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The newest engines a Debian host can have: a Debian sid root built with
 # debootstrap, the engines installed inside it with apt, and a way to run a
-# command against them (DESIGN.md §4b).
+# command against them (docs/design.md#test-machine).
 #
 #   tests/env/sid.sh build            build or update the sid root (idempotent, cached)
 #   tests/env/sid.sh run -- CMD ARGS  run CMD inside it (builds first when needed)
