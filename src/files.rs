@@ -261,6 +261,14 @@ pub(crate) fn open_dir(path: &Path) -> io::Result<OwnedFd> {
     Ok(rustix::fs::open(path, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?)
 }
 
+/// This binary's canonical path (what the engines and bundles name).
+///
+/// # Errors
+/// `/proc/self/exe` cannot be read or resolved.
+pub(crate) fn this_binary() -> io::Result<PathBuf> {
+    std::env::current_exe().and_then(|p| p.canonicalize())
+}
+
 /// Serialises `doc` in the style of `original`: its indentation unit (two
 /// spaces for a new, empty file; a tab for `runc spec`'s files), or one line
 /// when the original was one line; a trailing newline when the original had

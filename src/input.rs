@@ -13,6 +13,7 @@ use oci_spec::runtime::Spec;
 use serde::Deserialize;
 
 use crate::files::{self, FileError};
+use crate::names::{rooted, CONFIG_ENV, DEFAULT_CONFIG_PATH};
 use crate::settings::{Settings, SettingsError};
 use crate::size::Bytes;
 
@@ -112,17 +113,79 @@ pub fn read_spec(bundle: &Path) -> Result<Spec, InputError> {
     serde_json::from_slice(&config.bytes).map_err(|source| InputError::ConfigJson { path, source })
 }
 
-/// Reads the host config; a missing file at the default path means defaults.
+/// Where the host config is read from: the one way every command finds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigSource {
+    pub path: PathBuf,
+    /// Named explicitly: a missing file is an error (else: the defaults).
+    pub explicit: bool,
+}
+
+impl ConfigSource {
+    /// `named` when given, else the default path under `root` ("/" on a
+    /// live system).
+    pub fn new(named: Option<&Path>, root: &Path) -> ConfigSource {
+        match named {
+            Some(p) => ConfigSource { path: p.to_path_buf(), explicit: true },
+            None => ConfigSource { path: rooted(root, Path::new(DEFAULT_CONFIG_PATH)), explicit: false },
+        }
+    }
+
+    /// The wrapper's: the file `OCI_TMPFS_HOOK_CONFIG` names, else the
+    /// default (an engine starts the wrapper with no arguments of ours).
+    pub fn from_env() -> ConfigSource {
+        let named = std::env::var_os(CONFIG_ENV).map(PathBuf::from);
+        ConfigSource::new(named.as_deref(), Path::new("/"))
+    }
+
+    /// The file, when it was named (what a hook entry passes as `--config`).
+    pub fn named(&self) -> Option<&Path> {
+        self.explicit.then_some(self.path.as_path())
+    }
+
+    /// Reads the host config; a missing file at the default path means
+    /// the defaults.
+    ///
+    /// # Errors
+    /// What [`ConfigSource::read_with_text`] fails with.
+    pub fn read(&self) -> Result<Settings, InputError> {
+        self.read_with_text().map(|(settings, _)| settings)
+    }
+
+    /// [`ConfigSource::read`], and the file's text (`""` for a missing
+    /// default file), for whoever passes the file on (the NRI plugin).
+    ///
+    /// # Errors
+    /// An unreadable or invalid file, or a missing file that was named
+    /// explicitly.
+    pub fn read_with_text(&self) -> Result<(Settings, String), InputError> {
+        let path = &self.path;
+        let bytes = match files::read(None, path, MAX_SETTINGS_BYTES) {
+            Err(e) if !self.explicit && e.is_not_found() => return Ok((Settings::default(), String::new())),
+            other => other?.bytes,
+        };
+        let text = String::from_utf8(bytes).map_err(|_| FileError::NotUtf8 { path: path.to_path_buf() })?;
+        let settings = Settings::parse(&text)
+            .map_err(|source| InputError::Settings { path: path.to_path_buf(), source })?;
+        Ok((settings, text))
+    }
+}
+
+/// What the host contributes to a plan besides its config (read by
+/// [`host_facts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostFacts {
+    /// The host's total RAM (the basis of a percentage without a memory
+    /// limit).
+    pub ram: Bytes,
+}
+
+/// What the plan needs of the host (for `plan::plan_for`).
 ///
 /// # Errors
-/// An unreadable or invalid file, or a missing file that was named explicitly.
-pub fn read_settings(path: &Path, explicit: bool) -> Result<Settings, InputError> {
-    let bytes = match files::read(None, path, MAX_SETTINGS_BYTES) {
-        Err(e) if !explicit && e.is_not_found() => return Ok(Settings::default()),
-        other => other?.bytes,
-    };
-    let text = String::from_utf8(bytes).map_err(|_| FileError::NotUtf8 { path: path.to_path_buf() })?;
-    Settings::parse(&text).map_err(|source| InputError::Settings { path: path.to_path_buf(), source })
+/// What [`host_ram`] fails with.
+pub fn host_facts() -> Result<HostFacts, InputError> {
+    Ok(HostFacts { ram: host_ram()? })
 }
 
 /// The host's total RAM.
@@ -190,6 +253,8 @@ mod tests {
 
     #[test]
     fn settings_file_missing_is_default_only_when_implicit() {
+        let read_settings =
+            |path: &Path, explicit| ConfigSource { path: path.to_path_buf(), explicit }.read();
         let missing = Path::new("/nonexistent/oci-tmpfs-hook.toml");
         assert_eq!(read_settings(missing, false).unwrap(), Settings::default());
         assert!(read_settings(missing, true).is_err());

@@ -3,38 +3,40 @@
 //! names) and a bigger `/dev/shm`, mounted by file descriptor inside the
 //! container's mount namespace before the user's process starts.
 //!
-//! Layout: `input` reads, `plan` decides (pure), `apply` mounts (the only
-//! syscalls), `bundle` edits `config.json`, `engine` knows each container
-//! engine's registration (one file per engine family), `setup` plans and
-//! writes a registration, `doctor` checks one, `files` reads and writes
-//! files safely, `names` holds shared names and paths, `commands` glue them
-//! to the CLI (`cli`).
+//! Layers, each importing only the ones below it (no import circle):
+//! - [`cli`]: one file per subcommand, its flags and a thin `run`.
+//! - the executors, each taking a [`plan::Plan`] from [`plan::plan_for`]:
+//!   [`wrapper`] (the runtime wrapper, which picks one of the next two),
+//!   [`spec`] (tmpfs entries written into `config.json`, checked on the
+//!   rootfs with the hook's resolver), [`hook`] (by fd in the container's
+//!   namespace, with the syscall layer), [`nri`] (the NRI plugin); beside
+//!   them [`node`] (the node installer) and [`doctor`], over [`engine`]
+//!   (each engine's registration, its changes and its checks).
+//! - [`logger`]: the log backend, and how a plan and its outcome are logged.
+//! - [`plan`], pure: what to mount; [`landing`], the landing rule the hook
+//!   and the spec executor share.
+//! - values and helpers: [`input`] (bounded reads, where the host config
+//!   is, the host's facts), [`bundle`] (`config.json` edits), [`settings`],
+//!   [`size`], [`target`], [`stage`], [`names`], [`files`], and [`error`] at
+//!   the bottom.
 
-pub(crate) mod apply;
 pub mod bundle;
 pub mod cli;
-pub mod commands;
 pub(crate) mod doctor;
-pub(crate) mod engine;
+pub mod engine;
+pub mod error;
 pub(crate) mod files;
+pub(crate) mod hook;
 pub mod input;
 pub(crate) mod landing;
 pub mod logger;
 pub(crate) mod names;
-pub mod node;
+pub(crate) mod node;
 pub mod nri;
 pub mod plan;
-pub mod runtime;
 pub mod settings;
-pub(crate) mod setup;
 pub mod size;
 pub(crate) mod spec;
-pub(crate) mod spec_mode;
 pub mod stage;
 pub mod target;
-
-/// The oci-hooks(5) rendering under its former path, which `tests/engines.rs`
-/// imports; the code is in [`engine::hooks_dir`].
-pub mod registration {
-    pub use crate::engine::hooks_dir::oci_hooks_json;
-}
+pub(crate) mod wrapper;

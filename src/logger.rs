@@ -35,7 +35,7 @@ impl log::Log for Logger {
             log::Level::Debug | log::Level::Trace => "debug",
         };
         // Messages quote the container's env and annotations: one record, one line.
-        let message = escape_controls(&record.args().to_string());
+        let message = crate::error::escape_controls(&record.args().to_string());
         let line = match self.id.get() {
             Some(id) => format!("oci-tmpfs-hook: container {id}: {level}: {message}\n"),
             None => format!("oci-tmpfs-hook: {level}: {message}\n"),
@@ -49,17 +49,6 @@ impl log::Log for Logger {
     }
 
     fn flush(&self) {}
-}
-
-/// `text` with control characters (newlines, escape sequences) written as
-/// Rust escapes, so that text from a container cannot forge or split log lines.
-pub fn escape_controls(text: &str) -> String {
-    if !text.chars().any(char::is_control) {
-        return text.to_string();
-    }
-    text.chars()
-        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
-        .collect()
 }
 
 fn parse_level(text: &str) -> Option<log::LevelFilter> {
@@ -136,7 +125,7 @@ pub fn container() -> Option<&'static str> {
 /// Logs a plan's notes and caps: a cap the host config put on an
 /// annotation is a warning (the pod author asked for more), one from the
 /// memory limit is information.
-pub fn plan(plan: &crate::plan::Plan) {
+pub fn decision(plan: &crate::plan::Plan) {
     use crate::plan::{Cap, SizeFrom};
     outcome(&plan.notes, &[] as &[&str]);
     let mut warned: Vec<&str> = Vec::new();
@@ -169,16 +158,5 @@ pub fn outcome<'a, D: std::fmt::Display + 'a>(
     }
     for d in done {
         log::info!("{d}");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn control_characters_are_escaped() {
-        assert_eq!(escape_controls("plain /tmp é"), "plain /tmp é");
-        assert_eq!(escape_controls("a\nb\r\u{1b}[31m"), "a\\nb\\r\\u{1b}[31m");
     }
 }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use oci_tmpfs_hook::registration::oci_hooks_json;
+use oci_tmpfs_hook::engine::hooks_dir::oci_hooks_json;
 use serde_json::{json, Value};
 
 const TIMEOUT: Duration = Duration::from_secs(90);

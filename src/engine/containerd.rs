@@ -23,11 +23,11 @@ use std::path::{Path, PathBuf};
 
 use toml_edit::{DocumentMut, Item, Table};
 
+use super::check::{Check, Context};
 use super::{
-    on_path, read_config, wrapper_check, ConfigError, Edit, Engine, Located, Profile, Registrar,
+    on_path, read_config, wrapper_check, ConfigError, Engine, Located, NewText, Profile, Registrar,
     Registration, Site, Way,
 };
-use crate::doctor::{Check, Context};
 use crate::names::{rooted, ANNOTATION_GLOB, CONTAINERD_CONFIG, RUNTIME_NAME};
 
 /// The CRI plugin of config version 2 (containerd 1.x; 2.x migrates it).
@@ -70,7 +70,7 @@ impl Registrar for Containerd {
     /// (see the module docs); with `default`, `default_runtime_name =
     /// "oci-tmpfs"`, remembering the old value in a comment. A missing file
     /// becomes a minimal `version = 2` one.
-    fn add(&self, path: &Path, text: Option<&str>, reg: &Registration<'_>) -> Edit {
+    fn add(&self, path: &Path, text: Option<&str>, reg: &Registration<'_>) -> NewText {
         let original = text.unwrap_or("");
         let mut doc = parse(path, original)?;
         let plugin = plugin_of(&mut doc, path, original, true)?;
@@ -96,7 +96,7 @@ impl Registrar for Containerd {
 
     /// Removes our runtime, the marked `runc` entry, and our default (giving
     /// back the one it replaced). What setup created from nothing goes away.
-    fn remove(&self, path: &Path, text: Option<&str>) -> Edit {
+    fn remove(&self, path: &Path, text: Option<&str>) -> NewText {
         let Some(original) = text else { return Ok(None) };
         let mut doc = parse(path, original)?;
         let plugin = plugin_of(&mut doc, path, original, false)?;
@@ -327,7 +327,7 @@ fn check(ctx: &Context) -> Vec<Check> {
         Ok(None) => {
             return vec![Check::problem(what, format!("{} is missing", path.display()), engine.setup_fix())]
         }
-        Err(e) => return vec![Check::problem(what, crate::commands::chain(&e), engine.setup_fix())],
+        Err(e) => return vec![Check::problem(what, crate::error::chain(&e), engine.setup_fix())],
     };
     let mut checks = Vec::new();
     let (text, source) = effective(ctx, &path, text, &mut checks);
@@ -474,7 +474,7 @@ mod tests {
     const WRAPPER: &str = "/usr/local/bin/oci-tmpfs-runtime";
 
     fn ctd(text: Option<&str>, default: bool, undo: bool) -> Result<Option<String>, ConfigError> {
-        super::super::edit(&Containerd, "/etc/containerd/config.toml", text, WRAPPER, default, undo)
+        super::super::new_text(&Containerd, "/etc/containerd/config.toml", text, WRAPPER, default, undo)
     }
 
     #[test]

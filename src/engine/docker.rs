@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value};
 
+use super::check::{Check, Context};
 use super::{
-    read_config, wrapper_check, ConfigError, Edit, Engine, Located, Profile, Registrar, Registration, Site,
-    Way,
+    read_config, wrapper_check, ConfigError, Engine, Located, NewText, Profile, Registrar, Registration,
+    Site, Way,
 };
-use crate::doctor::{Check, Context};
 use crate::files::render_json;
 use crate::names::{rooted, DAEMON_JSON, RUNTIME_NAME};
 
@@ -36,7 +36,7 @@ impl Registrar for Docker {
 
     /// Adds `runtimes.oci-tmpfs.path = wrapper` (and `default-runtime` with
     /// `default`).
-    fn add(&self, path: &Path, text: Option<&str>, reg: &Registration<'_>) -> Edit {
+    fn add(&self, path: &Path, text: Option<&str>, reg: &Registration<'_>) -> NewText {
         let mut doc = parse(path, text)?;
         let obj = object(&mut doc, path)?;
         let wrapper = reg.wrapper.display().to_string();
@@ -74,7 +74,7 @@ impl Registrar for Docker {
     }
 
     /// Removes our runtime, and `default-runtime` when it names it.
-    fn remove(&self, path: &Path, text: Option<&str>) -> Edit {
+    fn remove(&self, path: &Path, text: Option<&str>) -> NewText {
         if text.is_none() {
             return Ok(None);
         }
@@ -135,7 +135,7 @@ fn check(ctx: &Context) -> Check {
         Ok(None) => {
             return Check::problem(what, format!("{} is missing", path.display()), engine.setup_fix())
         }
-        Err(e) => return Check::problem(what, crate::commands::chain(&e), engine.setup_fix()),
+        Err(e) => return Check::problem(what, crate::error::chain(&e), engine.setup_fix()),
     };
     let doc: Value = match serde_json::from_str(&text) {
         Ok(v) => v,
@@ -164,7 +164,7 @@ mod tests {
     const WRAPPER: &str = "/usr/local/bin/oci-tmpfs-runtime";
 
     fn docker(text: Option<&str>, default: bool, undo: bool) -> Result<Option<String>, ConfigError> {
-        super::super::edit(&Docker, "/etc/docker/daemon.json", text, WRAPPER, default, undo)
+        super::super::new_text(&Docker, "/etc/docker/daemon.json", text, WRAPPER, default, undo)
     }
 
     #[test]

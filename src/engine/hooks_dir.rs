@@ -6,14 +6,16 @@
 //! files at start-up, so the dir is looked up there.
 //!
 //! Only rendering, choosing the dir and checking here: the write is
-//! [`crate::setup`]'s.
+//! [`super::change`]'s.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::{read_config, ConfigError, Edit, Engine, Located, Profile, Registrar, Registration, Site, Way};
-use crate::doctor::{Check, Context};
+use super::check::{Check, Context};
+use super::{
+    read_config, ConfigError, Engine, Located, NewText, Profile, Registrar, Registration, Site, Way,
+};
 use crate::names::{
     hook_argv, rooted, CONTAINERS_CONF, CRIO_CONF, CRIO_CONF_D, ETC_HOOKS_DIR, HOOKS_DIR, HOOK_FILE,
     HOOK_PATH_ENV,
@@ -68,11 +70,11 @@ impl Registrar for Podman {
         Ok(given(site).unwrap_or_else(|| in_dir(rooted(site.root, Path::new(HOOKS_DIR)), &why)))
     }
 
-    fn add(&self, _: &Path, _: Option<&str>, reg: &Registration<'_>) -> Edit {
+    fn add(&self, _: &Path, _: Option<&str>, reg: &Registration<'_>) -> NewText {
         Ok(Some(hooks_json(reg.hook)))
     }
 
-    fn remove(&self, _: &Path, _: Option<&str>) -> Edit {
+    fn remove(&self, _: &Path, _: Option<&str>) -> NewText {
         Ok(None)
     }
 
@@ -103,11 +105,11 @@ impl Registrar for Crio {
         })
     }
 
-    fn add(&self, path: &Path, text: Option<&str>, reg: &Registration<'_>) -> Edit {
+    fn add(&self, path: &Path, text: Option<&str>, reg: &Registration<'_>) -> NewText {
         Podman.add(path, text, reg)
     }
 
-    fn remove(&self, path: &Path, text: Option<&str>) -> Edit {
+    fn remove(&self, path: &Path, text: Option<&str>) -> NewText {
         Podman.remove(path, text)
     }
 
@@ -120,7 +122,7 @@ impl Registrar for Crio {
                 vec![hooks_dir_check(engine, ctx, &[dir])]
             }
             Err(e) => {
-                vec![Check::problem(&engine.to_string(), crate::commands::chain(&e), "fix CRI-O's config")]
+                vec![Check::problem(&engine.to_string(), crate::error::chain(&e), "fix CRI-O's config")]
             }
         }
     }
@@ -201,7 +203,7 @@ fn hooks_dir_check(engine: Engine, ctx: &Context, dirs: &[PathBuf]) -> Check {
     let text = match read_config(&path) {
         Ok(Some(t)) => t,
         Ok(None) => return Check::problem(what, format!("{} vanished", path.display()), engine.setup_fix()),
-        Err(e) => return Check::problem(what, crate::commands::chain(&e), engine.setup_fix()),
+        Err(e) => return Check::problem(what, crate::error::chain(&e), engine.setup_fix()),
     };
     let doc: Value = match serde_json::from_str(&text) {
         Ok(v) => v,

@@ -10,19 +10,22 @@
 //! [`Engine::registrar`]. The engines read files (through
 //! [`crate::files`]) and, for `doctor`, may run the engine's own binary; they
 //! never write: planning, backups, atomic writes and diffs are
-//! [`crate::setup`]'s, generic over the engine.
+//! [`change`]'s, generic over the engine. Each engine's checks for `doctor`
+//! are [`check::Check`]s.
 
+pub(crate) mod change;
+pub(crate) mod check;
 pub(crate) mod containerd;
 pub(crate) mod docker;
-pub(crate) mod hooks_dir;
+pub mod hooks_dir;
 
 use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
 
-use crate::doctor::{Check, Context};
 use crate::files::FileError;
 use crate::names::{rooted, DEFAULT_PATH, RUNTIME_NAME, WRAPPER_NAME};
+use check::{Check, Context};
 
 /// Largest engine config file read or edited.
 pub(crate) const MAX_CONFIG_BYTES: u64 = 4 << 20;
@@ -55,6 +58,15 @@ pub struct Site<'a> {
     pub root: &'a Path,
     /// The engine's config flag, when given (`--hooks-dir`, `--daemon-json`...).
     pub config: Option<&'a Path>,
+}
+
+/// What `setup` (and `node`) asks of an engine: its registration added at
+/// `site`, or with `undo` removed.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    pub engine: Engine,
+    pub site: Site<'a>,
+    pub undo: bool,
 }
 
 /// What is registered.
@@ -132,7 +144,7 @@ pub struct Profile {
 }
 
 /// The new text of an engine's file: `None` removes it.
-pub(crate) type Edit = Result<Option<String>, ConfigError>;
+pub(crate) type NewText = Result<Option<String>, ConfigError>;
 
 /// What each engine family implements.
 pub trait Registrar: Sync {
@@ -149,12 +161,12 @@ pub trait Registrar: Sync {
     ///
     /// # Errors
     /// A malformed file, or one setup will not edit.
-    fn add(&self, path: &Path, text: Option<&str>, reg: &Registration<'_>) -> Edit;
+    fn add(&self, path: &Path, text: Option<&str>, reg: &Registration<'_>) -> NewText;
     /// The new text with exactly what [`Registrar::add`] adds removed.
     ///
     /// # Errors
     /// A malformed file, or one setup will not edit.
-    fn remove(&self, path: &Path, text: Option<&str>) -> Edit;
+    fn remove(&self, path: &Path, text: Option<&str>) -> NewText;
     /// Things the user should know about the current file.
     fn notes(&self, _path: &Path, _text: Option<&str>) -> Vec<String> {
         Vec::new()
@@ -270,7 +282,7 @@ pub(crate) fn wrapper_check(engine: Engine, ctx: &Context, file: &Path, wrapper:
 /// [`Registrar::add`] or, with `undo`, [`Registrar::remove`], registering
 /// `wrapper` (for the engines' table tests).
 #[cfg(test)]
-pub(crate) fn edit(
+pub(crate) fn new_text(
     engine: &dyn Registrar,
     path: &str,
     text: Option<&str>,

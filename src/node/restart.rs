@@ -18,13 +18,13 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{Node, NodeArgs, RestartMode};
+use super::{Node, Options, RestartMode};
 use crate::engine::Engine;
 use crate::names::DEFAULT_PATH;
 
 /// A restart that could not be done.
 #[derive(Debug, thiserror::Error)]
-pub enum RestartError {
+pub(crate) enum RestartError {
     #[error(
         "--restart-mode systemd: pid 1's root is not {host_root}, so pid 1 is not the host's init; \
          run the pod with hostPID: true, or use --restart-mode none and restart {unit} yourself"
@@ -60,7 +60,7 @@ fn unit_of(engine: Engine) -> String {
 ///
 /// # Errors
 /// pid 1 is not the host's init, or the restart failed.
-pub fn restart(node: &mut Node<'_>, engine: Engine) -> Result<(), RestartError> {
+pub(crate) fn restart(node: &mut Node<'_>, engine: Engine) -> Result<(), RestartError> {
     let unit = unit_of(engine);
     let cmd = format!("systemctl restart {unit}");
     match node.args.restart_mode {
@@ -75,7 +75,7 @@ pub fn restart(node: &mut Node<'_>, engine: Engine) -> Result<(), RestartError> 
                 "{engine}: config changed; restarting: {cmd} (the host's, in pid 1's mount namespace)"
             ));
             let exec_err = |source| RestartError::Exec { unit: unit.clone(), source };
-            let this = crate::commands::this_binary().map_err(exec_err)?;
+            let this = crate::files::this_binary().map_err(exec_err)?;
             let status = Command::new(this)
                 .args(["node", "restart-unit", "--host-root"])
                 .arg(&node.args.host_root)
@@ -107,7 +107,7 @@ fn check_pid1(host_root: &Path, unit: &str) -> Result<(), RestartError> {
 ///
 /// # Errors
 /// pid 1 is not the host's init, setns or exec failed.
-pub fn restart_unit(args: &NodeArgs) -> Result<std::convert::Infallible, RestartError> {
+pub(crate) fn restart_unit(args: &Options) -> Result<std::convert::Infallible, RestartError> {
     let Some(unit) = args.unit.clone().filter(|u| !u.is_empty() && !u.starts_with('-')) else {
         return Err(RestartError::NoUnit);
     };

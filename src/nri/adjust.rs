@@ -36,14 +36,14 @@ use crate::stage::Stage;
 const ANNOTATION_PREFIX: &str = "oci-tmpfs-hook/";
 
 /// The container files whose `ro` bind says the root is read-only.
-pub const READONLY_SIGNALS: [&str; 2] = ["/etc/hostname", "/etc/resolv.conf"];
+pub(crate) const READONLY_SIGNALS: [&str; 2] = ["/etc/hostname", "/etc/resolv.conf"];
 
 /// The OCI namespace types a spec may name (others are left out).
 const NAMESPACES: [&str; 8] = ["pid", "network", "ipc", "uts", "mount", "user", "cgroup", "time"];
 
 /// Whether the runtime made the container's root read-only: its
 /// `/etc/hostname` or `/etc/resolv.conf` is bound `ro`.
-pub fn readonly_root(ctr: &api::Container) -> bool {
+pub(crate) fn readonly_root(ctr: &api::Container) -> bool {
     ctr.mounts.iter().any(|m| {
         READONLY_SIGNALS.contains(&crate::target::normalise(&m.destination).as_str())
             && m.options.iter().any(|o| o == "ro")
@@ -52,7 +52,7 @@ pub fn readonly_root(ctr: &api::Container) -> bool {
 
 /// The signal mounts as the runtime sent them, for a log line:
 /// `/etc/hostname [rbind,rprivate,ro]; ...`.
-pub fn signals(ctr: &api::Container) -> String {
+pub(crate) fn signals(ctr: &api::Container) -> String {
     let found: Vec<String> = ctr
         .mounts
         .iter()
@@ -67,7 +67,7 @@ pub fn signals(ctr: &api::Container) -> String {
 }
 
 /// `namespace/pod/container`, for log lines.
-pub fn who(pod: Option<&api::PodSandbox>, ctr: &api::Container) -> String {
+pub(crate) fn who(pod: Option<&api::PodSandbox>, ctr: &api::Container) -> String {
     match pod {
         Some(p) => format!("{}/{}/{}", p.namespace, p.name, ctr.name),
         None => format!("?/{}/{}", ctr.pod_sandbox_id, ctr.name),
@@ -85,7 +85,10 @@ fn annotations(pod: Option<&api::PodSandbox>, ctr: &api::Container) -> Map<Strin
 ///
 /// # Errors
 /// A field the spec types refuse (never expected from a runtime).
-pub fn spec_of(pod: Option<&api::PodSandbox>, ctr: &api::Container) -> Result<Spec, serde_json::Error> {
+pub(crate) fn spec_of(
+    pod: Option<&api::PodSandbox>,
+    ctr: &api::Container,
+) -> Result<Spec, serde_json::Error> {
     let mounts: Vec<Value> = ctr
         .mounts
         .iter()
@@ -135,7 +138,7 @@ pub fn spec_of(pod: Option<&api::PodSandbox>, ctr: &api::Container) -> Result<Sp
 /// Where the node has our hook: the binary and the host config it reads,
 /// as the runtime (which runs the hook) sees them.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HookSite {
+pub(crate) struct HookSite {
     /// The hook binary on the node.
     pub path: PathBuf,
     /// The host config on the node, passed as `--config`; `None`: the
@@ -146,11 +149,12 @@ pub struct HookSite {
 /// The stage the adjustment registers the hook at: after the runtime has
 /// made the container's mounts, before `pivot_root`, in the runtime's
 /// namespace (the hook enters the container's), as the hooks dir does.
-pub const HOOK_STAGE: Stage = Stage::CreateRuntime;
+pub(crate) const HOOK_STAGE: Stage = Stage::CreateRuntime;
 
-/// Whether `plan` needs our hook: it is enabled and has something to do.
-pub fn needs_hook(plan: &Plan) -> bool {
-    plan.enabled && !plan.actions.is_empty()
+/// Whether `plan` needs our hook: it has something to do (only an enabled
+/// plan has).
+pub(crate) fn needs_hook(plan: &Plan) -> bool {
+    !plan.actions.is_empty()
 }
 
 /// The adjustment carrying out `plan`: never a mount (the plugin cannot see
@@ -161,7 +165,7 @@ pub fn needs_hook(plan: &Plan) -> bool {
 /// container lacks, so that the hook's plan reads what this one read (CRI
 /// does not pass pod annotations to the spec unless configured to). A plan
 /// with nothing to do adjusts nothing.
-pub fn adjustment(
+pub(crate) fn adjustment(
     plan: &Plan,
     pod: Option<&api::PodSandbox>,
     ctr: &api::Container,
@@ -190,7 +194,7 @@ pub fn adjustment(
 }
 
 /// What `plan` asks of the hook, for a log line: `/tmp 256Mi, /dev/shm 512Mi`.
-pub fn summary(plan: &Plan) -> String {
+pub(crate) fn summary(plan: &Plan) -> String {
     let parts: Vec<String> =
         plan.actions.iter().map(|a| format!("{} {}", a.target(), a.tmpfs().size.bytes)).collect();
     parts.join(", ")

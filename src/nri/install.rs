@@ -19,15 +19,15 @@ use crate::files::{self, Durability, FileError, Perms};
 use crate::input::MAX_SETTINGS_BYTES;
 
 /// The binary's file name in the hook directory.
-pub const BINARY: &str = "oci-tmpfs-hook";
+pub(crate) const BINARY: &str = "oci-tmpfs-hook";
 /// The host config's file name in the hook directory.
-pub const CONFIG: &str = "config.toml";
+pub(crate) const CONFIG: &str = "config.toml";
 /// The largest binary copied (the static release binary is a few MiB).
 const MAX_BINARY_BYTES: u64 = 256 << 20;
 
 /// Why the hook could not be put on the node.
 #[derive(Debug, thiserror::Error)]
-pub enum InstallError {
+pub(crate) enum InstallError {
     #[error("finding this binary")]
     ThisBinary(#[source] std::io::Error),
     #[error("--hook-dir-mount {0}: not a directory (mount the node's --hook-dir there)")]
@@ -40,14 +40,14 @@ pub enum InstallError {
 /// `mount` as this process sees it (the same path when the plugin runs on
 /// the node).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HookDir {
+pub(crate) struct HookDir {
     pub node: PathBuf,
     pub mount: PathBuf,
 }
 
 impl HookDir {
     /// Where the adjustment finds the hook: the copies in this directory.
-    pub fn site(&self) -> HookSite {
+    pub(crate) fn site(&self) -> HookSite {
         HookSite { path: self.node.join(BINARY), config: Some(self.node.join(CONFIG)) }
     }
 
@@ -56,8 +56,8 @@ impl HookDir {
     ///
     /// # Errors
     /// The directory is missing, this binary cannot be read, or a write fails.
-    pub fn put_binary(&self) -> Result<bool, InstallError> {
-        let this = crate::commands::this_binary().map_err(InstallError::ThisBinary)?;
+    pub(crate) fn put_binary(&self) -> Result<bool, InstallError> {
+        let this = crate::files::this_binary().map_err(InstallError::ThisBinary)?;
         let bytes = files::read(None, &this, MAX_BINARY_BYTES)?.bytes;
         self.put(BINARY, &bytes, 0o755, MAX_BINARY_BYTES)
     }
@@ -67,7 +67,7 @@ impl HookDir {
     ///
     /// # Errors
     /// The directory is missing, or a write fails.
-    pub fn put_config(&self, text: &str) -> Result<bool, InstallError> {
+    pub(crate) fn put_config(&self, text: &str) -> Result<bool, InstallError> {
         self.put(CONFIG, text.as_bytes(), 0o644, MAX_SETTINGS_BYTES)
     }
 
@@ -148,7 +148,7 @@ mod tests {
         let hd = HookDir { node: d.clone(), mount: d.clone() };
         assert!(hd.put_binary().unwrap());
         assert!(!hd.put_binary().unwrap());
-        let this = std::fs::read(crate::commands::this_binary().unwrap()).unwrap();
+        let this = std::fs::read(crate::files::this_binary().unwrap()).unwrap();
         assert_eq!(std::fs::read(d.join(BINARY)).unwrap(), this);
         assert_eq!(std::fs::metadata(d.join(BINARY)).unwrap().permissions().mode() & 0o7777, 0o755);
         let _ = std::fs::remove_dir_all(&d);

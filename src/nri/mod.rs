@@ -7,22 +7,23 @@
 //! and no path-resolved mount leaves the plugin (docs/nri.md).
 //!
 //! [`mux`] is NRI's connection multiplexer, [`session`] one connection (the
-//! `ttrpc` crate's server and client over the mux) and the redial loop,
+//! `ttrpc` crate's server and client over the mux), the redial loop, and
+//! the runtime's `NRI_PLUGIN_*` environment and inherited socket,
 //! [`service`] the plugin's event handling, [`adjust`] the pure mapping
 //! between NRI's messages and the plan, [`install`] the hook's copy on the
 //! node, [`proto`] the generated API.
 //! Not here: a runtime's side (tests play it), CRI-O specifics beyond the
 //! shared API, updates of running containers.
 
-pub mod adjust;
-pub mod install;
+pub(crate) mod adjust;
+pub(crate) mod install;
 pub mod mux;
 pub mod proto;
-pub mod service;
-pub mod session;
+pub(crate) mod service;
+pub(crate) mod session;
 
-pub use service::Handler;
-pub use session::{serve_forever, session, Options, SessionError};
+pub(crate) use service::Handler;
+pub(crate) use session::Identity;
 
 /// The environment variable a runtime sets when it starts the plugin itself
 /// (pre-registered): the number of the connected socket's fd (3).

@@ -188,7 +188,7 @@ fn pump(mut local: UnixStream, conn: u32, writer: &Mutex<UnixStream>, socket: Op
             Err(poisoned) => poisoned.into_inner(),
         };
         if let Err(e) = write_frames(&mut *w, conn, &buf[..n]) {
-            log::warn!("nri: {}", crate::commands::chain(&MuxError::Write(e)));
+            log::warn!("nri: {}", crate::error::chain(&MuxError::Write(e)));
             if let Some(s) = &socket {
                 let _ = s.shutdown(std::net::Shutdown::Both);
             }

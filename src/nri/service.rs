@@ -13,26 +13,24 @@
 //! "fail"` the request fails (the runtime then fails the container's
 //! creation), under `"warn"` the container gets no adjustment.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::Instant;
 
 use super::adjust::{self, HookSite};
 use super::install::{HookDir, InstallError};
 use super::proto::{api, api_ttrpc};
-use crate::files::{self, FileError};
-use crate::input::{self, InputError, MAX_SETTINGS_BYTES};
-use crate::plan::{self, Inputs};
+use crate::input::{self, ConfigSource, InputError};
+use crate::plan::{self, HostFacts};
 use crate::settings::{OnError, Settings};
-use crate::size::Bytes;
 
 /// The event mask answered to `Configure`: `CREATE_CONTAINER` alone
 /// (`1 << (event - 1)`; a mask of 0 would mean every event).
-pub const EVENTS: i32 = 1 << (api::Event::CREATE_CONTAINER as i32 - 1);
+pub(crate) const EVENTS: i32 = 1 << (api::Event::CREATE_CONTAINER as i32 - 1);
 
 /// Why one container got no adjustment.
 #[derive(Debug, thiserror::Error)]
-pub enum CreateError {
+pub(crate) enum CreateError {
     #[error("the request does not make an OCI spec")]
     Spec(#[source] serde_json::Error),
     #[error("planning")]
@@ -43,7 +41,7 @@ pub enum CreateError {
 
 /// Why the plugin cannot start serving.
 #[derive(Debug, thiserror::Error)]
-pub enum HandlerError {
+pub(crate) enum HandlerError {
     #[error(transparent)]
     Input(#[from] InputError),
     #[error("finding this binary (the hook the adjustment names)")]
@@ -59,13 +57,12 @@ struct Config {
 }
 
 /// The plugin's state: where the host config is and where the hook is.
-pub struct Handler {
-    config: PathBuf,
-    explicit: bool,
+pub(crate) struct Handler {
+    config: ConfigSource,
     /// The hook directory the plugin keeps up to date, when it has one.
     dir: Option<HookDir>,
     site: HookSite,
-    host_ram: Bytes,
+    host: HostFacts,
     last_good: Mutex<Config>,
     /// The config text last copied into the hook directory.
     installed: Mutex<Option<String>>,
@@ -80,28 +77,27 @@ impl Handler {
     /// # Errors
     /// The host config cannot be read or parsed; the host's RAM is unknown;
     /// this binary cannot be found.
-    pub fn new(config: &Path, explicit: bool, dir: Option<HookDir>) -> Result<Handler, HandlerError> {
-        let read = read_config(config, explicit)?;
+    pub(crate) fn new(config: ConfigSource, dir: Option<HookDir>) -> Result<Handler, HandlerError> {
+        let read = read_config(&config)?;
         let site = match &dir {
             Some(d) => d.site(),
             None => HookSite {
-                path: crate::commands::this_binary().map_err(HandlerError::ThisBinary)?,
-                config: explicit.then(|| config.to_path_buf()),
+                path: crate::files::this_binary().map_err(HandlerError::ThisBinary)?,
+                config: config.named().map(Path::to_path_buf),
             },
         };
         Ok(Handler {
-            config: config.to_path_buf(),
-            explicit,
+            config,
             dir,
             site,
-            host_ram: input::host_ram()?,
+            host: input::host_facts()?,
             last_good: Mutex::new(read),
             installed: Mutex::new(None),
         })
     }
 
     /// Where the adjustment says the hook is.
-    pub fn site(&self) -> &HookSite {
+    pub(crate) fn site(&self) -> &HookSite {
         &self.site
     }
 
@@ -110,7 +106,7 @@ impl Handler {
     ///
     /// # Errors
     /// A write failed, or the directory is missing.
-    pub fn install(&self) -> Result<Vec<String>, InstallError> {
+    pub(crate) fn install(&self) -> Result<Vec<String>, InstallError> {
         let Some(dir) = &self.dir else { return Ok(Vec::new()) };
         let mut wrote = Vec::new();
         if dir.put_binary()? {
@@ -138,18 +134,18 @@ impl Handler {
     /// The host config now, or the last good one when it cannot be read.
     fn current(&self) -> Config {
         let mut last = self.last_good.lock().unwrap_or_else(|p| p.into_inner());
-        match read_config(&self.config, self.explicit) {
+        match read_config(&self.config) {
             Ok(c) => {
                 apply_logging(&c.settings, &last.settings);
                 *last = c;
             }
-            Err(e) => log::warn!("nri: {}; keeping the last good host config", crate::commands::chain(&e)),
+            Err(e) => log::warn!("nri: {}; keeping the last good host config", crate::error::chain(&e)),
         }
         last.clone()
     }
 
     /// The host config's settings now (see [`Handler::current`]).
-    pub fn settings(&self) -> Settings {
+    pub(crate) fn settings(&self) -> Settings {
         self.current().settings
     }
 
@@ -157,7 +153,7 @@ impl Handler {
     ///
     /// # Errors
     /// The container cannot be planned.
-    pub fn adjust(
+    pub(crate) fn adjust(
         &self,
         req: &api::CreateContainerRequest,
         settings: &Settings,
@@ -165,18 +161,13 @@ impl Handler {
         let (pod, ctr) = (req.pod.as_ref(), req.container.get_or_default());
         let who = adjust::who(pod, ctr);
         let spec = adjust::spec_of(pod, ctr).map_err(CreateError::Spec)?;
-        let plan = plan::decide(&Inputs {
-            spec: &spec,
-            state_annotations: None,
-            settings,
-            host_ram: self.host_ram,
-        })?;
+        let plan = plan::plan_for(&spec, None, settings, self.host)?;
         log::debug!("nri: {who}: read-only root: {} ({})", adjust::readonly_root(ctr), adjust::signals(ctr));
         log::debug!("nri: {who}: {}", plan.why);
         if !plan.notes.is_empty() {
             log::info!("nri: {who}: notes of the plan follow");
         }
-        crate::logger::plan(&plan);
+        crate::logger::decision(&plan);
         let adjustment = adjust::adjustment(&plan, pod, ctr, &self.site);
         if adjust::needs_hook(&plan) {
             let copied: Vec<&String> = adjustment.annotations.keys().collect();
@@ -213,20 +204,14 @@ impl Handler {
     }
 }
 
-/// The host config at `path`, as [`input::read_settings`] reads it, with its text.
-fn read_config(path: &Path, explicit: bool) -> Result<Config, InputError> {
-    let bytes = match files::read(None, path, MAX_SETTINGS_BYTES) {
-        Err(e) if !explicit && e.is_not_found() => Vec::new(),
-        other => other?.bytes,
-    };
-    let text = String::from_utf8(bytes).map_err(|_| FileError::NotUtf8 { path: path.to_path_buf() })?;
-    let settings =
-        Settings::parse(&text).map_err(|source| InputError::Settings { path: path.to_path_buf(), source })?;
+/// The host config at `source`, with its text.
+fn read_config(source: &ConfigSource) -> Result<Config, InputError> {
+    let (settings, text) = source.read_with_text()?;
     Ok(Config { settings, text })
 }
 
 /// The host config's log level, and its log file when it changed.
-pub fn apply_logging(new: &Settings, old: &Settings) {
+pub(crate) fn apply_logging(new: &Settings, old: &Settings) {
     let changed = new.log_file.as_deref().filter(|f| Some(*f) != old.log_file.as_deref());
     crate::logger::configure(new.log_level.filter(), changed);
 }
@@ -281,7 +266,7 @@ impl api_ttrpc::Plugin for Handler {
             Ok(a) => resp.adjust = Some(a).into(),
             Err(e) => {
                 let who = adjust::who(req.pod.as_ref(), req.container.get_or_default());
-                let line = format!("nri: container {who}: {}", crate::commands::chain(&e));
+                let line = format!("nri: container {who}: {}", crate::error::chain(&e));
                 if settings.on_error == OnError::Fail {
                     log::error!("{line} (on_error = \"fail\": the container is not created)");
                     return Err(ttrpc::error::get_rpc_status(

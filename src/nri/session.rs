@@ -27,9 +27,10 @@ use std::time::Duration;
 use super::mux::{self, MuxError, PLUGIN_CONN, RUNTIME_CONN};
 use super::proto::{api, api_ttrpc};
 use super::service::Handler;
+use super::{PLUGIN_IDX_ENV, PLUGIN_NAME_ENV, PLUGIN_SOCKET_ENV};
 
 /// Between two dials of a socket that is not there (yet).
-pub const RETRY: Duration = Duration::from_millis(500);
+pub(crate) const RETRY: Duration = Duration::from_millis(500);
 /// Before redialling a socket that was just closed.
 const EOF_PAUSE: Duration = Duration::from_millis(50);
 /// The deadline of `RegisterPlugin` (the runtime allows 5 s).
@@ -37,7 +38,7 @@ const REGISTER_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Who the plugin is and where it connects.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub(crate) struct Identity {
     pub socket: PathBuf,
     /// Plugin name, as the runtime lists it.
     pub name: String,
@@ -45,9 +46,50 @@ pub struct Options {
     pub idx: String,
 }
 
+/// Why the plugin cannot start.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StartError {
+    #[error("--idx {0:?}: NRI wants exactly two digits, e.g. 10")]
+    Idx(String),
+    #[error("{env}={value:?}: not a file descriptor number the runtime passed")]
+    Fd { env: &'static str, value: String },
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
+/// Runs the plugin as `asked` (the socket, name and index from the command
+/// line), unless the runtime started it: then the runtime's
+/// `NRI_PLUGIN_NAME` and `NRI_PLUGIN_IDX` win, and with `NRI_PLUGIN_SOCKET`
+/// the plugin serves the connection the runtime handed it (pre-registered)
+/// until that one ends; else it serves the socket forever.
+///
+/// # Errors
+/// A bad index; a pre-registered connection that is not one, or that ended
+/// with an error.
+pub(crate) fn run(asked: Identity, handler: &Arc<Handler>) -> Result<(), StartError> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let mut opts = Identity {
+        socket: socket_path(&asked.socket.to_string_lossy()).to_path_buf(),
+        name: env(PLUGIN_NAME_ENV).unwrap_or(asked.name),
+        idx: env(PLUGIN_IDX_ENV).unwrap_or(asked.idx),
+    };
+    if !valid_idx(&opts.idx) {
+        return Err(StartError::Idx(std::mem::take(&mut opts.idx)));
+    }
+    if let Some(value) = env(PLUGIN_SOCKET_ENV) {
+        let stream = inherited(&value)?;
+        // The runtime closing its connection is the normal end here.
+        return match session(stream, &opts, handler) {
+            Ok(()) | Err(SessionError::Mux(MuxError::Eof)) => Ok(()),
+            Err(e) => Err(e.into()),
+        };
+    }
+    serve_forever(&opts, handler)
+}
+
 /// Why a session could not be set up or ended.
 #[derive(Debug, thiserror::Error)]
-pub enum SessionError {
+pub(crate) enum SessionError {
     #[error("connecting to the NRI socket {path}")]
     Connect {
         path: PathBuf,
@@ -74,7 +116,7 @@ pub enum SessionError {
 }
 
 /// Runs sessions forever, redialling after each end. Logs each end once.
-pub fn serve_forever(opts: &Options, handler: &Arc<Handler>) -> ! {
+pub(crate) fn serve_forever(opts: &Identity, handler: &Arc<Handler>) -> ! {
     let mut warned = false;
     loop {
         let why = match UnixStream::connect(&opts.socket) {
@@ -93,13 +135,13 @@ pub fn serve_forever(opts: &Options, handler: &Arc<Handler>) -> ! {
                 continue;
             }
             Err(e @ SessionError::Connect { .. }) if warned => {
-                log::debug!("nri: {}", crate::commands::chain(&e))
+                log::debug!("nri: {}", crate::error::chain(&e))
             }
             Err(e @ SessionError::Connect { .. }) => {
                 warned = true;
-                log::warn!("nri: {}; retrying every {RETRY:?}", crate::commands::chain(&e));
+                log::warn!("nri: {}; retrying every {RETRY:?}", crate::error::chain(&e));
             }
-            Err(e) => log::warn!("nri: {}; redialling", crate::commands::chain(&e)),
+            Err(e) => log::warn!("nri: {}; redialling", crate::error::chain(&e)),
             Ok(()) => {}
         }
         std::thread::sleep(RETRY);
@@ -110,7 +152,11 @@ pub fn serve_forever(opts: &Options, handler: &Arc<Handler>) -> ! {
 ///
 /// # Errors
 /// Why it ended: [`MuxError::Eof`] when the runtime closed the socket.
-pub fn session(stream: UnixStream, opts: &Options, handler: &Arc<Handler>) -> Result<(), SessionError> {
+pub(crate) fn session(
+    stream: UnixStream,
+    opts: &Identity,
+    handler: &Arc<Handler>,
+) -> Result<(), SessionError> {
     let dir = PrivateDir::new()?;
     let path = dir.0.join("plugin.sock");
     let service = api_ttrpc::create_plugin(Arc::clone(handler) as Arc<dyn api_ttrpc::Plugin + Send + Sync>);
@@ -144,7 +190,7 @@ pub fn session(stream: UnixStream, opts: &Options, handler: &Arc<Handler>) -> Re
 
 /// `Runtime.RegisterPlugin` over the runtime's conn; the client is dropped
 /// after (its socket closes; the relay then discards that conn).
-fn register(theirs: UnixStream, opts: &Options) -> Result<(), SessionError> {
+fn register(theirs: UnixStream, opts: &Identity) -> Result<(), SessionError> {
     let failed = |source| SessionError::Register { name: opts.name.clone(), idx: opts.idx.clone(), source };
     let client = ttrpc::Client::new(theirs.into_raw_fd()).map_err(failed)?;
     let runtime = api_ttrpc::RuntimeClient::new(client);
@@ -180,11 +226,35 @@ impl Drop for PrivateDir {
 }
 
 /// Whether `idx` is what NRI accepts: exactly two digits.
-pub fn valid_idx(idx: &str) -> bool {
+pub(crate) fn valid_idx(idx: &str) -> bool {
     idx.len() == 2 && idx.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// The socket path of a dial target: `unix://` prefix allowed.
-pub fn socket_path(s: &str) -> &Path {
+pub(crate) fn socket_path(s: &str) -> &Path {
     Path::new(s.strip_prefix("unix://").unwrap_or(s))
+}
+
+/// The connected socket a runtime passed as fd `value` (3).
+fn inherited(value: &str) -> Result<UnixStream, StartError> {
+    let bad = || StartError::Fd { env: PLUGIN_SOCKET_ENV, value: value.to_string() };
+    let fd: i32 = value.parse().map_err(|_| bad())?;
+    if fd < 3 {
+        return Err(bad());
+    }
+    // It must be an open socket: fstat it through /proc before owning it.
+    let meta = std::fs::metadata(format!("/proc/self/fd/{fd}")).map_err(|_| bad())?;
+    if !std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()) {
+        return Err(bad());
+    }
+    Ok(own_fd(fd))
+}
+
+#[allow(unsafe_code)]
+fn own_fd(fd: i32) -> UnixStream {
+    use std::os::fd::FromRawFd;
+    // SAFETY: `fd` is an open socket (checked above) that the runtime passed
+    // to this process for the plugin alone; nothing else in this process
+    // owns or closes it, and this is called once.
+    unsafe { UnixStream::from_raw_fd(fd) }
 }

@@ -2,7 +2,8 @@
 //! container's `TMPDIR`/`TEMP`/`TMP`/`TEMPDIR`, the host config's
 //! `extra_targets`), deduplicated; those the spec already mounts left alone;
 //! targets nested in another one turned into directories in the outer tmpfs.
-//! Pure: the landing rules that need the rootfs are `apply`'s.
+//! Pure: the landing rules that need the rootfs are the executors'
+//! (`hook`, `spec::host`).
 
 use super::{Inputs, Note, Origin, SpecMounts};
 use crate::target::{self, EnvTarget, TargetPath};

@@ -11,7 +11,7 @@ use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use rustix::mount::{FsMountFlags, FsOpenFlags, FsPickFlags, MountAttrFlags, MoveMountFlags, UnmountFlags};
 
-use super::error::{fail, ApplyError, Call};
+use super::syscall::{fail, ApplyError, Call};
 use crate::plan::{Owner, Tmpfs};
 use crate::size::Bytes;
 
@@ -105,6 +105,15 @@ pub(super) fn tmpfs_size(fd: &OwnedFd, what: &str) -> Result<Option<Bytes>, Appl
         return Ok(None);
     }
     Ok(Some(Bytes((sfs.f_blocks as u64).saturating_mul(sfs.f_bsize as u64))))
+}
+
+/// Whether a tmpfs of `current` bytes is grown to `size`: never shrunk, so
+/// `Err` (why not) when it has at least that much already.
+pub(super) fn growth(current: Bytes, size: Bytes) -> Result<(), String> {
+    if current >= size {
+        return Err(format!("it already has {current}, not less than {size}; never shrunk"));
+    }
+    Ok(())
 }
 
 /// A superblock context of the mount `fd` with the new size set, to apply

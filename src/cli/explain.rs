@@ -2,40 +2,56 @@
 //! only; no syscall here changes anything.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::cli::ExplainArgs;
+use clap::Args;
+
+use super::{absolute_path, ConfigArg};
+use crate::error::{chain, Error};
 use crate::input;
-use crate::plan::{self, Action, Inputs, Origin, Plan, ShmSource, ShmWay, Sizing};
+use crate::plan::{self, Action, Origin, Plan, ShmSource, ShmWay, Sizing};
 use crate::size::Basis;
+use crate::spec::edit::preview;
+use crate::spec::host::Route;
+
+#[derive(Clone, Debug, Args)]
+pub(crate) struct ExplainArgs {
+    /// The bundle directory (holds config.json).
+    #[arg(long, short = 'b', value_name = "DIR")]
+    pub bundle: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// The runtime that will run the bundle, for which executor carries
+    /// each target [default: runc on PATH].
+    #[arg(long, value_name = "PATH", value_parser = absolute_path)]
+    pub runtime: Option<PathBuf>,
+}
 
 /// Runs `explain`.
 ///
 /// # Errors
 /// The host config or the bundle cannot be read, or no plan can be made.
-pub fn run(args: &ExplainArgs) -> Result<ExitCode, super::Error> {
+pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
     let (bundle, json) = (args.bundle.as_path(), args.json);
-    let (path, explicit) = args.config.resolve(Path::new("/"));
-    let settings = input::read_settings(&path, explicit)?;
+    let settings = args.config.source(Path::new("/")).read()?;
     let spec = input::read_spec(bundle)?;
-    let host_ram = input::host_ram()?;
-    let plan = plan::decide(&Inputs { spec: &spec, state_annotations: None, settings: &settings, host_ram })?;
+    let plan = plan::plan_for(&spec, None, &settings, input::host_facts()?)?;
     let rootfs = input::rootfs_path(&spec, bundle);
     let routes = match (&rootfs, plan.enabled) {
         (Some(r), true) => {
-            let runtime = runtime(args.runtime.as_deref());
-            let unsafe_runtime = runtime.as_deref().and_then(super::runtime::spec_unsafe);
-            crate::apply::host::routes(r, &plan, unsafe_runtime.as_deref())
-                .map_err(|e| {
-                    log::warn!("{}: the targets are not checked against the rootfs", super::chain(&e))
-                })
+            let unsafe_runtime = crate::wrapper::bundle_runtime_unsafe(args.runtime.as_deref());
+            crate::spec::host::routes(r, &plan, unsafe_runtime.as_deref())
+                .map_err(|e| log::warn!("{}: the targets are not checked against the rootfs", chain(&e)))
                 .ok()
         }
         _ => None,
     };
     if json {
-        let spec = crate::spec::preview(&plan);
+        let spec = preview(&plan);
         let targets: Option<Vec<serde_json::Value>> = routes.as_ref().map(|rs| {
             rs.iter()
                 .map(|(t, r)| {
@@ -56,18 +72,8 @@ pub fn run(args: &ExplainArgs) -> Result<ExitCode, super::Error> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The runtime that will run the bundle: `named`, else runc on PATH.
-fn runtime(named: Option<&Path>) -> Option<std::path::PathBuf> {
-    if let Some(p) = named {
-        return Some(p.to_path_buf());
-    }
-    let own = crate::runtime::FileId::of(Path::new("/proc/self/exe")).ok()?;
-    crate::runtime::find_runtime(None, std::env::var_os("PATH").as_deref(), own).ok()
-}
-
 /// Which executor carries out each temp target, and why.
-fn render_routes(routes: &[(String, crate::apply::host::Route)]) -> String {
-    use crate::apply::host::Route;
+fn render_routes(routes: &[(String, Route)]) -> String {
     let mut out = String::new();
     if routes.is_empty() {
         return out;
@@ -102,7 +108,7 @@ fn sizing(s: &Sizing) -> String {
 }
 
 /// The text form of a plan.
-pub fn render(bundle: &Path, rootfs: Option<&Path>, plan: &Plan) -> String {
+pub(crate) fn render(bundle: &Path, rootfs: Option<&Path>, plan: &Plan) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "bundle:  {}", bundle.display());
     if let Some(r) = rootfs {
@@ -128,7 +134,7 @@ pub fn render(bundle: &Path, rootfs: Option<&Path>, plan: &Plan) -> String {
             }
         }
     }
-    if plan.enabled && !plan.actions.is_empty() {
+    if !plan.actions.is_empty() {
         executors(&mut out, plan);
     }
     if !plan.notes.is_empty() {
@@ -137,7 +143,7 @@ pub fn render(bundle: &Path, rootfs: Option<&Path>, plan: &Plan) -> String {
     for n in &plan.notes {
         let _ = writeln!(out, "  {}: {}", n.subject, n.reason);
     }
-    if plan.enabled && !plan.actions.is_empty() {
+    if !plan.actions.is_empty() {
         let _ = writeln!(
             out,
             "at mount time, a target that is already a mount point, or that resolves to a system directory, is left alone too"
@@ -194,7 +200,7 @@ fn action_line(action: &Action) -> String {
 fn executors(out: &mut String, plan: &Plan) {
     let _ = writeln!(out, "executors:");
     let _ = writeln!(out, "  hook (Podman, CRI-O, inject, mode = \"hook\"): the actions above, by fd in the container's mount namespace");
-    let preview = crate::spec::preview(plan);
+    let preview = preview(plan);
     if !preview.expressible {
         let _ = writeln!(out, "  spec (oci-tmpfs-runtime, inject --mode spec): adds the hook instead (a directory inside a fresh tmpfs needs it)");
         return;

@@ -1,6 +1,7 @@
-//! What can stop `apply`, with every failed system call typed: the call, what
-//! it was doing, on which path, and the kernel that added it, so `ENOSYS`
-//! names the Linux version needed without matching strings.
+//! What can stop the hook's mounting ([`super::apply`]), with every failed
+//! system call typed: the call, what it was doing, on which path, and the
+//! kernel that added it, so `ENOSYS` names the Linux version needed without
+//! matching strings.
 
 use std::fmt;
 use std::io;
@@ -12,7 +13,7 @@ use crate::stage::Stage;
 
 /// A system call `apply` makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Call {
+pub(crate) enum Call {
     Open,
     Openat2,
     Mkdirat,
@@ -28,13 +29,12 @@ pub enum Call {
     Fsmount,
     Fspick,
     MoveMount,
-    OpenTree,
     MountSetattr,
 }
 
 impl Call {
     /// Its name in section 2 of the manual.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Call::Open => "open",
             Call::Openat2 => "openat2",
@@ -51,22 +51,16 @@ impl Call {
             Call::Fsmount => "fsmount",
             Call::Fspick => "fspick",
             Call::MoveMount => "move_mount",
-            Call::OpenTree => "open_tree",
             Call::MountSetattr => "mount_setattr",
         }
     }
 
     /// The Linux version that added it, for calls younger than 5.0.
-    pub fn since(self) -> Option<&'static str> {
+    pub(crate) fn since(self) -> Option<&'static str> {
         match self {
             Call::Openat2 => Some("5.6"),
             Call::PidfdOpen => Some("5.3"),
-            Call::Fsopen
-            | Call::Fsconfig
-            | Call::Fsmount
-            | Call::Fspick
-            | Call::MoveMount
-            | Call::OpenTree => Some("5.2"),
+            Call::Fsopen | Call::Fsconfig | Call::Fsmount | Call::Fspick | Call::MoveMount => Some("5.2"),
             Call::MountSetattr => Some("5.12"),
             _ => None,
         }
@@ -80,7 +74,7 @@ impl fmt::Display for Call {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ApplyError {
+pub(crate) enum ApplyError {
     #[error("the hook cannot act at startContainer (the root is already pivoted and read-only); register it at prestart, createRuntime or createContainer")]
     TooLate,
     #[error("the state's pid {0:?} is not a container process the hook can join (stage {1}); check the hook's --stage")]

@@ -1,21 +1,39 @@
 //! The runtime wrapper for engines without a hooks dir (Docker, containerd).
 //!
 //! Installed as a second name of the binary (`oci-tmpfs-runtime`), it is the
-//! "runtime" an engine calls: on `create` and `run` it adds this hook to the
-//! bundle's `config.json` (through [`crate::bundle::inject`]: idempotent,
-//! lossless), then `exec(2)`s the real runtime with the arguments unchanged,
-//! so exit status, signals and stdio are the real runtime's. Every other
-//! subcommand goes straight through.
+//! "runtime" an engine calls: on `create` and `run` it carries out the plan
+//! for the bundle, then `exec(2)`s the real runtime with the arguments
+//! unchanged, so exit status, signals and stdio are the real runtime's.
+//! Every other subcommand goes straight through.
 //!
-//! This module holds the pure parts (argument parsing, finding the real
-//! runtime on `PATH`); the `exec` itself is in [`crate::commands::runtime`].
+//! Two executors, chosen by the host config's `mode`: `spec` (the default)
+//! writes the plan's mounts into `config.json` ([`crate::spec`]: after
+//! checking each target against the prepared rootfs by fd, and growing an
+//! engine-made `/dev/shm` on the host), so no hook process runs at the
+//! start; `hook` adds the hook to `config.json` instead (through
+//! [`crate::bundle::inject`]: idempotent, lossless). A plan that needs a
+//! directory inside a fresh tmpfs (`TMPDIR=/tmp/job`), or a runtime that
+//! cannot be trusted with our temp-target mounts (its version, asked once
+//! and cached: docs/design.md#runtimes), takes the hook in either mode.
+//!
+//! Here: parsing the runtime's arguments ([`classify`]), finding the real
+//! runtime ([`find_runtime`]), the version policy ([`spec_unsafe`]) and the
+//! dispatch ([`run`]).
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
+use crate::bundle::{self, HookEntry};
+use crate::error::chain;
+use crate::input::ConfigSource;
 use crate::names::{DEFAULT_CONFIG_PATH, DEFAULT_PATH, DEFAULT_RUNTIME, WRAPPER_NAME};
+use crate::settings::{Mode, OnError, Settings};
+use crate::spec;
+use crate::stage::Stage;
 
 /// Global options that take a value (`--root R` or `--root=R`): runc's
 /// (`runc --help`), crun's (`--cgroup-manager`, `--log-level`) and youki's.
@@ -33,7 +51,7 @@ const CREATING: &[&str] = &["create", "run"];
 
 /// What the wrapper does with one call.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Call {
+pub(crate) enum Invocation {
     /// `create` or `run`: add the hook to `bundle`'s `config.json`, then exec.
     Create {
         subcommand: &'static str,
@@ -45,7 +63,7 @@ pub enum Call {
 }
 
 /// True when `argv0`'s file name is [`WRAPPER_NAME`].
-pub fn invoked_as_wrapper(argv0: &OsStr) -> bool {
+pub(crate) fn invoked_as_wrapper(argv0: &OsStr) -> bool {
     Path::new(argv0).file_name() == Some(OsStr::new(WRAPPER_NAME))
 }
 
@@ -74,21 +92,10 @@ fn named(name: &[u8], list: &[&str]) -> bool {
 /// `--opt=value`. For `create` and `run` the bundle is `--bundle DIR`,
 /// `--bundle=DIR`, `-b DIR` or `-b=DIR` (the last one wins, as with Go's
 /// flag package), searched up to a `--`.
-pub fn parse(args: &[OsString]) -> Call {
-    let mut i = 0;
-    let at = loop {
-        let Some(arg) = args.get(i) else { return Call::PassThrough };
-        if arg == "--" {
-            break i + 1;
-        }
-        match option(arg) {
-            Some((name, None)) if named(name, GLOBAL_WITH_VALUE) => i += 2,
-            Some(_) => i += 1,
-            None => break i,
-        }
-    };
-    let Some(sub) = args.get(at) else { return Call::PassThrough };
-    let Some(subcommand) = CREATING.iter().find(|c| sub == **c) else { return Call::PassThrough };
+pub(crate) fn classify(args: &[OsString]) -> Invocation {
+    let Some(at) = subcommand_at(args) else { return Invocation::PassThrough };
+    let Some(sub) = args.get(at) else { return Invocation::PassThrough };
+    let Some(subcommand) = CREATING.iter().find(|c| sub == **c) else { return Invocation::PassThrough };
     let rest = &args[at + 1..];
     let mut bundle = None;
     let mut j = 0;
@@ -113,24 +120,30 @@ pub fn parse(args: &[OsString]) -> Call {
             _ => j += 1,
         }
     }
-    Call::Create { subcommand, bundle }
+    Invocation::Create { subcommand, bundle }
 }
 
-/// The container id of a `create`/`run` call: its last positional word
-/// (runc's and crun's grammar: `create [options] <container-id>`).
-pub fn container_id(args: &[OsString]) -> Option<String> {
+/// Where the subcommand is: after the global options (and their values) or
+/// after `--`; `None` when the arguments end first.
+fn subcommand_at(args: &[OsString]) -> Option<usize> {
     let mut i = 0;
-    let at = loop {
+    loop {
         let arg = args.get(i)?;
         if arg == "--" {
-            break i + 1;
+            return Some(i + 1);
         }
         match option(arg) {
             Some((name, None)) if named(name, GLOBAL_WITH_VALUE) => i += 2,
             Some(_) => i += 1,
-            None => break i,
+            None => return Some(i),
         }
-    };
+    }
+}
+
+/// The container id of a `create`/`run` call: its last positional word
+/// (runc's and crun's grammar: `create [options] <container-id>`).
+pub(crate) fn container_id(args: &[OsString]) -> Option<String> {
+    let at = subcommand_at(args)?;
     let rest = args.get(at + 1..)?;
     let mut id = None;
     let mut j = 0;
@@ -151,7 +164,7 @@ pub fn container_id(args: &[OsString]) -> Option<String> {
 
 /// A runtime's name and version, from the first line of its `--version`
 /// output (`runc version 1.1.5+ds1`, `crun version 1.8.1`).
-pub fn parse_version(output: &str) -> Option<(String, [u32; 3])> {
+pub(crate) fn parse_version(output: &str) -> Option<(String, [u32; 3])> {
     let line = output.lines().next()?;
     let mut words = line.split_whitespace();
     let name = words.next()?.to_string();
@@ -170,7 +183,7 @@ pub fn parse_version(output: &str) -> Option<(String, [u32; 3])> {
 /// must not (docs/design.md#runtimes): runc before 1.1.8 chmods a tmpfs
 /// mountpoint by path after mounting it, so a rename race during the start
 /// can turn a host directory to the tmpfs' mode.
-pub fn spec_unsafe(name: &str, v: [u32; 3]) -> Option<String> {
+pub(crate) fn spec_unsafe(name: &str, v: [u32; 3]) -> Option<String> {
     (name == "runc" && v < [1, 1, 8]).then(|| {
         format!(
             "runc {}.{}.{} chmods a tmpfs mountpoint by path after mounting it (until runc 1.1.8), which a rename race can turn onto a host directory",
@@ -181,7 +194,7 @@ pub fn spec_unsafe(name: &str, v: [u32; 3]) -> Option<String> {
 
 /// Why the real runtime cannot be run.
 #[derive(Debug, thiserror::Error)]
-pub enum RuntimeError {
+pub(crate) enum RuntimeError {
     #[error("reading the host config")]
     Settings(#[source] crate::input::InputError),
     #[error(
@@ -205,14 +218,14 @@ pub enum RuntimeError {
 /// The identity of a file: device and inode, so symlinks and hard links to
 /// the same binary compare equal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FileId {
+pub(crate) struct FileId {
     dev: u64,
     ino: u64,
 }
 
 impl FileId {
     /// The identity of the file `path` resolves to.
-    pub fn of(path: &Path) -> std::io::Result<FileId> {
+    pub(crate) fn of(path: &Path) -> std::io::Result<FileId> {
         let m = std::fs::metadata(path)?;
         Ok(FileId { dev: m.dev(), ino: m.ino() })
     }
@@ -231,7 +244,7 @@ fn executable(path: &Path) -> Option<FileId> {
 /// # Errors
 /// No such runtime, a `runtime_path` that is not executable, or one that is
 /// this binary.
-pub fn find_runtime(
+pub(crate) fn find_runtime(
     configured: Option<&Path>,
     path_var: Option<&OsStr>,
     own: FileId,
@@ -265,26 +278,189 @@ pub fn find_runtime(
     }
 }
 
+/// Runs the wrapper with the runtime's arguments (argv\[0\] excluded). Returns
+/// only when the real runtime could not be exec'd.
+///
+/// # Errors
+/// No real runtime, the plan failed under `on_error = "fail"`, or the exec
+/// failed.
+pub(crate) fn run(args: &[OsString]) -> Result<std::convert::Infallible, crate::error::Error> {
+    let source = ConfigSource::from_env();
+    let settings = source.read().map_err(RuntimeError::Settings)?;
+    let real = real_runtime(&settings)?;
+    if let Invocation::Create { bundle, .. } = classify(args) {
+        let dir = bundle.unwrap_or_else(|| PathBuf::from("."));
+        let id = container_id(args);
+        prepare(&dir, &source, &settings, &real, id.as_deref())?;
+    }
+    let name = real.file_name().map_or_else(|| real.as_os_str().to_owned(), |n| n.to_owned());
+    let source = Command::new(&real).arg0(name).args(args).exec();
+    Err(RuntimeError::Exec { path: real, source }.into())
+}
+
+fn real_runtime(settings: &Settings) -> Result<PathBuf, RuntimeError> {
+    let own = FileId::of(Path::new("/proc/self/exe")).map_err(RuntimeError::OwnExe)?;
+    find_runtime(settings.runtime_path.as_deref(), std::env::var_os("PATH").as_deref(), own)
+}
+
+/// Carries out the plan for the bundle `dir` as `settings.mode` says, for
+/// the container `id` that the real runtime `real` will create.
+fn prepare(
+    dir: &Path,
+    source: &ConfigSource,
+    settings: &Settings,
+    real: &Path,
+    id: Option<&str>,
+) -> Result<(), crate::error::Error> {
+    crate::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
+    match id {
+        Some(id) => crate::logger::set_container(id),
+        None => {
+            if let Some(name) = dir.canonicalize().ok().as_deref().and_then(Path::file_name) {
+                crate::logger::set_container(&name.to_string_lossy());
+            }
+        }
+    }
+    if settings.mode == Mode::Hook {
+        add_hook(dir, source);
+        return Ok(());
+    }
+    let unsafe_runtime = version_unsafe(real);
+    let launch = spec::Launch { id, temp_to_hook: unsafe_runtime.as_deref() };
+    match spec::carry_out(dir, settings, hook_entry(source).as_ref(), &launch) {
+        Ok(outcome) => {
+            crate::logger::outcome(&outcome.notes, &outcome.done);
+            Ok(())
+        }
+        // A bundle we cannot read is passed through: the runtime reports it.
+        Err(spec::SpecError::Bundle(e)) => {
+            log::warn!("{}; nothing is mounted, passing the call through", chain(&e));
+            Ok(())
+        }
+        Err(e) if settings.on_error == OnError::Warn => {
+            log::warn!("{} (on_error = \"warn\": the container starts without these mounts)", chain(&e));
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Why the spec executor must not hand the temp targets to the runtime
+/// `real`, if it must not (its version, asked once: [`runtime_version`]).
+fn version_unsafe(real: &Path) -> Option<String> {
+    let (name, v) = parse_version(&runtime_version(real)?)?;
+    spec_unsafe(&name, v)
+}
+
+/// [`version_unsafe`] for the runtime that will run a bundle: `named`, else
+/// runc on PATH (for `explain` and `inject --mode spec`).
+pub(crate) fn bundle_runtime_unsafe(named: Option<&Path>) -> Option<String> {
+    let runtime = match named {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let own = FileId::of(Path::new("/proc/self/exe")).ok()?;
+            find_runtime(None, std::env::var_os("PATH").as_deref(), own).ok()?
+        }
+    };
+    version_unsafe(&runtime)
+}
+
+/// The first line of `real --version`, run once per binary: the answer is
+/// kept under [`RUNTIME_CACHE_DIR`], named by the binary's identity (device,
+/// inode, size, modification time), so that no process runs per start and an
+/// upgraded runtime is asked again. `None` when it cannot be run; an empty
+/// line when it printed nothing.
+fn runtime_version(real: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(real).ok()?;
+    let key = format!("{}-{}-{}-{}.{}", m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec());
+    let cache = Path::new(RUNTIME_CACHE_DIR);
+    let trusted = trusted_dir(cache);
+    if trusted {
+        if let Ok(Some(line)) = crate::files::read_text(&cache.join(&key), 4096) {
+            return Some(line);
+        }
+    }
+    let out = Command::new(real)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .inspect_err(|e| log::debug!("{} --version: {e}", real.display()))
+        .ok()?;
+    // Whatever it answered, even nothing, is kept: a runtime that prints no
+    // version is not asked again at every start.
+    let line = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().trim().to_string();
+    if trusted || make_cache_dir(cache) {
+        let perms = crate::files::Perms { mode: 0o600, owner: None };
+        let path = cache.join(&key);
+        if let Err(e) =
+            crate::files::replace(&path, line.as_bytes(), perms, crate::files::Durability::Scratch)
+        {
+            log::debug!("{e}");
+        }
+    }
+    Some(line)
+}
+
+/// Where [`runtime_version`] keeps its answers (a tmpfs: gone at boot).
+const RUNTIME_CACHE_DIR: &str = "/run/oci-tmpfs-hook/runtimes";
+
+/// `dir` is a directory (not a symlink) owned by root, closed to others.
+fn trusted_dir(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == 0 && m.mode() & 0o077 == 0)
+}
+
+/// Creates [`RUNTIME_CACHE_DIR`] (mode 0700); whether it is trusted then.
+fn make_cache_dir(dir: &Path) -> bool {
+    use std::os::unix::fs::DirBuilderExt;
+    let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir);
+    trusted_dir(dir)
+}
+
+/// The prestart entry of this binary, or `None` when it cannot be found.
+/// The hook reads the host config the wrapper read: `--config` when
+/// `OCI_TMPFS_HOOK_CONFIG` named one (runtimes give hooks no environment).
+fn hook_entry(source: &ConfigSource) -> Option<HookEntry> {
+    match crate::files::this_binary() {
+        Ok(exe) => Some(HookEntry::for_stage(&exe, Stage::Prestart, source.named())),
+        Err(e) => {
+            log::warn!("finding this binary: {e}; the hook is not added");
+            None
+        }
+    }
+}
+
+/// Adds the hook to `dir/config.json`. A bundle we cannot edit is passed
+/// through untouched, so the real runtime reports its own error.
+fn add_hook(dir: &Path, source: &ConfigSource) {
+    let Some(entry) = hook_entry(source) else { return };
+    if let Err(e) = bundle::inject(dir, Stage::Prestart, &entry) {
+        log::warn!("{}; the hook is not added, passing the call through", chain(&e));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn call(args: &[&str]) -> Call {
+    fn call(args: &[&str]) -> Invocation {
         let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-        parse(&args)
+        classify(&args)
     }
 
-    fn create(bundle: Option<&str>) -> Call {
-        Call::Create { subcommand: "create", bundle: bundle.map(PathBuf::from) }
+    fn create(bundle: Option<&str>) -> Invocation {
+        Invocation::Create { subcommand: "create", bundle: bundle.map(PathBuf::from) }
     }
 
-    fn run(bundle: Option<&str>) -> Call {
-        Call::Create { subcommand: "run", bundle: bundle.map(PathBuf::from) }
+    fn run(bundle: Option<&str>) -> Invocation {
+        Invocation::Create { subcommand: "run", bundle: bundle.map(PathBuf::from) }
     }
 
     #[test]
     fn table() {
-        let cases: &[(&str, &[&str], Call)] = &[
+        let cases: &[(&str, &[&str], Invocation)] = &[
             (
                 "docker (docs/design.md#test-machine)",
                 &[
@@ -332,7 +508,7 @@ mod tests {
             (
                 "a value-taking global that looks like a subcommand",
                 &["--root", "run", "--log", "create", "state", "ID"],
-                Call::PassThrough,
+                Invocation::PassThrough,
             ),
             ("--root=R form", &["--root=create", "run", "-b", "B", "ID"], run(Some("B"))),
             (
@@ -354,15 +530,19 @@ mod tests {
                 create(Some("/b")),
             ),
             ("bundle flag without value", &["create", "--bundle"], create(None)),
-            ("state ID", &["state", "ID"], Call::PassThrough),
-            ("start", &["--root", "R", "start", "ID"], Call::PassThrough),
-            ("delete", &["--root", "R", "delete", "--force", "ID"], Call::PassThrough),
-            ("exec has a --bundle-less grammar", &["exec", "--process", "P", "ID"], Call::PassThrough),
-            ("--version", &["--version"], Call::PassThrough),
-            ("features", &["features"], Call::PassThrough),
-            ("nothing", &[], Call::PassThrough),
-            ("only globals", &["--root", "R", "--debug"], Call::PassThrough),
-            ("a subcommand named like create is not create", &["created", "-b", "/b"], Call::PassThrough),
+            ("state ID", &["state", "ID"], Invocation::PassThrough),
+            ("start", &["--root", "R", "start", "ID"], Invocation::PassThrough),
+            ("delete", &["--root", "R", "delete", "--force", "ID"], Invocation::PassThrough),
+            ("exec has a --bundle-less grammar", &["exec", "--process", "P", "ID"], Invocation::PassThrough),
+            ("--version", &["--version"], Invocation::PassThrough),
+            ("features", &["features"], Invocation::PassThrough),
+            ("nothing", &[], Invocation::PassThrough),
+            ("only globals", &["--root", "R", "--debug"], Invocation::PassThrough),
+            (
+                "a subcommand named like create is not create",
+                &["created", "-b", "/b"],
+                Invocation::PassThrough,
+            ),
         ];
         for (name, args, want) in cases {
             assert_eq!(&call(args), want, "case {name:?}: {args:?}");
@@ -373,8 +553,8 @@ mod tests {
     fn non_utf8_bundle() {
         let args = vec![OsString::from("create"), OsString::from("-b"), OsString::from_vec(vec![b'/', 0xff])];
         assert_eq!(
-            parse(&args),
-            Call::Create { subcommand: "create", bundle: Some(PathBuf::from(&args[2])) }
+            classify(&args),
+            Invocation::Create { subcommand: "create", bundle: Some(PathBuf::from(&args[2])) }
         );
     }
 

@@ -4,7 +4,7 @@
 //!
 //! Install copies this binary and the wrapper symlink into the host's
 //! `--bin-dir`, writes the commented host config when the host has none, and
-//! runs the engine setup ([`crate::setup`], the same plan and writes as
+//! runs the engine setup ([`crate::engine::change`], the same plan and writes as
 //! `setup ENGINE --root HOST`) for containerd (the `oci-tmpfs` handler) and
 //! CRI-O (the hooks JSON in its hooks dir), each when its config is there.
 //! What it created is recorded in a state file on the host
@@ -21,66 +21,54 @@
 //!
 //! No engine format is known here: that is [`crate::engine`]'s.
 
-use std::fmt::Write as _;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use clap::{Args, ValueEnum};
-use serde::{Deserialize, Serialize};
+use clap::ValueEnum;
 
-use crate::cli::SetupArgs;
-use crate::engine::{ConfigError, Engine, Registration, Way};
+use crate::engine::change::{self, BACKUP_SUFFIX};
+use crate::engine::{ConfigError, Engine, Registration, Request, Site, Way};
 use crate::files::{self, Durability, FileError, Perms};
 use crate::names::{rooted, DEFAULT_CONFIG_PATH, WRAPPER_NAME};
-use crate::setup;
 
-pub mod restart;
+pub(crate) mod restart;
+pub(crate) mod state;
+
+use state::Installed;
 
 /// The state file: what install created on the host.
-pub const STATE_FILE: &str = "/var/lib/oci-tmpfs-hook/node-install.json";
+pub(crate) const STATE_FILE: &str = "/var/lib/oci-tmpfs-hook/node-install.json";
 /// The lock both install and uninstall hold (on the host's `/run`, a tmpfs:
 /// it goes away at reboot and is never removed while someone may wait on it).
-pub const LOCK_FILE: &str = "/run/oci-tmpfs-hook-node.lock";
+pub(crate) const LOCK_FILE: &str = "/run/oci-tmpfs-hook-node.lock";
 /// The binary's name on the host.
-pub const BINARY_NAME: &str = "oci-tmpfs-hook";
+pub(crate) const BINARY_NAME: &str = "oci-tmpfs-hook";
 /// The engines a Kubernetes node runs, in the order they are set up.
-pub const NODE_ENGINES: [Engine; 2] = [Engine::Containerd, Engine::Crio];
+pub(crate) const NODE_ENGINES: [Engine; 2] = [Engine::Containerd, Engine::Crio];
 /// The commented host config written when the host has none.
-pub const HOST_CONFIG: &str = include_str!("../hooks/config.toml");
+pub(crate) const HOST_CONFIG: &str = include_str!("../../hooks/config.toml");
 /// Largest binary copied (the static release build is a few MiB; a debug
 /// build with debug info, which the tests install, is about 90 MiB).
 const MAX_BINARY_BYTES: u64 = 256 << 20;
 
-/// `node install` / `node uninstall`.
-#[derive(Clone, Debug, Args)]
-pub struct NodeArgs {
-    /// install or uninstall.
-    #[arg(value_enum)]
+/// One `node install`, `node uninstall` or `node restart-unit`: the
+/// library's request, made by `cli::node` from its flags.
+#[derive(Clone, Debug)]
+pub(crate) struct Options {
     pub action: NodeAction,
-    /// The host's root as this container sees it (hostPath / mounted at /host).
-    #[arg(long, value_name = "DIR")]
+    /// The host's root as this container sees it.
     pub host_root: PathBuf,
-    /// How a runtime whose config changed is restarted: systemd (the host's
-    /// `systemctl restart`, needs hostPID) or none (print what to restart).
-    #[arg(long, value_enum, default_value_t = RestartMode::Systemd)]
+    /// How a runtime whose config changed is restarted.
     pub restart_mode: RestartMode,
-    /// Where the binary and the wrapper go on the host.
-    #[arg(long, value_name = "DIR", default_value = "/usr/local/bin", value_parser = absolute_path)]
+    /// Where the binary and the wrapper go on the host (a host path).
     pub bin_dir: PathBuf,
-    /// After install, wait for SIGTERM or SIGINT (a DaemonSet's container).
-    #[arg(long)]
-    pub wait: bool,
-    /// With --wait: uninstall when the signal comes (pod deleted).
-    #[arg(long, requires = "wait")]
-    pub uninstall_on_exit: bool,
-    /// The unit restarted by the internal restart-unit action.
-    #[arg(long, hide = true, value_name = "UNIT")]
+    /// The unit `restart-unit` restarts.
     pub unit: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum NodeAction {
+pub(crate) enum NodeAction {
     Install,
     Uninstall,
     /// Internal: `systemctl restart UNIT` in pid 1's mount namespace.
@@ -89,23 +77,14 @@ pub enum NodeAction {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum RestartMode {
+pub(crate) enum RestartMode {
     Systemd,
     None,
 }
 
-fn absolute_path(s: &str) -> Result<PathBuf, String> {
-    let p = PathBuf::from(s);
-    if p.is_absolute() {
-        Ok(p)
-    } else {
-        Err("must be an absolute path".into())
-    }
-}
-
 /// A failed node install or uninstall.
 #[derive(Debug, thiserror::Error)]
-pub enum NodeError {
+pub(crate) enum NodeError {
     #[error("--host-root {0} is not a directory; mount the host's / there (hostPath)")]
     NoHostRoot(PathBuf),
     #[error("locking {path} (the host's /run must exist and be writable)")]
@@ -132,35 +111,11 @@ fn write_err(path: &Path) -> impl FnOnce(io::Error) -> NodeError + '_ {
     move |source| FileError::Write { path: path.to_path_buf(), source }.into()
 }
 
-/// What install put on the host: host paths (as the host sees them).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct State {
-    /// Files install created (binary, wrapper, host config, backups).
-    pub files: Vec<PathBuf>,
-    /// Directories install created, parents first.
-    pub dirs: Vec<PathBuf>,
-    /// Engines whose registration install wrote.
-    pub engines: Vec<String>,
-}
-
-impl State {
-    fn add_file(&mut self, p: &Path) {
-        if !self.files.iter().any(|f| f == p) {
-            self.files.push(p.to_path_buf());
-        }
-    }
-
-    fn owns(&self, p: &Path) -> bool {
-        self.files.iter().any(|f| f == p)
-    }
-}
-
-/// One install or uninstall on one host root: its lines and its state.
-pub struct Node<'a> {
-    pub(crate) args: &'a NodeArgs,
-    /// What was done, one line each, as printed.
-    pub out: String,
-    state: State,
+/// One install or uninstall on one host root: what it installed, and what
+/// is left to do.
+pub(crate) struct Node<'a> {
+    pub(crate) args: &'a Options,
+    state: Installed,
     /// Engines whose config changed and need a restart.
     restarts: Vec<Engine>,
     /// Whether anything on the host was written or removed.
@@ -168,23 +123,23 @@ pub struct Node<'a> {
 }
 
 impl<'a> Node<'a> {
-    fn new(args: &'a NodeArgs) -> Node<'a> {
-        Node { args, out: String::new(), state: State::default(), restarts: Vec::new(), changed: false }
+    fn new(args: &'a Options) -> Node<'a> {
+        Node { args, state: Installed::default(), restarts: Vec::new(), changed: false }
     }
 
+    /// Prints one line of what was done.
     pub(crate) fn say(&mut self, line: impl AsRef<str>) {
-        let _ = writeln!(self.out, "{}", line.as_ref());
         println!("{}", line.as_ref());
     }
 
     /// Says what was written or removed.
-    fn did(&mut self, line: impl AsRef<str>) {
+    pub(super) fn did(&mut self, line: impl AsRef<str>) {
         self.changed = true;
         self.say(line);
     }
 
     /// A host path under the host root.
-    fn on_host(&self, p: &Path) -> PathBuf {
+    pub(super) fn on_host(&self, p: &Path) -> PathBuf {
         rooted(&self.args.host_root, p)
     }
 
@@ -197,7 +152,7 @@ impl<'a> Node<'a> {
     }
 
     /// Creates the missing dirs up to host path `dir`, recording them.
-    fn make_dirs(&mut self, dir: &Path) -> Result<(), NodeError> {
+    pub(super) fn make_dirs(&mut self, dir: &Path) -> Result<(), NodeError> {
         let mut missing: Vec<PathBuf> = dir.ancestors().map(Path::to_path_buf).collect();
         missing.reverse();
         for d in missing {
@@ -240,7 +195,7 @@ impl<'a> Node<'a> {
 
 /// Holds [`LOCK_FILE`] under the host root until dropped; says so when it
 /// has to wait for another instance.
-pub fn lock(node: &mut Node<'_>) -> Result<fs::File, NodeError> {
+pub(crate) fn lock(node: &mut Node<'_>) -> Result<fs::File, NodeError> {
     use rustix::fs::{flock, FlockOperation};
     let path = node.on_host(Path::new(LOCK_FILE));
     let lock_err = |source| NodeError::Lock { path: path.clone(), source };
@@ -253,37 +208,13 @@ pub fn lock(node: &mut Node<'_>) -> Result<fs::File, NodeError> {
     Ok(file)
 }
 
-/// Reads the state file, `None` when there is none.
-fn load_state(node: &Node<'_>) -> Result<Option<State>, NodeError> {
-    let path = node.on_host(Path::new(STATE_FILE));
-    let Some(text) = files::read_text(&path, 1 << 20)? else { return Ok(None) };
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|e| NodeError::State { path, what: format!("not a node-install state file: {e}") })
-}
-
-/// Writes the state file when it changed.
-fn save_state(node: &mut Node<'_>, old: Option<&State>) -> Result<(), NodeError> {
-    if old == Some(&node.state) {
-        return Ok(());
-    }
-    let file = Path::new(STATE_FILE);
-    node.make_dirs(file.parent().expect("the state file has a parent"))?;
-    let path = node.on_host(file);
-    let mut text = serde_json::to_string_pretty(&node.state).expect("serialising the state");
-    text.push('\n');
-    files::replace(&path, text.as_bytes(), Perms::new(0o644), Durability::Durable)?;
-    let verb = if old.is_some() { "updated" } else { "created" };
-    node.did(format!("node: {verb} {} (what install added, for uninstall)", path.display()));
-    Ok(())
-}
-
-/// Runs `node install` or `node uninstall`: what was printed.
+/// Runs `node install` or `node uninstall` (or, for the restart's child,
+/// `restart-unit`), printing what it does.
 ///
 /// # Errors
 /// The host root is missing, a file cannot be read or written, an engine
 /// config is malformed, a restart fails.
-pub fn run(args: &NodeArgs) -> Result<String, NodeError> {
+pub(crate) fn run(args: &Options) -> Result<(), NodeError> {
     if !args.host_root.is_dir() {
         return Err(NodeError::NoHostRoot(args.host_root.clone()));
     }
@@ -297,11 +228,11 @@ pub fn run(args: &NodeArgs) -> Result<String, NodeError> {
         NodeAction::Install => install(&mut node)?,
         _ => uninstall(&mut node)?,
     }
-    Ok(node.out)
+    Ok(())
 }
 
 fn install(node: &mut Node<'_>) -> Result<(), NodeError> {
-    let old = load_state(node)?;
+    let old = state::load(node)?;
     node.state = old.clone().unwrap_or_default();
     let bin_dir = node.args.bin_dir.clone();
     node.make_dirs(&bin_dir)?;
@@ -319,12 +250,12 @@ fn install(node: &mut Node<'_>) -> Result<(), NodeError> {
     for engine in engines {
         register(node, engine, false)?;
     }
-    save_state(node, old.as_ref())?;
+    state::save(node, old.as_ref())?;
     finish(node)
 }
 
 fn uninstall(node: &mut Node<'_>) -> Result<(), NodeError> {
-    let Some(state) = load_state(node)? else {
+    let Some(state) = state::load(node)? else {
         let path = node.on_host(Path::new(STATE_FILE));
         node.say(format!("node: {} is missing: nothing was installed here by node install", path.display()));
         return Ok(());
@@ -370,26 +301,11 @@ fn finish(node: &mut Node<'_>) -> Result<(), NodeError> {
 /// its removal.
 fn register(node: &mut Node<'_>, engine: Engine, undo: bool) -> Result<(), NodeError> {
     let (hook, wrapper) = (node.hook(), node.wrapper());
-    let args = SetupArgs {
-        engine,
-        dry_run: false,
-        undo,
-        default: false,
-        hook_path: Some(hook.clone()),
-        runtime_path: Some(wrapper.clone()),
-        root: Some(node.args.host_root.clone()),
-        hooks_dir: None,
-        daemon_json: None,
-        containerd_config: None,
-    };
+    let req = Request { engine, site: Site { root: &node.args.host_root, config: None }, undo };
     let reg = Registration { hook: &hook, wrapper: &wrapper, default: false };
-    let plan = setup::plan(&args, &reg)?;
-    for note in &plan.notes {
-        node.say(format!("{engine}: {note}"));
-    }
-    for path in &plan.unchanged {
-        let state = if undo { "has no registration" } else { "is already set up" };
-        node.say(format!("{engine}: {} {state}; unchanged", path.display()));
+    let plan = change::propose(&req, &reg)?;
+    for line in plan.note_lines(engine).into_iter().chain(plan.unchanged_lines(engine, undo)) {
+        node.say(line);
     }
     for change in &plan.changes {
         let host = node.host_path(&change.path);
@@ -403,16 +319,9 @@ fn register(node: &mut Node<'_>, engine: Engine, undo: bool) -> Result<(), NodeE
             }
         }
     }
-    setup::apply(&plan)?;
+    change::write(&plan)?;
     for change in &plan.changes {
-        let action = match (&change.before, &change.after) {
-            (None, _) => "created",
-            (Some(_), None) => "removed",
-            (Some(_), Some(_)) => "updated",
-        };
-        let backup =
-            change.backup.as_ref().map(|b| format!(" (backup: {})", b.display())).unwrap_or_default();
-        node.did(format!("{engine}: {action} {}{backup}", change.path.display()));
+        node.did(change.line(engine, false));
         if change.after.is_none() {
             let host = node.host_path(&change.path);
             node.state.files.retain(|f| *f != host);
@@ -438,7 +347,7 @@ fn register(node: &mut Node<'_>, engine: Engine, undo: bool) -> Result<(), NodeE
 
 /// Copies this binary to the host, unless the same bytes are there.
 fn put_binary(node: &mut Node<'_>) -> Result<(), NodeError> {
-    let this = crate::commands::this_binary().map_err(NodeError::ThisBinary)?;
+    let this = files::this_binary().map_err(NodeError::ThisBinary)?;
     let bytes = files::read(None, &this, MAX_BINARY_BYTES)?.bytes;
     let host = node.hook();
     let real = node.on_host(&host);
@@ -524,7 +433,7 @@ fn remove_files(node: &mut Node<'_>) -> Result<(), NodeError> {
 /// The file a setup backup `FILE.bak-oci-tmpfs-hook[.N]` saves.
 fn backup_of(path: &Path) -> Option<PathBuf> {
     let text = path.to_str()?;
-    let (file, _) = text.split_once(setup::BACKUP_SUFFIX)?;
+    let (file, _) = text.split_once(BACKUP_SUFFIX)?;
     Some(PathBuf::from(file))
 }
 

@@ -1,19 +1,24 @@
-//! The spec executor run on a bundle, for the runtime wrapper (at `create`,
-//! where the rootfs is prepared) and for `inject --mode spec`: plan from the
-//! bundle's `config.json`, check every temp target against the rootfs by fd
-//! (`apply::host`), write the mounts into `config.json` (`spec`), grow an
-//! engine-made `/dev/shm` on the host. A plan that needs a directory inside a
-//! fresh tmpfs (`TMPDIR=/tmp/job`) gets the hook instead.
+//! The spec executor, run on a bundle by the runtime wrapper (at `create`,
+//! where the rootfs is prepared) and by `inject --mode spec`: plan from the
+//! bundle's `config.json` ([`plan::plan_for`]), check every temp target
+//! against the rootfs by fd ([`host`]), write the mounts into `config.json`
+//! ([`edit`], pure), grow an engine-made `/dev/shm` on the host
+//! ([`crate::hook::engine_shm::grow`]). A plan that needs a directory inside
+//! a fresh tmpfs (`TMPDIR=/tmp/job`) gets the hook instead.
+
+pub(crate) mod edit;
+pub(crate) mod host;
 
 use std::path::Path;
 
 use serde_json::Value;
 
 use crate::bundle::{self, BundleError, HookEntry};
-use crate::plan::{self, Inputs};
+use crate::hook::{engine_shm, ApplyError};
+use crate::input;
+use crate::plan;
 use crate::settings::Settings;
 use crate::stage::Stage;
-use crate::{apply, input, spec};
 
 /// What the edit did, for the caller to print or log.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -40,16 +45,14 @@ pub(crate) enum SpecError {
     #[error(transparent)]
     Plan(#[from] plan::PlanError),
     #[error(transparent)]
-    Apply(#[from] apply::ApplyError),
+    Apply(#[from] ApplyError),
     #[error(transparent)]
-    Shape(#[from] spec::ShapeError),
-    #[error("config.json has no usable root.path")]
-    NoRootfs,
+    Shape(#[from] edit::ShapeError),
 }
 
 /// What the wrapper knows of the call and the runtime, besides the bundle.
 #[derive(Debug, Default)]
-pub(crate) struct Context<'a> {
+pub(crate) struct Launch<'a> {
     /// The container's id, from the runtime's arguments.
     pub id: Option<&'a str>,
     /// Why the real runtime cannot be trusted with our temp-target mounts
@@ -67,7 +70,7 @@ pub(crate) fn carry_out(
     dir: &Path,
     settings: &Settings,
     hook: Option<&HookEntry>,
-    cx: &Context<'_>,
+    cx: &Launch<'_>,
 ) -> Result<Outcome, SpecError> {
     let mut outcome = Outcome::default();
     outcome.changed =
@@ -76,9 +79,9 @@ pub(crate) fn carry_out(
 }
 
 /// Why the plan's temp targets go to the hook, if they do.
-fn needs_hook(plan: &plan::Plan, cx: &Context<'_>) -> Option<String> {
+fn needs_hook(plan: &plan::Plan, cx: &Launch<'_>) -> Option<String> {
     let temp = plan.actions.iter().any(|a| matches!(a, plan::Action::MountTmpfs { .. }));
-    if !spec::expressible(plan) {
+    if !edit::expressible(plan) {
         return Some("a temp dir nested in another one needs a directory in the fresh tmpfs".into());
     }
     cx.temp_to_hook.filter(|_| temp).map(String::from)
@@ -91,15 +94,15 @@ fn in_spec(
     dir: &Path,
     settings: &Settings,
     hook: Option<&HookEntry>,
-    cx: &Context<'_>,
+    cx: &Launch<'_>,
     out: &mut Outcome,
 ) -> Result<bool, SpecError> {
     let parsed: oci_spec::runtime::Spec = serde_json::from_value(config.clone()).map_err(SpecError::Spec)?;
-    let host_ram = input::host_ram()?;
-    let plan = plan::decide(&Inputs { spec: &parsed, state_annotations: None, settings, host_ram })?;
+    let host = input::host_facts()?;
+    let plan = plan::plan_for(&parsed, None, settings, host)?;
     log::debug!("{}", plan.why);
-    crate::logger::plan(&plan);
-    if !plan.enabled || plan.actions.is_empty() {
+    crate::logger::decision(&plan);
+    if plan.actions.is_empty() {
         return Ok(false);
     }
     let mut changed = false;
@@ -110,14 +113,14 @@ fn in_spec(
             out.done.push(format!("the hook carries the temp targets: {why}; added the hook"));
             changed |= bundle::add_hook(config, Stage::Prestart, entry)
                 .map_err(|what| BundleError::Shape { path: path.to_path_buf(), what })?;
-            apply::host::Placed::default()
+            host::Placed::default()
         }
         None => {
-            let rootfs = input::rootfs_path(&parsed, dir).ok_or(SpecError::NoRootfs)?;
-            apply::host::place_targets(&rootfs, &plan)?
+            let rootfs = input::rootfs_path(&parsed, dir).expect("a plan with actions has a root.path");
+            host::place_targets(&rootfs, &plan)?
         }
     };
-    let edit = spec::edit(config, &plan, |t| placed.destination(t), host_ram)?;
+    let edit = edit::put_mounts(config, &plan, |t| placed.destination(t), host.ram)?;
     for (target, dest) in &placed.placed {
         let at = if target == dest { String::new() } else { format!(" at {dest}, where {target} resolves") };
         out.done.push(format!("wrote a tmpfs mount for {target}{at} into the spec"));
@@ -133,9 +136,8 @@ fn in_spec(
         .extend(placed.chmodded.iter().map(|t| format!("made the mountpoint {t} mode 1777 for the runtime")));
     out.notes.extend(placed.refused.into_iter().map(|(_, n)| n));
     if let Some((source, tmpfs)) = &edit.host_shm {
-        let sandbox = parsed.annotations().as_ref().and_then(|a| a.get(crate::names::CRI_SANDBOX_ID));
-        let ids: Vec<&str> = cx.id.into_iter().chain(sandbox.map(String::as_str)).collect();
-        match apply::host::grow_shm(Path::new(source), tmpfs.size.bytes, &ids)? {
+        let ids = engine_shm::container_ids(cx.id, &parsed, None);
+        match engine_shm::grow(Path::new(source), tmpfs.size.bytes, &ids)? {
             Ok(grew) => out.done.push(format!("{grew} (on the host, {source})")),
             Err(note) => out.notes.push(note),
         }

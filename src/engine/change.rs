@@ -1,18 +1,18 @@
-//! `setup`: registering the hook with an engine, generically. [`plan`] asks
-//! the engine ([`crate::engine::Registrar`]) which file it edits and what the
-//! file becomes, and compares; [`apply`] backs up a file it changes (the
+//! A registration change, generic over the engine (for `setup` and `node`):
+//! [`propose`] asks the engine ([`super::Registrar`]) which file it edits and
+//! what the file becomes, and compares; [`write`] backs up a file it changes (the
 //! engine's own config files, not a file that is all ours) and writes the
 //! result atomically and durably ([`crate::files::replace`]: temporary file,
-//! fsync, rename, mode and owner kept); [`diff`] shows a change. Nothing here
-//! knows an engine's file format, and nothing here restarts a daemon.
+//! fsync, rename, mode and owner kept); [`diff`] and the `*_lines` methods
+//! show a change. Nothing here knows an engine's file format, and nothing
+//! here restarts a daemon.
 
 use std::fmt::Write as _;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::cli::SetupArgs;
-use crate::engine::{read_config, ConfigError, Registration, Way};
+use super::{read_config, ConfigError, Engine, Registration, Request, Way};
 use crate::files::{self, Durability, Perms};
 
 /// Suffix of the backup written before a config file is changed.
@@ -32,9 +32,26 @@ pub(crate) struct Change {
     pub backup: Option<PathBuf>,
 }
 
-/// What setup will do for one engine.
+impl Change {
+    /// `ENGINE: created|updated|removed PATH (backup: B)`; with `would`, as
+    /// what would be done.
+    pub(crate) fn line(&self, engine: Engine, would: bool) -> String {
+        let action = match (&self.before, &self.after, would) {
+            (None, _, false) => "created",
+            (None, _, true) => "would create",
+            (Some(_), None, false) => "removed",
+            (Some(_), None, true) => "would remove",
+            (Some(_), Some(_), false) => "updated",
+            (Some(_), Some(_), true) => "would update",
+        };
+        let backup = self.backup.as_ref().map(|b| format!(" (backup: {})", b.display())).unwrap_or_default();
+        format!("{engine}: {action} {}{backup}", self.path.display())
+    }
+}
+
+/// What a registration change does for one engine.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Plan {
+pub(crate) struct ChangeSet {
     /// Files that change.
     pub changes: Vec<Change>,
     /// Files looked at that are already as they should be.
@@ -43,18 +60,32 @@ pub(crate) struct Plan {
     pub notes: Vec<String>,
 }
 
+impl ChangeSet {
+    /// `ENGINE: NOTE`, one per note.
+    pub(crate) fn note_lines(&self, engine: Engine) -> Vec<String> {
+        self.notes.iter().map(|n| format!("{engine}: {n}")).collect()
+    }
+
+    /// `ENGINE: PATH is already set up; unchanged` (with `undo`: has no
+    /// registration), one per file left as it was.
+    pub(crate) fn unchanged_lines(&self, engine: Engine, undo: bool) -> Vec<String> {
+        let state = if undo { "has no registration" } else { "is already set up" };
+        self.unchanged.iter().map(|p| format!("{engine}: {} {state}; unchanged", p.display())).collect()
+    }
+}
+
 /// Reads the engine's file and works out the change: `reg` added, or with
-/// `args.undo` removed. Writes nothing.
+/// `req.undo` removed. Writes nothing.
 ///
 /// # Errors
 /// Unreadable or malformed files, or a config setup will not edit.
-pub(crate) fn plan(args: &SetupArgs, reg: &Registration<'_>) -> Result<Plan, ConfigError> {
-    let engine = args.engine.registrar();
-    let located = engine.config_file(&args.site())?;
-    let mut plan = Plan { notes: located.note.into_iter().collect(), ..Plan::default() };
+pub(crate) fn propose(req: &Request<'_>, reg: &Registration<'_>) -> Result<ChangeSet, ConfigError> {
+    let engine = req.engine.registrar();
+    let located = engine.config_file(&req.site)?;
+    let mut plan = ChangeSet { notes: located.note.into_iter().collect(), ..ChangeSet::default() };
     let path = located.path;
     let before = read_config(&path)?;
-    let after = if args.undo {
+    let after = if req.undo {
         engine.remove(&path, before.as_deref())?
     } else {
         engine.add(&path, before.as_deref(), reg)?
@@ -67,8 +98,8 @@ pub(crate) fn plan(args: &SetupArgs, reg: &Registration<'_>) -> Result<Plan, Con
     // The engine's own file is saved before setup first changes it; undo
     // only takes out what setup put in, so it needs no backup of its own. A
     // hooks-dir file is all ours: nothing to save.
-    let backup = match (&before, args.engine.way()) {
-        (Some(text), Way::RuntimeWrapper) if !args.undo => Some(backup_path(&path, text)?),
+    let backup = match (&before, req.engine.way()) {
+        (Some(text), Way::RuntimeWrapper) if !req.undo => Some(backup_path(&path, text)?),
         _ => None,
     };
     plan.changes.push(Change { path, before, after, backup });
@@ -90,11 +121,11 @@ fn backup_path(path: &Path, contents: &str) -> Result<PathBuf, ConfigError> {
     Err(ConfigError::shape(path, "a thousand backups exist already; clean them up"))
 }
 
-/// Carries out a plan: backups first, then each file replaced atomically.
+/// Writes a change set: backups first, then each file replaced atomically.
 ///
 /// # Errors
 /// A failed write; files already replaced stay replaced (each has its backup).
-pub(crate) fn apply(plan: &Plan) -> Result<(), ConfigError> {
+pub(crate) fn write(plan: &ChangeSet) -> Result<(), ConfigError> {
     for change in &plan.changes {
         let write_err = |source| files::FileError::Write { path: change.path.clone(), source };
         let perms = Perms::of_path(&change.path).unwrap_or(Perms::new(NEW_FILE_MODE));
@@ -177,7 +208,6 @@ pub(crate) fn diff(change: &Change) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Engine;
     use std::os::unix::fs::PermissionsExt;
 
     const WRAPPER: &str = "/usr/local/bin/oci-tmpfs-runtime";
@@ -190,19 +220,8 @@ mod tests {
         dir
     }
 
-    fn args(engine: Engine, root: &Path) -> SetupArgs {
-        SetupArgs {
-            engine,
-            dry_run: false,
-            undo: false,
-            default: false,
-            hook_path: None,
-            runtime_path: None,
-            root: Some(root.to_path_buf()),
-            hooks_dir: None,
-            daemon_json: None,
-            containerd_config: None,
-        }
+    fn args(engine: Engine, root: &Path) -> Request<'_> {
+        Request { engine, site: super::super::Site { root, config: None }, undo: false }
     }
 
     fn reg() -> Registration<'static> {
@@ -218,20 +237,20 @@ mod tests {
         fs::write(&path, original).unwrap();
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
         let o = args(Engine::Docker, &root);
-        let p = plan(&o, &reg()).unwrap();
+        let p = propose(&o, &reg()).unwrap();
         assert_eq!(p.changes.len(), 1);
         let backup = root.join("etc/docker/daemon.json.bak-oci-tmpfs-hook");
         assert_eq!(p.changes[0].backup.as_deref(), Some(backup.as_path()));
-        apply(&p).unwrap();
+        write(&p).unwrap();
         assert_eq!(fs::read_to_string(&backup).unwrap(), original);
         assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o7777, 0o600);
         assert_eq!(fs::metadata(&backup).unwrap().permissions().mode() & 0o7777, 0o600);
         let written = fs::read_to_string(&path).unwrap();
         assert!(written.contains("\"oci-tmpfs\""));
-        let again = plan(&o, &reg()).unwrap();
+        let again = propose(&o, &reg()).unwrap();
         assert!(again.changes.is_empty() && again.unchanged == [path.clone()], "{again:?}");
-        let undo = plan(&SetupArgs { undo: true, ..o.clone() }, &reg()).unwrap();
-        apply(&undo).unwrap();
+        let undo = propose(&Request { undo: true, ..o }, &reg()).unwrap();
+        write(&undo).unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), original);
         assert_eq!(fs::read_to_string(&backup).unwrap(), original);
         let names: Vec<_> =
@@ -239,7 +258,7 @@ mod tests {
         assert_eq!(names.len(), 2, "no temp file, no second backup: {names:?}");
         // a later setup over a changed file keeps the first backup and adds another
         fs::write(&path, "{\"debug\": false}\n").unwrap();
-        let p = plan(&o, &reg()).unwrap();
+        let p = propose(&o, &reg()).unwrap();
         assert_eq!(p.changes[0].backup, Some(PathBuf::from(format!("{}.1", backup.display()))));
         fs::remove_dir_all(&root).unwrap();
     }
@@ -247,23 +266,23 @@ mod tests {
     #[test]
     fn plan_podman_and_crio_dirs() {
         let root = temp_root("hooks");
-        let p = plan(&args(Engine::Podman, &root), &reg()).unwrap();
+        let p = propose(&args(Engine::Podman, &root), &reg()).unwrap();
         let path = root.join("usr/share/containers/oci/hooks.d/oci-tmpfs-hook.json");
         assert_eq!(p.changes[0].path, path);
-        apply(&p).unwrap();
+        write(&p).unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), crate::engine::hooks_dir::hooks_json(Path::new(HOOK)));
-        assert!(plan(&args(Engine::Podman, &root), &reg()).unwrap().changes.is_empty());
+        assert!(propose(&args(Engine::Podman, &root), &reg()).unwrap().changes.is_empty());
         fs::create_dir_all(root.join("etc/crio/crio.conf.d")).unwrap();
         fs::write(
             root.join("etc/crio/crio.conf.d/50-hooks.conf"),
             "[crio.runtime]\nhooks_dir = [\"/etc/hooks\"]\n",
         )
         .unwrap();
-        let p = plan(&args(Engine::Crio, &root), &reg()).unwrap();
+        let p = propose(&args(Engine::Crio, &root), &reg()).unwrap();
         assert_eq!(p.changes[0].path, root.join("etc/hooks/oci-tmpfs-hook.json"));
-        let undo = plan(&SetupArgs { undo: true, ..args(Engine::Podman, &root) }, &reg()).unwrap();
+        let undo = propose(&Request { undo: true, ..args(Engine::Podman, &root) }, &reg()).unwrap();
         assert_eq!(undo.changes[0].after, None);
-        apply(&undo).unwrap();
+        write(&undo).unwrap();
         assert!(!path.exists());
         fs::remove_dir_all(&root).unwrap();
     }

@@ -9,9 +9,10 @@ use std::path::Path;
 
 use rustix::fs::{AtFlags, FileType, StatxAttributes, StatxFlags};
 
-use super::error::{ApplyError, Call};
+use super::apply::{Done, Mounter, Prepared};
 use super::resolve::{self, Root};
-use super::{mount, ns, Done, Mounter, Prepared};
+use super::syscall::{ApplyError, Call};
+use super::{mount, ns};
 use crate::landing::{self, Landing};
 use crate::plan::{Note, ShmWay, SpecMount, Tmpfs, SHM_PATH};
 use crate::stage::Stage;
@@ -47,7 +48,7 @@ pub(crate) struct System {
 
 impl System {
     /// The real thing, for a container whose `/dev/shm` is bound from
-    /// `engine_shm` (proven or not by [`super::host::prove_engine_shm`]).
+    /// `engine_shm` (proven or not by [`super::engine_shm::prove`]).
     pub(crate) fn new(engine_shm: Option<Result<u64, Note>>) -> System {
         System { engine_shm, ..System::default() }
     }
@@ -171,11 +172,11 @@ impl Mounter for System {
             return skip("it is a mount of a filesystem other than tmpfs".into(), true);
         };
         let size = tmpfs.size.bytes;
-        if current >= size {
+        if let Err(reason) = mount::growth(current, size) {
             if writable {
                 return Ok(Prepared::Ready(Pending::Writable { mnt: fd }, Done::ShmWritable));
             }
-            return skip(format!("it already has {current}, not less than {size}; never shrunk"), false);
+            return skip(reason, false);
         }
         let fs = mount::resize(&fd, size, SHM_PATH)?;
         let writable_fd = if writable { Some(fd) } else { None };

@@ -13,7 +13,7 @@ use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use rustix::mount::OpenTreeFlags;
 
-use super::error::{ApplyError, Call};
+use super::syscall::{ApplyError, Call};
 use crate::landing::{self, Entry, Landing, Stop, Tree, Walk};
 use crate::plan::{Note, SpecMount};
 use crate::target::{self, TargetPath};

@@ -1,7 +1,7 @@
 //! Carrying out a [`Plan`] inside the container's mount namespace: the order
 //! of effects, with the effects behind the small [`Mounter`] trait.
-//! [`System`] is the only implementation that makes syscalls (built from
-//! [`ns`], [`resolve`] and [`mount`]); unit tests here use a recorder to
+//! [`super::System`] is the only implementation that makes syscalls (built
+//! from [`super::ns`], [`super::resolve`] and [`super::mount`]); unit tests here use a recorder to
 //! check the order. This module only reads the plan: what to mount, how big
 //! and with which attributes was decided there.
 //!
@@ -11,20 +11,10 @@
 //! failure before the first attach changes nothing; a failure while attaching
 //! detaches what was attached.
 
-mod error;
-pub(crate) mod host;
-mod mount;
-mod ns;
-mod resolve;
-mod system;
-
 use std::fmt;
 use std::path::Path;
 
-pub(crate) use error::ApplyError;
-pub(crate) use ns::detect_stage;
-pub(crate) use system::System;
-
+use super::syscall::ApplyError;
 use crate::plan::{Action, Note, Plan, ShmWay, SpecMount, Tmpfs, SHM_PATH};
 use crate::size::Bytes;
 use crate::stage::Stage;
@@ -173,8 +163,8 @@ pub(crate) fn apply<M: Mounter>(
 
 #[cfg(test)]
 mod tests {
-    use super::error::Call;
     use super::*;
+    use crate::hook::syscall::Call;
     use crate::plan::{Origin, Owner, ShmSource, SizeFrom, Sizing, TMPFS_MODE};
     use crate::size::Basis;
 

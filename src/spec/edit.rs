@@ -1,10 +1,12 @@
-//! The plan carried out in the spec: the second executor, next to `apply`.
+//! The plan carried out in the spec: the spec executor's pure part, next to
+//! the hook's by-fd mounts ([`crate::hook`]).
 //! A pure edit of `config.json` (a generic JSON value, so nothing the
 //! `oci-spec` types do not know is lost): a `tmpfs` entry in `mounts` per
 //! temp target, for the runtime to mount with its own in-root resolution (as
 //! it does for `docker run --tmpfs`), and `/dev/shm` raised in the spec, or
 //! handed back to the caller when it is an engine-made tmpfs bound from the
-//! host (that one is grown on the host, by fd, in `apply::host_shm`).
+//! host (that one is grown on the host, by fd, by
+//! [`crate::hook::engine_shm::grow`]).
 //!
 //! Runtimes mount these inside the container's user namespace, where a fresh
 //! tmpfs already belongs to the container's root, so no `uid=`/`gid=` is
@@ -52,14 +54,14 @@ pub(crate) fn expressible(plan: &Plan) -> bool {
 ///
 /// # Errors
 /// [`ShapeError`] when `mounts` or a `/dev/shm` entry has the wrong JSON type.
-pub(crate) fn edit(
+pub(crate) fn put_mounts(
     config: &mut Value,
     plan: &Plan,
     destination: impl Fn(&str) -> Option<String>,
     host_ram: Bytes,
 ) -> Result<Edit, ShapeError> {
     let mut edit = Edit::default();
-    if !plan.enabled {
+    if plan.actions.is_empty() {
         return Ok(edit);
     }
     let mounts = config
@@ -100,9 +102,7 @@ pub(crate) struct TmpfsMount {
 impl TmpfsMount {
     /// The mount of `tmpfs` at `destination`.
     pub(crate) fn new(destination: &str, tmpfs: &Tmpfs) -> TmpfsMount {
-        let mut options = spec_options(tmpfs);
-        options.push(format!("size={}", tmpfs.size.bytes.0));
-        TmpfsMount { destination: destination.to_string(), options }
+        TmpfsMount { destination: destination.to_string(), options: tmpfs.spec_options() }
     }
 
     /// Its `mounts` entry (type `tmpfs`, source [`SOURCE`]).
@@ -115,9 +115,6 @@ impl TmpfsMount {
 /// targets, and `/dev/shm` when the spec has none. What an executor that can
 /// only add mounts (the spec, an NRI adjustment) writes.
 pub(crate) fn fresh_mounts(plan: &Plan) -> Vec<TmpfsMount> {
-    if !plan.enabled {
-        return Vec::new();
-    }
     plan.actions
         .iter()
         .filter_map(|a| match a {
@@ -169,12 +166,6 @@ pub(crate) fn preview(plan: &Plan) -> Preview {
 /// A mount entry for `tmpfs` at `destination`.
 fn entry(destination: &str, tmpfs: &Tmpfs) -> Value {
     TmpfsMount::new(destination, tmpfs).to_json()
-}
-
-/// The plan's options minus the owner, which the runtime's user namespace
-/// gives (see the module docs).
-fn spec_options(tmpfs: &Tmpfs) -> Vec<String> {
-    Tmpfs { owner: None, ..tmpfs.clone() }.options()
 }
 
 fn shm(
@@ -271,7 +262,7 @@ mod tests {
     fn run(mut config: Value, settings: &Settings, refused: &[&str]) -> (Value, Edit) {
         let plan = plan_of(&config, settings);
         let place = |t: &str| (!refused.contains(&t)).then(|| t.to_string());
-        let edit = edit(&mut config, &plan, place, Bytes(16 * GI)).unwrap();
+        let edit = put_mounts(&mut config, &plan, place, Bytes(16 * GI)).unwrap();
         (config, edit)
     }
 
@@ -363,7 +354,7 @@ mod tests {
         let mut c = config(shm, &[]);
         let plan = plan_of(&c, &Settings::default());
         let place = |t: &str| (t == "/tmp").then(|| "/run/tmp".to_string());
-        let edit = edit(&mut c, &plan, place, Bytes(16 * GI)).unwrap();
+        let edit = put_mounts(&mut c, &plan, place, Bytes(16 * GI)).unwrap();
         assert_eq!(edit.added, ["/run/tmp"]);
         assert!(mount(&c, "/tmp").is_empty());
         assert_eq!(mount(&c, "/run/tmp")[0]["source"], SOURCE);
@@ -394,8 +385,8 @@ mod tests {
         let plan = plan_of(&config(json!({"destination": "/x", "type": "proc"}), &[]), &Settings::default());
         let mut bad = json!({"mounts": {"not": "a list"}});
         let place = |t: &str| Some(t.to_string());
-        assert_eq!(edit(&mut bad, &plan, place, Bytes(GI)), Err(ShapeError("mounts")));
+        assert_eq!(put_mounts(&mut bad, &plan, place, Bytes(GI)), Err(ShapeError("mounts")));
         let mut bad = json!([1, 2]);
-        assert_eq!(edit(&mut bad, &plan, place, Bytes(GI)), Err(ShapeError("the document")));
+        assert_eq!(put_mounts(&mut bad, &plan, place, Bytes(GI)), Err(ShapeError("the document")));
     }
 }

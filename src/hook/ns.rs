@@ -12,7 +12,7 @@ use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags};
 use rustix::thread::{LinkNameSpaceType, ThreadNameSpaceType};
 
-use super::error::{ApplyError, Call};
+use super::syscall::{ApplyError, Call};
 use crate::stage::Stage;
 
 /// A namespace's identity: device and inode of its nsfs file.

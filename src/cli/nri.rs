@@ -1,0 +1,75 @@
+//! `oci-tmpfs-hook nri`: the NRI plugin ([`crate::nri`]). Reads the host
+//! config once to fail fast on a bad one, puts its binary and host config
+//! into `--hook-dir` (when given) before it registers, so that no adjustment
+//! names a hook the node lacks, then runs the session
+//! ([`crate::nri::session::run`]: the runtime's socket, or the connection a
+//! runtime handed it).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Args;
+
+use super::{absolute_path, ConfigArg};
+use crate::error::Error;
+use crate::nri::install::HookDir;
+use crate::nri::{self, Handler, Identity};
+
+#[derive(Clone, Debug, Args)]
+pub(crate) struct NriArgs {
+    /// The runtime's NRI socket.
+    #[arg(long, value_name = "PATH", default_value = crate::nri::DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// The plugin's name, as the runtime lists it.
+    #[arg(long, default_value = "oci-tmpfs")]
+    pub name: String,
+    /// The plugin's index: two digits, its place among the runtime's plugins.
+    #[arg(long, default_value = "10")]
+    pub idx: String,
+    /// The node's directory for the hook, as the runtime sees it: the
+    /// plugin copies its own binary and host config there (when they
+    /// differ) and each adjustment names DIR/oci-tmpfs-hook with --config
+    /// DIR/config.toml. Without it (a plugin on the node itself), the
+    /// adjustment names this binary and --config as given.
+    #[arg(long, value_name = "DIR", value_parser = absolute_path)]
+    pub hook_dir: Option<PathBuf>,
+    /// Where the plugin sees --hook-dir (its hostPath mount in a pod, e.g.
+    /// /host/opt/oci-tmpfs-hook) [default: --hook-dir].
+    #[arg(long, value_name = "DIR", requires = "hook_dir")]
+    pub hook_dir_mount: Option<PathBuf>,
+    /// No longer used (the hook grows the pod's /dev/shm): accepted so that
+    /// an older DaemonSet's args still start.
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub host_root: Option<PathBuf>,
+    #[command(flatten)]
+    pub config: ConfigArg,
+}
+
+/// Runs the plugin.
+///
+/// # Errors
+/// A bad index or host config; a pre-registered connection that ended.
+pub(crate) fn run(args: &NriArgs) -> Result<ExitCode, Error> {
+    let source = args.config.source(Path::new("/"));
+    let dir = args.hook_dir.as_ref().map(|node| HookDir {
+        node: node.clone(),
+        mount: args.hook_dir_mount.clone().unwrap_or_else(|| node.clone()),
+    });
+    let handler = Arc::new(Handler::new(source, dir)?);
+    nri::service::apply_logging(&handler.settings(), &crate::settings::Settings::default());
+    if args.host_root.is_some() {
+        log::warn!("nri: --host-root is no longer used (the hook grows the pod's /dev/shm); ignored");
+    }
+    for wrote in handler.install()? {
+        log::info!("nri: wrote {wrote}");
+    }
+    log::info!(
+        "nri: the adjustments name the hook {}{}",
+        handler.site().path.display(),
+        handler.site().config.as_ref().map(|c| format!(" --config {}", c.display())).unwrap_or_default()
+    );
+    let asked = Identity { socket: args.socket.clone(), name: args.name.clone(), idx: args.idx.clone() };
+    nri::session::run(asked, &handler)?;
+    Ok(ExitCode::SUCCESS)
+}

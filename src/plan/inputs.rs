@@ -1,0 +1,95 @@
+//! What a decision depends on ([`Inputs`]): the spec, the state's
+//! annotations, the host config and the host's facts, with the lookups the
+//! steps share (annotations under the host's policy, the spec's mounts by
+//! destination). Values only; the host's facts are [`crate::input::HostFacts`].
+
+use std::collections::HashMap;
+
+use oci_spec::runtime::Spec;
+
+use super::model::Note;
+use super::{ANNOTATION_ENABLED, ANNOTATION_PREFIX, ANNOTATION_SHM_SIZE, ANNOTATION_TMP_SIZE};
+use crate::settings::{AnnotationPolicy, Settings};
+use crate::size::Bytes;
+use crate::target::TargetPath;
+
+/// Everything a decision depends on.
+#[derive(Clone, Copy, Debug)]
+pub struct Inputs<'a> {
+    pub spec: &'a Spec,
+    /// Annotations from the state, used where the spec has none.
+    pub state_annotations: Option<&'a HashMap<String, String>>,
+    pub settings: &'a Settings,
+    pub host_ram: Bytes,
+}
+
+impl Inputs<'_> {
+    /// An annotation of the spec, or of the state when the spec has none.
+    /// Ours (`oci-tmpfs-hook/*`) count only under `annotations = "allow"`.
+    pub(super) fn annotation(&self, key: &str) -> Option<&str> {
+        if key.starts_with(ANNOTATION_PREFIX) && self.settings.annotations == AnnotationPolicy::Ignore {
+            return None;
+        }
+        self.raw_annotation(key)
+    }
+
+    pub(super) fn raw_annotation(&self, key: &str) -> Option<&str> {
+        self.spec
+            .annotations()
+            .as_ref()
+            .or(self.state_annotations)
+            .and_then(|a| a.get(key))
+            .map(String::as_str)
+    }
+
+    /// Our annotations that the host config says to ignore, as notes.
+    pub(super) fn ignored_annotations(&self) -> Vec<Note> {
+        if self.settings.annotations != AnnotationPolicy::Ignore {
+            return Vec::new();
+        }
+        [ANNOTATION_ENABLED, ANNOTATION_TMP_SIZE, ANNOTATION_SHM_SIZE]
+            .into_iter()
+            .filter_map(|key| {
+                let value: String = self.raw_annotation(key)?.chars().take(64).collect();
+                Some(Note::info(
+                    format!("annotation {key}={value:?}"),
+                    "ignored: annotations = \"ignore\" in the host config",
+                ))
+            })
+            .collect()
+    }
+}
+
+/// The spec's mounts with normalised destinations, for comparing paths.
+pub(super) struct SpecMounts<'a>(pub(super) Vec<(String, &'a oci_spec::runtime::Mount)>);
+
+impl<'a> SpecMounts<'a> {
+    pub(super) fn of(spec: &'a Spec) -> SpecMounts<'a> {
+        SpecMounts(
+            spec.mounts()
+                .as_ref()
+                .map(|ms| {
+                    ms.iter()
+                        .map(|m| (crate::target::normalise(&m.destination().to_string_lossy()), m))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        )
+    }
+
+    /// The last mount at exactly `dest` (what the container sees there).
+    pub(super) fn last_at(&self, dest: &str) -> Option<&'a oci_spec::runtime::Mount> {
+        self.0.iter().rev().find(|(d, _)| d == dest).map(|(_, m)| *m)
+    }
+
+    /// The destination of a mount that lies strictly inside `path`.
+    pub(super) fn inside(&self, path: &TargetPath) -> Option<&str> {
+        let prefix = format!("{path}/");
+        self.0.iter().find(|(d, _)| d.starts_with(&prefix)).map(|(d, _)| d.as_str())
+    }
+
+    /// The destination of a mount (other than `/`) that `path` lies inside.
+    pub(super) fn containing(&self, path: &TargetPath) -> Option<&str> {
+        self.0.iter().find(|(d, _)| d != "/" && path.is_under(d)).map(|(d, _)| d.as_str())
+    }
+}

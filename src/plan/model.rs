@@ -1,0 +1,292 @@
+//! The plan as data: [`Plan`], its [`Action`]s with each [`Tmpfs`] whole,
+//! the [`Note`]s that say why something was left alone, and where sizes came
+//! from. Made by [`super::decide`], read by every executor and `explain`.
+
+use serde::Serialize;
+
+use super::{ANNOTATION_ENABLED, SHM_PATH};
+use crate::size::{Basis, Bytes, SizeError};
+use crate::target::TargetPath;
+
+/// Where a temp target came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "name")]
+pub enum Origin {
+    /// `/tmp`, always.
+    Default,
+    /// A variable of the container's environment.
+    Env(&'static str),
+    /// `extra_targets` in the host config.
+    HostConfig,
+}
+
+/// Where a size setting came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SizeFrom {
+    /// Not set anywhere: the built-in default.
+    Default,
+    /// Set in the host config (even when equal to the default).
+    HostConfig,
+    /// Set by this annotation of the container.
+    Annotation(&'static str),
+}
+
+impl std::fmt::Display for SizeFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SizeFrom::Default => "default",
+            SizeFrom::HostConfig => "host config",
+            SizeFrom::Annotation(key) => key,
+        })
+    }
+}
+
+impl Serialize for SizeFrom {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// How a size was chosen.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Sizing {
+    pub bytes: Bytes,
+    /// The size as configured, e.g. "25%".
+    pub requested: String,
+    pub from: SizeFrom,
+    pub basis: Basis,
+    /// The basis' bytes when the size is a percentage.
+    pub basis_bytes: Option<Bytes>,
+    /// What brought the size down from what was asked, if anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capped: Option<Cap>,
+}
+
+/// A limit that a size was brought down to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "by")]
+pub enum Cap {
+    /// The host config's `max_tmp_size` / `max_shm_size`, for an annotation.
+    HostConfig { key: &'static str, max: Bytes, asked: Bytes },
+    /// The container's memory limit: a tmpfs it cannot fill without an OOM
+    /// kill would turn ENOSPC into a kill (tmpfs pages are charged to the
+    /// writer's memory cgroup).
+    MemoryLimit { limit: Bytes, asked: Bytes },
+}
+
+impl std::fmt::Display for Cap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cap::HostConfig { key, max, asked } => {
+                write!(f, "asked for {}, capped at {key} = {} of the host config", asked.approx(), max.approx())
+            }
+            Cap::MemoryLimit { limit, asked } => write!(
+                f,
+                "asked for {}, capped at the memory limit {} (a larger tmpfs would turn ENOSPC into an OOM kill)",
+                asked.approx(),
+                limit.approx()
+            ),
+        }
+    }
+}
+
+/// Host ids that own the new tmpfs roots: the container's root under a user
+/// namespace, so that it owns its `/tmp` as it would without one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// One tmpfs instance, whole: what a fresh mount is made with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Tmpfs {
+    pub size: Sizing,
+    pub nr_inodes: Option<u64>,
+    /// Mode of its root directory.
+    #[serde(serialize_with = "octal")]
+    pub mode: u32,
+    pub nosuid: bool,
+    pub nodev: bool,
+    pub noexec: bool,
+    /// Owner of its root (and of directories made in it); `None`: root.
+    pub owner: Option<Owner>,
+}
+
+/// Mode of every fresh tmpfs root and of the directories made in one.
+pub const TMPFS_MODE: u32 = 0o1777;
+
+fn octal<S: serde::Serializer>(mode: &u32, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{mode:o}"))
+}
+
+impl Tmpfs {
+    /// Its options as `mount(8)` or a runtime spells them, but for the size:
+    /// `nosuid`, `nodev`, `noexec` as set, `mode=`, `nr_inodes=`, `uid=`/`gid=`.
+    pub fn options(&self) -> Vec<String> {
+        let mut opts = Vec::new();
+        for (on, name) in [(self.nosuid, "nosuid"), (self.nodev, "nodev"), (self.noexec, "noexec")] {
+            if on {
+                opts.push(name.to_string());
+            }
+        }
+        opts.push(format!("mode={:o}", self.mode));
+        if let Some(n) = self.nr_inodes {
+            opts.push(format!("nr_inodes={n}"));
+        }
+        if let Some(o) = self.owner {
+            opts.push(format!("uid={}", o.uid));
+            opts.push(format!("gid={}", o.gid));
+        }
+        opts
+    }
+
+    /// The options of its entry in a spec's `mounts`: [`Tmpfs::options`]
+    /// but the owner (a runtime mounts spec entries inside the container's
+    /// user namespace, where a fresh tmpfs already belongs to its root),
+    /// then `size=`.
+    pub fn spec_options(&self) -> Vec<String> {
+        let mut opts = Tmpfs { owner: None, ..self.clone() }.options();
+        opts.push(format!("size={}", self.size.bytes.0));
+        opts
+    }
+}
+
+/// What the spec has at `/dev/shm`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ShmSource {
+    /// The spec has no `/dev/shm` mount: mount a fresh tmpfs.
+    None,
+    /// A private tmpfs in the spec, with its size option if any.
+    Tmpfs { size: Option<Bytes> },
+    /// A bind of a tmpfs the engine made (Docker, Podman, CRI pods).
+    Bind { source: String },
+}
+
+/// How `/dev/shm` is made big enough.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShmWay {
+    /// Reconfigure the tmpfs that is there to the plan's size (never smaller).
+    /// Where none is mounted at mount time after all, the fresh tmpfs of the
+    /// plan is mounted instead.
+    Grow,
+    /// Mount the plan's fresh tmpfs: the spec has none.
+    Fresh,
+}
+
+/// One effect to carry out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "action")]
+pub enum Action {
+    /// Mount a fresh tmpfs at `target`.
+    MountTmpfs {
+        target: TargetPath,
+        origins: Vec<Origin>,
+        #[serde(flatten)]
+        tmpfs: Tmpfs,
+        /// Directories (mode [`TMPFS_MODE`]) to create inside the fresh tmpfs
+        /// before it is attached, relative to `target`: temp dirs nested in it.
+        subdirs: Vec<String>,
+    },
+    /// Make `/dev/shm` at least `tmpfs.size`, never shrinking it.
+    Shm {
+        existing: ShmSource,
+        way: ShmWay,
+        /// The spec mounts it read-only (Podman 5 with `--read-only
+        /// --read-only-tmpfs=false`): clear that flag on this mount only, so
+        /// the container can use it.
+        writable: bool,
+        /// The size to reach, and the tmpfs to mount when there is none.
+        #[serde(flatten)]
+        tmpfs: Tmpfs,
+    },
+}
+
+/// Something left alone, and why: from the plan or from mounting.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Note {
+    /// What was skipped: a path, `NAME=value`, or `/dev/shm`.
+    pub subject: String,
+    pub reason: String,
+    /// Worth a warning (a user's setting is ignored) rather than information.
+    pub warn: bool,
+}
+
+impl Note {
+    /// A note worth a warning: a user's setting is not honoured.
+    pub fn warn(subject: impl Into<String>, reason: impl Into<String>) -> Note {
+        Note { subject: subject.into(), reason: reason.into(), warn: true }
+    }
+
+    /// A note for information: left alone as intended.
+    pub fn info(subject: impl Into<String>, reason: impl Into<String>) -> Note {
+        Note { subject: subject.into(), reason: reason.into(), warn: false }
+    }
+}
+
+/// The decision.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    pub enabled: bool,
+    /// Why the hook acts or not.
+    pub why: String,
+    /// Owner of every fresh tmpfs (and directory made in it); `None`: root.
+    pub owner: Option<Owner>,
+    pub actions: Vec<Action>,
+    pub notes: Vec<Note>,
+    /// The spec's mount destinations (normalised), in the order the runtime
+    /// mounts them: what the executors judge each target's landing against
+    /// (docs/design.md#landing).
+    #[serde(skip)]
+    pub spec_mounts: Vec<SpecMount>,
+}
+
+/// A mount of the spec, as the landing rule needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpecMount {
+    /// Its destination, normalised.
+    pub dest: String,
+    /// One of ours (`source` [`crate::names::MOUNT_SOURCE`]): from an earlier run.
+    pub ours: bool,
+}
+
+/// Input that makes a decision impossible.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("annotation {key}={value:?}")]
+    Size {
+        key: &'static str,
+        value: String,
+        #[source]
+        source: SizeError,
+    },
+    #[error("annotation {ANNOTATION_ENABLED}={0:?}: use \"true\" or \"false\"")]
+    Enabled(String),
+    #[error("the container has no mount namespace of its own (no \"mount\" entry in linux.namespaces); refusing to mount into the runtime's namespace")]
+    NoMountNamespace,
+    #[error(
+        "the container joins the existing mount namespace {0}; refusing to mount into a namespace it shares"
+    )]
+    SharedMountNamespace(String),
+    #[error("config.json has no root.path")]
+    NoRoot,
+}
+
+impl Action {
+    /// Where it mounts or what it grows.
+    pub fn target(&self) -> &str {
+        match self {
+            Action::MountTmpfs { target, .. } => target.as_str(),
+            Action::Shm { .. } => SHM_PATH,
+        }
+    }
+
+    /// The tmpfs it makes, or the size it grows to.
+    pub fn tmpfs(&self) -> &Tmpfs {
+        match self {
+            Action::MountTmpfs { tmpfs, .. } | Action::Shm { tmpfs, .. } => tmpfs,
+        }
+    }
+}
