@@ -3,7 +3,7 @@
 //! socket by a CRI client (tests/cri/cri.py, on the stubs of the
 //! `container-runtime-interface-api` package; tests/env/venv.sh installs it),
 //! with the `oci-tmpfs` runtime handler that `setup containerd` writes
-//! (issue 10, DESIGN.md §6).
+//! (issue 10, docs/design.md#pods).
 //!
 //! Each test starts its own containerd, the one found on `PATH` (its version
 //! picks the config version: 2 for containerd 1.x, 3 for 2.x; every test
@@ -25,6 +25,14 @@
 //!
 //! Each case records what it saw (printed even when it passes) and checks it
 //! all before failing, so a failing run still reports every size.
+//!
+//! The `hostile_*` cases are issue 16's hostile-layout suite through this
+//! path: images with symlinked `/tmp` and `TMPDIR` parents onto private and
+//! `Bidirectional` volumes, onto `/proc`, `/sys`, `/dev` and the pod's shm,
+//! a volume at `/tmp/data`, small memory limits, a symlinked pod shm parent
+//! (see the section's head for what each checks). Nodes live under
+//! `/var/lib/oci-tmpfs-test`, whose parents are root's and closed to others,
+//! as the pod shm's must be for it to grow (docs/design.md#engine-shm).
 
 mod common;
 use common::*;
@@ -60,13 +68,24 @@ fn say(line: &str) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
+/// Where nodes and their images live, as on a real node (`/var/lib/containerd`):
+/// root-owned 0755 directories from `/` down. The pod's shm lies in the node's
+/// state dir, and an engine shm is grown only under directories closed to
+/// others (docs/design.md#engine-shm).
+const NODE_BASE: &str = "/var/lib/oci-tmpfs-test";
+
 /// A directory removed on drop.
 struct TempDir(PathBuf);
 
 impl TempDir {
     fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join("oci-tmpfs-hook-tests").join(unique(name));
-        std::fs::create_dir_all(&dir).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        let base = Path::new(NODE_BASE);
+        std::fs::create_dir_all(base).unwrap();
+        std::fs::set_permissions(base, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dir = base.join(unique(name));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         TempDir(dir)
     }
 
@@ -102,6 +121,24 @@ fn ok(cmd: &mut Command) -> String {
         text(&out.stderr)
     );
     text(&out.stdout)
+}
+
+/// The version of the `runc` on `PATH`, asked once.
+fn runc_version() -> [u32; 3] {
+    static V: OnceLock<[u32; 3]> = OnceLock::new();
+    *V.get_or_init(|| {
+        let out = ok(Command::new("runc").arg("--version"));
+        // "runc version 1.1.5+ds1"
+        let v = out.split_whitespace().nth(2).unwrap_or_else(|| panic!("runc --version: {out}"));
+        let mut parts = v.split(|c: char| !c.is_ascii_digit()).map(|p| p.parse().unwrap_or(0));
+        [parts.next().unwrap_or(0), parts.next().unwrap_or(0), parts.next().unwrap_or(0)]
+    })
+}
+
+/// Whether the wrapper in spec mode hands the temp targets to the hook on
+/// this runc (before 1.1.8: docs/design.md#runtimes).
+fn runc_hands_temp_targets_to_the_hook() -> bool {
+    runc_version() < [1, 1, 8]
 }
 
 /// `cmd`'s path on `PATH`.
@@ -193,8 +230,8 @@ impl Containerd {
     }
 
     /// containerd's config before `setup containerd` adds the handler.
-    fn base_config(&self, dir: &TempDir, sandbox_image: &str) -> String {
-        let (root, state, sock) = (dir.join("root"), dir.join("state"), dir.join("c.sock"));
+    fn base_config(&self, dir: &TempDir, state: &Path, sandbox_image: &str) -> String {
+        let (root, sock) = (dir.join("root"), dir.join("c.sock"));
         let (cni_bin, cni_conf, opt) = (dir.join("cni/bin"), dir.join("cni/conf"), dir.join("opt"));
         let mut s = format!(
             "version = {}\nroot = {:?}\nstate = {:?}\n\n[grpc]\n  address = {:?}\n\n[ttrpc]\n  address = \"{}.ttrpc\"\n\n[plugins]\n",
@@ -300,12 +337,16 @@ struct CtrOpts<'a> {
     readonly: bool,
     memory: Option<u64>,
     env: &'a [(&'a str, &'a str)],
+    /// The image reference; the node's busybox image when `None`.
+    image: Option<&'a str>,
+    /// CRI `Mount`s (`container_path`, `host_path`, `propagation`).
+    mounts: &'a [Value],
 }
 
 impl<'a> CtrOpts<'a> {
     /// A read-only container with a memory limit.
     fn ro(name: &'a str, memory: u64) -> CtrOpts<'a> {
-        CtrOpts { name, readonly: true, memory: Some(memory), env: &[] }
+        CtrOpts { name, readonly: true, memory: Some(memory), env: &[], image: None, mounts: &[] }
     }
 }
 
@@ -330,10 +371,25 @@ struct Node {
     cgroup_top: String,
     pods: Vec<String>,
     case: String,
+    /// containerd's state dir, as its config names it.
+    state: PathBuf,
+}
+
+/// How a node differs from the usual one.
+#[derive(Default)]
+struct NodeOpts {
+    /// containerd's `state` is a symlink to the real directory, so the pod
+    /// shm's path (`<state>/io.containerd.grpc.v1.cri/sandboxes/<id>/shm`)
+    /// has a symlinked parent.
+    symlinked_state: bool,
 }
 
 impl Node {
     fn start(case: &str) -> Node {
+        Node::start_with(case, &NodeOpts::default())
+    }
+
+    fn start_with(case: &str, opts: &NodeOpts) -> Node {
         require_root();
         let ctd = Containerd::find();
         let dir = TempDir::new("cri");
@@ -370,7 +426,13 @@ impl Node {
             cgroup_top: unique("cri"),
             pods: Vec::new(),
             case: case.to_string(),
+            state: PathBuf::new(),
         };
+        node.state = node.dir.join("state");
+        if opts.symlinked_state {
+            std::fs::create_dir(node.dir.join("state-real")).unwrap();
+            std::os::unix::fs::symlink("state-real", &node.state).unwrap();
+        }
         let deadline = Instant::now() + Duration::from_secs(20);
         while !ready.exists() {
             if let Ok(Some(status)) = node.holder.try_wait() {
@@ -384,7 +446,7 @@ impl Node {
         // The handler, as a platform engineer registers it: `setup containerd`.
         let wrapper = node.dir.join("oci-tmpfs-runtime");
         std::os::unix::fs::symlink(hook_bin(), &wrapper).unwrap();
-        std::fs::write(&node.config, node.ctd.base_config(&node.dir, &node.image)).unwrap();
+        std::fs::write(&node.config, node.ctd.base_config(&node.dir, &node.state, &node.image)).unwrap();
         let mut setup = Command::new(hook_bin());
         setup.args(["setup", "containerd", "--containerd-config"]).arg(&node.config);
         setup.arg("--hook-path").arg(hook_bin()).arg("--runtime-path").arg(&wrapper);
@@ -424,7 +486,7 @@ impl Node {
 
     /// Whether the final `config.json` of container `id` runs our hook.
     fn runs_our_hook(&self, id: &str) -> Result<bool, String> {
-        let path = self.dir.join("state/io.containerd.runtime.v2.task/k8s.io").join(id).join("config.json");
+        let path = self.state.join("io.containerd.runtime.v2.task/k8s.io").join(id).join("config.json");
         let text = std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
         let config: Value = serde_json::from_slice(&text).map_err(|e| e.to_string())?;
         let ours = hook_bin().canonicalize().unwrap().display().to_string();
@@ -557,6 +619,13 @@ impl Node {
 
     /// CreateContainer + StartContainer; the container id.
     fn start_container(&self, pod: &Pod, c: &CtrOpts) -> Result<String, String> {
+        let id = self.create_container(pod, c)?;
+        self.cri("StartContainer", json!({"container_id": id}))?;
+        Ok(id)
+    }
+
+    /// CreateContainer; the container id.
+    fn create_container(&self, pod: &Pod, c: &CtrOpts) -> Result<String, String> {
         let envs: Vec<Value> = c.env.iter().map(|(k, v)| json!({"key": k, "value": v})).collect();
         let mut resources = json!({"cpu_period": 100000, "cpu_shares": 2});
         if let Some(m) = c.memory {
@@ -568,9 +637,10 @@ impl Node {
         }
         let config = json!({
             "metadata": {"name": c.name, "attempt": 0},
-            "image": {"image": self.image},
+            "image": {"image": c.image.unwrap_or(&self.image)},
             "command": ["sleep", "100000"],
             "envs": envs,
+            "mounts": c.mounts,
             "labels": {"io.kubernetes.container.name": c.name},
             "log_path": format!("{}/0.log", c.name),
             "linux": {
@@ -585,9 +655,7 @@ impl Node {
             "CreateContainer",
             json!({"pod_sandbox_id": pod.id, "config": config, "sandbox_config": pod.config}),
         )?;
-        let id = r["container_id"].as_str().expect("container_id").to_string();
-        self.cri("StartContainer", json!({"container_id": id}))?;
-        Ok(id)
+        Ok(r["container_id"].as_str().expect("container_id").to_string())
     }
 
     /// ExecSync: (exit code, stdout, stderr).
@@ -850,10 +918,11 @@ fn case1_read_only_container_gets_sized_tmp_and_shm() {
     }
     if let Some(hooked) = r.step("the final config.json", node.runs_our_hook(&c)) {
         let mode = wrapper_mode();
+        let want = mode == "hook" || runc_hands_temp_targets_to_the_hook();
         r.seen("executor", format!("wrapper mode {mode}: our hook in config.json: {hooked}"));
         r.check(
-            hooked == (mode == "hook"),
-            format!("wrapper mode {mode}, yet our hook in config.json is {hooked}"),
+            hooked == want,
+            format!("wrapper mode {mode}, runc {:?}: our hook in config.json is {hooked}", runc_version()),
         );
     }
     let dd = "dd if=/dev/zero of=/dev/shm/fill bs=1M count=600; e=$?; rm -f /dev/shm/fill; exit $e";
@@ -1164,4 +1233,753 @@ fn case9_containerd_restart_keeps_pods_served() {
     r.check(sa == Some(GI), format!("the first container sees /dev/shm {}, want 1Gi", sz(sa)));
     r.step("stop and remove", node.teardown(&pod, &[&a, &b]));
     r.finish();
+}
+
+// ------------------------------------------- hostile layouts (issue 16)
+//
+// The hostile-layout suite through the RuntimeClass path: each case is a pod
+// with a read-only-root app container of an image built with a hostile
+// rootfs, and after each the test checks that
+// - no mount table (the real host's, pid 1; this test's; the node's
+//   namespace, where containerd runs and a `Bidirectional` volume
+//   propagates) got a tmpfs of ours or anything on the volume dir;
+// - the volume's canary (written on the host before) is seen in the container;
+// - a file the container writes through the symlink reaches the host dir;
+// - nothing else was created inside the volume (listed before and after, from
+//   this test's and from the node's namespace);
+// - the target was left alone with one warning (in the log the host config
+//   names, which both the wrapper and the hook write) naming the mount.
+
+const CANARY: &str = "host data\n";
+const THROUGH: &str = "written through the link\n";
+
+impl Node {
+    /// Imports an image of the busybox rootfs changed by `shape`; its reference.
+    fn image(&self, name: &str, shape: impl FnOnce(&Path)) -> String {
+        let rootfs = Bundle::new("cri-hostile-rootfs");
+        shape(&rootfs.rootfs());
+        let dir = TempDir::new("cri-image");
+        let reference = format!("docker.io/library/{}:latest", unique(name));
+        let tar = build_image(&dir, &rootfs.rootfs(), &reference);
+        ok(self.ctr().args(["images", "import"]).arg(&tar));
+        reference
+    }
+
+    /// `prog` run in the node's mount namespace.
+    fn in_ns(&self, prog: &str) -> Command {
+        let mut c = Command::new("nsenter");
+        c.arg(format!("--mount=/proc/{}/ns/mnt", self.holder.id())).arg("--").arg(prog);
+        c
+    }
+
+    /// A host config that logs at info level to the node's `hook.log`.
+    fn logging_config(&self) {
+        self.host_config(&format!("log_level = \"info\"\nlog_file = {:?}\n", self.log_path()));
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.join("hook.log")
+    }
+
+    /// The log's lines about container `id` (the wrapper's and the hook's).
+    fn log_of(&self, id: &str) -> Vec<String> {
+        let tag = format!("container {id}:");
+        let text = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        text.lines().filter(|l| l.contains(&tag)).map(String::from).collect()
+    }
+
+    /// The pod's shm on the host (in the node's namespace).
+    fn pod_shm(&self, pod: &Pod) -> PathBuf {
+        let path = self.state.join("io.containerd.grpc.v1.cri/sandboxes").join(&pod.id).join("shm");
+        self.ns_path(path.to_str().unwrap())
+    }
+
+    /// The mounts of container `id`'s final `config.json` that are ours:
+    /// tmpfs entries with our source, and whether our hook is there.
+    fn ours_in_config(&self, id: &str) -> String {
+        let path = self.state.join("io.containerd.runtime.v2.task/k8s.io").join(id).join("config.json");
+        let Ok(text) = std::fs::read(&path) else { return format!("no {}", path.display()) };
+        let config: Value = serde_json::from_slice(&text).unwrap_or(Value::Null);
+        let mounts: Vec<String> = config["mounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["source"] == OURS)
+            .map(|m| format!("{} {}", m["destination"].as_str().unwrap_or("?"), m["options"]))
+            .collect();
+        let hooked = self.runs_our_hook(id).unwrap_or(false);
+        format!("tmpfs entries of ours {mounts:?}, our hook {hooked}")
+    }
+
+    /// The mount tables that must not change: the real host's (pid 1), this
+    /// test's, the node namespace's.
+    fn mount_tables(&self) -> Vec<(String, Vec<MountInfo>)> {
+        let pids = ["1".to_string(), "self".to_string(), self.holder.id().to_string()];
+        pids.iter()
+            .map(|pid| {
+                let file = format!("/proc/{pid}/mountinfo");
+                let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
+                (file, parse_mountinfo(&text))
+            })
+            .collect()
+    }
+}
+
+fn mount_line(m: &MountInfo) -> String {
+    format!("{} {} {} {}", m.mount_point, m.fstype, m.source, m.super_options.join(","))
+}
+
+/// Checks that no table in `after` has a mount of ours or a mount at or
+/// under one of `watched` (host paths) that `before` did not have, and that
+/// the node's namespace (the last table, ours alone) has no mount of ours.
+fn check_tables(
+    r: &mut Report,
+    what: &str,
+    before: &[(String, Vec<MountInfo>)],
+    after: &[(String, Vec<MountInfo>)],
+    watched: &[&Path],
+) {
+    for (i, ((file, b), (_, a))) in before.iter().zip(after).enumerate() {
+        let old: Vec<String> = b.iter().map(mount_line).collect();
+        // A table seen from another root (sid's) shows a path with a prefix.
+        let touches = |m: &MountInfo| watched.iter().any(|w| m.mount_point.contains(w.to_str().unwrap()));
+        let new: Vec<String> = a
+            .iter()
+            .filter(|m| m.source == OURS || touches(m))
+            .map(mount_line)
+            .filter(|l| !old.contains(l))
+            .collect();
+        r.check(new.is_empty(), format!("{what}: {file} has new mounts of ours or on the volume: {new:?}"));
+        if i == after.len() - 1 {
+            let ours: Vec<String> = a.iter().filter(|m| m.source == OURS).map(mount_line).collect();
+            r.check(
+                ours.is_empty(),
+                format!("{what}: the node's namespace ({file}) has mounts of ours: {ours:?}"),
+            );
+        }
+    }
+}
+
+/// A CRI volume: a host directory with a canary file, bound at `dest`.
+/// `shared` makes it a Kubernetes `Bidirectional` volume: containerd wants
+/// its host path on a shared mount, so the directory is bound on itself and
+/// made `rshared` in the node's namespace (undone on drop).
+struct Volume {
+    host: PathBuf,
+    dest: String,
+    shared: bool,
+    holder: u32,
+}
+
+impl Volume {
+    fn new(node: &Node, dest: &str, shared: bool) -> Volume {
+        let host = node.dir.join(unique("vol"));
+        std::fs::create_dir(&host).unwrap();
+        std::fs::write(host.join("canary"), CANARY).unwrap();
+        let v = Volume { host, dest: dest.to_string(), shared, holder: node.holder.id() };
+        if shared {
+            ok(node.in_ns("mount").arg("--bind").arg(&v.host).arg(&v.host));
+            ok(node.in_ns("mount").arg("--make-rshared").arg(&v.host));
+        }
+        v
+    }
+
+    fn propagation(&self) -> &'static str {
+        if self.shared {
+            "PROPAGATION_BIDIRECTIONAL"
+        } else {
+            "PROPAGATION_PRIVATE"
+        }
+    }
+
+    /// The CRI `Mount`.
+    fn mount(&self) -> Value {
+        json!({"container_path": self.dest, "host_path": self.host, "propagation": self.propagation()})
+    }
+
+    /// What is in the directory, seen from this test's namespace and from the
+    /// node's (where a mount on it would hide the canary).
+    fn listing(&self) -> [Vec<String>; 2] {
+        let ns = PathBuf::from(format!("/proc/{}/root{}", self.holder, self.host.display()));
+        [tree(&self.host), tree(&ns)]
+    }
+}
+
+impl Drop for Volume {
+    fn drop(&mut self) {
+        if self.shared {
+            let _ = Command::new("nsenter")
+                .arg(format!("--mount=/proc/{}/ns/mnt", self.holder))
+                .args(["--", "umount", "--recursive", "--lazy"])
+                .arg(&self.host)
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// Every entry under `dir`: relative path, kind and size, sorted.
+fn tree(dir: &Path) -> Vec<String> {
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let Ok(m) = std::fs::symlink_metadata(e.path()) else { continue };
+            let rel = e.path().strip_prefix(base).unwrap().display().to_string();
+            let kind = if m.is_dir() {
+                "dir"
+            } else if m.file_type().is_symlink() {
+                "symlink"
+            } else {
+                "file"
+            };
+            out.push(format!("{rel} {kind} {}", if m.is_dir() { 0 } else { m.len() }));
+            if m.is_dir() {
+                walk(base, &e.path(), out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// The one warning line about `id` that holds all of `parts` (each part: one
+/// of its alternatives); checks there is exactly one.
+fn check_warning(r: &mut Report, node: &Node, what: &str, id: &str, parts: &[&[&str]]) {
+    let lines = node.log_of(id);
+    let hits: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains(": warning: ") && parts.iter().all(|alts| alts.iter().any(|a| l.contains(a))))
+        .collect();
+    r.seen(&format!("{what}: log"), format!("{lines:#?}"));
+    r.check(
+        hits.len() == 1,
+        format!("{what}: want one warning line holding {parts:?}, found {}: {lines:#?}", hits.len()),
+    );
+}
+
+/// One layout whose temp target reaches a volume (or has one beneath it).
+struct Layout<'a> {
+    name: &'a str,
+    /// The image's symlink: (path, target), if any.
+    link: Option<(&'a str, &'a str)>,
+    /// The volume's container path, and where it lands (its in-root
+    /// resolution: the mount point in the container's mountinfo).
+    dest: &'a str,
+    lands: &'a str,
+    env: &'a [(&'a str, &'a str)],
+    /// What the container writes: through the symlink into the volume's root.
+    through: &'a str,
+    /// The warning's substrings (see [`check_warning`]).
+    warning: &'a [&'a [&'a str]],
+    /// Whether `/tmp` itself is a plain directory that still gets our tmpfs.
+    tmp_served: bool,
+}
+
+/// The image of `l`: the busybox rootfs with its symlink and the volume's
+/// mount point.
+fn layout_image(node: &Node, l: &Layout) -> String {
+    node.image("hostile", |root| {
+        if let Some((path, to)) = l.link {
+            let p = root.join(path.trim_start_matches('/'));
+            if p.is_dir() {
+                std::fs::remove_dir(&p).unwrap();
+            }
+            std::os::unix::fs::symlink(to, &p).unwrap();
+        }
+        // Only a mount point of the image's own (never through the symlink:
+        // an absolute one would lead out of the rootfs here).
+        if l.dest == l.lands && !l.lands.starts_with("/tmp/") {
+            std::fs::create_dir_all(root.join(l.lands.trim_start_matches('/'))).unwrap();
+        }
+    })
+}
+
+/// Runs layout `l` in a pod of its own with the volume private or shared,
+/// and checks everything (see the section's head).
+fn run_layout(node: &mut Node, r: &mut Report, l: &Layout, image: &str, shared: bool) {
+    let vol = Volume::new(node, l.dest, shared);
+    let what = format!("{} ({})", l.name, vol.propagation());
+    let tables = node.mount_tables();
+    let listed = vol.listing();
+    r.seen(&format!("{what}: volume before"), format!("{:?}", listed[0]));
+    let Some(pod) = r.step(&format!("{what}: RunPodSandbox"), node.run_pod("hostile", &PodOpts::default()))
+    else {
+        return;
+    };
+    let mounts = [vol.mount()];
+    let opts = CtrOpts { image: Some(image), mounts: &mounts, env: l.env, ..CtrOpts::ro("app", GI) };
+    let started = r.step(&format!("{what}: start"), node.start_container(&pod, &opts));
+    if let Some(c) = &started {
+        r.seen(&format!("{what}: config.json"), node.ours_in_config(c));
+        let via = Path::new(l.through).parent().unwrap().join("canary");
+        let script = format!(
+            "cat /proc/self/mountinfo; echo \"CANARY-AT-DEST $(cat {dest}/canary)\"; \
+             echo \"CANARY-VIA-LINK $(cat {via})\"; echo -n '{THROUGH}' > {through} && echo WROTE; {probe} true",
+            dest = l.dest,
+            via = via.display(),
+            through = l.through,
+            // Only where /tmp is not the volume: the listing after counts every file.
+            probe = if l.tmp_served { "touch /tmp/probe 2>/dev/null && echo TMP-WRITABLE;" } else { "" },
+        );
+        if let Some((_, out, err)) = r.step(&format!("{what}: exec"), node.exec(c, &["sh", "-c", &script])) {
+            let mounts = parse_mountinfo(&out);
+            let ours: Vec<String> = mounts.iter().filter(|m| m.source == OURS).map(mount_line).collect();
+            r.seen(&format!("{what}: mounts of ours in the container"), format!("{ours:?}"));
+            let under = |m: &&MountInfo| {
+                m.source == OURS
+                    && (m.mount_point == l.lands || m.mount_point.starts_with(&format!("{}/", l.lands)))
+            };
+            r.check(
+                !mounts.iter().any(|m| under(&m)),
+                format!("{what}: a tmpfs of ours on the volume at {}: {ours:?}", l.lands),
+            );
+            let at_dest = mount_at(&mounts, l.lands);
+            r.check(
+                at_dest.is_some_and(|m| m.source != OURS),
+                format!("{what}: the volume is not the top mount at {}: {at_dest:?}", l.lands),
+            );
+            let canary = CANARY.trim_end();
+            r.check(
+                out.contains(&format!("CANARY-AT-DEST {canary}\n")),
+                format!("{what}: the volume's canary is not seen at {}/canary: {}", l.dest, err.trim()),
+            );
+            r.check(
+                out.contains(&format!("CANARY-VIA-LINK {canary}\n")),
+                format!("{what}: the volume's canary is not seen at {}: {}", via.display(), err.trim()),
+            );
+            r.check(out.contains("WROTE"), format!("{what}: writing {} failed: {err}", l.through));
+            let tmp = mount_at(&mounts, "/tmp");
+            if l.tmp_served {
+                r.check(
+                    tmp.is_some_and(|t| t.source == OURS && t.size() == Some(256 * MI))
+                        && out.contains("TMP-WRITABLE"),
+                    format!("{what}: /tmp (a plain directory) is not our writable 256Mi tmpfs: {tmp:?}"),
+                );
+            } else {
+                r.check(tmp.is_none_or(|t| t.source != OURS), format!("{what}: /tmp has our tmpfs: {tmp:?}"));
+            }
+        }
+        let landed = std::fs::read_to_string(vol.host.join("through-link"));
+        r.seen(&format!("{what}: host through-link"), format!("{landed:?}"));
+        r.check(
+            landed.as_deref().ok() == Some(THROUGH),
+            format!("{what}: {} did not reach the host's volume dir: {landed:?}", l.through),
+        );
+        check_warning(r, node, &what, c, l.warning);
+    }
+    let during = node.mount_tables();
+    check_tables(r, &format!("{what}, running"), &tables, &during, &[&vol.host]);
+    let ids: Vec<&str> = started.iter().map(String::as_str).collect();
+    r.step(&format!("{what}: stop and remove"), node.teardown(&pod, &ids));
+    check_tables(r, &format!("{what}, after"), &tables, &node.mount_tables(), &[&vol.host]);
+    let mut want = listed.clone();
+    if started.is_some() {
+        for w in &mut want {
+            w.push(format!("through-link file {}", THROUGH.len()));
+            w.sort();
+        }
+    }
+    let after = vol.listing();
+    r.seen(&format!("{what}: volume after"), format!("{:?}", after[0]));
+    r.check(
+        after[0] == want[0],
+        format!("{what}: the volume dir changed: {:?}, want {:?}", after[0], want[0]),
+    );
+    r.check(
+        after[1] == want[1],
+        format!("{what}: the volume dir seen from the node's namespace: {:?}, want {:?}", after[1], want[1]),
+    );
+}
+
+/// Runs layout `l` with a private and with a `Bidirectional` volume on one node.
+fn volume_layout(case: &str, l: &Layout) {
+    let mut r = Report::new(case);
+    let mut node = Node::start(case);
+    node.logging_config();
+    let image = layout_image(&node, l);
+    for shared in [false, true] {
+        run_layout(&mut node, &mut r, l, &image, shared);
+    }
+    r.finish();
+}
+
+/// `/tmp -> /vol` with a volume at `/vol` (sorts after `/tmp`).
+#[test]
+fn hostile_tmp_symlink_to_a_volume_at_vol() {
+    volume_layout(
+        "tmp-to-vol",
+        &Layout {
+            name: "/tmp -> /vol, volume at /vol",
+            link: Some(("/tmp", "/vol")),
+            dest: "/vol",
+            lands: "/vol",
+            env: &[],
+            through: "/tmp/through-link",
+            warning: &[&["/tmp"], &["the spec's mount at /vol"]],
+            tmp_served: false,
+        },
+    );
+}
+
+/// `/tmp -> data` (relative) with a volume at `/data` (sorts before `/tmp`).
+#[test]
+fn hostile_tmp_symlink_to_a_volume_at_data() {
+    volume_layout(
+        "tmp-to-data",
+        &Layout {
+            name: "/tmp -> data, volume at /data",
+            link: Some(("/tmp", "data")),
+            dest: "/data",
+            lands: "/data",
+            env: &[],
+            through: "/tmp/through-link",
+            warning: &[&["/tmp"], &["the spec's mount at /data"]],
+            tmp_served: false,
+        },
+    );
+}
+
+/// `TMPDIR=/scratch/tmp` with `/scratch -> /vol` and a volume at `/vol`
+/// (with no `tmp` in it: nothing may make one there); `/tmp` is a plain
+/// directory and still gets our tmpfs.
+#[test]
+fn hostile_tmpdir_parent_symlink_to_a_volume() {
+    volume_layout(
+        "scratch-to-vol",
+        &Layout {
+            name: "TMPDIR=/scratch/tmp, /scratch -> /vol, volume at /vol",
+            link: Some(("/scratch", "/vol")),
+            dest: "/vol",
+            lands: "/vol",
+            env: &[("TMPDIR", "/scratch/tmp")],
+            through: "/scratch/through-link",
+            warning: &[&["/scratch"], &["the spec's mount at /vol"]],
+            tmp_served: true,
+        },
+    );
+}
+
+/// A volume at `/tmp/data`: `/tmp` is left alone (a tmpfs there would hide
+/// the volume).
+#[test]
+fn hostile_volume_at_tmp_data_leaves_tmp_alone() {
+    volume_layout(
+        "tmp-data-volume",
+        &Layout {
+            name: "volume at /tmp/data",
+            link: None,
+            dest: "/tmp/data",
+            lands: "/tmp/data",
+            env: &[],
+            through: "/tmp/data/through-link",
+            warning: &[&["/tmp"], &["the spec mounts /tmp/data inside it"]],
+            tmp_served: false,
+        },
+    );
+}
+
+/// The image: the busybox rootfs with `/tmp` a symlink to `to`.
+fn tmp_link_image(node: &Node, to: &str) -> String {
+    node.image("tmplink", |root| {
+        std::fs::remove_dir(root.join("tmp")).unwrap();
+        std::os::unix::fs::symlink(to, root.join("tmp")).unwrap();
+    })
+}
+
+/// `/tmp -> /proc`, `/tmp -> /sys`, `/tmp -> /dev`: refused (these are spec
+/// mounts, and system directories); nothing of ours is mounted anywhere in
+/// the container, and the system mounts are what the runtime made.
+#[test]
+fn hostile_tmp_symlinks_into_proc_sys_dev_are_refused() {
+    let mut r = Report::new("tmp-to-system");
+    let mut node = Node::start("tmp-to-system");
+    node.logging_config();
+    let tables = node.mount_tables();
+    let Some(pod) = r.step("RunPodSandbox", node.run_pod("system", &PodOpts::default())) else {
+        return r.finish();
+    };
+    let mut ids = Vec::new();
+    for (dir, fstype) in [("/proc", "proc"), ("/sys", "sysfs"), ("/dev", "tmpfs")] {
+        let what = format!("/tmp -> {dir}");
+        let image = tmp_link_image(&node, dir);
+        let opts = CtrOpts { image: Some(&image), ..CtrOpts::ro(&dir[1..], GI) };
+        let Some(c) = r.step(&format!("{what}: start"), node.start_container(&pod, &opts)) else { continue };
+        r.seen(&format!("{what}: config.json"), node.ours_in_config(&c));
+        if let Some(out) = r.step(&format!("{what}: probe"), node.probe(&c)) {
+            let mounts = parse_mountinfo(&out);
+            let ours: Vec<String> = mounts.iter().filter(|m| m.source == OURS).map(mount_line).collect();
+            let top = mount_at(&mounts, dir);
+            r.seen(&what, format!("mounts of ours {ours:?}, {dir}: {:?}", top.map(mount_line)));
+            r.check(ours.is_empty(), format!("{what}: mounts of ours in the container: {ours:?}"));
+            r.check(
+                top.is_some_and(|m| m.fstype == fstype && m.source != OURS),
+                format!("{what}: {dir} is not the runtime's {fstype}: {top:?}"),
+            );
+        }
+        let dest = format!("the spec's mount at {dir}");
+        check_warning(&mut r, &node, &what, &c, &[&["/tmp"], &[&dest, "a system directory"]]);
+        ids.push(c);
+    }
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    r.step("stop and remove", node.teardown(&pod, &ids));
+    check_tables(&mut r, "after", &tables, &node.mount_tables(), &[&node.state]);
+    r.finish();
+}
+
+/// A symlink onto a spec mount of tmpfs through CRI: `/tmp -> /dev/shm`,
+/// the pod's shm (a tmpfs on the host, bound into the container) under the
+/// spec's `/dev` tmpfs. CRI has no other way to give a container a tmpfs
+/// mount (its `Mount` is a bind). `/tmp` is left alone; nothing of ours
+/// stacks on `/dev/shm`, which is the pod's shm grown as usual; a file
+/// written through the link lands in the pod's shm on the host.
+#[test]
+fn hostile_tmp_symlink_onto_the_pod_shm() {
+    let mut r = Report::new("tmp-to-shm");
+    let mut node = Node::start("tmp-to-shm");
+    node.logging_config();
+    let image = tmp_link_image(&node, "/dev/shm");
+    let tables = node.mount_tables();
+    let Some(pod) = r.step("RunPodSandbox", node.run_pod("shm", &PodOpts::default())) else {
+        return r.finish();
+    };
+    let opts = CtrOpts { image: Some(&image), ..CtrOpts::ro("app", GI) };
+    let what = "/tmp -> /dev/shm";
+    if let Some(c) = r.step("start", node.start_container(&pod, &opts)) {
+        r.seen("config.json", node.ours_in_config(&c));
+        let script =
+            format!("cat /proc/self/mountinfo; echo -n '{THROUGH}' > /tmp/through-link && echo WROTE");
+        if let Some((_, out, err)) = r.step("exec", node.exec(&c, &["sh", "-c", &script])) {
+            let mounts = parse_mountinfo(&out);
+            let ours: Vec<String> = mounts.iter().filter(|m| m.source == OURS).map(mount_line).collect();
+            let shm = mount_at(&mounts, "/dev/shm");
+            r.seen(what, format!("mounts of ours {ours:?}, /dev/shm {:?}", shm.map(mount_line)));
+            r.check(ours.is_empty(), format!("{what}: mounts of ours in the container: {ours:?}"));
+            r.check(
+                shm.is_some_and(|m| m.source != OURS && m.size() == Some(512 * MI)),
+                format!("{what}: /dev/shm is not the pod's shm grown to 512Mi: {shm:?}"),
+            );
+            r.check(out.contains("WROTE"), format!("{what}: writing /tmp/through-link: {err}"));
+        }
+        let landed = std::fs::read_to_string(node.pod_shm(&pod).join("through-link"));
+        r.check(
+            landed.as_deref().ok() == Some(THROUGH),
+            format!("{what}: /tmp/through-link is not in the pod's shm on the host: {landed:?}"),
+        );
+        let parts: &[&[&str]] =
+            &[&["/tmp"], &["the spec's mount at /dev/shm", "the spec's mount at /dev", "a system directory"]];
+        check_warning(&mut r, &node, what, &c, parts);
+        r.step("stop and remove", node.teardown(&pod, &[&c]));
+    }
+    check_tables(&mut r, "after", &tables, &node.mount_tables(), &[&node.state]);
+    r.finish();
+}
+
+/// Memory limits of 512 KiB, 1 MiB and 1 GiB on the container, each in a pod
+/// of its own: below 1 MiB no tmpfs at all (a note says `below 1Mi`), 1 MiB
+/// a 1 MiB `/tmp` (the pod's 64 MiB shm is never shrunk), 1 GiB the defaults.
+/// A container the runtime or the kernel will not start under such a limit
+/// is recorded, and the refusal must not be ours.
+#[test]
+fn hostile_memory_limits_cap_every_size() {
+    let mut r = Report::new("memory-limits");
+    let mut node = Node::start("memory-limits");
+    node.logging_config();
+    let tables = node.mount_tables();
+    for (limit, tmp, shm) in
+        [(512 * 1024, None, SHM_64M), (MI, Some(MI), SHM_64M), (GI, Some(256 * MI), 512 * MI)]
+    {
+        let what = format!("limit {}", sz(Some(limit)));
+        let opts = PodOpts { memory: limit, ..PodOpts::default() };
+        let Some(pod) = r.step(&format!("{what}: RunPodSandbox"), node.run_pod("mem", &opts)) else {
+            continue;
+        };
+        let Some(c) =
+            r.step(&format!("{what}: create"), node.create_container(&pod, &CtrOpts::ro("app", limit)))
+        else {
+            continue;
+        };
+        let started = node.cri("StartContainer", json!({"container_id": c}));
+        let log = node.log_of(&c);
+        r.seen(&format!("{what}: log"), format!("{log:#?}"));
+        let errors: Vec<&String> = log.iter().filter(|l| l.contains(": error: ")).collect();
+        r.check(errors.is_empty(), format!("{what}: errors of ours: {errors:?}"));
+        let noted = log.iter().any(|l| l.contains("below 1Mi"));
+        match started {
+            Err(e) => {
+                // Only a limit below what runc's init already uses when the
+                // limit is set (about 2 MiB here: "unable to set memory limit
+                // to 1048576 (current usage: 2097152 ...)") may do this.
+                r.seen(&format!("{what}: StartContainer refused"), &e);
+                r.check(limit <= MI && e.contains("memory limit"), format!("{what}: StartContainer: {e}"));
+                r.check(!e.contains(OURS), format!("{what}: the refusal is ours: {e}"));
+                // The wrapper runs at create; the hook (mode hook) at prestart,
+                // which a container killed before it never reaches.
+                if wrapper_mode() == "spec" && limit < MI {
+                    r.check(noted, format!("{what}: no note `below 1Mi` in the log"));
+                }
+            }
+            Ok(_) => {
+                r.seen(&format!("{what}: config.json"), node.ours_in_config(&c));
+                if let Some(out) = r.step(&format!("{what}: probe"), node.probe(&c)) {
+                    let mounts = parse_mountinfo(&out);
+                    let ours: Vec<String> =
+                        mounts.iter().filter(|m| m.source == OURS).map(mount_line).collect();
+                    let t = mount_at(&mounts, "/tmp").filter(|m| m.source == OURS).and_then(MountInfo::size);
+                    let s = mount_at(&mounts, "/dev/shm").and_then(MountInfo::size);
+                    r.seen(&what, format!("mounts of ours {ours:?}, /tmp {}, /dev/shm {}", sz(t), sz(s)));
+                    match tmp {
+                        None => r.check(ours.is_empty(), format!("{what}: mounts of ours: {ours:?}")),
+                        Some(want) => r.check(
+                            t == Some(want) && out.contains("TMP-WRITABLE"),
+                            format!("{what}: /tmp is {}, want our writable {}", sz(t), sz(Some(want))),
+                        ),
+                    }
+                    r.check(s == Some(shm), format!("{what}: /dev/shm is {}, want {}", sz(s), sz(Some(shm))));
+                }
+                if limit < MI {
+                    r.check(noted, format!("{what}: no note `below 1Mi` in the log"));
+                }
+            }
+        }
+        let shm_now = fs_bytes(&node.pod_shm(&pod));
+        r.check(
+            shm_now == shm,
+            format!("{what}: the pod's shm on the host is {}, want {}", sz(Some(shm_now)), sz(Some(shm))),
+        );
+        r.step(&format!("{what}: stop and remove"), node.teardown(&pod, &[&c]));
+    }
+    check_tables(&mut r, "after", &tables, &node.mount_tables(), &[&node.state]);
+    r.finish();
+}
+
+/// A symlinked parent of the engine shm: containerd's `state` is a symlink,
+/// so the pod shm's path (the source the spec binds at `/dev/shm`) has a
+/// symlinked component, which could as well lead to another host tmpfs. It
+/// is grown only by a path with no symlink anywhere (docs/design.md#engine-shm),
+/// by the spec executor and by the hook alike: it stays 64 MiB, with a
+/// warning `without following a symlink`, in every mode.
+#[test]
+fn hostile_symlinked_pod_shm_parent_is_not_grown_on_the_host() {
+    let mut r = Report::new("shm-parent-link");
+    let mut node = Node::start_with("shm-parent-link", &NodeOpts { symlinked_state: true });
+    node.logging_config();
+    let tables = node.mount_tables();
+    let Some(pod) = r.step("RunPodSandbox", node.run_pod("shmlink", &PodOpts::default())) else {
+        return r.finish();
+    };
+    let shm_path = node.pod_shm(&pod);
+    r.seen("pod shm", shm_path.display());
+    let Some(c) = r.step("start", node.start_container(&pod, &CtrOpts::ro("app", GI))) else {
+        return r.finish();
+    };
+    r.seen("config.json", node.ours_in_config(&c));
+    let spec = wrapper_mode() == "spec";
+    let hooked = node.runs_our_hook(&c).unwrap_or(false);
+    r.check(
+        hooked == (!spec || runc_hands_temp_targets_to_the_hook()),
+        format!("our hook in config.json is {hooked}"),
+    );
+    let want = SHM_64M;
+    if let Some(p) = r.step("probe", node.probe(&c)) {
+        r.served("symlinked state, ro 1Gi", &p, 256 * MI, want);
+    }
+    let host = fs_bytes(&shm_path);
+    r.check(
+        host == want,
+        format!("the pod's shm on the host is {}, want {}", sz(Some(host)), sz(Some(want))),
+    );
+    let log = node.log_of(&c);
+    r.seen("log", format!("{log:#?}"));
+    // The wrapper and the hook it adds (runc before 1.1.8) each say so.
+    let n =
+        log.iter().filter(|l| l.contains(": warning: ") && l.contains("without following a symlink")).count();
+    r.seen("warnings `without following a symlink`", n);
+    r.check(n >= 1, "no warning `without following a symlink` in the log");
+    r.step("stop and remove", node.teardown(&pod, &[&c]));
+    check_tables(&mut r, "after", &tables, &node.mount_tables(), &[&node.dir.0]);
+    r.finish();
+}
+
+/// The control case: `/tmp -> /run/tmp` (nothing is mounted at `/run` in a
+/// CRI container) is a safe place: our tmpfs is at `/run/tmp`; the spec
+/// executor writes that resolved path into `config.json`, never `/tmp`.
+#[test]
+fn hostile_tmp_symlink_to_a_safe_place_is_served_at_the_resolved_path() {
+    let mut r = Report::new("tmp-to-run-tmp");
+    let mut node = Node::start("tmp-to-run-tmp");
+    node.logging_config();
+    let image = node.image("runtmp", |root| {
+        std::fs::remove_dir(root.join("tmp")).unwrap();
+        std::fs::create_dir_all(root.join("run/tmp")).unwrap();
+        std::os::unix::fs::symlink("/run/tmp", root.join("tmp")).unwrap();
+    });
+    let tables = node.mount_tables();
+    let Some(pod) = r.step("RunPodSandbox", node.run_pod("runtmp", &PodOpts::default())) else {
+        return r.finish();
+    };
+    let opts = CtrOpts { image: Some(&image), ..CtrOpts::ro("app", GI) };
+    if let Some(c) = r.step("start", node.start_container(&pod, &opts)) {
+        r.seen("config.json", node.ours_in_config(&c));
+        let path = node.state.join("io.containerd.runtime.v2.task/k8s.io").join(&c).join("config.json");
+        let config: Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap_or_default()).unwrap_or_default();
+        let dests: Vec<&str> = config["mounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["source"] == OURS)
+            .filter_map(|m| m["destination"].as_str())
+            .collect();
+        let hooked = node.runs_our_hook(&c).unwrap_or(false);
+        if wrapper_mode() == "spec" && !runc_hands_temp_targets_to_the_hook() {
+            r.check(
+                dests == ["/run/tmp"] && !hooked,
+                format!("config.json: our tmpfs entries {dests:?} (hook {hooked}), want [\"/run/tmp\"]"),
+            );
+        } else {
+            r.check(
+                dests.is_empty() && hooked,
+                format!("config.json: our entries {dests:?}, our hook {hooked}"),
+            );
+        }
+        if let Some(out) = r.step("probe", node.probe(&c)) {
+            let mounts = parse_mountinfo(&out);
+            let t = mount_at(&mounts, "/run/tmp");
+            r.seen("/run/tmp", format!("{:?}", t.map(mount_line)));
+            r.check(
+                t.is_some_and(|t| {
+                    t.source == OURS && t.size() == Some(256 * MI) && t.has("nosuid") && t.has("nodev")
+                }),
+                format!("/run/tmp is not our 256Mi tmpfs: {t:?}"),
+            );
+            r.check(out.contains("TMP-WRITABLE"), "/tmp (-> /run/tmp) is not writable");
+            r.check(mount_at(&mounts, "/tmp").is_none(), "a mount at /tmp, a symlink in the image");
+        }
+        let log = node.log_of(&c);
+        let warnings: Vec<&String> = log.iter().filter(|l| l.contains(": warning: ")).collect();
+        r.check(warnings.is_empty(), format!("warnings: {warnings:?}"));
+        r.step("stop and remove", node.teardown(&pod, &[&c]));
+    }
+    check_tables(&mut r, "after", &tables, &node.mount_tables(), &[&node.state]);
+    r.finish();
+}
+
+/// A volume at `/foo/data` with `/foo -> /tmp` in the image: it lands at
+/// `/tmp/data`, beneath `/tmp`, which is left alone.
+#[test]
+fn hostile_volume_through_a_symlink_into_tmp_leaves_tmp_alone() {
+    volume_layout(
+        "foo-data-volume",
+        &Layout {
+            name: "/foo -> /tmp, volume at /foo/data",
+            link: Some(("/foo", "/tmp")),
+            dest: "/foo/data",
+            lands: "/tmp/data",
+            env: &[],
+            through: "/foo/data/through-link",
+            warning: &[&["/tmp"], &["the spec mounts /foo/data inside it"]],
+            tmp_served: false,
+        },
+    );
 }
