@@ -99,6 +99,33 @@ done"#;
         let found = ok(Command::new("find").arg(&upper).args(["-mindepth", "1", "-not", "-type", "d"]));
         found.lines().map(|l| PathBuf::from(l.strip_prefix(upper.to_str().unwrap()).unwrap())).collect()
     }
+
+    /// After `dpkg -P`: nothing changed in the root but dpkg's log, locks
+    /// and backup, and its status file is byte for byte the cached root's.
+    fn assert_only_dpkg_records_changed(&self) {
+        let changes = self.changes();
+        say(&format!("deb: the root's changes after dpkg -P: {changes:?}"));
+        let records = [
+            "/var/log/dpkg.log",
+            "/var/lib/dpkg/lock",
+            "/var/lib/dpkg/lock-frontend",
+            "/var/lib/dpkg/triggers/Lock",
+            "/var/lib/dpkg/status-old",
+            "/var/lib/dpkg/status",
+        ];
+        let other: Vec<&PathBuf> =
+            changes.iter().filter(|p| !records.iter().any(|r| Path::new(r) == *p)).collect();
+        assert!(other.is_empty(), "dpkg -P left changes in the root: {other:?}");
+        let lower = PathBuf::from(ok(Command::new(script()).arg("path")).trim()).join("var/lib/dpkg/status");
+        // (Read from the upper layer, where dpkg's rewrite of it went: a `cat`
+        // in the root would outgrow the pipe that `output` reads only at exit.)
+        let status_now = std::fs::read(self.layer.join("upper/var/lib/dpkg/status")).unwrap_or_default();
+        assert!(
+            std::fs::read(&lower).unwrap() == status_now,
+            "dpkg -P left the root's /var/lib/dpkg/status different from {}",
+            lower.display()
+        );
+    }
 }
 
 /// The host's side of "untouched": what is at the package's paths and at
@@ -131,6 +158,40 @@ fn host_watched(package_paths: &[PathBuf]) -> BTreeMap<PathBuf, String> {
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/env/pkgroot.sh")
+}
+
+/// A runc container in the root whose prestart hook is the one in the
+/// installed hooks JSON, as Podman would register it: /tmp is our tmpfs.
+fn runc_with_the_installed_hook(root: &Root, bundle: &mut Bundle) {
+    let json: Value =
+        serde_json::from_str(&root.ok(&["cat", "/usr/share/containers/oci/hooks.d/oci-tmpfs-hook.json"]))
+            .expect("the hooks JSON");
+    bundle.script(SHOW_MOUNTS);
+    bundle.config["hooks"] = json!({ "prestart": [json["hook"].clone()] });
+    bundle.write();
+    let id = unique("c");
+    let run = root.output(&[
+        "sh",
+        "-c",
+        r#"runc run --bundle "$1" "$2" </dev/null; rc=$?; runc delete --force "$2" 2>/dev/null; exit $rc"#,
+        "sh",
+        bundle.dir.to_str().unwrap(),
+        &id,
+    ]);
+    assert!(
+        run.status.success(),
+        "runc run in the package root: {:?}\nstdout:\n{}\nstderr:\n{}",
+        run.status,
+        text(&run.stdout),
+        text(&run.stderr)
+    );
+    let tmp = mount_at(&parse_mountinfo(&text(&run.stdout)), "/tmp").cloned();
+    say(&format!("deb: runc container, /tmp: {tmp:?}"));
+    assert!(
+        tmp.is_some_and(|m| m.source == "oci-tmpfs-hook" && m.fstype == "tmpfs"),
+        "{}",
+        text(&run.stdout)
+    );
 }
 
 #[test]
@@ -186,36 +247,7 @@ fn deb_installs_runs_a_container_and_purges_to_nothing() {
     assert!(report.lines().any(|l| l == hook_line), "doctor: {report}");
     assert!(report.contains("ok       config: /etc/oci-tmpfs-hook/config.toml parsed"), "doctor: {report}");
 
-    // The root's runc with the installed hook, as Podman would register it.
-    let json: Value =
-        serde_json::from_str(&root.ok(&["cat", "/usr/share/containers/oci/hooks.d/oci-tmpfs-hook.json"]))
-            .expect("the hooks JSON");
-    bundle.script(SHOW_MOUNTS);
-    bundle.config["hooks"] = json!({ "prestart": [json["hook"].clone()] });
-    bundle.write();
-    let id = unique("c");
-    let run = root.output(&[
-        "sh",
-        "-c",
-        r#"runc run --bundle "$1" "$2" </dev/null; rc=$?; runc delete --force "$2" 2>/dev/null; exit $rc"#,
-        "sh",
-        bundle.dir.to_str().unwrap(),
-        &id,
-    ]);
-    assert!(
-        run.status.success(),
-        "runc run in the package root: {:?}\nstdout:\n{}\nstderr:\n{}",
-        run.status,
-        text(&run.stdout),
-        text(&run.stderr)
-    );
-    let tmp = mount_at(&parse_mountinfo(&text(&run.stdout)), "/tmp").cloned();
-    say(&format!("deb: runc container, /tmp: {tmp:?}"));
-    assert!(
-        tmp.is_some_and(|m| m.source == "oci-tmpfs-hook" && m.fstype == "tmpfs"),
-        "{}",
-        text(&run.stdout)
-    );
+    runc_with_the_installed_hook(&root, &mut bundle);
 
     root.ok(&["dpkg", "-r", PKG]);
     assert!(!root.exists("/usr/bin/oci-tmpfs-hook"), "dpkg -r left the binary");
@@ -229,30 +261,7 @@ fn deb_installs_runs_a_container_and_purges_to_nothing() {
         .map(|(p, _)| format!("{}: before {:?}, after {:?}", p.display(), before.get(p), after.get(p)))
         .collect();
     assert!(diff.is_empty(), "dpkg -P left differences:\n{}", diff.join("\n"));
-    // Nothing else changed in the root but dpkg's log, locks and backup;
-    // its status file is byte for byte the cached root's.
-    let changes = root.changes();
-    say(&format!("deb: the root's changes after dpkg -P: {changes:?}"));
-    let records = [
-        "/var/log/dpkg.log",
-        "/var/lib/dpkg/lock",
-        "/var/lib/dpkg/lock-frontend",
-        "/var/lib/dpkg/triggers/Lock",
-        "/var/lib/dpkg/status-old",
-        "/var/lib/dpkg/status",
-    ];
-    let other: Vec<&PathBuf> =
-        changes.iter().filter(|p| !records.iter().any(|r| Path::new(r) == *p)).collect();
-    assert!(other.is_empty(), "dpkg -P left changes in the root: {other:?}");
-    let lower = PathBuf::from(ok(Command::new(script()).arg("path")).trim()).join("var/lib/dpkg/status");
-    // (Read from the upper layer, where dpkg's rewrite of it went: a `cat`
-    // in the root would outgrow the pipe that `output` reads only at exit.)
-    let status_now = std::fs::read(root.layer.join("upper/var/lib/dpkg/status")).unwrap_or_default();
-    assert!(
-        std::fs::read(&lower).unwrap() == status_now,
-        "dpkg -P left the root's /var/lib/dpkg/status different from {}",
-        lower.display()
-    );
+    root.assert_only_dpkg_records_changed();
     // And the host is as it was: the product ./install.sh put there included.
     let host_after = host_watched(&package_paths);
     assert!(host_before == host_after, "the host changed:\nbefore {host_before:?}\nafter {host_after:?}");
