@@ -91,17 +91,14 @@ pub(crate) fn routes(
 ) -> Result<Vec<(String, Route)>, ApplyError> {
     let root = Root::open(rootfs)?;
     let landings = landing::landings(&mut root.tree(), &plan.spec_mounts);
-    let nested = !super::edit::expressible(plan);
+    let to_hook = super::needs_hook(plan, temp_to_hook);
     let mut out = Vec::new();
     for action in &plan.actions {
         let Action::MountTmpfs { target, .. } = action else { continue };
-        let route = match root.judge_target(target, &landings) {
-            Err(note) => Route::None { why: note.reason, warn: note.warn },
-            Ok(_) if nested => Route::Hook {
-                why: "a temp dir nested in another one needs a directory in the fresh tmpfs".into(),
-            },
-            Ok(_) if temp_to_hook.is_some() => Route::Hook { why: temp_to_hook.unwrap_or_default().into() },
-            Ok(real) => Route::Spec { destination: real.to_string() },
+        let route = match (root.judge_target(target, &landings), &to_hook) {
+            (Err(note), _) => Route::None { why: note.reason, warn: note.warn },
+            (Ok(_), Some(why)) => Route::Hook { why: why.clone() },
+            (Ok(real), None) => Route::Spec { destination: real.to_string() },
         };
         out.push((target.to_string(), route));
     }

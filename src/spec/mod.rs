@@ -78,13 +78,15 @@ pub(crate) fn carry_out(
     Ok(outcome)
 }
 
-/// Why the plan's temp targets go to the hook, if they do.
-fn needs_hook(plan: &plan::Plan, cx: &Launch<'_>) -> Option<String> {
+/// Why the plan's temp targets go to the hook, if they do: a temp dir
+/// nested in another one, or a runtime that cannot be trusted with them
+/// (`temp_to_hook`, docs/design.md#runtimes).
+pub(super) fn needs_hook(plan: &plan::Plan, temp_to_hook: Option<&str>) -> Option<String> {
     let temp = plan.actions.iter().any(|a| matches!(a, plan::Action::MountTmpfs { .. }));
     if !edit::expressible(plan) {
         return Some("a temp dir nested in another one needs a directory in the fresh tmpfs".into());
     }
-    cx.temp_to_hook.filter(|_| temp).map(String::from)
+    temp_to_hook.filter(|_| temp).map(String::from)
 }
 
 /// The spec executor on one `config.json` value; returns whether it changed.
@@ -106,7 +108,7 @@ fn in_spec(
         return Ok(false);
     }
     let mut changed = false;
-    let placed = match needs_hook(&plan, cx) {
+    let placed = match needs_hook(&plan, cx.temp_to_hook) {
         Some(why) => {
             let Some(entry) = hook else { return Ok(false) };
             out.hooked = true;
