@@ -30,16 +30,10 @@ SUITE=bookworm
 PACKAGES="runc"
 
 me=$(basename "$0")
+# shellcheck source=tests/env/root.sh
+. "$(dirname "$0")/root.sh"
 die() { echo "$me: $*" >&2; exit 1; }
 
-# The Debian mirror the host uses (deb.debian.org unless configured otherwise).
-mirror() {
-  if [ -n "${OCI_TMPFS_SID_MIRROR:-}" ]; then echo "$OCI_TMPFS_SID_MIRROR"; return; fi
-  local m
-  m=$(grep -rhoE '(URIs:|deb) +https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null \
-      | grep -v security | head -n1 | awk '{print $2}') || true
-  echo "${m:-http://deb.debian.org/debian}"
-}
 
 built() { [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$SUITE $PACKAGES" ] && [ -f "$ROOT/.debootstrap-done" ]; }
 
@@ -66,58 +60,15 @@ build() {
   echo "$me: $SUITE root ready in $(( $(date +%s) - t0 ))s, $(du -sh "$ROOT" 2>/dev/null | cut -f1) at $ROOT"
 }
 
-# The paths bound into the root at the same absolute path.
-binds() {
-  local repo target
-  repo=$(cd "$(dirname "$0")/../.." && pwd -P)
-  echo "$repo"
-  target=${CARGO_TARGET_DIR:-$repo/target}
-  [ -d "$target" ] && echo "$(cd "$target" && pwd -P)"
-  for extra in ${OCI_TMPFS_PKGROOT_BINDS:-}; do echo "$extra"; done
-}
-
 # Inside the private namespace: the overlay, the mounts, pivot_root, exec CMD.
 inner() {
   local ns_file=$1 layer=$2; shift 2
   readlink /proc/self/ns/mnt >"$ns_file"
   local r=$layer/merged
   mount -t overlay overlay -o "lowerdir=$ROOT,upperdir=$layer/upper,workdir=$layer/work" "$r"
-  mount -t proc proc "$r/proc"
-  mount --rbind /sys "$r/sys"
-  mount --rbind /dev "$r/dev"
-  mount -t tmpfs -o size=64m,nosuid,nodev,noexec,mode=1777 shm "$r/dev/shm"
-  mount -t tmpfs -o mode=755,nosuid,nodev tmpfs "$r/run"
-  local p
-  while read -r p; do
-    [ -e "$p" ] || continue
-    mkdir -p "$r$p"
-    mount --rbind "$p" "$r$p"
-  done < <(binds | awk '!seen[$0]++')
-  mkdir -p "$r/.oldroot"
-  cd "$r"
-  pivot_root . .oldroot
-  cd /
-  umount -l /.oldroot
-  rmdir /.oldroot
+  pivot_into "$r" "${OCI_TMPFS_PKGROOT_BINDS:-}"
   exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
     DEBIAN_FRONTEND=noninteractive "$@"
-}
-
-# Stops every process still in the namespace whose id is in $1.
-reap() {
-  local ns pids p i
-  ns=$(cat "$1" 2>/dev/null) || return 0
-  [ -n "$ns" ] || return 0
-  for i in 1 2 3 4 5 6 7 8 9 10 11; do
-    pids=()
-    for p in /proc/[0-9]*; do
-      if [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ]; then pids+=("${p#/proc/}"); fi
-    done
-    [ ${#pids[@]} -eq 0 ] && return 0
-    if [ "$i" = 1 ]; then echo "$me: stopping what was left running in the root's namespace: ${pids[*]}" >&2; fi
-    if [ "$i" -lt 10 ]; then kill -TERM "${pids[@]}" 2>/dev/null || true; else kill -KILL "${pids[@]}" 2>/dev/null || true; fi
-    sleep 0.5
-  done
 }
 
 run() {

@@ -40,16 +40,10 @@ PACKAGES=$(echo $PACKAGES | tr ' ' '\n' | sort -u | tr '\n' ' ')
 PACKAGES=${PACKAGES% }
 
 me=$(basename "$0")
+# shellcheck source=tests/env/root.sh
+. "$(dirname "$0")/root.sh"
 die() { echo "$me: $*" >&2; exit 1; }
 
-# The Debian mirror the host uses (deb.debian.org unless configured otherwise).
-mirror() {
-  if [ -n "${OCI_TMPFS_SID_MIRROR:-}" ]; then echo "$OCI_TMPFS_SID_MIRROR"; return; fi
-  local m
-  m=$(grep -rhoE '(URIs:|deb) +https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null \
-      | grep -v security | head -n1 | awk '{print $2}') || true
-  echo "${m:-http://deb.debian.org/debian}"
-}
 
 # Runs "$@" inside ROOT with /proc, /sys, /dev mounted, in a private mount
 # namespace (for apt and maintainer scripts); all mounts vanish with it.
@@ -100,70 +94,29 @@ build() {
   echo "$me: sid root ready in $(( $(date +%s) - t0 ))s, $(du -sh "$ROOT" 2>/dev/null | cut -f1) at $ROOT"
 }
 
-# The paths bound into the sid root at the same absolute path.
-binds() {
-  local repo target
-  repo=$(cd "$(dirname "$0")/../.." && pwd -P)
-  echo "$repo"
-  target=${CARGO_TARGET_DIR:-$repo/target}
-  [ -d "$target" ] && echo "$(cd "$target" && pwd -P)"
-  for extra in ${OCI_TMPFS_SID_BINDS:-}; do echo "$extra"; done
-}
-
 # Inside the private namespace: the mounts, pivot_root, exec CMD.
 inner() {
   local ns_file=$1 tmp=$2; shift 2
   readlink /proc/self/ns/mnt >"$ns_file"
   mount --bind "$ROOT" "$ROOT"
-  mount -t proc proc "$ROOT/proc"
-  mount --rbind /sys "$ROOT/sys"
-  mount --rbind /dev "$ROOT/dev"
-  mount -t tmpfs -o size=64m,nosuid,nodev,noexec,mode=1777 shm "$ROOT/dev/shm"
-  mount -t tmpfs -o mode=755,nosuid,nodev tmpfs "$ROOT/run"
   mount --bind "$tmp" "$ROOT/tmp"
   # The host's CA bundle: what it trusts (a proxy's CA included) reaches pip
   # inside too (the CRI client's venv is made there from PyPI).
   local ca=/etc/ssl/certs/ca-certificates.crt
   if [ -f "$ca" ] && [ -f "$ROOT$ca" ]; then mount --bind "$ca" "$ROOT$ca"; fi
-  local p
-  while read -r p; do
-    [ -e "$p" ] || continue
-    mkdir -p "$ROOT$p"
-    mount --rbind "$p" "$ROOT$p"
-  done < <(binds | awk '!seen[$0]++')
-  mkdir -p "$ROOT/.oldroot"
-  cd "$ROOT"
-  pivot_root . .oldroot
-  cd /
-  umount -l /.oldroot
+  pivot_into "$ROOT" "${OCI_TMPFS_SID_BINDS:-}"
   exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
     OCI_TMPFS_SID_RUN="$(basename "$ns_file")" \
     ${RUST_BACKTRACE:+RUST_BACKTRACE=$RUST_BACKTRACE} ${OCI_TMPFS_ENV:-} "$@"
 }
 
-# Stops every process still in the namespace whose id is in $1, and every
-# process of this run whose / is the sid root (rootless Podman's pause
-# process has namespaces of its own; "of this run": its environment carries
-# this run's OCI_TMPFS_SID_RUN, so concurrent runs never stop each other's).
-reap() {
-  local ns pids p i mark
-  ns=$(cat "$1" 2>/dev/null) || return 0
-  [ -n "$ns" ] || return 0
-  mark="OCI_TMPFS_SID_RUN=$(basename "$1")"
-  for i in 1 2 3 4 5 6 7 8 9 10 11; do
-    pids=()
-    for p in /proc/[0-9]*; do
-      if [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] \
-        || { [ "$(awk '$5 == "/" { print $4; exit }' "$p/mountinfo" 2>/dev/null)" = "$ROOT" ] \
-          && tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qxF "$mark"; }; then
-        pids+=("${p#/proc/}")
-      fi
-    done
-    [ ${#pids[@]} -eq 0 ] && return 0
-    if [ "$i" = 1 ]; then echo "$me: stopping what was left running in the sid namespace: ${pids[*]}" >&2; fi
-    if [ "$i" -lt 10 ]; then kill -TERM "${pids[@]}" 2>/dev/null || true; else kill -KILL "${pids[@]}" 2>/dev/null || true; fi
-    sleep 0.5
-  done
+# What `reap` stops besides the run's namespace: a process of this run whose
+# / is the sid root (rootless Podman's pause process has namespaces of its
+# own; "of this run": its environment carries this run's OCI_TMPFS_SID_RUN,
+# so concurrent runs never stop each other's).
+of_this_run() {
+  [ "$(awk '$5 == "/" { print $4; exit }' "$1/mountinfo" 2>/dev/null)" = "$ROOT" ] \
+    && tr '\0' '\n' <"$1/environ" 2>/dev/null | grep -qxF "OCI_TMPFS_SID_RUN=$(basename "$2")"
 }
 
 run() {
@@ -177,7 +130,7 @@ run() {
   tmp=$(mktemp -d "$BASE/tmp.XXXXXX")
   chmod 1777 "$tmp"
   unshare --mount --propagation private -- "$0" __inner "$ns_file" "$tmp" "$@" || status=$?
-  reap "$ns_file"
+  reap "$ns_file" of_this_run sid
   rm -rf --one-file-system "$ns_file" "$tmp"
   return "$status"
 }
