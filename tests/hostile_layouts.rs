@@ -273,6 +273,15 @@ fn sh(args: &[&str]) {
     assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// The volume's data after a case: its canary visible in the container, the
+/// file written through the symlink on the host, nothing else changed.
+fn assert_volume_kept(ran: &Ran, vol: &HostDir, host: &Host, case: &str) {
+    assert!(ran.stdout().contains(&format!("CANARY={CANARY}")), "{case}: canary\n{}", ran.stdout());
+    assert!(ran.stdout().contains("WROTE"), "{case}: write\n{}", ran.stdout());
+    assert_eq!(std::fs::read_to_string(vol.path.join(WRITTEN)).ok().as_deref(), Some("x\n"), "{case}");
+    host.assert_untouched(case, &[WRITTEN]);
+}
+
 /// A host directory with known contents: a volume's source, or a marker.
 /// Shared: bound on itself and made a shared mount (a Kubernetes
 /// `Bidirectional` volume's source), undone on drop.
@@ -507,18 +516,7 @@ fn symlinked_temp_targets_reaching_a_volume_leave_it_alone() {
                     let symlink = format!("the symlink /{} -> {}", c.link.0, c.link.1);
                     assert_warned(&ran, &[&format!("the spec's mount at {}", c.volume)], &case);
                     assert!(ran.log.contains(&symlink), "{case}: {symlink:?} not named\n{}", ran.log);
-                    assert!(
-                        ran.stdout().contains(&format!("CANARY={CANARY}")),
-                        "{case}: canary\n{}",
-                        ran.stdout()
-                    );
-                    assert!(ran.stdout().contains("WROTE"), "{case}: write\n{}", ran.stdout());
-                    assert_eq!(
-                        std::fs::read_to_string(vol.path.join(WRITTEN)).ok().as_deref(),
-                        Some("x\n"),
-                        "{case}"
-                    );
-                    host.assert_untouched(&case, &[WRITTEN]);
+                    assert_volume_kept(&ran, &vol, &host, &case);
                     drop(b);
                     drop(vol);
                 }
@@ -653,18 +651,7 @@ fn a_volume_beneath_the_target_leaves_the_target_alone() {
                     );
                     assert_executor(&ran, rt, exec, &[], &case);
                     assert_warned(&ran, &[warning], &case);
-                    assert!(
-                        ran.stdout().contains(&format!("CANARY={CANARY}")),
-                        "{case}: canary\n{}",
-                        ran.stdout()
-                    );
-                    assert!(ran.stdout().contains("WROTE"), "{case}: write\n{}", ran.stdout());
-                    assert_eq!(
-                        std::fs::read_to_string(vol.path.join(WRITTEN)).ok().as_deref(),
-                        Some("x\n"),
-                        "{case}"
-                    );
-                    host.assert_untouched(&case, &[WRITTEN]);
+                    assert_volume_kept(&ran, &vol, &host, &case);
                 }
             }
         }

@@ -99,10 +99,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     fn dir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("oth-nri-install-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+        files::temp_dir(&format!("nri-install-{name}"))
     }
 
     #[test]
