@@ -1,10 +1,15 @@
-//! The CRI client (tests/cri/cri.py, in the venv of tests/env/venv.sh).
+//! The CRI side of a node: the CRI client (tests/cri/cri.py, in the venv of
+//! tests/env/venv.sh), the containerd binary under test and its config, the
+//! busybox image, and what pods and containers are started with.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use super::ok;
+use serde_json::{json, Value};
+
+use super::{ok, which, TempDir, GI};
 
 /// The CRI client's python: `$OCI_TMPFS_HOOK_CRI_PYTHON` when set (one that
 /// can import `cri_api`), else the venv of tests/env/venv.sh (created once).
@@ -44,4 +49,191 @@ pub fn device_at(mountinfo: &str, point: &str) -> Option<String> {
         .find(|l| l.split(' ').nth(4) == Some(point))
         .and_then(|l| l.split(' ').nth(2))
         .map(String::from)
+}
+
+// ------------------------------------------------------ containerd binary
+
+/// The containerd under test: the one on `PATH`, and its version.
+pub struct Containerd {
+    pub bin: PathBuf,
+    pub ctr: PathBuf,
+    pub version: String,
+    pub major: u32,
+}
+
+impl Containerd {
+    pub fn find() -> Containerd {
+        let bin = which("containerd");
+        let ctr = which("ctr");
+        // "containerd github.com/containerd/containerd[/v2] 1.6.20~ds1 REVISION"
+        let out = ok(Command::new(&bin).arg("--version"));
+        let version = out.split_whitespace().nth(2).unwrap_or_else(|| panic!("containerd --version: {out}"));
+        let major = version
+            .trim_start_matches('v')
+            .split('.')
+            .next()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or_else(|| panic!("containerd --version: {out}"));
+        Containerd { bin, ctr, version: version.to_string(), major }
+    }
+
+    /// The config version this containerd is given.
+    pub fn config_version(&self) -> u32 {
+        if self.major >= 2 {
+            3
+        } else {
+            2
+        }
+    }
+
+    /// containerd's config before `setup containerd` adds the handler.
+    pub fn base_config(&self, dir: &TempDir, state: &Path, sandbox_image: &str) -> String {
+        let (root, sock) = (dir.join("root"), dir.join("c.sock"));
+        let (cni_bin, cni_conf, opt) = (dir.join("cni/bin"), dir.join("cni/conf"), dir.join("opt"));
+        let mut s = format!(
+            "version = {}\nroot = {:?}\nstate = {:?}\n\n[grpc]\n  address = {:?}\n\n[ttrpc]\n  address = \"{}.ttrpc\"\n\n[plugins]\n",
+            self.config_version(),
+            root,
+            state,
+            sock,
+            sock.display()
+        );
+        if self.major >= 2 {
+            let _ = write!(
+                s,
+                "  [plugins.\"io.containerd.cri.v1.images\".pinned_images]\n    sandbox = {sandbox_image:?}\n\
+                 \x20 [plugins.\"io.containerd.cri.v1.runtime\"]\n    restrict_oom_score_adj = true\n\
+                 \x20   [plugins.\"io.containerd.cri.v1.runtime\".cni]\n      bin_dir = {cni_bin:?}\n      conf_dir = {cni_conf:?}\n\
+                 \x20 [plugins.\"io.containerd.grpc.v1.cri\"]\n    stream_server_port = \"0\"\n"
+            );
+        } else {
+            let _ = write!(
+                s,
+                "  [plugins.\"io.containerd.grpc.v1.cri\"]\n    sandbox_image = {sandbox_image:?}\n    restrict_oom_score_adj = true\n    stream_server_port = \"0\"\n\
+                 \x20   [plugins.\"io.containerd.grpc.v1.cri\".cni]\n      bin_dir = {cni_bin:?}\n      conf_dir = {cni_conf:?}\n"
+            );
+        }
+        let _ = write!(s, "  [plugins.\"io.containerd.internal.v1.opt\"]\n    path = {opt:?}\n");
+        s
+    }
+}
+
+/// A busybox-static rootfs as an OCI image layout tarball named `reference`,
+/// whose entry is `sleep` (so it also serves as the pause image).
+pub fn build_image(dir: &TempDir, rootfs: &Path, reference: &str) -> PathBuf {
+    build_image_with(dir, rootfs, reference, &["/bin/sleep", "2147483647"], "image")
+}
+
+/// An OCI image layout tarball of `rootfs` named `reference` with
+/// `entrypoint`, built in `dir/<name>*`.
+pub fn build_image_with(
+    dir: &TempDir,
+    rootfs: &Path,
+    reference: &str,
+    entrypoint: &[&str],
+    name: &str,
+) -> PathBuf {
+    let dir = &TempDir(dir.join(name));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let layout = dir.join("layout");
+    let blobs = layout.join("blobs/sha256");
+    std::fs::create_dir_all(&blobs).unwrap();
+    let blob = |path: &Path| -> (String, u64) {
+        let sum = ok(Command::new("sha256sum").arg(path));
+        let digest = sum.split_whitespace().next().unwrap().to_string();
+        let size = std::fs::metadata(path).unwrap().len();
+        std::fs::rename(path, blobs.join(&digest)).unwrap();
+        (format!("sha256:{digest}"), size)
+    };
+    let layer_tar = dir.join("layer.tar");
+    ok(Command::new("tar")
+        .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
+        .arg(rootfs)
+        .arg("-cf")
+        .arg(&layer_tar)
+        .arg("."));
+    let (layer, layer_size) = blob(&layer_tar);
+    let write_json = |name: &str, v: &Value| -> (String, u64) {
+        let p = dir.join(name);
+        std::fs::write(&p, serde_json::to_vec(v).unwrap()).unwrap();
+        blob(&p)
+    };
+    let config = json!({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Entrypoint": entrypoint, "Env": ["PATH=/bin"], "WorkingDir": "/"},
+        "rootfs": {"type": "layers", "diff_ids": [layer]},
+    });
+    let (config, config_size) = write_json("config.json", &config);
+    let manifest = json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config, "size": config_size},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer, "size": layer_size}],
+    });
+    let (manifest, manifest_size) = write_json("manifest.json", &manifest);
+    let index = json!({"schemaVersion": 2, "manifests": [{
+        "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": manifest, "size": manifest_size,
+        "platform": {"architecture": "amd64", "os": "linux"},
+        "annotations": {"io.containerd.image.name": reference, "org.opencontainers.image.ref.name": "latest"},
+    }]});
+    std::fs::write(layout.join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+    std::fs::write(layout.join("oci-layout"), br#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+    let tar = dir.0.with_extension("tar");
+    ok(Command::new("tar").arg("-C").arg(&layout).arg("-cf").arg(&tar).arg("."));
+    tar
+}
+
+// ------------------------------------------------------------- pods
+
+/// What a pod is started with.
+pub struct PodOpts<'a> {
+    /// The runtime handler; `None`: the one of the node's way in
+    /// (`oci-tmpfs`, its hook-mode twin, or containerd's default for NRI).
+    pub handler: Option<&'a str>,
+    pub annotations: &'a [(&'a str, &'a str)],
+    pub host_ipc: bool,
+    /// The node's pid namespace (the plugin's pod: hostPID).
+    pub host_pid: bool,
+    /// The pod's summed memory limit (sent as the sandbox's resources).
+    pub memory: u64,
+}
+
+impl Default for PodOpts<'_> {
+    fn default() -> Self {
+        PodOpts { handler: None, annotations: &[], host_ipc: false, host_pid: false, memory: GI }
+    }
+}
+
+/// A volume (kubelet's hostPath or emptyDir): CRI's `Mount`. `propagation`
+/// is `PROPAGATION_PRIVATE` or `PROPAGATION_BIDIRECTIONAL` (the host path
+/// must then be a shared mount).
+pub fn vol(container_path: &str, host_path: &Path, propagation: &str) -> Value {
+    json!({"container_path": container_path, "host_path": host_path, "propagation": propagation})
+}
+
+/// What a container is created with.
+pub struct CtrOpts<'a> {
+    pub name: &'a str,
+    pub readonly: bool,
+    pub memory: Option<u64>,
+    pub env: &'a [(&'a str, &'a str)],
+    /// The image reference; the node's busybox image when `None`.
+    pub image: Option<&'a str>,
+    /// CRI `Mount`s ([`vol`]).
+    pub mounts: &'a [Value],
+}
+
+impl<'a> CtrOpts<'a> {
+    /// A read-only container with a memory limit.
+    pub fn ro(name: &'a str, memory: u64) -> CtrOpts<'a> {
+        CtrOpts { name, readonly: true, memory: Some(memory), env: &[], image: None, mounts: &[] }
+    }
+}
+
+/// A pod sandbox: its id and the config it was run with (kubelet sends that
+/// config again with every CreateContainer).
+pub struct Pod {
+    pub id: String,
+    pub config: Value,
+    pub ipc: &'static str,
 }

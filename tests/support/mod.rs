@@ -1,18 +1,21 @@
 //! The harness every test binary shares: bundles and real runtime runs
 //! (`bundle`), mount tables (`mountinfo`), temporary directories and tree
 //! snapshots (`fs`), running commands (`process`), private daemons
-//! (`daemons`), the CRI client (`cri`), the kube node of the node suite
-//! (`kube`), and the lock for suites that watch the host (`host`). Root tests
+//! (`daemons`), the CRI client, containerd and pod options (`cri`), the CRI
+//! node and its report (`pods`), the pod cases written once (`cases`), the
+//! node suite's fake host (`kube`), and the lock for suites that watch the host (`host`). Root tests
 //! fail loudly without root or a runtime; they never skip.
 #![allow(dead_code, unreachable_pub)]
 
 pub mod bundle;
+pub mod cases;
 pub mod cri;
 pub mod daemons;
 pub mod fs;
 pub mod host;
 pub mod kube;
 pub mod mountinfo;
+pub mod pods;
 pub mod process;
 
 pub use bundle::*;

@@ -1,0 +1,910 @@
+//! A Kubernetes node for the pod suites (tests/runtimes/cri.rs through the
+//! RuntimeClass wrapper, tests/nri/ through the NRI plugin): a private mount
+//! namespace held by a `sleep`, with its own `/etc` (an overlay, so the host
+//! config at `/etc/oci-tmpfs-hook/` is the test's), a 64 MiB `/dev/shm`
+//! (the node's, which a `hostIPC` pod gets) and `/run` (runc's state, the
+//! shims' and NRI's sockets), a containerd in it with a private root, state,
+//! socket and config, restartable (case 9) and stopped by its pid, the
+//! busybox image imported, and kubelet's CRI calls. What a case saw is
+//! recorded in a [`Report`] (printed even when it passes) and checked all
+//! before failing, so a failing run still reports every size.
+//!
+//! The ways in ([`Way`]): a wrapper node registers two runtime handlers as
+//! `setup containerd` writes them, `oci-tmpfs` (the wrapper in spec mode,
+//! with `/etc/oci-tmpfs-hook/config.toml`) and `oci-tmpfs-hookmode` (the
+//! same wrapper in hook mode, through a script that names its own config
+//! `/etc/oci-tmpfs-hook/hook-mode.toml`), so both modes run in one
+//! containerd; an NRI node runs the plugin from the built binary in the
+//! node's namespace, dialling `/var/run/nri/nri.sock` as a DaemonSet's
+//! plugin does, with NRI at containerd 2.x's default (on).
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::cri::*;
+use super::*;
+
+/// The mount source the hook gives its tmpfs.
+pub const OURS: &str = "oci-tmpfs-hook";
+/// containerd's pod `/dev/shm` (hard-coded) and the node's `/dev/shm`.
+pub const SHM_64M: u64 = 64 * MI;
+pub const ANN_TMP: &str = "oci-tmpfs-hook/tmp-size";
+pub const ANN_SHM: &str = "oci-tmpfs-hook/shm-size";
+/// The script that shows what a container sees and whether it can write.
+pub const PROBE: &str = "cat /proc/self/mountinfo; \
+    touch /tmp/probe 2>/dev/null && echo TMP-WRITABLE; \
+    touch /dev/shm/probe 2>/dev/null && echo SHM-WRITABLE; true";
+
+/// How a pod's containers get our mounts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Way {
+    /// The RuntimeClass handler `oci-tmpfs`: the wrapper in spec mode.
+    Spec,
+    /// The handler `oci-tmpfs-hookmode`: the wrapper in hook mode.
+    Hook,
+    /// The NRI plugin (containerd 2.x).
+    Nri,
+}
+
+impl Way {
+    /// The wrapper's two modes, both served by one wrapper node.
+    pub const WRAPPER: [Way; 2] = [Way::Spec, Way::Hook];
+
+    /// The suite's name in what a case prints.
+    pub fn suite(self) -> &'static str {
+        match self {
+            Way::Spec | Way::Hook => "cri",
+            Way::Nri => "nri",
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Way::Spec => "wrapper mode spec",
+            Way::Hook => "wrapper mode hook",
+            Way::Nri => "NRI plugin",
+        }
+    }
+
+    /// The runtime handler a pod names (NRI: containerd's default, runc).
+    pub fn handler(self) -> &'static str {
+        match self {
+            Way::Spec => "oci-tmpfs",
+            Way::Hook => "oci-tmpfs-hookmode",
+            Way::Nri => "",
+        }
+    }
+
+    /// Added to pod names, so the two modes' pods on one node differ.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Way::Hook => "-hook",
+            Way::Spec | Way::Nri => "",
+        }
+    }
+
+    /// The host config this way reads, in the node's namespace.
+    pub fn config_file(self) -> &'static str {
+        match self {
+            Way::Spec | Way::Nri => "/etc/oci-tmpfs-hook/config.toml",
+            Way::Hook => "/etc/oci-tmpfs-hook/hook-mode.toml",
+        }
+    }
+
+    fn mode_line(self) -> &'static str {
+        match self {
+            Way::Spec => "mode = \"spec\"\n",
+            Way::Hook => "mode = \"hook\"\n",
+            Way::Nri => "",
+        }
+    }
+}
+
+/// How a node differs from the usual one.
+#[derive(Default)]
+pub struct NodeOpts {
+    /// containerd's `state` is a symlink to the real directory, so the pod
+    /// shm's path (`<state>/io.containerd.grpc.v1.cri/sandboxes/<id>/shm`)
+    /// has a symlinked parent.
+    pub symlinked_state: bool,
+}
+
+/// One node: a private mount namespace, a containerd in it, the images.
+pub struct Node {
+    pub dir: TempDir,
+    pub ctd: Containerd,
+    /// Holds the mount namespace: `sleep`, started by `unshare`.
+    pub holder: Child,
+    pub daemon: Option<Child>,
+    /// The NRI plugin, on an NRI node.
+    pub plugin: Option<Child>,
+    pub config: PathBuf,
+    pub sock: PathBuf,
+    pub image: String,
+    pub cgroup_top: String,
+    pub pods: Vec<String>,
+    pub case: String,
+    /// containerd's state dir, as its config names it.
+    pub state: PathBuf,
+    /// The hook binary that `config.json` names (the wrapper's, or the one
+    /// the plugin's adjustments name).
+    pub hook: PathBuf,
+    /// The way in of what the node does next: pods run with its handler.
+    pub way: Way,
+}
+
+/// The plugin's binary: `$OCI_TMPFS_HOOK_NRI_BIN` (the bench runs the
+/// static release build) or the tested one.
+pub fn plugin_bin() -> PathBuf {
+    std::env::var_os("OCI_TMPFS_HOOK_NRI_BIN").map_or_else(hook_bin, PathBuf::from)
+}
+
+impl Node {
+    /// A node with the wrapper's two handlers.
+    pub fn wrapper(case: &str) -> Node {
+        Node::start_with(case, Way::Spec, &NodeOpts::default())
+    }
+
+    /// A node with the NRI plugin registered.
+    pub fn nri(case: &str) -> Node {
+        Node::start_with(case, Way::Nri, &NodeOpts::default())
+    }
+
+    /// The ways into this node.
+    pub fn ways(&self) -> Vec<Way> {
+        match self.way {
+            Way::Nri => vec![Way::Nri],
+            Way::Spec | Way::Hook => Way::WRAPPER.to_vec(),
+        }
+    }
+
+    pub fn start_with(case: &str, way: Way, opts: &NodeOpts) -> Node {
+        require_root();
+        let ctd = Containerd::find();
+        let dir = TempDir::closed("cri");
+        for d in ["etc-up", "etc-work", "cni/bin", "cni/conf", "logs"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        let ready = dir.join("ns-ready");
+        let script = format!(
+            "set -e; mount -t tmpfs -o size=64m,nosuid,nodev,noexec,mode=1777 shm /dev/shm; \
+             mount -t overlay overlay -o lowerdir=/etc,upperdir={up},workdir={work} /etc; \
+             mount -t tmpfs -o mode=755 run /run; mkdir -p /etc/oci-tmpfs-hook; : > {ready}; exec sleep infinity",
+            up = dir.join("etc-up").display(),
+            work = dir.join("etc-work").display(),
+            ready = ready.display()
+        );
+        let holder = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "--", "sh", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(dir.join("ns.log")).unwrap())
+            .spawn()
+            .expect("unshare (util-linux)");
+        let reference = format!("docker.io/library/{}:latest", unique("busybox"));
+        let sock = dir.join("c.sock");
+        let config = dir.join("config.toml");
+        let hook = if way == Way::Nri { plugin_bin() } else { hook_bin() };
+        let mut node = Node {
+            state: dir.join("state"),
+            dir,
+            ctd,
+            holder,
+            daemon: None,
+            plugin: None,
+            config,
+            sock,
+            image: reference,
+            cgroup_top: unique("cri"),
+            pods: Vec::new(),
+            case: case.to_string(),
+            hook: hook.canonicalize().expect("the hook's binary"),
+            way,
+        };
+        if opts.symlinked_state {
+            std::fs::create_dir(node.dir.join("state-real")).unwrap();
+            std::os::unix::fs::symlink("state-real", &node.state).unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !ready.exists() {
+            if let Ok(Some(status)) = node.holder.try_wait() {
+                panic!("the mount namespace setup failed ({status}): {}", node.read("ns.log"));
+            }
+            assert!(Instant::now() < deadline, "the mount namespace was not ready within 20s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        node.host_config("");
+        std::fs::write(&node.config, node.ctd.base_config(&node.dir, &node.state, &node.image)).unwrap();
+        if way == Way::Nri {
+            // containerd's own config: paths only, NRI left at its default (on).
+            assert!(
+                node.ctd.major >= 2,
+                "the NRI suite needs containerd 2.x (NRI on by default), found {}",
+                node.ctd.version
+            );
+        } else {
+            node.register_handlers();
+        }
+        node.start_daemon();
+        if way == Way::Nri {
+            node.start_plugin();
+        }
+        let runc = ok(Command::new("runc").arg("--version"));
+        say(&format!(
+            "{} {case}: containerd {} ({}), config version {}, {}",
+            way.suite(),
+            node.ctd.version,
+            node.ctd.bin.display(),
+            node.ctd.config_version(),
+            runc.lines().next().unwrap_or("runc ?")
+        ));
+        let rootfs = Bundle::new("cri-rootfs");
+        let tar = build_image(&node.dir, &rootfs.rootfs(), &node.image);
+        ok(node.ctr().args(["images", "import"]).arg(&tar));
+        node
+    }
+
+    /// The handlers, as a platform engineer registers one: `setup
+    /// containerd` writes `oci-tmpfs`; its hook-mode twin is the same
+    /// entries under another name, whose binary is a script that names the
+    /// hook-mode config (`OCI_TMPFS_HOOK_CONFIG`) and execs the wrapper.
+    fn register_handlers(&self) {
+        let wrapper = self.dir.join("oci-tmpfs-runtime");
+        std::os::unix::fs::symlink(hook_bin(), &wrapper).unwrap();
+        let mut setup = Command::new(hook_bin());
+        setup.args(["setup", "containerd", "--containerd-config"]).arg(&self.config);
+        setup.arg("--hook-path").arg(hook_bin()).arg("--runtime-path").arg(&wrapper);
+        ok(&mut setup);
+        let twin = self.dir.join("oci-tmpfs-runtime-hookmode");
+        let script = format!(
+            "#!/bin/sh\nOCI_TMPFS_HOOK_CONFIG={} exec {} \"$@\"\n",
+            Way::Hook.config_file(),
+            wrapper.display()
+        );
+        std::fs::write(&twin, script).unwrap();
+        std::fs::set_permissions(&twin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let written = std::fs::read_to_string(&self.config).unwrap();
+        let start = written
+            .find(".runtimes.oci-tmpfs]")
+            .and_then(|i| written[..i].rfind('['))
+            .expect("setup containerd wrote the oci-tmpfs runtime");
+        // Its tables end at the first line after the options' header that
+        // is another header, a comment or empty.
+        let options = start + written[start..].find(".runtimes.oci-tmpfs.options]").expect("its options");
+        let mut end = options + written[options..].find('\n').map_or(written.len() - options, |i| i + 1);
+        while end < written.len() {
+            let line = written[end..].lines().next().unwrap_or("");
+            let t = line.trim_start();
+            if t.is_empty() || t.starts_with('[') || t.starts_with('#') {
+                break;
+            }
+            end += line.len() + 1;
+        }
+        let binary = format!("BinaryName = {:?}", wrapper.display().to_string());
+        let entries = written[start..end.min(written.len())]
+            .replace(".runtimes.oci-tmpfs]", ".runtimes.oci-tmpfs-hookmode]")
+            .replace(".runtimes.oci-tmpfs.options]", ".runtimes.oci-tmpfs-hookmode.options]")
+            .replace(&binary, &format!("BinaryName = {:?}", twin.display().to_string()));
+        assert!(entries.contains("oci-tmpfs-runtime-hookmode"), "the twin's entries: {entries}");
+        std::fs::write(&self.config, format!("{written}\n{entries}")).unwrap();
+    }
+
+    pub fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join(name)).unwrap_or_default()
+    }
+
+    /// The namespace's view of `path` (its `/etc`, `/dev/shm`).
+    pub fn ns_path(&self, path: &str) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/root{path}", self.holder.id()))
+    }
+
+    /// Writes `toml` as the host config of every way into this node: the
+    /// one the plugin reads, or those the two handlers' wrappers (and the
+    /// hook they add) read, each with its `mode`.
+    pub fn host_config(&self, toml: &str) {
+        for way in self.ways() {
+            let path = self.ns_path(way.config_file());
+            let text = format!("{}{toml}", way.mode_line());
+            std::fs::write(&path, text).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        }
+    }
+
+    /// The final `config.json` of container `id`, as the runtime got it.
+    pub fn final_config(&self, id: &str) -> Result<Value, String> {
+        let path = self.state.join("io.containerd.runtime.v2.task/k8s.io").join(id).join("config.json");
+        let text = std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        serde_json::from_slice(&text).map_err(|e| e.to_string())
+    }
+
+    /// Whether the final `config.json` of container `id` runs our hook.
+    pub fn runs_our_hook(&self, id: &str) -> Result<bool, String> {
+        let config = self.final_config(id)?;
+        let ours = self.hook.display().to_string();
+        let hooks = config["hooks"].as_object().into_iter().flat_map(|h| h.values());
+        Ok(hooks.filter_map(Value::as_array).flatten().any(|h| h["path"] == ours.as_str()))
+    }
+
+    pub fn ctr(&self) -> Command {
+        let mut c = Command::new(&self.ctd.ctr);
+        c.arg("--address").arg(&self.sock).args(["--namespace", "k8s.io"]);
+        c
+    }
+
+    /// Starts containerd in the node's mount namespace and waits for CRI.
+    pub fn start_daemon(&mut self) {
+        let log = File::options().create(true).append(true).open(self.dir.join("containerd.log")).unwrap();
+        let child = Command::new("nsenter")
+            .arg(format!("--mount=/proc/{}/ns/mnt", self.holder.id()))
+            .arg("--")
+            .arg(&self.ctd.bin)
+            .arg("--config")
+            .arg(&self.config)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("nsenter (util-linux)");
+        self.daemon = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(Ok(Some(status))) = self.daemon.as_mut().map(Child::try_wait) {
+                panic!("containerd exited ({status}):\n{}", self.read("containerd.log"));
+            }
+            if self.sock.exists() {
+                if let Ok(status) = self.cri("Status", json!({})) {
+                    let conditions = status["status"]["conditions"].as_array().cloned().unwrap_or_default();
+                    if conditions.iter().any(|c| c["type"] == "RuntimeReady" && c["status"] == true) {
+                        return;
+                    }
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "containerd's CRI not ready in 60s:\n{}",
+                self.read("containerd.log")
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Stops containerd by its pid (SIGTERM; the shims and pods keep running).
+    pub fn stop_daemon(&mut self) {
+        use rustix::process::{kill_process, Pid, Signal};
+        let Some(mut child) = self.daemon.take() else { return };
+        if let Some(pid) = Pid::from_raw(child.id() as i32) {
+            let _ = kill_process(pid, Signal::TERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !matches!(child.try_wait(), Ok(Some(_))) {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn restart_daemon(&mut self) {
+        self.stop_daemon();
+        self.start_daemon();
+    }
+
+    /// One CRI call: the response, or the gRPC error as "CODE: details".
+    pub fn cri(&self, method: &str, request: Value) -> Result<Value, String> {
+        let mut cmd = cri_command();
+        cmd.arg(cri_script()).arg("--socket").arg(&self.sock).args(["--timeout", "100", method]);
+        // No panic here: the cleanup in Drop calls this too.
+        let Some(out) = run_with_stdin(&mut cmd, serde_json::to_vec(&request).unwrap(), TIMEOUT) else {
+            return Err(format!("{method}: cri.py timed out after {TIMEOUT:?}"));
+        };
+        let answer: Value = match serde_json::from_slice(&out.stdout) {
+            Ok(v) => v,
+            Err(e) => {
+                return Err(format!(
+                    "{method}: cri.py gave no JSON ({e}): {:?}\nstdout: {}\nstderr: {}",
+                    out.status,
+                    text(&out.stdout),
+                    text(&out.stderr)
+                ))
+            }
+        };
+        if answer["ok"] == true {
+            Ok(answer["response"].clone())
+        } else {
+            Err(format!(
+                "{method}: {}: {}",
+                answer["code"].as_str().unwrap_or("?"),
+                answer["details"].as_str().unwrap_or("")
+            ))
+        }
+    }
+
+    /// RunPodSandbox as kubelet sends it for a host-network pod.
+    /// The pod's name is `name` with the way's suffix (`-hook` in hook mode),
+    /// its handler `opts.handler` or the way's.
+    pub fn run_pod(&mut self, name: &str, opts: &PodOpts) -> Result<Pod, String> {
+        let name = &format!("{name}{}", self.way.suffix());
+        let handler = opts.handler.unwrap_or(self.way.handler());
+        let uid = unique("uid");
+        let pid = if opts.host_pid { "NODE" } else { "CONTAINER" };
+        let ipc = if opts.host_ipc { "NODE" } else { "POD" };
+        let logs = self.dir.join("logs").join(&uid);
+        std::fs::create_dir_all(&logs).unwrap();
+        let annotations: serde_json::Map<String, Value> =
+            opts.annotations.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+        let config = json!({
+            "metadata": {"name": name, "uid": uid, "namespace": "default", "attempt": 0},
+            "hostname": "",
+            "log_directory": logs,
+            "dns_config": {},
+            "labels": {"io.kubernetes.pod.name": name, "io.kubernetes.pod.namespace": "default", "io.kubernetes.pod.uid": uid},
+            "annotations": annotations,
+            "linux": {
+                "cgroup_parent": format!("/{}/pod{uid}", self.cgroup_top),
+                "security_context": {"namespace_options": {"network": "NODE", "pid": pid, "ipc": ipc}},
+                "resources": {"memory_limit_in_bytes": opts.memory, "cpu_period": 100000, "cpu_shares": 2},
+            },
+        });
+        let r = self.cri("RunPodSandbox", json!({"config": config, "runtime_handler": handler}))?;
+        let id = r["pod_sandbox_id"].as_str().expect("pod_sandbox_id").to_string();
+        self.pods.push(id.clone());
+        Ok(Pod { id, config, ipc })
+    }
+
+    /// CreateContainer + StartContainer; the container id.
+    pub fn start_container(&self, pod: &Pod, c: &CtrOpts) -> Result<String, String> {
+        let id = self.create_container(pod, c)?;
+        self.cri("StartContainer", json!({"container_id": id}))?;
+        Ok(id)
+    }
+
+    /// CreateContainer; the container id.
+    pub fn create_container(&self, pod: &Pod, c: &CtrOpts) -> Result<String, String> {
+        let r = self.cri("CreateContainer", self.container_request(pod, c))?;
+        Ok(r["container_id"].as_str().expect("container_id").to_string())
+    }
+
+    /// The CreateContainer request kubelet sends for `c` in `pod`.
+    pub fn container_request(&self, pod: &Pod, c: &CtrOpts) -> Value {
+        let envs: Vec<Value> = c.env.iter().map(|(k, v)| json!({"key": k, "value": v})).collect();
+        let mut resources = json!({"cpu_period": 100000, "cpu_shares": 2});
+        if let Some(m) = c.memory {
+            resources["memory_limit_in_bytes"] = json!(m);
+            // kubelet's Burstable score for a memory request of `m`.
+            let info = rustix::system::sysinfo();
+            let ram = (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)));
+            resources["oom_score_adj"] = json!((1000 - (1000 * m / ram.max(1)) as i64).clamp(2, 999));
+        }
+        let config = json!({
+            "metadata": {"name": c.name, "attempt": 0},
+            "image": {"image": c.image.unwrap_or(&self.image)},
+            "command": ["sleep", "100000"],
+            "envs": envs,
+            "mounts": c.mounts,
+            "labels": {"io.kubernetes.container.name": c.name},
+            "log_path": format!("{}/0.log", c.name),
+            "linux": {
+                "resources": resources,
+                "security_context": {
+                    "readonly_rootfs": c.readonly,
+                    "namespace_options": {"network": "NODE", "pid": "CONTAINER", "ipc": pod.ipc},
+                },
+            },
+        });
+        json!({"pod_sandbox_id": pod.id, "config": config, "sandbox_config": pod.config})
+    }
+
+    /// ExecSync: (exit code, stdout, stderr).
+    pub fn exec(&self, id: &str, cmd: &[&str]) -> Result<(i64, String, String), String> {
+        let r = self.cri("ExecSync", json!({"container_id": id, "cmd": cmd, "timeout": 100}))?;
+        let out = |k: &str| r[k].as_str().unwrap_or("").to_string();
+        Ok((r["exit_code"].as_i64().unwrap_or(-1), out("stdout"), out("stderr")))
+    }
+
+    /// What a container sees: PROBE's output.
+    pub fn probe(&self, id: &str) -> Result<String, String> {
+        self.exec(id, &["sh", "-c", PROBE]).map(|(_, out, _)| out)
+    }
+
+    /// ContainerStatus (verbose): the status and the parsed info.
+    pub fn status(&self, id: &str) -> Result<(Value, Value), String> {
+        let r = self.cri("ContainerStatus", json!({"container_id": id, "verbose": true}))?;
+        let info =
+            r["info"]["info"].as_str().and_then(|s| serde_json::from_str(s).ok()).unwrap_or(Value::Null);
+        Ok((r["status"].clone(), info))
+    }
+
+    /// The host pid of the pod's sandbox (pause) process.
+    pub fn sandbox_pid(&self, pod: &Pod) -> Result<u32, String> {
+        let r = self.cri("PodSandboxStatus", json!({"pod_sandbox_id": pod.id, "verbose": true}))?;
+        let info: Value =
+            r["info"]["info"].as_str().and_then(|s| serde_json::from_str(s).ok()).unwrap_or(Value::Null);
+        info["pid"].as_u64().map(|p| p as u32).ok_or_else(|| format!("no pid in the sandbox info: {r}"))
+    }
+
+    /// StopContainer + RemoveContainer, then StopPodSandbox + RemovePodSandbox.
+    pub fn teardown(&mut self, pod: &Pod, containers: &[&str]) -> Result<(), String> {
+        for id in containers {
+            self.cri("StopContainer", json!({"container_id": id, "timeout": 1}))?;
+            self.cri("RemoveContainer", json!({"container_id": id}))?;
+        }
+        self.cri("StopPodSandbox", json!({"pod_sandbox_id": pod.id}))?;
+        self.cri("RemovePodSandbox", json!({"pod_sandbox_id": pod.id}))?;
+        self.pods.retain(|p| *p != pod.id);
+        Ok(())
+    }
+
+    /// The memory cgroup's OOM-kill count of a container (cgroup v1 or v2).
+    pub fn oom_kills(&self, pod: &Pod, id: &str) -> Option<u64> {
+        let parent = pod.config["linux"]["cgroup_parent"].as_str()?;
+        [
+            (format!("/sys/fs/cgroup/memory{parent}/{id}/memory.oom_control"), "oom_kill "),
+            (format!("/sys/fs/cgroup{parent}/{id}/memory.events"), "oom_kill "),
+        ]
+        .iter()
+        .find_map(|(file, key)| {
+            let t = std::fs::read_to_string(file).ok()?;
+            t.lines().find_map(|l| l.strip_prefix(key)).and_then(|n| n.trim().parse().ok())
+        })
+    }
+
+    /// Kills by pid, after containerd, what is left of this node: processes
+    /// in its mount namespace (shims) and in its cgroups (containers).
+    pub fn kill_leftovers(&self) {
+        use rustix::process::{kill_process, Pid, Signal};
+        let kill = |pid: i32| {
+            if let Some(p) = Pid::from_raw(pid) {
+                let _ = kill_process(p, Signal::KILL);
+            }
+        };
+        let holder = self.holder.id() as i32;
+        let ns = std::fs::read_link(format!("/proc/{holder}/ns/mnt")).ok();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+            if pid != holder && ns.is_some() && std::fs::read_link(entry.path().join("ns/mnt")).ok() == ns {
+                kill(pid);
+            }
+        }
+        let mut dirs = Vec::new();
+        for h in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
+            collect_dirs(&h.path().join(&self.cgroup_top), &mut dirs);
+        }
+        collect_dirs(&Path::new("/sys/fs/cgroup").join(&self.cgroup_top), &mut dirs);
+        for d in &dirs {
+            for pid in std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default().lines() {
+                if let Ok(pid) = pid.trim().parse() {
+                    kill(pid);
+                }
+            }
+        }
+        // Deepest first; a cgroup empties shortly after its last process dies.
+        for _ in 0..50 {
+            dirs.retain(|d| std::fs::remove_dir(d).is_err() && d.exists());
+            if dirs.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// How many times the plugin has registered, from its log.
+    pub fn registrations(&self) -> usize {
+        self.read("plugin.log").lines().filter(|l| l.contains("nri: registered as")).count()
+    }
+
+    /// Starts the plugin in the node's mount namespace and waits until it
+    /// has registered (one more time than before).
+    pub fn start_plugin(&mut self) {
+        self.start_plugin_with(&[]);
+    }
+
+    /// [`Node::start_plugin`] with `args` after `nri --socket ...`.
+    pub fn start_plugin_with(&mut self, args: &[String]) {
+        let before = self.registrations();
+        let log = File::options().create(true).append(true).open(self.dir.join("plugin.log")).unwrap();
+        let child = Command::new("nsenter")
+            .arg(format!("--mount=/proc/{}/ns/mnt", self.holder.id()))
+            .arg("--")
+            .arg(plugin_bin())
+            .args(["nri", "--socket", "/var/run/nri/nri.sock"])
+            .args(args)
+            .env("OCI_TMPFS_HOOK_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("nsenter (util-linux)");
+        self.plugin = Some(child);
+        self.wait_registered(before + 1);
+    }
+
+    /// Waits up to 10 s for the plugin's `n`th registration.
+    pub fn wait_registered(&mut self, n: usize) -> Duration {
+        let t0 = Instant::now();
+        while self.registrations() < n {
+            if let Some(Ok(Some(status))) = self.plugin.as_mut().map(Child::try_wait) {
+                panic!("the plugin exited ({status}):\n{}", self.read("plugin.log"));
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "the plugin did not register within 10s:\n{}",
+                self.read("plugin.log")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        t0.elapsed()
+    }
+
+    /// Stops the plugin by its pid (SIGTERM).
+    pub fn stop_plugin(&mut self) {
+        use rustix::process::{kill_process, Pid, Signal};
+        let Some(mut child) = self.plugin.take() else { return };
+        if let Some(pid) = Pid::from_raw(child.id() as i32) {
+            let _ = kill_process(pid, Signal::TERM);
+        }
+        if wait_status(&mut child, Duration::from_secs(10)).is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// `dir` and every directory under it, deepest first.
+pub fn collect_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
+    if !dir.is_dir() {
+        return;
+    }
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            collect_dirs(&e.path(), out);
+        }
+    }
+    out.push(dir.to_path_buf());
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        use rustix::process::{kill_process, Pid, Signal};
+        // A host config the wrapper refuses would fail every runc call.
+        for way in self.ways() {
+            let _ = std::fs::write(self.ns_path(way.config_file()), way.mode_line());
+        }
+        if self.daemon.is_some() {
+            for id in std::mem::take(&mut self.pods) {
+                let _ = self.cri("StopPodSandbox", json!({"pod_sandbox_id": id}));
+                let _ = self.cri("RemovePodSandbox", json!({"pod_sandbox_id": id}));
+            }
+        }
+        self.stop_daemon();
+        self.stop_plugin();
+        self.kill_leftovers();
+        if let Some(pid) = Pid::from_raw(self.holder.id() as i32) {
+            let _ = kill_process(pid, Signal::KILL);
+        }
+        let _ = self.holder.wait();
+        if std::thread::panicking() {
+            let log = self.read("containerd.log");
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            let suite = self.way.suite();
+            say(&format!("{suite} {}: containerd log (last 40 lines):\n{}", self.case, tail.join("\n")));
+            if self.way == Way::Nri {
+                say(&format!("{suite} {}: plugin log:\n{}", self.case, self.read("plugin.log")));
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------- checking
+
+/// What one case saw and which of its checks failed.
+pub struct Report {
+    /// `cri CASE` or `nri CASE`, and the way in, once one is set.
+    label: String,
+    case: String,
+    failures: Vec<String>,
+}
+
+impl Report {
+    pub fn new(node: &Node) -> Report {
+        let case = format!("{} {}", node.way.suite(), node.case);
+        Report { label: case.clone(), case, failures: Vec::new() }
+    }
+
+    /// A report of `suite`'s `case` (for a case that runs one way only).
+    pub fn of(suite: &str, case: &str) -> Report {
+        let case = format!("{suite} {case}");
+        Report { label: case.clone(), case, failures: Vec::new() }
+    }
+
+    /// What follows is through `way`.
+    pub fn way(&mut self, way: Way) {
+        self.label = format!("{} ({})", self.case, way.label());
+    }
+
+    pub fn seen(&self, what: &str, value: impl std::fmt::Display) {
+        say(&format!("{}: {what}: {value}", self.label));
+    }
+
+    pub fn check(&mut self, ok: bool, what: impl Into<String>) {
+        if !ok {
+            let what = what.into();
+            say(&format!("{}: FAILED: {what}", self.label));
+            self.failures.push(format!("{}: {what}", self.label));
+        }
+    }
+
+    /// A step that has to work for the rest to mean anything.
+    pub fn step<T>(&mut self, what: &str, r: Result<T, String>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.check(false, format!("{what}: {e}"));
+                None
+            }
+        }
+    }
+
+    /// Checks a container's `/tmp` (ours, `tmp` bytes, nosuid/nodev,
+    /// writable) and `/dev/shm` (`shm` bytes, writable) from PROBE's output.
+    pub fn served(&mut self, what: &str, probe: &str, tmp: u64, shm: u64) {
+        let mounts = parse_mountinfo(probe);
+        let t = mount_at(&mounts, "/tmp");
+        let s = mount_at(&mounts, "/dev/shm");
+        self.seen(
+            what,
+            format!(
+                "/tmp {} (source {}), /dev/shm {}, tmp {}, shm {}",
+                sz(t.and_then(MountInfo::size)),
+                t.map_or("-", |m| m.source.as_str()),
+                sz(s.and_then(MountInfo::size)),
+                if probe.contains("TMP-WRITABLE") { "writable" } else { "NOT writable" },
+                if probe.contains("SHM-WRITABLE") { "writable" } else { "NOT writable" },
+            ),
+        );
+        self.check(
+            t.is_some_and(|t| t.source == OURS && t.fstype == "tmpfs"),
+            format!("{what}: /tmp is not our tmpfs: {t:?}"),
+        );
+        self.check(
+            t.and_then(MountInfo::size) == Some(tmp),
+            format!("{what}: /tmp is {}, want {}", sz(t.and_then(MountInfo::size)), sz(Some(tmp))),
+        );
+        self.check(
+            t.is_some_and(|t| t.has("nosuid") && t.has("nodev") && t.has("rw")),
+            format!("{what}: /tmp options: {t:?}"),
+        );
+        self.check(probe.contains("TMP-WRITABLE"), format!("{what}: /tmp is not writable"));
+        self.check(
+            s.and_then(MountInfo::size) == Some(shm),
+            format!("{what}: /dev/shm is {}, want {}", sz(s.and_then(MountInfo::size)), sz(Some(shm))),
+        );
+        self.check(probe.contains("SHM-WRITABLE"), format!("{what}: /dev/shm is not writable"));
+    }
+
+    /// Checks that nothing of ours is mounted and `/dev/shm` is `shm` bytes.
+    pub fn untouched(&mut self, what: &str, mountinfo: &str, shm: u64) {
+        let mounts = parse_mountinfo(mountinfo);
+        let ours: Vec<&MountInfo> = mounts.iter().filter(|m| m.source == OURS).collect();
+        let s = mount_at(&mounts, "/dev/shm").and_then(MountInfo::size);
+        let tmp = mount_at(&mounts, "/tmp").map(|m| format!("{} {}", m.fstype, sz(m.size())));
+        self.seen(
+            what,
+            format!(
+                "mounts of ours: {:?}, /tmp mount: {}, /dev/shm {}",
+                ours.iter().map(|m| format!("{} {}", m.mount_point, sz(m.size()))).collect::<Vec<_>>(),
+                tmp.as_deref().unwrap_or("none"),
+                sz(s)
+            ),
+        );
+        self.check(!mounts.is_empty(), format!("{what}: no mount table"));
+        self.check(ours.is_empty(), format!("{what}: the hook mounted {ours:?}"));
+        self.check(s == Some(shm), format!("{what}: /dev/shm is {}, want {}", sz(s), sz(Some(shm))));
+    }
+
+    /// Checks the executor in container `id`'s final `config.json`, for the
+    /// node's way in: through the wrapper (`served`: our hook there in hook
+    /// mode, and in spec mode on a runc before 1.1.8, which gets the temp
+    /// targets through the hook: docs/design.md#runtimes), or NRI.
+    pub fn executor(&mut self, node: &Node, id: &str, served: bool) {
+        match node.way {
+            Way::Nri => self.plugin_executor(node, id, served),
+            // A container we do not serve may still have the hook (it then does nothing).
+            Way::Spec | Way::Hook if !served => {}
+            Way::Spec | Way::Hook => {
+                let Some(hooked) = self.step("the final config.json", node.runs_our_hook(id)) else { return };
+                let want = node.way == Way::Hook || runc_before_1_1_8(Runtime::Runc);
+                self.seen("executor", format!("{}: our hook in config.json: {hooked}", node.way.label()));
+                self.check(
+                    hooked == want,
+                    format!(
+                        "{}, runc {:?}: our hook in config.json is {hooked}",
+                        node.way.label(),
+                        runtime_version(Runtime::Runc)
+                    ),
+                );
+            }
+        }
+    }
+
+    /// The NRI plugin's executor: never a mount of ours in `config.json`
+    /// (the plugin writes no path-resolved mount), and our hook at
+    /// createRuntime (`node.hook` with PATH in its environment) iff
+    /// `hooked`, at no other stage.
+    fn plugin_executor(&mut self, node: &Node, id: &str, hooked: bool) {
+        let Some(config) = self.step("the final config.json", node.final_config(id)) else { return };
+        let ours: Vec<&Value> = config["mounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["source"] == OURS || m["type"] == "tmpfs" && m["destination"] == "/tmp")
+            .collect();
+        self.check(ours.is_empty(), format!("{id}: mounts of ours in config.json: {ours:?}"));
+        let hooks = config["hooks"].as_object().cloned().unwrap_or_default();
+        let path = node.hook.display().to_string();
+        let mut at: Vec<String> = Vec::new();
+        for (stage, list) in &hooks {
+            for h in list.as_array().into_iter().flatten() {
+                if h["path"] == path.as_str() || h["args"][1] == "hook" {
+                    at.push(stage.clone());
+                    if stage == "createRuntime" {
+                        let args: Vec<&str> =
+                            h["args"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+                        self.check(
+                            h["path"] == path.as_str()
+                                && args[..4] == ["oci-tmpfs-hook", "hook", "--stage", "createRuntime"],
+                            format!("{id}: our hook entry: {h}"),
+                        );
+                        self.check(
+                            h["env"].as_array().is_some_and(|e| {
+                                e.iter().any(|v| v.as_str().is_some_and(|v| v.starts_with("PATH=")))
+                            }),
+                            format!("{id}: our hook has no PATH: {h}"),
+                        );
+                    }
+                }
+            }
+        }
+        self.seen("executor", format!("our hook in config.json at {at:?}, mounts of ours {}", ours.len()));
+        let want: Vec<String> = if hooked { vec!["createRuntime".into()] } else { Vec::new() };
+        self.check(at == want, format!("{id}: our hook at {at:?}, want {want:?}"));
+    }
+
+    /// Checks the read-only signal in containerd's real request for `who`
+    /// (the plugin's debug line): both files bound `ro` iff `readonly`.
+    pub fn signal(&mut self, node: &Node, who: &str, readonly: bool) {
+        let log = node.read("plugin.log");
+        let line = log.lines().find(|l| l.contains(&format!("nri: {who}: read-only root:"))).unwrap_or("");
+        self.seen("containerd's request", line.split("read-only root: ").nth(1).unwrap_or("(no line)"));
+        let want = if readonly { "ro]" } else { "rw]" };
+        for file in ["/etc/hostname [", "/etc/resolv.conf ["] {
+            let bound = line.split("; ").find(|p| p.contains(file)).unwrap_or("");
+            self.check(
+                bound.ends_with(want) || bound.contains(&format!(",{want}")),
+                format!("{who}: {file}...] not {want} in: {line}"),
+            );
+        }
+        self.check(
+            line.contains(&format!("read-only root: {readonly}")),
+            format!("{who}: read-only root is not {readonly}: {line}"),
+        );
+    }
+
+    pub fn finish(self) {
+        say(&format!(
+            "{}: {}",
+            self.case,
+            if self.failures.is_empty() {
+                "PASS".to_string()
+            } else {
+                format!("{} checks failed", self.failures.len())
+            }
+        ));
+        assert!(self.failures.is_empty(), "{}:\n  {}", self.case, self.failures.join("\n  "));
+    }
+}
