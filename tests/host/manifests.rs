@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::support::kube::kubernetes_python as python;
+use crate::support::kube::{kubernetes_python as python, validate_manifests};
 use crate::support::*;
 
 const DIR: &str = "deploy/kubernetes/runtimeclass";
@@ -35,31 +35,7 @@ fn runtimeclass_manifests_validate_on_oldest_and_newest_kubernetes() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(DIR);
     let py = python();
     let resources = kustomized(&dir);
-    let mut yamls: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".yaml") && n != "kustomization.yaml")
-        .collect();
-    yamls.sort();
-    let mut listed = resources.clone();
-    listed.sort();
-    assert_eq!(listed, yamls, "the kustomization lists every manifest");
-
-    let versions = ok(Command::new(&py).args([
-        "-c",
-        "import kubernetes_validate.utils as u\n\
-         v = sorted(set(u.all_versions()), key=lambda s: tuple(map(int, s.split('.'))))\n\
-         print(v[0], v[-1])",
-    ]));
-    let versions: Vec<&str> = versions.split_whitespace().collect();
-    assert_eq!(versions.len(), 2, "{versions:?}");
-    for k in &versions {
-        let out = ok(Command::new(&py)
-            .args(["-m", "kubernetes_validate", "--strict", "-k", k])
-            .args(resources.iter().map(|r| dir.join(r))));
-        eprintln!("manifests: kubernetes {k}:\n{out}");
-        assert_eq!(out.matches(" passed for resource ").count(), resources.len(), "{out}");
-    }
+    validate_manifests("manifests", &dir, &resources);
 
     // The DaemonSet's args parse (exit 1 for the missing host root, not 2 for usage).
     let args = ok(Command::new(&py).arg("-c").arg(format!(

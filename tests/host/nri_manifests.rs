@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::kube::kubernetes_python as python;
+use crate::support::kube::{kubernetes_python as python, validate_manifests};
 use crate::support::*;
 
 const DIR: &str = "deploy/kubernetes";
@@ -29,35 +29,13 @@ fn nri_manifests_validate_on_oldest_and_newest_kubernetes() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(DIR);
     let py = python();
     let kustomization = load(&py, &dir.join("kustomization.yaml"));
-    let mut resources: Vec<String> = kustomization["resources"]
+    let resources: Vec<String> = kustomization["resources"]
         .as_array()
         .unwrap()
         .iter()
         .map(|r| r.as_str().unwrap().to_string())
         .collect();
-    resources.sort();
-    let mut yamls: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".yaml") && n != "kustomization.yaml")
-        .collect();
-    yamls.sort();
-    assert_eq!(resources, yamls, "the kustomization lists every manifest");
-    let versions = ok(Command::new(&py).args([
-        "-c",
-        "import kubernetes_validate.utils as u\n\
-         v = sorted(set(u.all_versions()), key=lambda s: tuple(map(int, s.split('.'))))\n\
-         print(v[0], v[-1])",
-    ]));
-    let versions: Vec<&str> = versions.split_whitespace().collect();
-    assert_eq!(versions.len(), 2, "{versions:?}");
-    for k in &versions {
-        let out = ok(Command::new(&py)
-            .args(["-m", "kubernetes_validate", "--strict", "-k", k])
-            .args(resources.iter().map(|r| dir.join(r))));
-        eprintln!("nri manifests: kubernetes {k}:\n{out}");
-        assert_eq!(out.matches(" passed for resource ").count(), resources.len(), "{out}");
-    }
+    validate_manifests("nri manifests", &dir, &resources);
 }
 
 #[test]

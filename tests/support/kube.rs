@@ -447,8 +447,44 @@ pub fn check_case1(probe: &str) -> Vec<String> {
     bad
 }
 
-/// The python of tests/env/kubernetes-validate.sh (kubernetes-validate, in a venv made once).
+/// The python of tests/env/kubernetes-validate.sh (kubernetes-validate, in
+/// a venv made once), asked once per process.
 pub fn kubernetes_python() -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/env/kubernetes-validate.sh");
-    PathBuf::from(ok(&mut Command::new(script)).trim())
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/env/kubernetes-validate.sh");
+        PathBuf::from(ok(&mut Command::new(script)).trim())
+    })
+    .clone()
+}
+
+/// Checks that `resources` (a kustomization's list) names every manifest in
+/// `dir`, and that `kubernetes-validate --strict` passes each of them for the
+/// oldest and the newest Kubernetes it knows (offline schemas).
+pub fn validate_manifests(what: &str, dir: &Path, resources: &[String]) {
+    let py = kubernetes_python();
+    let mut yamls: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".yaml") && n != "kustomization.yaml")
+        .collect();
+    yamls.sort();
+    let mut listed = resources.to_vec();
+    listed.sort();
+    assert_eq!(listed, yamls, "the kustomization lists every manifest");
+    let versions = ok(Command::new(&py).args([
+        "-c",
+        "import kubernetes_validate.utils as u\n\
+         v = sorted(set(u.all_versions()), key=lambda s: tuple(map(int, s.split('.'))))\n\
+         print(v[0], v[-1])",
+    ]));
+    let versions: Vec<&str> = versions.split_whitespace().collect();
+    assert_eq!(versions.len(), 2, "{versions:?}");
+    for k in &versions {
+        let out = ok(Command::new(&py)
+            .args(["-m", "kubernetes_validate", "--strict", "-k", k])
+            .args(resources.iter().map(|r| dir.join(r))));
+        eprintln!("{what}: kubernetes {k}:\n{out}");
+        assert_eq!(out.matches(" passed for resource ").count(), resources.len(), "{out}");
+    }
 }
