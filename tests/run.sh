@@ -57,11 +57,11 @@ if [[ ,$envs, == *,bookworm,* ]]; then
   echo "== environment bookworm: $(tests/env/versions.sh)"
   # --no-fail-fast: every suite runs and counts, as in sid.
   cargo test --locked --no-fail-fast "$@" 2>&1 | tee -a "$log" || status=$?
-  # The wrapper's other executor: the suites that go through the wrapper
-  # (Docker, containerd, the CRI API) again with mode = "hook".
+  # The wrapper's other executor: Docker and containerd through the wrapper
+  # again with mode = "hook" (the CRI suite runs both modes in each node).
   echo "== environment bookworm, wrapper mode hook"
   OCI_TMPFS_TEST_WRAPPER_MODE=hook cargo test --locked --no-fail-fast --test runtimes -- \
-    cri:: engines::docker_and_containerd 2>&1 | tee -a "$log" || status=$?
+    engines::docker_and_containerd 2>&1 | tee -a "$log" || status=$?
   took "environment bookworm" "$t0"
 fi
 
@@ -92,10 +92,10 @@ if [[ ,$envs, == *,sid,* ]]; then
     echo "     Running sid ${bin##*/}"
     tests/env/sid.sh run -- bash -c "$in_project" bash "$PWD" "$bin" "${test_args[@]}" 2>&1 \
       | tee -a "$log" || status=1
-    # The wrapper suites again with mode = "hook", as in bookworm.
+    # Docker and containerd through the wrapper again with mode = "hook", as in bookworm.
     echo "== environment sid, wrapper mode hook"
     OCI_TMPFS_ENV=OCI_TMPFS_TEST_WRAPPER_MODE=hook tests/env/sid.sh run -- bash -c "$in_project" bash "$PWD" \
-      "$bin" cri:: engines::docker_and_containerd 2>&1 | tee -a "$log" || status=1
+      "$bin" engines::docker_and_containerd 2>&1 | tee -a "$log" || status=1
   fi
   took "environment sid" "$t0"
 fi
