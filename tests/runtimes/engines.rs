@@ -415,18 +415,7 @@ impl Dockerd {
 
 impl Drop for Dockerd {
     fn drop(&mut self) {
-        use rustix::process::{kill_process, Pid, Signal};
-        let pid = Pid::from_raw(self.pid() as i32).expect("a positive pid");
-        let _ = kill_process(pid, Signal::TERM);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !matches!(self.child.try_wait(), Ok(Some(_))) {
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        stop(&mut self.child, Duration::from_secs(30));
         // runc state of the containerd namespaces lives on the host's /run.
         for ns in &self.namespaces {
             let _ = std::fs::remove_dir(Path::new("/run/containerd/runc").join(ns));

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
-use super::{ok, which, TempDir, GI};
+use super::{ok, run_with_stdin, text, which, TempDir, GI, TIMEOUT};
 
 /// The CRI client's python: `$OCI_TMPFS_HOOK_CRI_PYTHON` when set (one that
 /// can import `cri_api`), else the venv of tests/env/venv.sh (created once).
@@ -39,6 +39,59 @@ pub fn cri_command() -> Command {
 
 pub fn cri_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cri/cri.py")
+}
+
+/// One CRI call on containerd's socket `sock`: the response, or the gRPC
+/// error as "METHOD: CODE: details" (never a panic: cleanups call it too).
+pub fn cri_call(sock: &Path, method: &str, request: &Value) -> Result<Value, String> {
+    let mut cmd = cri_command();
+    cmd.arg(cri_script()).arg("--socket").arg(sock).args(["--timeout", "100", method]);
+    let Some(out) = run_with_stdin(&mut cmd, serde_json::to_vec(request).unwrap(), TIMEOUT) else {
+        return Err(format!("{method}: cri.py timed out after {TIMEOUT:?}"));
+    };
+    let answer: Value = match serde_json::from_slice(&out.stdout) {
+        Ok(v) => v,
+        Err(e) => {
+            return Err(format!(
+                "{method}: cri.py gave no JSON ({e}): {:?}\nstdout: {}\nstderr: {}",
+                out.status,
+                text(&out.stdout),
+                text(&out.stderr)
+            ))
+        }
+    };
+    if answer["ok"] == true {
+        Ok(answer["response"].clone())
+    } else {
+        Err(format!(
+            "{method}: {}: {}",
+            answer["code"].as_str().unwrap_or("?"),
+            answer["details"].as_str().unwrap_or("")
+        ))
+    }
+}
+
+/// Waits up to 60 s for containerd (`daemon`, logging to `log`) to say on
+/// `sock` that its CRI runtime is ready; panics with its log if it exits
+/// or does not.
+pub fn wait_cri_ready(daemon: &mut std::process::Child, sock: &Path, log: &Path) {
+    let read = || std::fs::read_to_string(log).unwrap_or_default();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Ok(Some(status)) = daemon.try_wait() {
+            panic!("containerd exited ({status}):\n{}", read());
+        }
+        if sock.exists() {
+            if let Ok(status) = cri_call(sock, "Status", &json!({})) {
+                let conditions = status["status"]["conditions"].as_array().cloned().unwrap_or_default();
+                if conditions.iter().any(|c| c["type"] == "RuntimeReady" && c["status"] == true) {
+                    return;
+                }
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "containerd's CRI not ready in 60s:\n{}", read());
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }
 
 /// The `major:minor` of the top mount at `point` in a mountinfo text.
@@ -120,21 +173,21 @@ impl Containerd {
 
 /// A busybox-static rootfs as an OCI image layout tarball named `reference`,
 /// whose entry is `sleep` (so it also serves as the pause image).
-pub fn build_image(dir: &TempDir, rootfs: &Path, reference: &str) -> PathBuf {
+pub fn build_image(dir: &Path, rootfs: &Path, reference: &str) -> PathBuf {
     build_image_with(dir, rootfs, reference, &["/bin/sleep", "2147483647"], "image")
 }
 
 /// An OCI image layout tarball of `rootfs` named `reference` with
 /// `entrypoint`, built in `dir/<name>*`.
 pub fn build_image_with(
-    dir: &TempDir,
+    dir: &Path,
     rootfs: &Path,
     reference: &str,
     entrypoint: &[&str],
     name: &str,
 ) -> PathBuf {
-    let dir = &TempDir(dir.join(name));
-    std::fs::create_dir_all(&dir.0).unwrap();
+    let dir = &dir.join(name);
+    std::fs::create_dir_all(dir).unwrap();
     let layout = dir.join("layout");
     let blobs = layout.join("blobs/sha256");
     std::fs::create_dir_all(&blobs).unwrap();
@@ -178,7 +231,7 @@ pub fn build_image_with(
     }]});
     std::fs::write(layout.join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
     std::fs::write(layout.join("oci-layout"), br#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
-    let tar = dir.0.with_extension("tar");
+    let tar = dir.with_extension("tar");
     ok(Command::new("tar").arg("-C").arg(&layout).arg("-cf").arg(&tar).arg("."));
     tar
 }

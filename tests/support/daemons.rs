@@ -101,18 +101,6 @@ impl Dockerd {
 
 impl Drop for Dockerd {
     fn drop(&mut self) {
-        use rustix::process::{kill_process, Pid, Signal};
-        if let Some(pid) = Pid::from_raw(self.child.id() as i32) {
-            let _ = kill_process(pid, Signal::TERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !matches!(self.child.try_wait(), Ok(Some(_))) {
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        stop(&mut self.child, Duration::from_secs(30));
     }
 }

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::cri::cri_python;
+use super::cri::{cri_call, wait_cri_ready};
+use super::pods::{hold_namespace, kill_leftovers};
 use super::*;
 
 // ------------------------------------------------------ the static binary
@@ -91,52 +92,7 @@ pub fn snapshot_diff(a: &BTreeMap<PathBuf, String>, b: &BTreeMap<PathBuf, String
 /// `reference`, whose entry is `sleep` (also the pause image).
 pub fn build_image(dir: &Path, reference: &str) -> PathBuf {
     let rootfs = Bundle::new("node-rootfs");
-    let layout = dir.join("layout");
-    let blobs = layout.join("blobs/sha256");
-    std::fs::create_dir_all(&blobs).unwrap();
-    let blob = |path: &Path| -> (String, u64) {
-        let sum = ok(Command::new("sha256sum").arg(path));
-        let digest = sum.split_whitespace().next().unwrap().to_string();
-        let size = std::fs::metadata(path).unwrap().len();
-        std::fs::rename(path, blobs.join(&digest)).unwrap();
-        (format!("sha256:{digest}"), size)
-    };
-    let layer_tar = dir.join("layer.tar");
-    ok(Command::new("tar")
-        .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
-        .arg(rootfs.rootfs())
-        .arg("-cf")
-        .arg(&layer_tar)
-        .arg("."));
-    let (layer, layer_size) = blob(&layer_tar);
-    let write_json = |name: &str, v: &Value| -> (String, u64) {
-        let p = dir.join(name);
-        std::fs::write(&p, serde_json::to_vec(v).unwrap()).unwrap();
-        blob(&p)
-    };
-    let config = json!({
-        "architecture": "amd64", "os": "linux",
-        "config": {"Entrypoint": ["/bin/sleep", "2147483647"], "Env": ["PATH=/bin"], "WorkingDir": "/"},
-        "rootfs": {"type": "layers", "diff_ids": [layer]},
-    });
-    let (config, config_size) = write_json("config.json", &config);
-    let manifest = json!({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config, "size": config_size},
-        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer, "size": layer_size}],
-    });
-    let (manifest, manifest_size) = write_json("manifest.json", &manifest);
-    let index = json!({"schemaVersion": 2, "manifests": [{
-        "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": manifest, "size": manifest_size,
-        "platform": {"architecture": "amd64", "os": "linux"},
-        "annotations": {"io.containerd.image.name": reference, "org.opencontainers.image.ref.name": "latest"},
-    }]});
-    std::fs::write(layout.join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
-    std::fs::write(layout.join("oci-layout"), br#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
-    let tar = dir.join("image.tar");
-    ok(Command::new("tar").arg("-C").arg(&layout).arg("-cf").arg(&tar).arg("."));
-    tar
+    super::cri::build_image(dir, &rootfs.rootfs(), reference)
 }
 
 // ----------------------------------------------- containerd on the host
@@ -167,28 +123,12 @@ pub struct Containerd {
 impl Containerd {
     /// `dir` holds root, state and socket (the config names them).
     pub fn start(dir: TempDir, host: &Path, config: &Path, bins: Binaries, image: &str) -> Containerd {
-        for d in ["etc-up", "etc-work", "logs"] {
-            std::fs::create_dir_all(dir.join(d)).unwrap();
-        }
-        let ready = dir.join("ns-ready");
-        let script = format!(
-            "set -e; mount -t tmpfs -o size=64m,nosuid,nodev,noexec,mode=1777 shm /dev/shm; \
-             mount -t overlay overlay -o lowerdir=/etc,upperdir={up},workdir={work} /etc; \
-             mkdir -p /etc/oci-tmpfs-hook; mount --bind {host}/etc/oci-tmpfs-hook /etc/oci-tmpfs-hook; \
-             mount --bind {host}/usr/local/bin /usr/local/bin; \
-             mount -t tmpfs -o mode=755 run /run; : > {ready}; exec sleep infinity",
-            up = dir.join("etc-up").display(),
-            work = dir.join("etc-work").display(),
-            host = host.display(),
-            ready = ready.display()
+        let binds = format!(
+            "mount --bind {host}/etc/oci-tmpfs-hook /etc/oci-tmpfs-hook; \
+             mount --bind {host}/usr/local/bin /usr/local/bin;",
+            host = host.display()
         );
-        let holder = Command::new("unshare")
-            .args(["--mount", "--propagation", "private", "--", "sh", "-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(File::create(dir.join("ns.log")).unwrap())
-            .spawn()
-            .expect("unshare (util-linux)");
+        let holder = hold_namespace(&dir, &binds);
         let sock = dir.join("c.sock");
         let mut c = Containerd {
             dir,
@@ -200,14 +140,6 @@ impl Containerd {
             image: image.to_string(),
             pods: Vec::new(),
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !ready.exists() {
-            if let Ok(Some(status)) = c.holder.try_wait() {
-                panic!("the mount namespace setup failed ({status}): {}", c.read("ns.log"));
-            }
-            assert!(Instant::now() < deadline, "the mount namespace was not ready within 20s");
-            std::thread::sleep(Duration::from_millis(20));
-        }
         let version = ok(Command::new(&c.bins.containerd).arg("--version"));
         say(&format!("node: starting {}", version.trim()));
         c.start_daemon(config);
@@ -247,45 +179,13 @@ impl Containerd {
             .stderr(log)
             .spawn()
             .expect("nsenter (util-linux)");
-        self.daemon = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(Ok(Some(status))) = self.daemon.as_mut().map(Child::try_wait) {
-                panic!("containerd exited ({status}):\n{}", self.read("containerd.log"));
-            }
-            if self.sock.exists() {
-                if let Ok(status) = self.cri("Status", json!({})) {
-                    let conditions = status["status"]["conditions"].as_array().cloned().unwrap_or_default();
-                    if conditions.iter().any(|c| c["type"] == "RuntimeReady" && c["status"] == true) {
-                        return;
-                    }
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "containerd's CRI not ready in 60s:\n{}",
-                self.read("containerd.log")
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        let daemon = self.daemon.insert(child);
+        wait_cri_ready(daemon, &self.sock, &self.dir.join("containerd.log"));
     }
 
     /// One CRI call through tests/cri/cri.py.
     pub fn cri(&self, method: &str, request: Value) -> Result<Value, String> {
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut cmd = Command::new(cri_python());
-        cmd.arg(manifest.join("tests/cri/cri.py")).arg("--socket").arg(&self.sock);
-        cmd.args(["--timeout", "100", method]);
-        let Some(out) = run_with_stdin(&mut cmd, serde_json::to_vec(&request).unwrap(), TIMEOUT) else {
-            return Err(format!("{method}: cri.py timed out"));
-        };
-        let answer: Value = serde_json::from_slice(&out.stdout)
-            .map_err(|e| format!("{method}: cri.py gave no JSON ({e}): {}", text(&out.stderr)))?;
-        if answer["ok"] == true {
-            Ok(answer["response"].clone())
-        } else {
-            Err(format!("{method}: {}: {}", answer["code"], answer["details"]))
-        }
+        cri_call(&self.sock, method, &request)
     }
 
     /// The CRI suite's case 1: a host-network pod with the `oci-tmpfs`
@@ -334,55 +234,6 @@ impl Containerd {
         self.cri("RemoveContainer", json!({"container_id": id}))?;
         Ok(r["stdout"].as_str().unwrap_or("").to_string())
     }
-
-    /// Kills by pid what is left in this node's mount namespace and cgroups.
-    fn kill_leftovers(&self) {
-        use rustix::process::{kill_process, Pid, Signal};
-        let kill = |pid: i32| {
-            if let Some(p) = Pid::from_raw(pid) {
-                let _ = kill_process(p, Signal::KILL);
-            }
-        };
-        let holder = self.holder.id() as i32;
-        let ns = std::fs::read_link(format!("/proc/{holder}/ns/mnt")).ok();
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-            if pid != holder && ns.is_some() && std::fs::read_link(entry.path().join("ns/mnt")).ok() == ns {
-                kill(pid);
-            }
-        }
-        let mut dirs = Vec::new();
-        for h in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
-            collect_dirs(&h.path().join(&self.cgroup_top), &mut dirs);
-        }
-        collect_dirs(&Path::new("/sys/fs/cgroup").join(&self.cgroup_top), &mut dirs);
-        for d in &dirs {
-            for pid in std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default().lines() {
-                if let Ok(pid) = pid.trim().parse() {
-                    kill(pid);
-                }
-            }
-        }
-        for _ in 0..50 {
-            dirs.retain(|d| std::fs::remove_dir(d).is_err() && d.exists());
-            if dirs.is_empty() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-fn collect_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
-    if !dir.is_dir() {
-        return;
-    }
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-            collect_dirs(&e.path(), out);
-        }
-    }
-    out.push(dir.to_path_buf());
 }
 
 impl Drop for Containerd {
@@ -393,20 +244,9 @@ impl Drop for Containerd {
             let _ = self.cri("RemovePodSandbox", json!({"pod_sandbox_id": id}));
         }
         if let Some(mut child) = self.daemon.take() {
-            if let Some(pid) = Pid::from_raw(child.id() as i32) {
-                let _ = kill_process(pid, Signal::TERM);
-            }
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while !matches!(child.try_wait(), Ok(Some(_))) {
-                if Instant::now() > deadline {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            stop(&mut child, Duration::from_secs(30));
         }
-        self.kill_leftovers();
+        kill_leftovers(self.holder.id(), &self.cgroup_top);
         if let Some(pid) = Pid::from_raw(self.holder.id() as i32) {
             let _ = kill_process(pid, Signal::KILL);
         }

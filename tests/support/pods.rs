@@ -143,6 +143,42 @@ pub fn plugin_bin() -> PathBuf {
     std::env::var_os("OCI_TMPFS_HOOK_NRI_BIN").map_or_else(hook_bin, PathBuf::from)
 }
 
+/// Starts the `sleep` that holds a node's mount namespace, in which
+/// `/dev/shm` is a 64 MiB tmpfs, `/etc` an overlay with its upper layer in
+/// `dir`, `/run` a tmpfs, and then `extra` (shell commands) has run; waits
+/// until it is ready.
+pub fn hold_namespace(dir: &Path, extra: &str) -> Child {
+    for d in ["etc-up", "etc-work", "cni/bin", "cni/conf", "logs"] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    let ready = dir.join("ns-ready");
+    let script = format!(
+        "set -e; mount -t tmpfs -o size=64m,nosuid,nodev,noexec,mode=1777 shm /dev/shm; \
+         mount -t overlay overlay -o lowerdir=/etc,upperdir={up},workdir={work} /etc; \
+         mount -t tmpfs -o mode=755 run /run; mkdir -p /etc/oci-tmpfs-hook; {extra} : > {ready}; exec sleep infinity",
+        up = dir.join("etc-up").display(),
+        work = dir.join("etc-work").display(),
+        ready = ready.display()
+    );
+    let mut holder = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(File::create(dir.join("ns.log")).unwrap())
+        .spawn()
+        .expect("unshare (util-linux)");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ready.exists() {
+        if let Ok(Some(status)) = holder.try_wait() {
+            let log = std::fs::read_to_string(dir.join("ns.log")).unwrap_or_default();
+            panic!("the mount namespace setup failed ({status}): {log}");
+        }
+        assert!(Instant::now() < deadline, "the mount namespace was not ready within 20s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    holder
+}
+
 impl Node {
     /// A node with the wrapper's two handlers.
     pub fn wrapper(case: &str) -> Node {
@@ -169,22 +205,7 @@ impl Node {
         for d in ["etc-up", "etc-work", "cni/bin", "cni/conf", "logs"] {
             std::fs::create_dir_all(dir.join(d)).unwrap();
         }
-        let ready = dir.join("ns-ready");
-        let script = format!(
-            "set -e; mount -t tmpfs -o size=64m,nosuid,nodev,noexec,mode=1777 shm /dev/shm; \
-             mount -t overlay overlay -o lowerdir=/etc,upperdir={up},workdir={work} /etc; \
-             mount -t tmpfs -o mode=755 run /run; mkdir -p /etc/oci-tmpfs-hook; : > {ready}; exec sleep infinity",
-            up = dir.join("etc-up").display(),
-            work = dir.join("etc-work").display(),
-            ready = ready.display()
-        );
-        let holder = Command::new("unshare")
-            .args(["--mount", "--propagation", "private", "--", "sh", "-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(File::create(dir.join("ns.log")).unwrap())
-            .spawn()
-            .expect("unshare (util-linux)");
+        let holder = hold_namespace(&dir, "");
         let reference = format!("docker.io/library/{}:latest", unique("busybox"));
         let sock = dir.join("c.sock");
         let config = dir.join("config.toml");
@@ -208,14 +229,6 @@ impl Node {
         if opts.symlinked_state {
             std::fs::create_dir(node.dir.join("state-real")).unwrap();
             std::os::unix::fs::symlink("state-real", &node.state).unwrap();
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !ready.exists() {
-            if let Ok(Some(status)) = node.holder.try_wait() {
-                panic!("the mount namespace setup failed ({status}): {}", node.read("ns.log"));
-            }
-            assert!(Instant::now() < deadline, "the mount namespace was not ready within 20s");
-            std::thread::sleep(Duration::from_millis(20));
         }
         node.host_config("");
         std::fs::write(&node.config, node.ctd.base_config(&node.dir, &node.state, &node.image)).unwrap();
@@ -348,44 +361,14 @@ impl Node {
             .stderr(log)
             .spawn()
             .expect("nsenter (util-linux)");
-        self.daemon = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(Ok(Some(status))) = self.daemon.as_mut().map(Child::try_wait) {
-                panic!("containerd exited ({status}):\n{}", self.read("containerd.log"));
-            }
-            if self.sock.exists() {
-                if let Ok(status) = self.cri("Status", json!({})) {
-                    let conditions = status["status"]["conditions"].as_array().cloned().unwrap_or_default();
-                    if conditions.iter().any(|c| c["type"] == "RuntimeReady" && c["status"] == true) {
-                        return;
-                    }
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "containerd's CRI not ready in 60s:\n{}",
-                self.read("containerd.log")
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        let daemon = self.daemon.insert(child);
+        wait_cri_ready(daemon, &self.sock, &self.dir.join("containerd.log"));
     }
 
     /// Stops containerd by its pid (SIGTERM; the shims and pods keep running).
     pub fn stop_daemon(&mut self) {
-        use rustix::process::{kill_process, Pid, Signal};
-        let Some(mut child) = self.daemon.take() else { return };
-        if let Some(pid) = Pid::from_raw(child.id() as i32) {
-            let _ = kill_process(pid, Signal::TERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !matches!(child.try_wait(), Ok(Some(_))) {
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if let Some(mut child) = self.daemon.take() {
+            stop(&mut child, Duration::from_secs(30));
         }
     }
 
@@ -396,32 +379,7 @@ impl Node {
 
     /// One CRI call: the response, or the gRPC error as "CODE: details".
     pub fn cri(&self, method: &str, request: Value) -> Result<Value, String> {
-        let mut cmd = cri_command();
-        cmd.arg(cri_script()).arg("--socket").arg(&self.sock).args(["--timeout", "100", method]);
-        // No panic here: the cleanup in Drop calls this too.
-        let Some(out) = run_with_stdin(&mut cmd, serde_json::to_vec(&request).unwrap(), TIMEOUT) else {
-            return Err(format!("{method}: cri.py timed out after {TIMEOUT:?}"));
-        };
-        let answer: Value = match serde_json::from_slice(&out.stdout) {
-            Ok(v) => v,
-            Err(e) => {
-                return Err(format!(
-                    "{method}: cri.py gave no JSON ({e}): {:?}\nstdout: {}\nstderr: {}",
-                    out.status,
-                    text(&out.stdout),
-                    text(&out.stderr)
-                ))
-            }
-        };
-        if answer["ok"] == true {
-            Ok(answer["response"].clone())
-        } else {
-            Err(format!(
-                "{method}: {}: {}",
-                answer["code"].as_str().unwrap_or("?"),
-                answer["details"].as_str().unwrap_or("")
-            ))
-        }
+        cri_call(&self.sock, method, &request)
     }
 
     /// RunPodSandbox as kubelet sends it for a host-network pod.
@@ -553,45 +511,6 @@ impl Node {
         })
     }
 
-    /// Kills by pid, after containerd, what is left of this node: processes
-    /// in its mount namespace (shims) and in its cgroups (containers).
-    pub fn kill_leftovers(&self) {
-        use rustix::process::{kill_process, Pid, Signal};
-        let kill = |pid: i32| {
-            if let Some(p) = Pid::from_raw(pid) {
-                let _ = kill_process(p, Signal::KILL);
-            }
-        };
-        let holder = self.holder.id() as i32;
-        let ns = std::fs::read_link(format!("/proc/{holder}/ns/mnt")).ok();
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-            if pid != holder && ns.is_some() && std::fs::read_link(entry.path().join("ns/mnt")).ok() == ns {
-                kill(pid);
-            }
-        }
-        let mut dirs = Vec::new();
-        for h in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
-            collect_dirs(&h.path().join(&self.cgroup_top), &mut dirs);
-        }
-        collect_dirs(&Path::new("/sys/fs/cgroup").join(&self.cgroup_top), &mut dirs);
-        for d in &dirs {
-            for pid in std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default().lines() {
-                if let Ok(pid) = pid.trim().parse() {
-                    kill(pid);
-                }
-            }
-        }
-        // Deepest first; a cgroup empties shortly after its last process dies.
-        for _ in 0..50 {
-            dirs.retain(|d| std::fs::remove_dir(d).is_err() && d.exists());
-            if dirs.is_empty() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
     /// How many times the plugin has registered, from its log.
     pub fn registrations(&self) -> usize {
         self.read("plugin.log").lines().filter(|l| l.contains("nri: registered as")).count()
@@ -642,15 +561,54 @@ impl Node {
 
     /// Stops the plugin by its pid (SIGTERM).
     pub fn stop_plugin(&mut self) {
-        use rustix::process::{kill_process, Pid, Signal};
-        let Some(mut child) = self.plugin.take() else { return };
-        if let Some(pid) = Pid::from_raw(child.id() as i32) {
-            let _ = kill_process(pid, Signal::TERM);
+        if let Some(mut child) = self.plugin.take() {
+            stop(&mut child, Duration::from_secs(10));
         }
-        if wait_status(&mut child, Duration::from_secs(10)).is_none() {
-            let _ = child.kill();
-            let _ = child.wait();
+    }
+
+    /// Kills by pid, after containerd, what is left of this node.
+    pub fn kill_leftovers(&self) {
+        kill_leftovers(self.holder.id(), &self.cgroup_top);
+    }
+}
+
+/// Kills by pid what is left of a node after containerd: the processes in
+/// the mount namespace that `holder` holds (shims) and in the cgroups under
+/// `cgroup_top` (containers), then those cgroups.
+pub fn kill_leftovers(holder: u32, cgroup_top: &str) {
+    use rustix::process::{kill_process, Pid, Signal};
+    let kill = |pid: i32| {
+        if let Some(p) = Pid::from_raw(pid) {
+            let _ = kill_process(p, Signal::KILL);
         }
+    };
+    let holder = holder as i32;
+    let ns = std::fs::read_link(format!("/proc/{holder}/ns/mnt")).ok();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        if pid != holder && ns.is_some() && std::fs::read_link(entry.path().join("ns/mnt")).ok() == ns {
+            kill(pid);
+        }
+    }
+    let mut dirs = Vec::new();
+    for h in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
+        collect_dirs(&h.path().join(cgroup_top), &mut dirs);
+    }
+    collect_dirs(&Path::new("/sys/fs/cgroup").join(cgroup_top), &mut dirs);
+    for d in &dirs {
+        for pid in std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default().lines() {
+            if let Ok(pid) = pid.trim().parse() {
+                kill(pid);
+            }
+        }
+    }
+    // Deepest first; a cgroup empties shortly after its last process dies.
+    for _ in 0..50 {
+        dirs.retain(|d| std::fs::remove_dir(d).is_err() && d.exists());
+        if dirs.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 

@@ -93,3 +93,15 @@ pub fn wait_status(child: &mut std::process::Child, timeout: Duration) -> Option
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Stops `child` by its pid: SIGTERM, then SIGKILL after `grace`.
+pub fn stop(child: &mut std::process::Child, grace: Duration) {
+    use rustix::process::{kill_process, Pid, Signal};
+    if let Some(pid) = Pid::from_raw(child.id() as i32) {
+        let _ = kill_process(pid, Signal::TERM);
+    }
+    if wait_status(child, grace).is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
