@@ -1,20 +1,21 @@
 //! The NRI plugin (`oci-tmpfs-hook nri`, issue 12) against a real
 //! containerd 2.x with NRI on by default: no runtime class, no handler, no
-//! NRI setting in containerd's config. The CRI cases of tests/runtimes/cri.rs (whose
-//! harness this copies, since tests/runtimes/cri.rs is another suite's), driven the
-//! same way over containerd's CRI socket (tests/cri/cri.py), with the plugin
-//! running from the built binary in the node's mount namespace, dialling
-//! `/var/run/nri/nri.sock` as a DaemonSet's plugin does.
+//! NRI setting in containerd's config. The pod cases of
+//! tests/support/cases.rs (which the CRI suite runs through the wrapper)
+//! through the plugin, driven over containerd's CRI socket
+//! (tests/cri/cri.py), with the plugin running from the built binary in the
+//! node's mount namespace, dialling `/var/run/nri/nri.sock` as a
+//! DaemonSet's plugin does; and what only NRI has (planning failures, the
+//! plugin as a container, a missing hook binary, the bench, the hostile
+//! layouts through the plugin).
 //!
 //! Run it against sid's containerd 2.1 (docs/design.md#test-machine):
 //! `tests/env/nri.sh` (builds, then runs this suite in the sid environment).
 //!
-//! Each test starts its own containerd (private root, state, socket,
-//! config), in a private mount namespace held by a `sleep`, in which `/etc`
-//! is an overlay (the plugin's host config `/etc/oci-tmpfs-hook/config.toml`
-//! is this test's), `/dev/shm` a 64 MiB tmpfs (the node's) and `/run` a
-//! tmpfs (so NRI's socket is private too). The plugin logs at info level to
-//! `plugin.log` in the test's directory, printed when a case fails.
+//! Each test starts its own node (tests/support/pods.rs: containerd in a
+//! private mount namespace with its own `/etc`, `/dev/shm` and `/run`). The
+//! plugin logs at info level to `plugin.log` in the test's directory,
+//! printed when a case fails.
 
 #[path = "../support/mod.rs"]
 mod support;
