@@ -736,7 +736,11 @@ fn hostile_memory_limits_cap_every_size() {
 #[test]
 fn hostile_symlinked_pod_shm_parent_is_not_grown_on_the_host() {
     each_way(
-        Node::start_with("shm-parent-link", Way::Spec, &NodeOpts { symlinked_state: true }),
+        Node::start_with(
+            "shm-parent-link",
+            Way::Spec,
+            &NodeOpts { symlinked_state: true, ..NodeOpts::default() },
+        ),
         |node, r| {
             node.logging_config();
             let tables = node.mount_tables();

@@ -2,17 +2,16 @@
 //! containerd started on that host's config that serves a CRI pod.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use super::cri::{cri_call, wait_cri_ready};
-use super::pods::{hold_namespace, kill_leftovers};
+use super::pods::{hold_namespace, kill_leftovers, start_containerd};
 use super::*;
 
 // ------------------------------------------------------ the static binary
@@ -159,7 +158,6 @@ impl Containerd {
     }
 
     fn start_daemon(&mut self, config: &Path) {
-        let log = File::create(self.dir.join("containerd.log")).unwrap();
         let mut path = std::env::var_os("PATH").unwrap_or_default();
         if let Some(first) = &self.bins.path_first {
             let mut p = first.clone().into_os_string();
@@ -167,18 +165,8 @@ impl Containerd {
             p.push(&path);
             path = p;
         }
-        let child = Command::new("nsenter")
-            .arg(format!("--mount=/proc/{}/ns/mnt", self.holder.id()))
-            .arg("--")
-            .arg(&self.bins.containerd)
-            .arg("--config")
-            .arg(config)
-            .env("PATH", path)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("nsenter (util-linux)");
+        let _ = std::fs::remove_file(self.dir.join("containerd.log"));
+        let child = start_containerd(&self.holder, &self.bins.containerd, config, &self.dir, Some(&path));
         let daemon = self.daemon.insert(child);
         wait_cri_ready(daemon, &self.sock, &self.dir.join("containerd.log"));
     }

@@ -18,6 +18,7 @@
 //! node's namespace, dialling `/var/run/nri/nri.sock` as a DaemonSet's
 //! plugin does, with NRI at containerd 2.x's default (on).
 
+use std::ffi::OsStr;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -111,6 +112,8 @@ pub struct NodeOpts {
     /// shm's path (`<state>/io.containerd.grpc.v1.cri/sandboxes/<id>/shm`)
     /// has a symlinked parent.
     pub symlinked_state: bool,
+    /// An NRI node whose plugin the test starts itself.
+    pub without_plugin: bool,
 }
 
 /// One node: a private mount namespace, a containerd in it, the images.
@@ -243,7 +246,7 @@ impl Node {
             node.register_handlers();
         }
         node.start_daemon();
-        if way == Way::Nri {
+        if way == Way::Nri && !opts.without_plugin {
             node.start_plugin();
         }
         let runc = ok(Command::new("runc").arg("--version"));
@@ -349,20 +352,8 @@ impl Node {
 
     /// Starts containerd in the node's mount namespace and waits for CRI.
     pub fn start_daemon(&mut self) {
-        let log = File::options().create(true).append(true).open(self.dir.join("containerd.log")).unwrap();
-        let child = Command::new("nsenter")
-            .arg(format!("--mount=/proc/{}/ns/mnt", self.holder.id()))
-            .arg("--")
-            .arg(&self.ctd.bin)
-            .arg("--config")
-            .arg(&self.config)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("nsenter (util-linux)");
-        let daemon = self.daemon.insert(child);
-        wait_cri_ready(daemon, &self.sock, &self.dir.join("containerd.log"));
+        let daemon = start_containerd(&self.holder, &self.ctd.bin, &self.config, &self.dir, None);
+        wait_cri_ready(self.daemon.insert(daemon), &self.sock, &self.dir.join("containerd.log"));
     }
 
     /// Stops containerd by its pid (SIGTERM; the shims and pods keep running).
@@ -570,6 +561,29 @@ impl Node {
     pub fn kill_leftovers(&self) {
         kill_leftovers(self.holder.id(), &self.cgroup_top);
     }
+}
+
+/// Starts containerd `bin` on `config` in the mount namespace `holder`
+/// holds, logging to `dir/containerd.log` (appended: a restart keeps the
+/// first run's lines), with `path` as its `PATH` when given.
+pub fn start_containerd(
+    holder: &Child,
+    bin: &Path,
+    config: &Path,
+    dir: &Path,
+    path: Option<&OsStr>,
+) -> Child {
+    let log = File::options().create(true).append(true).open(dir.join("containerd.log")).unwrap();
+    let mut cmd = Command::new("nsenter");
+    cmd.arg(format!("--mount=/proc/{}/ns/mnt", holder.id())).arg("--").arg(bin).arg("--config").arg(config);
+    if let Some(path) = path {
+        cmd.env("PATH", path);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("nsenter (util-linux)")
 }
 
 /// Kills by pid what is left of a node after containerd: the processes in
