@@ -15,6 +15,40 @@ use rustix::thread::{LinkNameSpaceType, ThreadNameSpaceType};
 use super::syscall::{ApplyError, Call};
 use crate::stage::Stage;
 
+/// How the hook gets into the container's mount namespace, from the stage it
+/// is registered at. [`Entry::at`] is the one place startContainer is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// prestart or createRuntime: the runtime's namespaces; `setns` into the
+    /// container process's.
+    Join(Stage),
+    /// createContainer: already in the container's, before pivot_root.
+    Inside,
+}
+
+impl Entry {
+    /// The way in at `stage`.
+    ///
+    /// # Errors
+    /// [`ApplyError::TooLate`] at startContainer: the root is pivoted by then.
+    pub(crate) fn at(stage: Stage) -> Result<Entry, ApplyError> {
+        match stage {
+            Stage::Prestart | Stage::CreateRuntime => Ok(Entry::Join(stage)),
+            Stage::CreateContainer => Ok(Entry::Inside),
+            Stage::StartContainer => Err(ApplyError::TooLate),
+        }
+    }
+}
+
+impl std::fmt::Display for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Entry::Join(stage) => stage.fmt(f),
+            Entry::Inside => Stage::CreateContainer.fmt(f),
+        }
+    }
+}
+
 /// A namespace's identity: device and inode of its nsfs file.
 type NsId = (u64, u64);
 
@@ -69,29 +103,28 @@ pub(super) fn pid_namespace_depth() -> usize {
 ///
 /// # Errors
 /// [`ApplyError::UnknownStage`].
-pub(crate) fn detect_stage(pid: Option<i64>) -> Result<Stage, ApplyError> {
+pub(crate) fn detect_entry(pid: Option<i64>) -> Result<Entry, ApplyError> {
     if pid_namespace_depth() > 1 {
-        return Ok(Stage::CreateContainer);
+        return Ok(Entry::Inside);
     }
     if let Some(p) = pid.filter(|&p| p > 1) {
         let own = ns_id("/proc/self/ns/mnt")?;
         if let Ok(theirs) = ns_id(&format!("/proc/{p}/ns/mnt")) {
             if theirs != own && same_mount_ns(&p.to_string(), "1") == Some(false) {
-                return Ok(Stage::CreateRuntime);
+                return Ok(Entry::Join(Stage::CreateRuntime));
             }
         }
     }
     Err(ApplyError::UnknownStage(pid))
 }
 
-/// Gets into the container's mount namespace for `stage`.
+/// Gets into the container's mount namespace the way `entry` says.
 ///
 /// # Errors
 /// Whenever the namespace reached could be the host's or our own.
-pub(crate) fn enter(stage: Stage, pid: Option<i64>) -> Result<(), ApplyError> {
-    match stage {
-        Stage::StartContainer => Err(ApplyError::TooLate),
-        Stage::CreateContainer => {
+pub(crate) fn enter(entry: Entry, pid: Option<i64>) -> Result<(), ApplyError> {
+    match entry {
+        Entry::Inside => {
             // We must already be in the container's mount namespace, before
             // pivot_root. Two independent proofs, both required: the runtime
             // started us inside the container's pid namespace (runc and crun
@@ -100,9 +133,9 @@ pub(crate) fn enter(stage: Stage, pid: Option<i64>) -> Result<(), ApplyError> {
             if pid_namespace_depth() < 2 {
                 return Err(ApplyError::NotInContainer);
             }
-            outside_init("self", stage)
+            outside_init("self", Stage::CreateContainer)
         }
-        Stage::Prestart | Stage::CreateRuntime => join(stage, pid),
+        Entry::Join(stage) => join(stage, pid),
     }
 }
 

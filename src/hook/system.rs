@@ -15,7 +15,7 @@ use super::syscall::{ApplyError, Call};
 use super::{mount, ns};
 use crate::landing::{self, Landing};
 use crate::plan::{Note, ShmWay, SpecMount, Tmpfs, SHM_PATH};
-use crate::stage::Stage;
+use super::ns::Entry;
 use crate::target::TargetPath;
 
 /// A prepared effect.
@@ -84,10 +84,10 @@ impl Mounter for System {
     type Root = Root;
     type Pending = Pending;
 
-    fn enter(&mut self, stage: Stage, pid: Option<i64>) -> Result<(), ApplyError> {
+    fn enter(&mut self, entry: Entry, pid: Option<i64>) -> Result<(), ApplyError> {
         // Before anything else: what the host's /dev/shm is (docs/design.md#hostile-rootfs rule 6).
         self.host_shm = rustix::fs::stat(SHM_PATH).ok().map(|s| s.st_dev);
-        ns::enter(stage, pid)
+        ns::enter(entry, pid)
     }
 
     fn open_root(&mut self, rootfs: &Path, spec_mounts: &[SpecMount]) -> Result<Root, ApplyError> {
