@@ -14,10 +14,10 @@
 use std::fmt;
 use std::path::Path;
 
+use super::ns::Entry;
 use super::syscall::ApplyError;
 use crate::plan::{Action, Note, Plan, ShmWay, SpecMount, Tmpfs, SHM_PATH};
 use crate::size::Bytes;
-use super::ns::Entry;
 use crate::target::TargetPath;
 
 /// The outcome of preparing one action.

@@ -10,12 +10,12 @@ use std::path::Path;
 use rustix::fs::{AtFlags, FileType, StatxAttributes, StatxFlags};
 
 use super::apply::{Done, Mounter, Prepared};
+use super::ns::Entry;
 use super::resolve::{self, Root};
 use super::syscall::{ApplyError, Call};
 use super::{mount, ns};
 use crate::landing::{self, Landing};
 use crate::plan::{Note, ShmWay, SpecMount, Tmpfs, SHM_PATH};
-use super::ns::Entry;
 use crate::target::TargetPath;
 
 /// A prepared effect.
