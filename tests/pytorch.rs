@@ -451,19 +451,12 @@ fn ulimits() -> [String; 2] {
     [format!("--ulimit=nofile={nofile}:{nofile}"), format!("--ulimit=nproc={nproc}:{nproc}")]
 }
 
-/// The read-only flags: without the hook, `--read-only-tmpfs=false` (no
-/// writable tmpfs anywhere: the failures users see). With it, Podman 4.7+'s
-/// default `--read-only` (Podman's own unsized /tmp, /var/tmp; our grown and
-/// writable /dev/shm: the README's advice there, as crun applies
-/// `--read-only-tmpfs=false`'s read-only /dev/shm after the hook), else
-/// `--read-only-tmpfs=false` (our sized tmpfs everywhere).
-fn podman_read_only(hooked: bool) -> &'static [&'static str] {
-    if hooked && podman_version() >= (4, 7) {
-        &["--read-only"]
-    } else {
-        &["--read-only", "--read-only-tmpfs=false"]
-    }
-}
+/// The read-only flags, with and without the hook: `--read-only-tmpfs=false`
+/// (no writable tmpfs of Podman's anywhere: the failures users see, and with
+/// the hook our sized tmpfs everywhere). Podman 4.7+ binds `/dev/shm`
+/// read-only there, and crun applies that after the hooks: the hook's
+/// writable clone over it is what the DataLoader and shared tensors use.
+const PODMAN_READ_ONLY: &[&str] = &["--read-only", "--read-only-tmpfs=false"];
 
 /// `podman run --rootfs` with the same host binds as [`torch_bundle`], a
 /// read-only root without Podman's own tmpfs mounts, and `hooks_dir`.
@@ -480,7 +473,7 @@ fn podman_run(rootfs: &Path, rt: Runtime, hooked: bool, env: &[&str], sh: &str, 
     cmd.args(["run", "--rm", "--name", &name, "--runtime", rt.bin()])
         .arg("--hooks-dir")
         .arg(&hooks.0)
-        .args(podman_read_only(hooked))
+        .args(PODMAN_READ_ONLY)
         .arg("--network=none")
         .args(ulimits());
     for (d, link) in host_dirs() {
@@ -556,22 +549,17 @@ fn with_hook(via: Via) {
     assert_hook_mounts(&run, &["/tmp", "/var/tmp"]);
 }
 
-/// The temp dirs are the hook's tmpfs mounts (under Podman 4.7+'s plain
-/// `--read-only`, Podman's own tmpfs: see [`podman_read_only`]) and /dev/shm
-/// grew past 64 MiB.
+/// The temp dirs are the hook's tmpfs mounts and /dev/shm grew past 64 MiB,
+/// writable (the workloads write there).
 fn assert_hook_mounts(run: &Outcome, temp_dirs: &[&str]) {
     let mounts = run.mounts();
-    let podmans_own = run.podman && podman_version() >= (4, 7);
     for d in temp_dirs {
         let m = mount_at(&mounts, d).unwrap_or_else(|| panic!("{d} is not a mount: {}", run.context()));
-        if podmans_own {
-            assert_eq!(m.fstype, "tmpfs", "{d}: {m:?}");
-        } else {
-            assert_eq!((m.fstype.as_str(), m.source.as_str()), ("tmpfs", "oci-tmpfs-hook"), "{d}: {m:?}");
-        }
+        assert_eq!((m.fstype.as_str(), m.source.as_str()), ("tmpfs", "oci-tmpfs-hook"), "{d}: {m:?}");
     }
     let shm = mount_at(&mounts, "/dev/shm").expect("/dev/shm is mounted");
     assert!(shm.size().unwrap_or(0) > 64 * MI, "/dev/shm was not grown: {shm:?}");
+    assert!(shm.has("rw"), "/dev/shm is read-only: {shm:?}");
 }
 
 /// The DataLoader with and without the hook.

@@ -24,10 +24,8 @@ pub(crate) enum Pending {
     /// Attach the detached mount `mnt` onto `target`.
     Attach { mnt: OwnedFd, target: OwnedFd, what: String },
     /// Apply the new size configured on the superblock context `fs`, then,
-    /// with `writable`, clear the read-only flag of that mount.
-    Reconfigure { fs: OwnedFd, writable: Option<OwnedFd>, what: String },
-    /// Clear the read-only flag of the mount whose root `mnt` is.
-    Writable { mnt: OwnedFd },
+    /// with `writable`, attach that writable clone of the mount over it.
+    Reconfigure { fs: OwnedFd, writable: Option<(OwnedFd, OwnedFd)>, what: String },
 }
 
 /// The real thing.
@@ -174,14 +172,16 @@ impl Mounter for System {
         let size = tmpfs.size.bytes;
         if let Err(reason) = mount::growth(current, size) {
             if writable {
-                return Ok(Prepared::Ready(Pending::Writable { mnt: fd }, Done::ShmWritable));
+                let mnt = resolve::writable_clone(&fd, SHM_PATH)?;
+                let pending = Pending::Attach { mnt, target: fd, what: SHM_PATH.into() };
+                return Ok(Prepared::Ready(pending, Done::ShmWritable));
             }
             return skip(reason, false);
         }
         let fs = mount::resize(&fd, size, SHM_PATH)?;
-        let writable_fd = if writable { Some(fd) } else { None };
+        let clone = if writable { Some((resolve::writable_clone(&fd, SHM_PATH)?, fd)) } else { None };
         Ok(Prepared::Ready(
-            Pending::Reconfigure { fs, writable: writable_fd, what: SHM_PATH.into() },
+            Pending::Reconfigure { fs, writable: clone, what: SHM_PATH.into() },
             Done::GrewShm { from: current, to: size, writable },
         ))
     }
@@ -195,9 +195,12 @@ impl Mounter for System {
             }
             Pending::Reconfigure { fs, writable, what } => {
                 mount::reconfigure(&fs, &what)?;
-                writable.map_or(Ok(()), |mnt| resolve::make_writable(&mnt, &what))
+                if let Some((mnt, target)) = writable {
+                    mount::attach(&mnt, &target, &what)?;
+                    self.attached.push(mnt);
+                }
+                Ok(())
             }
-            Pending::Writable { mnt } => resolve::make_writable(&mnt, SHM_PATH),
         }
     }
 

@@ -3,7 +3,8 @@
 //! nosuid, nodev, noexec) when the spec has none; never shrunk, never the
 //! host's own (host IPC), never another filesystem. A `/dev/shm` the spec
 //! mounts read-only (Podman 5's `--read-only --read-only-tmpfs=false`) is made
-//! writable on that mount: a read-only `/dev/shm` breaks every DataLoader.
+//! writable in the container (the hook stacks a writable clone over it:
+//! docs/design.md#readonly-shm): a read-only `/dev/shm` breaks every DataLoader.
 //! Pure.
 
 use super::{Action, Note, Owner, ShmSource, ShmWay, Sizing, SpecMounts, Tmpfs, SHM_PATH, TMPFS_MODE};
