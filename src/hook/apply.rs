@@ -175,6 +175,8 @@ mod tests {
         fail_prepare: Option<&'static str>,
         fail_commit: Option<&'static str>,
         owners: Vec<Option<Owner>>,
+        /// `context=` of each tmpfs prepared.
+        labels: Vec<Option<String>>,
     }
 
     impl Mounter for Recorder {
@@ -197,6 +199,7 @@ mod tests {
         ) -> Result<Prepared<String>, ApplyError> {
             self.calls.push(format!("prepare {target} {} in {root}", tmpfs.size.bytes));
             self.owners.push(tmpfs.owner);
+            self.labels.push(tmpfs.label.clone());
             self.prepared(
                 target.as_str(),
                 Done::Mounted { target: target.to_string(), size: tmpfs.size.bytes },
@@ -211,6 +214,7 @@ mod tests {
         ) -> Result<Prepared<String>, ApplyError> {
             self.calls.push(format!("prepare shm {way:?} {}", tmpfs.size.bytes));
             self.owners.push(tmpfs.owner);
+            self.labels.push(tmpfs.label.clone());
             self.prepared(
                 "/dev/shm",
                 Done::GrewShm { from: Bytes(1 << 26), to: tmpfs.size.bytes, writable: false },
@@ -249,7 +253,16 @@ mod tests {
             basis_bytes: None,
             capped: None,
         };
-        Tmpfs { size, nr_inodes: None, mode: TMPFS_MODE, nosuid: true, nodev: true, noexec: false, owner }
+        Tmpfs {
+            size,
+            nr_inodes: None,
+            mode: TMPFS_MODE,
+            nosuid: true,
+            nodev: true,
+            noexec: false,
+            owner,
+            label: None,
+        }
     }
 
     fn plan_owned(owner: Option<Owner>) -> Plan {
@@ -309,6 +322,22 @@ mod tests {
         let owner = Some(Owner { uid: 100000, gid: 100000 });
         apply(&mut r, &plan_owned(owner), Entry::Join(Stage::Prestart), Some(42), Path::new("/r")).unwrap();
         assert_eq!(r.owners, [owner; 3]);
+    }
+
+    #[test]
+    fn the_plan_label_reaches_every_mount() {
+        let label = Some("system_u:object_r:container_file_t:s0:c1,c2".to_string());
+        let mut plan = plan_owned(None);
+        for action in &mut plan.actions {
+            let (Action::MountTmpfs { tmpfs, .. } | Action::Shm { tmpfs, .. }) = action;
+            tmpfs.label = label.clone();
+        }
+        let mut r = Recorder::default();
+        apply(&mut r, &plan, Entry::Join(Stage::Prestart), Some(42), Path::new("/r")).unwrap();
+        assert_eq!(r.labels, [label.clone(), label.clone(), label]);
+        let mut r = Recorder::default();
+        apply(&mut r, &plan_owned(None), Entry::Join(Stage::Prestart), Some(42), Path::new("/r")).unwrap();
+        assert_eq!(r.labels, [None, None, None]);
     }
 
     #[test]

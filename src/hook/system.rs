@@ -33,6 +33,10 @@ pub(crate) enum Pending {
 pub(crate) struct System {
     /// Device of the host's `/dev/shm`, read before joining the container.
     host_shm: Option<u64>,
+    /// Whether the kernel enforces SELinux labels (selinuxfs is mounted),
+    /// read before joining the container: a label it cannot apply is dropped
+    /// only when it has none (docs/design.md#selinux).
+    selinux: bool,
     /// Mounts attached so far, for rollback.
     attached: Vec<OwnedFd>,
     /// The spec's mount destinations, and where they landed once looked up.
@@ -85,6 +89,7 @@ impl Mounter for System {
     fn enter(&mut self, entry: Entry, pid: Option<i64>) -> Result<(), ApplyError> {
         // Before anything else: what the host's /dev/shm is (docs/design.md#hostile-rootfs rule 6).
         self.host_shm = rustix::fs::stat(SHM_PATH).ok().map(|s| s.st_dev);
+        self.selinux = mount::selinux_enabled();
         ns::enter(entry, pid)
     }
 
@@ -120,7 +125,7 @@ impl Mounter for System {
                 return Ok(Prepared::Skip(Note::warn(what, reason)));
             }
         }
-        let mnt = mount::build(tmpfs, subdirs, what)?;
+        let mnt = mount::build(tmpfs, subdirs, what, self.selinux)?;
         let done = Done::Mounted { target: what.to_string(), size: tmpfs.size.bytes };
         Ok(Prepared::Ready(Pending::Attach { mnt, target: fd, what: what.to_string() }, done))
     }
@@ -155,7 +160,7 @@ impl Mounter for System {
             if way == ShmWay::Grow {
                 log::info!("{SHM_PATH}: the spec mounts one, but none is there at hook time: mounting the plan's fresh tmpfs");
             }
-            let mnt = mount::build(tmpfs, &[], SHM_PATH)?;
+            let mnt = mount::build(tmpfs, &[], SHM_PATH, self.selinux)?;
             let done = Done::MountedShm { size: tmpfs.size.bytes };
             return Ok(Prepared::Ready(Pending::Attach { mnt, target: fd, what: SHM_PATH.into() }, done));
         }
