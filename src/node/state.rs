@@ -30,6 +30,7 @@ pub(crate) struct Installed {
 
 impl Installed {
     pub(super) fn add_file(&mut self, p: &Path) {
+        self.found.retain(|f| f != p);
         if !self.files.iter().any(|f| f == p) {
             self.files.push(p.to_path_buf());
         }
