@@ -445,6 +445,23 @@ fn node_broken_config_writes_nothing() {
     assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
     assert!(err.lines().count() == 1 && err.contains("etc/containerd/config.toml: line 3"), "{err}");
     assert_eq!(snapshot_diff(&before, &files_of(&host)), Vec::<String>::new(), "a broken config wrote files");
+
+    // Another vendor's oci-tmpfs-runtime in --bin-dir (the binary's place
+    // is free): refused before the binary is copied.
+    let work = TempDir::new("node-not-ours");
+    let host = fake_host(&work.0, DEBIAN_CONTAINERD);
+    std::os::unix::fs::symlink("/opt/other/runtime", host.join("usr/local/bin/oci-tmpfs-runtime")).unwrap();
+    let before = files_of(&host);
+    let out = node_in_ns(&host, "install", &["--restart-mode", "none"], &[], &[]);
+    say(&format!("node foreign wrapper:\n{}", shown(&out)));
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
+    assert!(err.lines().count() == 1 && err.contains("was not installed by node install"), "{err}");
+    assert_eq!(
+        snapshot_diff(&before, &files_of(&host)),
+        Vec::<String>::new(),
+        "a refused install wrote files"
+    );
 }
 
 /// Issue 18, 2: a first install that fails midway (CRI-O's hooks dir
