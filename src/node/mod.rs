@@ -7,13 +7,18 @@
 //! runs the engine setup ([`crate::engine::change`], the same plan and writes as
 //! `setup ENGINE --root HOST`) for containerd (the `oci-tmpfs` handler) and
 //! CRI-O (the hooks JSON in its hooks dir), each when its config is there.
-//! What it created is recorded in a state file on the host
-//! ([`STATE_FILE`]), so that uninstall takes out exactly that and gives back
-//! every engine file byte for byte. One `flock` on [`LOCK_FILE`] under the
-//! host root keeps two instances from editing at once; the second waits.
+//! Everything is read, parsed and planned before the first write, so a
+//! config that does not parse writes nothing. What it will create is
+//! recorded in a state file on the host ([`STATE_FILE`]) before it is
+//! written, so that uninstall takes out exactly that and gives back every
+//! engine file byte for byte, even after a run cut short. One `flock` on
+//! [`LOCK_FILE`] under the host root keeps two instances from editing at
+//! once; the second waits.
 //!
 //! Restarts: containerd reads its config only at start, so it is restarted
-//! when its config changed, and only then (`--restart-mode systemd`: the
+//! when its config changed, when a restart is pending from an earlier run
+//! (kept in the state file until one succeeds), or when its CRI ([`cri`])
+//! says the running daemon lacks the handler (`--restart-mode systemd`: the
 //! host's `systemctl restart containerd`, run in pid 1's mount namespace,
 //! [`restart`]). CRI-O is never restarted: it watches its hooks dirs
 //! (containers/common `pkg/hooks` `Monitor`, fsnotify) and loads a new or
