@@ -425,43 +425,38 @@ impl Drop for InitGuard {
     }
 }
 
-/// A fake host with Debian's containerd config made invalid TOML.
-fn broken_host(dir: &Path) -> PathBuf {
-    fake_host(dir, &DEBIAN_CONTAINERD.replace("[plugins]\n", "[plugins\n"))
-}
-
 /// Issue 18, 1: a containerd config that is not TOML stops the install
 /// before its first write: exit 1, one line naming the file, and the fake
 /// host byte for byte as it was (the lock file in /run excepted, by design).
+/// So does another vendor's oci-tmpfs-runtime in --bin-dir (the binary's
+/// place free): refused before the binary is copied.
 #[test]
 fn node_broken_config_writes_nothing() {
     require_root();
-    let work = TempDir::new("node-broken");
-    let host = broken_host(&work.0);
-    let before = files_of(&host);
-    let out = node_in_ns(&host, "install", &["--restart-mode", "none"], &[], &[]);
-    say(&format!("node broken config:\n{}", shown(&out)));
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
-    assert!(err.lines().count() == 1 && err.contains("etc/containerd/config.toml: line 3"), "{err}");
-    assert_eq!(snapshot_diff(&before, &files_of(&host)), Vec::<String>::new(), "a broken config wrote files");
-
-    // Another vendor's oci-tmpfs-runtime in --bin-dir (the binary's place
-    // is free): refused before the binary is copied.
-    let work = TempDir::new("node-not-ours");
-    let host = fake_host(&work.0, DEBIAN_CONTAINERD);
-    std::os::unix::fs::symlink("/opt/other/runtime", host.join("usr/local/bin/oci-tmpfs-runtime")).unwrap();
-    let before = files_of(&host);
-    let out = node_in_ns(&host, "install", &["--restart-mode", "none"], &[], &[]);
-    say(&format!("node foreign wrapper:\n{}", shown(&out)));
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
-    assert!(err.lines().count() == 1 && err.contains("was not installed by node install"), "{err}");
-    assert_eq!(
-        snapshot_diff(&before, &files_of(&host)),
-        Vec::<String>::new(),
-        "a refused install wrote files"
-    );
+    let broken = DEBIAN_CONTAINERD.replace("[plugins]\n", "[plugins\n");
+    let cases: [(&str, &str, Option<&str>, &str); 2] = [
+        ("broken config", &broken, None, "etc/containerd/config.toml: line 3"),
+        (
+            "foreign wrapper",
+            DEBIAN_CONTAINERD,
+            Some("/opt/other/runtime"),
+            "was not installed by node install",
+        ),
+    ];
+    for (label, config, wrapper, want) in cases {
+        let work = TempDir::new("node-refused");
+        let host = fake_host(&work.0, config);
+        if let Some(target) = wrapper {
+            std::os::unix::fs::symlink(target, host.join("usr/local/bin/oci-tmpfs-runtime")).unwrap();
+        }
+        let before = files_of(&host);
+        let out = node_in_ns(&host, "install", &["--restart-mode", "none"], &[], &[]);
+        say(&format!("node {label}:\n{}", shown(&out)));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{label}: {}", shown(&out));
+        assert!(err.lines().count() == 1 && err.contains(want), "{label}: {err}");
+        assert_eq!(snapshot_diff(&before, &files_of(&host)), Vec::<String>::new(), "{label}: files written");
+    }
 }
 
 /// Issue 18, 2: a first install that fails midway (CRI-O's hooks dir
