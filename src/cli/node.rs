@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::error::Error;
+use crate::error::{Error, EXIT_USAGE};
 use crate::node::{self, NodeAction, Options, RestartMode};
 
 /// `node install` / `node uninstall`.
@@ -62,7 +62,14 @@ pub(crate) fn run(args: &NodeArgs) -> Result<ExitCode, Error> {
     // Before the install: a SIGTERM during it is then not lost (as pid 1 of
     // its container, this process would otherwise ignore SIGTERM).
     let signals = if args.wait { Some(signal_pipe()?) } else { None };
-    node::run(&args.options(args.action))?;
+    match node::run(&args.options(args.action)) {
+        // A host root that is our own root is a wrong flag: a usage error.
+        Err(e @ node::NodeError::OwnRoot(_)) => {
+            super::report(&e);
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+        done => done?,
+    }
     let Some(mut pipe) = signals else { return Ok(ExitCode::SUCCESS) };
     let then = if args.uninstall_on_exit { "; uninstalling then" } else { "" };
     println!("node: waiting for SIGTERM{then}");
