@@ -237,7 +237,7 @@ fn create_request(name: &str) -> api::CreateContainerRequest {
 fn registration_exchange() {
     let mut fake = Fake::start("");
     let (s, (name, idx)) = fake.accept();
-    assert_eq!((name.as_str(), idx.as_str()), ("oci-tmpfs", "10"));
+    assert_eq!((name.as_str(), idx.as_str()), ("oci-tmpfs", "90"));
     let events = configure(&s).events;
     assert_eq!(events, 1 << (api::Event::CREATE_CONTAINER as i32 - 1), "subscribes to CreateContainer alone");
     assert_eq!(events, 0x8);
@@ -409,7 +409,7 @@ fn bad_input_then_reconnect(fake: &mut Fake, s: Session, bytes: &[u8], want: &st
         std::thread::sleep(Duration::from_millis(20));
     }
     let (next, reg) = fake.accept();
-    assert_eq!(reg.1, "10");
+    assert_eq!(reg.1, "90");
     assert!(fake.alive(), "the plugin died:\n{}", fake.log());
     drop(s);
     configure(&next);
@@ -546,4 +546,88 @@ fn pre_registered_on_fd_3() {
     };
     assert!(status.success(), "{status}: {}", fake.log());
     assert!(!fake.log().contains("panicked"), "{}", fake.log());
+}
+
+/// Runs `nri --probe --status-file PATH`: (exit 0?, stdout + stderr).
+fn probe(path: &std::path::Path) -> (bool, String) {
+    let out = Command::new(common::hook_bin())
+        .args(["nri", "--probe", "--status-file"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// Waits until the probe's exit is `want`; its output.
+fn probe_until(path: &std::path::Path, want: bool, fake: &Fake) -> String {
+    let t0 = Instant::now();
+    loop {
+        let (ok, text) = probe(path);
+        if ok == want {
+            return text;
+        }
+        assert!(t0.elapsed() < TIMEOUT, "the probe still says {ok} ({text}):\n{}", fake.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `--status-file` and `--probe` (the DaemonSet's liveness and readiness):
+/// the probe passes while the plugin is registered, fails as soon as the
+/// runtime's side closes, passes again after the redial's registration, and
+/// fails when the plugin was killed before it could remove the file.
+#[test]
+fn probe_follows_the_registration() {
+    let mut fake = Fake::start_with("", &["--status-file", "{dir}/status"]);
+    let status = fake.dir.0.join("status");
+    let (ok, text) = probe(&status);
+    assert!(!ok && text.contains("not registered with the runtime now"), "{text}");
+    let (s, _) = fake.accept();
+    let text = probe_until(&status, true, &fake);
+    assert!(text.starts_with("nri: registered oci-tmpfs 90 "), "{text}");
+    let _ = s.raw.shutdown(std::net::Shutdown::Both);
+    drop(s);
+    let text = probe_until(&status, false, &fake);
+    assert!(text.contains("is missing"), "{text}");
+    let (_s, _) = fake.accept();
+    probe_until(&status, true, &fake);
+    let _ = fake.plugin.kill();
+    let _ = fake.plugin.wait();
+    let (ok, text) = probe(&status);
+    assert!(!ok && text.contains("which is gone"), "{text}");
+    assert_eq!(text.lines().count(), 1, "one line: {text}");
+}
+
+/// Pre-registered as the runtime really starts it: the entry run with no
+/// argument at all, only the runtime's three variables (no PATH), the
+/// socket at fd 3. The plugin runs `nri` with its defaults and registers
+/// under the entry's name and index.
+#[test]
+fn pre_registered_with_no_argument() {
+    let mut fake = Fake::start("");
+    let sock = fake.dir.0.join("nri.sock");
+    let _ = fake.plugin.kill();
+    let _ = fake.plugin.wait();
+    fake.listener.set_nonblocking(true).unwrap();
+    while fake.listener.accept().is_ok() {}
+    let entry = fake.dir.0.join("90-oci-tmpfs-hook");
+    std::os::unix::fs::symlink(common::hook_bin(), &entry).unwrap();
+    let launcher = "import os, socket, sys\n\
+        s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
+        os.dup2(s.fileno(), 3); os.set_inheritable(3, True)\n\
+        os.execve(sys.argv[2], [sys.argv[2]], {'NRI_PLUGIN_SOCKET': '3', 'NRI_PLUGIN_NAME': 'oci-tmpfs-hook', 'NRI_PLUGIN_IDX': '90'})";
+    let log = std::fs::File::create(fake.dir.0.join("plugin.log")).unwrap();
+    fake.plugin = Command::new("python3")
+        .args(["-c", launcher])
+        .arg(&sock)
+        .arg(&entry)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("python3");
+    let (s, (name, idx)) = fake.accept();
+    assert_eq!((name.as_str(), idx.as_str()), ("oci-tmpfs-hook", "90"));
+    assert_eq!(configure(&s).events, 0x8);
+    assert!(fake.alive(), "{}", fake.log());
 }

@@ -65,6 +65,9 @@ pub(crate) struct Options {
     pub bin_dir: PathBuf,
     /// The unit `restart-unit` restarts.
     pub unit: Option<String>,
+    /// The NRI plugin, pre-registered, instead of the engine registrations
+    /// ([`crate::nri::preinstall`]).
+    pub nri: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -133,13 +136,13 @@ impl<'a> Node<'a> {
     }
 
     /// Says what was written or removed.
-    pub(super) fn did(&mut self, line: impl AsRef<str>) {
+    pub(crate) fn did(&mut self, line: impl AsRef<str>) {
         self.changed = true;
         self.say(line);
     }
 
     /// A host path under the host root.
-    pub(super) fn on_host(&self, p: &Path) -> PathBuf {
+    pub(crate) fn on_host(&self, p: &Path) -> PathBuf {
         rooted(&self.args.host_root, p)
     }
 
@@ -151,8 +154,18 @@ impl<'a> Node<'a> {
         self.args.bin_dir.join(WRAPPER_NAME)
     }
 
+    /// Records host file `p` as installed (uninstall removes it).
+    pub(crate) fn record(&mut self, p: &Path) {
+        self.state.add_file(p);
+    }
+
+    /// Whether install put host file `p` there.
+    pub(crate) fn owns(&self, p: &Path) -> bool {
+        self.state.owns(p)
+    }
+
     /// Creates the missing dirs up to host path `dir`, recording them.
-    pub(super) fn make_dirs(&mut self, dir: &Path) -> Result<(), NodeError> {
+    pub(crate) fn make_dirs(&mut self, dir: &Path) -> Result<(), NodeError> {
         let mut missing: Vec<PathBuf> = dir.ancestors().map(Path::to_path_buf).collect();
         missing.reverse();
         for d in missing {
@@ -241,13 +254,18 @@ fn install(node: &mut Node<'_>) -> Result<(), NodeError> {
     put_host_config(node)?;
     let engines: Vec<Engine> =
         NODE_ENGINES.into_iter().filter(|e| e.detect(&node.args.host_root, false).is_some()).collect();
-    if engines.is_empty() {
+    if node.args.nri {
+        let hook = node.hook();
+        if crate::nri::preinstall::install(node, &hook)? {
+            preregistered_restart(node, &engines);
+        }
+    } else if engines.is_empty() {
         node.say(format!(
             "node: no containerd or CRI-O config under {}: no engine registered",
             node.args.host_root.display()
         ));
     }
-    for engine in engines {
+    for engine in engines.into_iter().filter(|_| !node.args.nri) {
         register(node, engine, false)?;
     }
     state::save(node, old.as_ref())?;
@@ -274,6 +292,22 @@ fn uninstall(node: &mut Node<'_>) -> Result<(), NodeError> {
     node.did(format!("node: removed {}", state_file.display()));
     remove_dirs(node);
     finish(node)
+}
+
+/// A runtime starts its pre-registered plugins at its start: containerd is
+/// restarted (as for a changed config); CRI-O, and a runtime whose config
+/// is not found, are named.
+fn preregistered_restart(node: &mut Node<'_>, engines: &[Engine]) {
+    for engine in engines {
+        if *engine == Engine::Containerd && node.args.restart_mode == RestartMode::Systemd {
+            node.restarts.push(*engine);
+        } else {
+            node.say(format!("{engine}: restart it to start the pre-registered NRI plugin"));
+        }
+    }
+    if engines.is_empty() {
+        node.say("node: restart the container runtime to start the pre-registered NRI plugin");
+    }
 }
 
 /// Restarts what needs it, and says when nothing changed.

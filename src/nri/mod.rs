@@ -11,16 +11,18 @@
 //! the runtime's `NRI_PLUGIN_*` environment and inherited socket,
 //! [`service`] the plugin's event handling, [`adjust`] the pure mapping
 //! between NRI's messages and the plan, [`install`] the hook's copy on the
-//! node, [`proto`] the generated API.
+//! node, [`preinstall`] the pre-registered plugin's files on a host (`node
+//! install --nri`), [`proto`] the generated API.
 //! Not here: a runtime's side (tests play it), CRI-O specifics beyond the
 //! shared API, updates of running containers.
 
 pub(crate) mod adjust;
 pub(crate) mod install;
 pub mod mux;
+pub(crate) mod preinstall;
 pub mod proto;
 pub(crate) mod service;
-pub(crate) mod session;
+pub mod session;
 
 pub(crate) use service::Handler;
 pub(crate) use session::Identity;
@@ -31,5 +33,9 @@ pub const PLUGIN_SOCKET_ENV: &str = "NRI_PLUGIN_SOCKET";
 /// The name and index a runtime gives a plugin it starts.
 pub const PLUGIN_NAME_ENV: &str = "NRI_PLUGIN_NAME";
 pub const PLUGIN_IDX_ENV: &str = "NRI_PLUGIN_IDX";
+/// Our default index: late (docs/nri.md#beside-other-plugins). The runtime
+/// calls plugins in index order and hands each the container as the earlier
+/// ones adjusted it, so the plan sees every mount that other plugins add.
+pub const DEFAULT_IDX: &str = "90";
 /// The default NRI socket of containerd and CRI-O.
 pub const DEFAULT_SOCKET: &str = "/var/run/nri/nri.sock";
