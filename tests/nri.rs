@@ -19,6 +19,10 @@
 mod common;
 use common::*;
 
+/// Node boot, crashes and other plugins (issue 18).
+#[path = "nri/boot.rs"]
+mod boot;
+
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::Write as _;
@@ -365,6 +369,11 @@ struct Node {
 
 impl Node {
     fn start(case: &str) -> Node {
+        Node::start_with(case, true)
+    }
+
+    /// A node whose containerd is up; with `plugin`, ours is registered too.
+    fn start_with(case: &str, plugin: bool) -> Node {
         require_root();
         let ctd = Containerd::find();
         let dir = TempDir::new("cri");
@@ -423,7 +432,9 @@ impl Node {
         std::fs::write(&node.config, node.ctd.base_config(&node.dir, &node.image)).unwrap();
 
         node.start_daemon();
-        node.start_plugin();
+        if plugin {
+            node.start_plugin();
+        }
         let runc = ok(Command::new("runc").arg("--version"));
         say(&format!(
             "nri {case}: containerd {} ({}), config version {}, {}",

@@ -30,6 +30,8 @@ if [ ! -f "$pylib/.complete" ]; then
   touch "$pylib/.complete"
 fi
 cargo build --locked --quiet
+# The other vendors' plugin of tests/nri/boot.rs.
+cargo build --locked --quiet --example nri_mount
 # The static release binary: the node image's (case 11) and the bench's plugin.
 if [ -z "${OCI_TMPFS_HOOK_NRI_BIN:-}" ]; then
   host=$(rustc -vV | sed -n 's/^host: //p')
