@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the NRI plugin's containerd suite (tests/nri.rs) against sid's
+# Runs the NRI plugin's containerd suite (tests/nri/, the `nri` test binary) against sid's
 # containerd 2.1 (tests/env/sid.sh), as root:
 #
 #   tests/env/nri.sh [TEST-FILTER] [LIBTEST-ARGS...]
@@ -44,7 +44,7 @@ bin=$(cargo test --locked --test nri --no-run --message-format=json 2>/dev/null 
 for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "nri": print(m["executable"])' | tail -n1)
-[ -n "$bin" ] || { echo "nri.sh: building tests/nri.rs failed (cargo test --test nri --no-run)" >&2; exit 1; }
+[ -n "$bin" ] || { echo "nri.sh: building tests/nri/ failed (cargo test --test nri --no-run)" >&2; exit 1; }
 OCI_TMPFS_SID_BINDS="$pylib ${OCI_TMPFS_SID_BINDS:-}" \
 OCI_TMPFS_ENV="OCI_TMPFS_HOOK_CRI_PYTHONPATH=$pylib OCI_TMPFS_HOOK_NRI_BIN=$OCI_TMPFS_HOOK_NRI_BIN ${NRI_BENCH_ROUNDS:+NRI_BENCH_ROUNDS=$NRI_BENCH_ROUNDS} ${NRI_BENCH_CHURN:+NRI_BENCH_CHURN=$NRI_BENCH_CHURN}" \
   exec tests/env/sid.sh run -- "$bin" --test-threads="${NRI_TEST_THREADS:-2}" "$@"

@@ -12,12 +12,10 @@
 //! from the socket: the plugin logs one clean error, redials and registers
 //! again, and is never killed by a panic. No root needed.
 
-mod common;
-
+use crate::support::TempDir;
 use std::io::Write;
 use std::os::fd::IntoRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -27,23 +25,6 @@ use oci_tmpfs_hook::nri::mux::{self, MAX_WRITE, PLUGIN_CONN, RUNTIME_CONN};
 use oci_tmpfs_hook::nri::proto::{api, api_ttrpc};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        let dir = std::env::temp_dir().join("oci-tmpfs-hook-tests").join(common::unique("nri-proto"));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The runtime's service: records each registration.
 struct Runtime(mpsc::Sender<(String, String)>);
@@ -84,13 +65,13 @@ impl Fake {
     /// The plugin with `args` after `nri --socket S --config C`; `{dir}` in
     /// an arg is this fake's directory.
     fn start_with(host_config: &str, args: &[&str]) -> Fake {
-        let dir = TempDir::new();
+        let dir = TempDir::new("nri-proto");
         let sock = dir.0.join("nri.sock");
         let listener = UnixListener::bind(&sock).unwrap();
         let config = dir.0.join("config.toml");
         std::fs::write(&config, host_config).unwrap();
         let log = std::fs::File::create(dir.0.join("plugin.log")).unwrap();
-        let plugin = Command::new(common::hook_bin())
+        let plugin = Command::new(crate::support::hook_bin())
             .arg("nri")
             .arg("--socket")
             .arg(&sock)
@@ -139,7 +120,7 @@ impl Fake {
     /// The runtime's side of the mux over `stream`, through a proxy that
     /// records the largest frame the plugin writes.
     fn relay(&self, stream: UnixStream) -> Session {
-        let server_path = self.dir.0.join(common::unique("runtime.sock"));
+        let server_path = self.dir.0.join(crate::support::unique("runtime.sock"));
         let service = api_ttrpc::create_runtime(Arc::new(Runtime(self.register_tx.clone())));
         let mut server = ttrpc::Server::new()
             .bind(&format!("unix://{}", server_path.display()))
@@ -285,7 +266,7 @@ fn adjustment_for_a_plan_in_frames_of_at_most_4096() {
     assert!(adjust.mounts.is_empty(), "never a mount: {:?}", adjust.mounts);
     assert!(adjust.env.is_empty() && adjust.linux.is_none(), "{adjust:?}");
     let hook = the_hook(adjust);
-    let this = common::hook_bin().canonicalize().unwrap();
+    let this = crate::support::hook_bin().canonicalize().unwrap();
     let config = fake.dir.0.join("config.toml");
     assert_eq!(hook.path, this.display().to_string(), "no --hook-dir: this binary");
     assert_eq!(
@@ -337,7 +318,7 @@ fn adjustment_for_a_plan_in_frames_of_at_most_4096() {
 fn hook_dir_is_filled_before_registration() {
     let host = "tmp_size = \"10%\"\n";
     let args = ["--hook-dir", "/opt/oci-tmpfs-hook", "--hook-dir-mount", "{dir}/hookdir"];
-    let dir = TempDir::new();
+    let dir = TempDir::new("nri-proto");
     let mount = dir.0.join("hookdir");
     std::fs::create_dir_all(&mount).unwrap();
     let args: Vec<String> = args.iter().map(|a| a.replace("{dir}", &dir.0.display().to_string())).collect();
@@ -347,7 +328,7 @@ fn hook_dir_is_filled_before_registration() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
     let (bin, cfg) = (mount.join("oci-tmpfs-hook"), mount.join("config.toml"));
-    assert_eq!(std::fs::read(&bin).unwrap(), std::fs::read(common::hook_bin()).unwrap());
+    assert_eq!(std::fs::read(&bin).unwrap(), std::fs::read(crate::support::hook_bin()).unwrap());
     assert_eq!(mode(&bin), 0o755);
     assert_eq!(std::fs::read_to_string(&cfg).unwrap(), host);
     assert_eq!(mode(&cfg), 0o644);
@@ -369,7 +350,7 @@ fn hook_dir_is_filled_before_registration() {
     fake.listener.set_nonblocking(true).unwrap();
     while fake.listener.accept().is_ok() {}
     let log = std::fs::File::create(fake.dir.0.join("plugin.log")).unwrap();
-    fake.plugin = Command::new(common::hook_bin())
+    fake.plugin = Command::new(crate::support::hook_bin())
         .arg("nri")
         .arg("--socket")
         .arg(fake.dir.0.join("nri.sock"))
@@ -387,7 +368,7 @@ fn hook_dir_is_filled_before_registration() {
     assert_eq!(inodes, (std::fs::metadata(&bin).unwrap().ino(), std::fs::metadata(&cfg).unwrap().ino()));
     assert!(!fake.log().contains("nri: wrote"), "{}", fake.log());
     // A missing --hook-dir-mount: the plugin refuses to start, naming it.
-    let out = Command::new(common::hook_bin())
+    let out = Command::new(crate::support::hook_bin())
         .args(["nri", "--socket", "/nonexistent/nri.sock", "--hook-dir", "/opt/x", "--hook-dir-mount"])
         .arg(dir.0.join("missing"))
         .arg("--config")
@@ -452,11 +433,11 @@ fn malformed_and_oversized_frames_get_a_clean_error_and_a_reconnect() {
 
 #[test]
 fn no_socket_then_socket_appears() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("nri-proto");
     let sock = dir.0.join("late.sock");
     let config = dir.0.join("config.toml");
     std::fs::write(&config, "").unwrap();
-    let mut plugin = Command::new(common::hook_bin())
+    let mut plugin = Command::new(crate::support::hook_bin())
         .args(["nri", "--idx", "42", "--name", "late", "--socket"])
         .arg(&sock)
         .arg("--config")
@@ -480,7 +461,7 @@ fn no_socket_then_socket_appears() {
     let out = plugin.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().filter(|l| l.contains("connecting to the NRI socket")).count(), 1, "{err}");
-    let bad = Command::new(common::hook_bin())
+    let bad = Command::new(crate::support::hook_bin())
         .args(["nri", "--idx", "7"])
         .arg("--config")
         .arg(&config)
@@ -514,7 +495,7 @@ fn pre_registered_on_fd_3() {
     fake.plugin = Command::new("python3")
         .args(["-c", launcher])
         .arg(&sock)
-        .arg(common::hook_bin())
+        .arg(crate::support::hook_bin())
         .args(["nri", "--socket", "/nonexistent/nri.sock", "--config"])
         .arg(&config)
         .env("TMPDIR", &fake.dir.0)
