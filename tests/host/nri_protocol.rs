@@ -531,7 +531,7 @@ fn pre_registered_on_fd_3() {
 
 /// Runs `nri --probe --status-file PATH`: (exit 0?, stdout + stderr).
 fn probe(path: &std::path::Path) -> (bool, String) {
-    let out = Command::new(common::hook_bin())
+    let out = Command::new(crate::support::hook_bin())
         .args(["nri", "--probe", "--status-file"])
         .arg(path)
         .output()
@@ -592,7 +592,7 @@ fn pre_registered_with_no_argument() {
     fake.listener.set_nonblocking(true).unwrap();
     while fake.listener.accept().is_ok() {}
     let entry = fake.dir.0.join("90-oci-tmpfs-hook");
-    std::os::unix::fs::symlink(common::hook_bin(), &entry).unwrap();
+    std::os::unix::fs::symlink(crate::support::hook_bin(), &entry).unwrap();
     let launcher = "import os, socket, sys\n\
         s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
         os.dup2(s.fileno(), 3); os.set_inheritable(3, True)\n\

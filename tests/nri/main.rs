@@ -23,7 +23,6 @@ use support::cri::*;
 use support::*;
 
 /// Node boot, crashes and other plugins (issue 18).
-#[path = "nri/boot.rs"]
 mod boot;
 
 use std::fmt::Write as _;
