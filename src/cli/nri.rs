@@ -25,7 +25,7 @@ pub(crate) struct NriArgs {
     #[arg(long, value_name = "PATH", default_value = crate::nri::DEFAULT_SOCKET)]
     pub socket: PathBuf,
     /// The plugin's name, as the runtime lists it.
-    #[arg(long, default_value = "oci-tmpfs")]
+    #[arg(long, default_value = crate::nri::DEFAULT_NAME)]
     pub name: String,
     /// The plugin's index: two digits, its place among the runtime's plugins
     /// (late, so that it sees the mounts other plugins add).

@@ -33,6 +33,9 @@ pub const PLUGIN_SOCKET_ENV: &str = "NRI_PLUGIN_SOCKET";
 /// The name and index a runtime gives a plugin it starts.
 pub const PLUGIN_NAME_ENV: &str = "NRI_PLUGIN_NAME";
 pub const PLUGIN_IDX_ENV: &str = "NRI_PLUGIN_IDX";
+/// Our name, as the runtime lists it (and a `required_plugins` entry names
+/// it): the DaemonSet's and the pre-registered entry's.
+pub const DEFAULT_NAME: &str = "oci-tmpfs-hook";
 /// Our default index: late (docs/nri.md#beside-other-plugins). The runtime
 /// calls plugins in index order and hands each the container as the earlier
 /// ones adjusted it, so the plan sees every mount that other plugins add.

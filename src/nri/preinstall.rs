@@ -28,7 +28,7 @@ pub(crate) const PLUGINS_DIR: &str = "/opt/nri/plugins";
 /// The runtimes' default directory of their configs.
 pub(crate) const CONF_DIR: &str = "/etc/nri/conf.d";
 /// The plugin's name, from its entry's file name.
-pub(crate) const NAME: &str = "oci-tmpfs-hook";
+use super::DEFAULT_NAME as NAME;
 /// What the runtime hands the plugin at `Configure`.
 pub(crate) const CONF_TEXT: &str = "\
 # oci-tmpfs-hook's NRI plugin, pre-registered by `oci-tmpfs-hook node install --nri`

@@ -218,7 +218,7 @@ fn create_request(name: &str) -> api::CreateContainerRequest {
 fn registration_exchange() {
     let mut fake = Fake::start("");
     let (s, (name, idx)) = fake.accept();
-    assert_eq!((name.as_str(), idx.as_str()), ("oci-tmpfs", "90"));
+    assert_eq!((name.as_str(), idx.as_str()), ("oci-tmpfs-hook", "90"));
     let events = configure(&s).events;
     assert_eq!(events, 1 << (api::Event::CREATE_CONTAINER as i32 - 1), "subscribes to CreateContainer alone");
     assert_eq!(events, 0x8);
@@ -565,7 +565,7 @@ fn probe_follows_the_registration() {
     assert!(!ok && text.contains("not registered with the runtime now"), "{text}");
     let (s, _) = fake.accept();
     let text = probe_until(&status, true, &fake);
-    assert!(text.starts_with("nri: registered oci-tmpfs 90 "), "{text}");
+    assert!(text.starts_with("nri: registered oci-tmpfs-hook 90 "), "{text}");
     let _ = s.raw.shutdown(std::net::Shutdown::Both);
     drop(s);
     let text = probe_until(&status, false, &fake);

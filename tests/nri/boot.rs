@@ -155,7 +155,7 @@ fn boot_probe_follows_the_runtime() {
     let (ok, line) = probe(&node, &status);
     r.seen("registered", format!("{ok}: {line}"));
     r.check(
-        ok && line.contains("registered oci-tmpfs 90"),
+        ok && line.contains("registered oci-tmpfs-hook 90"),
         format!("the probe fails while registered: {line}"),
     );
     kill_daemon(&mut node);
