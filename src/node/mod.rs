@@ -7,6 +7,8 @@
 //! runs the engine setup ([`crate::engine::change`], the same plan and writes as
 //! `setup ENGINE --root HOST`) for containerd (the `oci-tmpfs` handler) and
 //! CRI-O (the hooks JSON in its hooks dir), each when its config is there.
+//! With `--nri`, the NRI plugin is pre-registered instead of either
+//! ([`crate::nri::preinstall`], docs/nri.md#pre-registered).
 //! What it created is recorded in a state file on the host
 //! ([`STATE_FILE`]), so that uninstall takes out exactly that and gives back
 //! every engine file byte for byte. One `flock` on [`LOCK_FILE`] under the
