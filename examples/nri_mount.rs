@@ -13,6 +13,7 @@
 
 use std::sync::Arc;
 
+use oci_tmpfs_hook::nri;
 use oci_tmpfs_hook::nri::proto::{api, api_ttrpc};
 use oci_tmpfs_hook::nri::session::{self, Identity, Service, Status};
 
@@ -28,9 +29,7 @@ impl api_ttrpc::Plugin for AddMount {
         _: &ttrpc::TtrpcContext,
         _: api::ConfigureRequest,
     ) -> ttrpc::Result<api::ConfigureResponse> {
-        let mut resp = api::ConfigureResponse::new();
-        resp.events = 1 << (api::Event::CREATE_CONTAINER as i32 - 1);
-        Ok(resp)
+        Ok(nri::configured())
     }
 
     fn synchronize(
@@ -38,9 +37,7 @@ impl api_ttrpc::Plugin for AddMount {
         _: &ttrpc::TtrpcContext,
         req: api::SynchronizeRequest,
     ) -> ttrpc::Result<api::SynchronizeResponse> {
-        let mut resp = api::SynchronizeResponse::new();
-        resp.more = req.more;
-        Ok(resp)
+        Ok(nri::synchronized(&req))
     }
 
     fn shutdown(&self, _: &ttrpc::TtrpcContext, _: api::Empty) -> ttrpc::Result<api::Empty> {

@@ -42,3 +42,21 @@ pub const DEFAULT_NAME: &str = "oci-tmpfs-hook";
 pub const DEFAULT_IDX: &str = "90";
 /// The default NRI socket of containerd and CRI-O.
 pub const DEFAULT_SOCKET: &str = "/var/run/nri/nri.sock";
+
+/// The event mask answered to `Configure`: `CREATE_CONTAINER` alone
+/// (`1 << (event - 1)`; a mask of 0 would mean every event).
+pub const EVENTS: i32 = 1 << (proto::api::Event::CREATE_CONTAINER as i32 - 1);
+
+/// The answer to `Configure` of a plugin that wants [`EVENTS`].
+pub fn configured() -> proto::api::ConfigureResponse {
+    let mut resp = proto::api::ConfigureResponse::new();
+    resp.events = EVENTS;
+    resp
+}
+
+/// The answer to `Synchronize` of a plugin that updates no container.
+pub fn synchronized(req: &proto::api::SynchronizeRequest) -> proto::api::SynchronizeResponse {
+    let mut resp = proto::api::SynchronizeResponse::new();
+    resp.more = req.more;
+    resp
+}

@@ -89,6 +89,36 @@ impl Fake {
         Fake { dir, listener, plugin, registered, register_tx }
     }
 
+    /// Kills the plugin, and returns the command that plays the runtime's
+    /// launcher of a pre-registered one: python3 connects to the socket,
+    /// puts it at fd 3 and execs the args that follow (the first is also
+    /// argv\[0\]) with `NRI_PLUGIN_*` of `name` and `idx`, and with this
+    /// process's environment when `inherit` (else nothing else). Its output
+    /// is the plugin's log.
+    fn launcher(&mut self, name: &str, idx: &str, inherit: bool) -> Command {
+        let _ = self.plugin.kill();
+        let _ = self.plugin.wait();
+        // The first plugin may have connected before it was killed: drop
+        // that connection, so that the next accept is the launcher's.
+        self.listener.set_nonblocking(true).unwrap();
+        while self.listener.accept().is_ok() {}
+        let launcher = "import os, socket, sys\n\
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
+            os.dup2(s.fileno(), 3); os.set_inheritable(3, True)\n\
+            env = dict(os.environ) if sys.argv[4] == 'inherit' else {}\n\
+            env.update(NRI_PLUGIN_SOCKET='3', NRI_PLUGIN_NAME=sys.argv[2], NRI_PLUGIN_IDX=sys.argv[3])\n\
+            os.execve(sys.argv[5], sys.argv[5:], env)";
+        let log = std::fs::File::create(self.dir.0.join("plugin.log")).unwrap();
+        let mut cmd = Command::new("python3");
+        cmd.args(["-c", launcher])
+            .arg(self.dir.0.join("nri.sock"))
+            .args([name, idx, if inherit { "inherit" } else { "clean" }])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        cmd
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(self.dir.0.join("plugin.log")).unwrap_or_default()
     }
@@ -478,33 +508,15 @@ fn no_socket_then_socket_appears() {
 #[test]
 fn pre_registered_on_fd_3() {
     let mut fake = Fake::start("");
-    let sock = fake.dir.0.join("nri.sock");
-    let _ = fake.plugin.kill();
-    let _ = fake.plugin.wait();
-    // The first plugin may have connected before it was killed: drop that
-    // connection, so that the next accept is the launcher's.
-    fake.listener.set_nonblocking(true).unwrap();
-    while fake.listener.accept().is_ok() {}
-    // python3 plays the runtime's launcher: connect, put the socket at fd 3, exec.
-    let launcher = "import os, socket, sys\n\
-        s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
-        os.dup2(s.fileno(), 3); os.set_inheritable(3, True)\n\
-        os.execve(sys.argv[2], sys.argv[2:], dict(os.environ, NRI_PLUGIN_SOCKET='3', NRI_PLUGIN_NAME='pre', NRI_PLUGIN_IDX='05'))";
     let config = fake.dir.0.join("config.toml");
-    let log = std::fs::File::create(fake.dir.0.join("plugin.log")).unwrap();
-    fake.plugin = Command::new("python3")
-        .args(["-c", launcher])
-        .arg(&sock)
+    let mut launch = fake.launcher("pre", "05", true);
+    launch
         .arg(crate::support::hook_bin())
         .args(["nri", "--socket", "/nonexistent/nri.sock", "--config"])
         .arg(&config)
         .env("TMPDIR", &fake.dir.0)
-        .env("OCI_TMPFS_HOOK_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("python3");
+        .env("OCI_TMPFS_HOOK_LOG", "info");
+    fake.plugin = launch.spawn().expect("python3");
     let (s, (name, idx)) = fake.accept();
     assert_eq!((name.as_str(), idx.as_str()), ("pre", "05"));
     assert_eq!(configure(&s).events, 0x8);
@@ -586,27 +598,9 @@ fn probe_follows_the_registration() {
 #[test]
 fn pre_registered_with_no_argument() {
     let mut fake = Fake::start("");
-    let sock = fake.dir.0.join("nri.sock");
-    let _ = fake.plugin.kill();
-    let _ = fake.plugin.wait();
-    fake.listener.set_nonblocking(true).unwrap();
-    while fake.listener.accept().is_ok() {}
     let entry = fake.dir.0.join("90-oci-tmpfs-hook");
     std::os::unix::fs::symlink(crate::support::hook_bin(), &entry).unwrap();
-    let launcher = "import os, socket, sys\n\
-        s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
-        os.dup2(s.fileno(), 3); os.set_inheritable(3, True)\n\
-        os.execve(sys.argv[2], [sys.argv[2]], {'NRI_PLUGIN_SOCKET': '3', 'NRI_PLUGIN_NAME': 'oci-tmpfs-hook', 'NRI_PLUGIN_IDX': '90'})";
-    let log = std::fs::File::create(fake.dir.0.join("plugin.log")).unwrap();
-    fake.plugin = Command::new("python3")
-        .args(["-c", launcher])
-        .arg(&sock)
-        .arg(&entry)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("python3");
+    fake.plugin = fake.launcher("oci-tmpfs-hook", "90", false).arg(&entry).spawn().expect("python3");
     let (s, (name, idx)) = fake.accept();
     assert_eq!((name.as_str(), idx.as_str()), ("oci-tmpfs-hook", "90"));
     assert_eq!(configure(&s).events, 0x8);
