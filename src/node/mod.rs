@@ -259,7 +259,7 @@ fn install(node: &mut Node<'_>) -> Result<(), NodeError> {
     if node.args.nri {
         let hook = node.hook();
         if crate::nri::preinstall::install(node, &hook)? {
-            preregistered_restart(node, &engines);
+            preregistered_restart(node, "start");
         }
     } else if engines.is_empty() {
         node.say(format!(
@@ -288,7 +288,12 @@ fn uninstall(node: &mut Node<'_>) -> Result<(), NodeError> {
         })?;
         register(node, engine, true)?;
     }
+    let preregistered = node.owns(&crate::nri::preinstall::entry());
     remove_files(node)?;
+    if preregistered {
+        // Until then the running plugin names a hook that is gone.
+        preregistered_restart(node, "stop");
+    }
     let state_file = node.on_host(Path::new(STATE_FILE));
     fs::remove_file(&state_file).map_err(write_err(&state_file))?;
     node.did(format!("node: removed {}", state_file.display()));
@@ -296,19 +301,22 @@ fn uninstall(node: &mut Node<'_>) -> Result<(), NodeError> {
     finish(node)
 }
 
-/// A runtime starts its pre-registered plugins at its start: containerd is
-/// restarted (as for a changed config); CRI-O, and a runtime whose config
-/// is not found, are named.
-fn preregistered_restart(node: &mut Node<'_>, engines: &[Engine]) {
-    for engine in engines {
+/// A runtime starts and stops its pre-registered plugins with itself
+/// (`verb`: what the restart does to ours): containerd is restarted (as for
+/// a changed config); CRI-O, and a runtime whose config is not found, are
+/// named.
+fn preregistered_restart(node: &mut Node<'_>, verb: &str) {
+    let engines: Vec<Engine> =
+        NODE_ENGINES.into_iter().filter(|e| e.detect(&node.args.host_root, false).is_some()).collect();
+    for engine in &engines {
         if *engine == Engine::Containerd && node.args.restart_mode == RestartMode::Systemd {
             node.restarts.push(*engine);
         } else {
-            node.say(format!("{engine}: restart it to start the pre-registered NRI plugin"));
+            node.say(format!("{engine}: restart it to {verb} the pre-registered NRI plugin"));
         }
     }
     if engines.is_empty() {
-        node.say("node: restart the container runtime to start the pre-registered NRI plugin");
+        node.say(format!("node: restart the container runtime to {verb} the pre-registered NRI plugin"));
     }
 }
 

@@ -35,6 +35,10 @@ fn preregister(node: &mut Node, r: &mut Report) -> PathBuf {
         .args(["node", "install", "--nri", "--restart-mode", "none", "--host-root"])
         .arg(&host));
     r.seen("node install --nri", out.trim().replace('\n', " | "));
+    r.check(
+        out.contains("restart the container runtime to start the pre-registered NRI plugin"),
+        "node install --nri did not say to restart the runtime",
+    );
     let entry = host.join("opt/nri/plugins/90-oci-tmpfs-hook");
     let link = std::fs::read_link(&entry).map_err(|e| format!("{}: {e}", entry.display()));
     r.seen("the entry", format!("{link:?}"));
@@ -112,6 +116,10 @@ fn boot_preregistered_plugin_serves_the_first_pods() {
     node.stop_daemon();
     let out = ok(Command::new(plugin_bin()).args(["node", "uninstall", "--host-root"]).arg(&host));
     r.seen("node uninstall", out.trim().replace('\n', " | "));
+    r.check(
+        out.contains("restart the container runtime to stop the pre-registered NRI plugin"),
+        "node uninstall did not say to restart the runtime",
+    );
     for gone in ["opt/nri/plugins/90-oci-tmpfs-hook", "etc/nri/conf.d/oci-tmpfs-hook.conf", "opt/nri"] {
         r.check(
             std::fs::symlink_metadata(host.join(gone)).is_err(),
@@ -327,5 +335,108 @@ fn boot_beside_other_plugins() {
         );
     }
     node.host_config("");
+    r.finish();
+}
+
+/// The containerd's (major, minor) version.
+fn major_minor(ctd: &Containerd) -> (u32, u32) {
+    let mut parts = ctd.version.trim_start_matches('v').split(['.', '+', '-', '~']);
+    let mut next = || parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    (next(), next())
+}
+
+/// The default validator's settings, appended to containerd's config.
+fn validator(node: &Node, required: bool) {
+    let mut config = std::fs::read_to_string(&node.config).unwrap();
+    let _ = write!(
+        config,
+        "  [plugins.\"io.containerd.nri.v1.nri\".default_validator]\n    enable = true\n{}    tolerate_missing_plugins_annotation = \"{TOLERATE}\"\n",
+        if required { "    required_plugins = [\"oci-tmpfs-hook\"]\n" } else { "" }
+    );
+    std::fs::write(&node.config, config).unwrap();
+}
+
+/// The validator's annotation that lets a pod start without the plugins.
+const TOLERATE: &str = "tolerate-missing-nri-plugins.noderesource.dev";
+/// The validator's per-pod list of required plugins, for container `app`.
+const REQUIRE_APP: &str = "required-plugins.noderesource.dev/container.app";
+
+/// A pod whose container must be refused while our plugin is down, with an
+/// error that names us; the pod, to retry in.
+fn refused(node: &mut Node, r: &mut Report, name: &str, annotations: &[(&str, &str)]) -> Option<Pod> {
+    let opts = PodOpts { annotations, ..PodOpts::default() };
+    let pod = r.step("RunPodSandbox", node.run_pod(name, &opts))?;
+    let created = node.cri("CreateContainer", node.container_request(&pod, &CtrOpts::ro("app", GI)));
+    r.seen(&format!("{name}, plugin down"), format!("{created:?}"));
+    r.check(
+        created.as_ref().is_err_and(|e| e.contains("required plugin \"oci-tmpfs-hook\" not present")),
+        format!("{name}: created while the plugin is down, or refused without naming us: {created:?}"),
+    );
+    Some(pod)
+}
+
+/// Retries the refused pod's container with the plugin back: served.
+fn served_now(node: &mut Node, r: &mut Report, pod: &Pod, what: &str) {
+    if let Some(c) =
+        r.step(&format!("{what}: start ro 1Gi"), node.start_container(pod, &CtrOpts::ro("app", GI)))
+    {
+        if let Some(p) = r.step("probe", node.probe(&c)) {
+            r.served(what, &p, 256 * MI, 512 * MI);
+        }
+        r.executor(node, &c, true);
+        r.step("stop and remove", node.teardown(pod, &[&c]));
+    }
+}
+
+/// Issue 18, fail closed, with containerd 2.2+'s default validator (NRI
+/// v0.10; containerd 2.1 has none): node-wide `required_plugins`, then the
+/// per-pod annotation. A container created while our plugin is down is
+/// refused with an error that names us, and starts, with its mounts, once
+/// the plugin is back; a pod annotated to tolerate missing plugins (the
+/// static-pod remedy) starts while it is down. Needs
+/// `OCI_TMPFS_HOOK_NRI_CONTAINERD` (docs/nri.md#fail-closed).
+#[test]
+#[ignore = "needs containerd 2.2+: OCI_TMPFS_HOOK_NRI_CONTAINERD=... tests/env/nri.sh fail_closed --ignored"]
+fn fail_closed_with_the_default_validator() {
+    let mut r = Report::new("fail-closed");
+    let mut node = Node::start_with("fail-closed", false);
+    let v = major_minor(&node.ctd);
+    assert!(v >= (2, 2), "the default validator needs containerd 2.2+, found {}", node.ctd.version);
+    validator(&node, true);
+    node.restart_daemon();
+    if let Some(pod) = refused(&mut node, &mut r, "required", &[]) {
+        let tolerant = PodOpts { annotations: &[(TOLERATE, "true")], ..PodOpts::default() };
+        if let Some(t) = r.step("RunPodSandbox", node.run_pod("tolerates", &tolerant)) {
+            let started = node.start_container(&t, &CtrOpts::ro("app", GI));
+            r.seen("annotated to tolerate, plugin down", format!("{started:?}"));
+            r.check(
+                started.is_ok(),
+                format!("a pod that tolerates missing plugins was refused: {started:?}"),
+            );
+            let ids: Vec<String> = started.into_iter().collect();
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            r.step("stop and remove", node.teardown(&t, &ids));
+        }
+        node.start_plugin();
+        served_now(&mut node, &mut r, &pod, "required, plugin back");
+    }
+    node.stop_plugin();
+    // Per pod: no node-wide list; only the annotated pod needs us.
+    std::fs::write(&node.config, node.ctd.base_config(&node.dir, &node.image)).unwrap();
+    validator(&node, false);
+    node.restart_daemon();
+    let annotated = [(REQUIRE_APP, "[\"oci-tmpfs-hook\"]")];
+    if let Some(pod) = refused(&mut node, &mut r, "annotated", &annotated) {
+        if let Some(other) = r.step("RunPodSandbox", node.run_pod("unannotated", &PodOpts::default())) {
+            let started = node.start_container(&other, &CtrOpts::ro("app", GI));
+            r.seen("not annotated, plugin down", format!("{started:?}"));
+            r.check(started.is_ok(), format!("a pod that does not require us was refused: {started:?}"));
+            let ids: Vec<String> = started.into_iter().collect();
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            r.step("stop and remove", node.teardown(&other, &ids));
+        }
+        node.start_plugin();
+        served_now(&mut node, &mut r, &pod, "annotated, plugin back");
+    }
     r.finish();
 }
