@@ -7,9 +7,10 @@
 # (docs/design.md#test-machine: crun wants hugetlb as a cgroup v1 hierarchy on hybrid cgroup
 # hosts), then runs the whole suite with real containers in two environments:
 #
-# 1. bookworm: the host's own engines (Debian 12), `cargo test` as always;
-# 2. sid: the same test binaries' real-engine suites (engines, hook_runtimes,
-#    setup, hostile, pytorch) inside a Debian sid root (tests/env/sid.sh,
+# 1. bookworm: the host's own engines (Debian 12), `cargo test` as always
+#    (the `host` and `runtimes` test binaries);
+# 2. sid: the NRI suite (tests/env/nri.sh), and the same `runtimes` binary
+#    (every real-engine suite) inside a Debian sid root (tests/env/sid.sh,
 #    built once and cached), against sid's engines.
 #
 # Each environment starts with a `== environment NAME: VERSIONS` line. The
@@ -47,7 +48,7 @@ status=0
 took() { echo "== $1 took $(( $(date +%s) - $2 ))s"; }
 
 # The sid root is built (or found cached) first: the bookworm suites use
-# sid's containerd binary too (tests/node.rs's containerd 2.1 case).
+# sid's containerd binary too (tests/host/node.rs's containerd 2.1 case).
 sid_built=0
 if tests/env/sid.sh build; then sid_built=1; fi
 
@@ -59,10 +60,8 @@ if [[ ,$envs, == *,bookworm,* ]]; then
   # The wrapper's other executor: the suites that go through the wrapper
   # (Docker, containerd, the CRI API) again with mode = "hook".
   echo "== environment bookworm, wrapper mode hook"
-  for suite in "--test cri" "--test engines docker_and_containerd"; do
-    # shellcheck disable=SC2086
-    OCI_TMPFS_TEST_WRAPPER_MODE=hook cargo test --locked --no-fail-fast $suite 2>&1 | tee -a "$log" || status=$?
-  done
+  OCI_TMPFS_TEST_WRAPPER_MODE=hook cargo test --locked --no-fail-fast --test runtimes -- \
+    cri:: engines::docker_and_containerd 2>&1 | tee -a "$log" || status=$?
   took "environment bookworm" "$t0"
 fi
 
@@ -81,33 +80,22 @@ if [[ ,$envs, == *,sid,* ]]; then
     status=1
   else
     echo "== environment sid: $(tests/env/sid.sh versions)"
-    # The NRI plugin against sid's containerd 2.1 (tests/nri.rs is left out
-    # of cargo test: it needs containerd 2.x).
+    # The NRI plugin against sid's containerd 2.1 (the `nri` test binary is
+    # left out of cargo test: it needs containerd 2.x).
     tests/env/nri.sh 2>&1 | tee -a "$log" || status=1
-    # The same test binaries as above (built on the host, run inside sid).
-    mapfile -t bins < <(cargo test --locked --no-run --message-format=json 2>/dev/null \
-      | grep -o '"executable":"[^"]*"' | sed 's/^"executable":"//; s/"$//' \
-      | grep -E '/deps/(engines|hook_runtimes|hostile_spec|hostile_layouts|setup|hostile|pytorch|cri)-[0-9a-f]+$')
-    [ ${#bins[@]} = 8 ] || { echo "tests/run.sh: expected 8 real-engine test binaries, found ${#bins[@]}: ${bins[*]}" >&2; exit 1; }
-    inner='cd "$1"; shift; rc=0; n=$1; shift; bins=("${@:1:$n}"); shift "$n"
-      for b in "${bins[@]}"; do
-        echo "     Running sid ${b##*/}"
-        "$b" "$@" || rc=1
-      done
-      exit $rc'
-    tests/env/sid.sh run -- bash -c "$inner" bash "$PWD" "${#bins[@]}" "${bins[@]}" "${test_args[@]}" 2>&1 \
+    # The `runtimes` binary built above, run inside sid.
+    bin=$(cargo test --locked --test runtimes --no-run --message-format=json 2>/dev/null \
+      | grep -o '"executable":"[^"]*/deps/runtimes-[0-9a-f]*"' | sed 's/^"executable":"//; s/"$//' | tail -n1)
+    [ -n "$bin" ] || { echo "tests/run.sh: building the runtimes test binary failed (cargo test --test runtimes --no-run)" >&2; exit 1; }
+    # Run from the project directory, as cargo runs test binaries.
+    in_project='cd "$1"; shift; exec "$@"'
+    echo "     Running sid ${bin##*/}"
+    tests/env/sid.sh run -- bash -c "$in_project" bash "$PWD" "$bin" "${test_args[@]}" 2>&1 \
       | tee -a "$log" || status=1
     # The wrapper suites again with mode = "hook", as in bookworm.
     echo "== environment sid, wrapper mode hook"
-    for b in "${bins[@]}"; do
-      case ${b##*/} in
-        cri-*) filter=() ;;
-        engines-*) filter=(docker_and_containerd) ;;
-        *) continue ;;
-      esac
-      OCI_TMPFS_ENV=OCI_TMPFS_TEST_WRAPPER_MODE=hook tests/env/sid.sh run -- bash -c "$inner" bash "$PWD" \
-        1 "$b" "${filter[@]}" 2>&1 | tee -a "$log" || status=1
-    done
+    OCI_TMPFS_ENV=OCI_TMPFS_TEST_WRAPPER_MODE=hook tests/env/sid.sh run -- bash -c "$in_project" bash "$PWD" \
+      "$bin" cri:: engines::docker_and_containerd 2>&1 | tee -a "$log" || status=1
   fi
   took "environment sid" "$t0"
 fi

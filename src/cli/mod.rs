@@ -140,6 +140,11 @@ pub fn try_main() -> Result<ExitCode, Error> {
         let args: Vec<_> = std::env::args_os().skip(1).collect();
         return runtime::run(&args);
     }
+    // A pre-registered NRI plugin: the runtime runs its entry with no
+    // argument and the connected socket's fd in the environment.
+    if std::env::args_os().len() == 1 && std::env::var_os(crate::nri::PLUGIN_SOCKET_ENV).is_some() {
+        return run(&Cli::parse_from(["oci-tmpfs-hook", "nri"]));
+    }
     run(&parse())
 }
 

@@ -36,6 +36,11 @@ pub(crate) struct NodeArgs {
     /// With --wait: uninstall when the signal comes (pod deleted).
     #[arg(long, requires = "wait")]
     pub uninstall_on_exit: bool,
+    /// Pre-register the NRI plugin (/opt/nri/plugins/90-oci-tmpfs-hook and
+    /// /etc/nri/conf.d/oci-tmpfs-hook.conf, started by the runtime at its
+    /// start) instead of registering the runtime handler or hooks file.
+    #[arg(long)]
+    pub nri: bool,
     /// The unit restarted by the internal restart-unit action.
     #[arg(long, hide = true, value_name = "UNIT")]
     pub unit: Option<String>,
@@ -50,6 +55,7 @@ impl NodeArgs {
             restart_mode: self.restart_mode,
             bin_dir: self.bin_dir.clone(),
             unit: self.unit.clone(),
+            nri: self.nri,
         }
     }
 }

@@ -14,6 +14,9 @@
 //! engine file byte for byte, even after a run cut short. One `flock` on
 //! [`LOCK_FILE`] under the host root keeps two instances from editing at
 //! once; the second waits.
+//! With `--nri`, the NRI plugin is pre-registered instead of either
+//! ([`crate::nri::preinstall`], docs/nri.md#pre-registered), through the
+//! same plan, record and write.
 //!
 //! Restarts: containerd reads its config only at start, so it is restarted
 //! when its config changed, when a restart is pending from an earlier run
@@ -71,6 +74,9 @@ pub(crate) struct Options {
     pub bin_dir: PathBuf,
     /// The unit `restart-unit` restarts.
     pub unit: Option<String>,
+    /// The NRI plugin, pre-registered, instead of the engine registrations
+    /// ([`crate::nri::preinstall`]).
+    pub nri: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -149,13 +155,13 @@ impl<'a> Node<'a> {
     }
 
     /// Says what was written or removed.
-    pub(super) fn did(&mut self, line: impl AsRef<str>) {
+    pub(crate) fn did(&mut self, line: impl AsRef<str>) {
         self.changed = true;
         self.say(line);
     }
 
     /// A host path under the host root.
-    pub(super) fn on_host(&self, p: &Path) -> PathBuf {
+    pub(crate) fn on_host(&self, p: &Path) -> PathBuf {
         rooted(&self.args.host_root, p)
     }
 
@@ -167,8 +173,13 @@ impl<'a> Node<'a> {
         self.args.bin_dir.join(WRAPPER_NAME)
     }
 
+    /// Whether install put host file `p` there.
+    pub(crate) fn owns(&self, p: &Path) -> bool {
+        self.state.owns(p)
+    }
+
     /// Creates the missing dirs up to host path `dir`, recording them.
-    pub(super) fn make_dirs(&mut self, dir: &Path) -> Result<(), NodeError> {
+    pub(crate) fn make_dirs(&mut self, dir: &Path) -> Result<(), NodeError> {
         let mut missing: Vec<PathBuf> = dir.ancestors().map(Path::to_path_buf).collect();
         missing.reverse();
         for d in missing {
@@ -263,7 +274,7 @@ pub(crate) fn run(args: &Options) -> Result<(), NodeError> {
 
 /// What install does with one of its own files (binary, link, host config).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Put {
+pub(crate) enum Put {
     /// Already as it should be (the host config: there at all).
     Same,
     Create,
@@ -280,6 +291,8 @@ struct InstallPlan {
     wrapper: Put,
     host_config: Put,
     engines: Vec<(Engine, ChangeSet)>,
+    /// `--nri`: the pre-registered plugin's entry and config.
+    nri: Option<crate::nri::preinstall::Plan>,
 }
 
 fn install(node: &mut Node<'_>) -> Result<(), NodeError> {
@@ -306,17 +319,18 @@ fn plan_install(node: &mut Node<'_>) -> Result<InstallPlan, NodeError> {
     let host_config = plan_host_config(node);
     let found: Vec<Engine> =
         NODE_ENGINES.into_iter().filter(|e| e.detect(&node.args.host_root, false).is_some()).collect();
-    if found.is_empty() {
+    let nri = if node.args.nri { Some(crate::nri::preinstall::plan(node, &node.hook())?) } else { None };
+    if nri.is_none() && found.is_empty() {
         node.say(format!(
             "node: no containerd or CRI-O config under {}: no engine registered",
             node.args.host_root.display()
         ));
     }
     let mut engines = Vec::new();
-    for engine in found {
+    for engine in found.into_iter().filter(|_| nri.is_none()) {
         engines.push((engine, plan_engine(node, engine, false)?));
     }
-    Ok(InstallPlan { this, bytes, binary, wrapper, host_config, engines })
+    Ok(InstallPlan { this, bytes, binary, wrapper, host_config, engines, nri })
 }
 
 /// Puts into the state what the plan writes (and what it found right), so
@@ -327,7 +341,8 @@ fn record(node: &mut Node<'_>, plan: &InstallPlan) {
         (node.wrapper(), plan.wrapper),
         (PathBuf::from(DEFAULT_CONFIG_PATH), plan.host_config),
     ];
-    for (host, put) in own {
+    let nri = plan.nri.as_ref().map(crate::nri::preinstall::Plan::files).unwrap_or_default();
+    for (host, put) in own.into_iter().chain(nri) {
         if put == Put::Same {
             node.state.add_found(&host);
         } else {
@@ -356,6 +371,9 @@ fn record(node: &mut Node<'_>, plan: &InstallPlan) {
             node.state.set_pending(&name, true);
             node.restarts.push(*engine);
         }
+    }
+    if plan.nri.as_ref().is_some_and(crate::nri::preinstall::Plan::entry_changes) {
+        node.state.set_pending(PREREGISTERED, true);
     }
 }
 
@@ -392,7 +410,37 @@ fn apply_install(node: &mut Node<'_>, plan: &InstallPlan) -> Result<(), NodeErro
     for (engine, set) in &plan.engines {
         apply_engine(node, *engine, set, false)?;
     }
+    if let Some(nri) = &plan.nri {
+        crate::nri::preinstall::apply(node, nri)?;
+    }
     Ok(())
+}
+
+/// The pending-restart key of the pre-registered plugin: its runtime starts
+/// it only at its own start.
+const PREREGISTERED: &str = "nri-plugin";
+
+/// A runtime starts and stops its pre-registered plugins with itself
+/// (`verb`: what the restart does to ours): containerd is restarted
+/// (`--restart-mode systemd`); CRI-O, a runtime whose config is not found,
+/// and `--restart-mode none` are told to the user. Whether containerd was
+/// restarted.
+fn preregistered_restart(node: &mut Node<'_>, verb: &str) -> Result<bool, NodeError> {
+    let engines: Vec<Engine> =
+        NODE_ENGINES.into_iter().filter(|e| e.detect(&node.args.host_root, false).is_some()).collect();
+    let mut restarted = false;
+    for engine in &engines {
+        if *engine == Engine::Containerd && node.args.restart_mode == RestartMode::Systemd {
+            restart::restart(node, *engine, &format!("to {verb} the pre-registered NRI plugin"))?;
+            restarted = true;
+        } else {
+            node.say(format!("{engine}: restart it to {verb} the pre-registered NRI plugin"));
+        }
+    }
+    if engines.is_empty() {
+        node.say(format!("node: restart the container runtime to {verb} the pre-registered NRI plugin"));
+    }
+    Ok(restarted)
 }
 
 fn uninstall(node: &mut Node<'_>) -> Result<(), NodeError> {
@@ -416,13 +464,20 @@ fn uninstall(node: &mut Node<'_>) -> Result<(), NodeError> {
             node.restarts.push(*engine);
         }
     }
+    let preregistered = node.owns(&crate::nri::preinstall::entry());
     remove_files(node)?;
     let state_file = node.on_host(Path::new(STATE_FILE));
     fs::remove_file(&state_file).map_err(write_err(&state_file))?;
     node.did(format!("node: removed {}", state_file.display()));
     remove_dirs(node);
+    let mut stopped = false;
     for engine in std::mem::take(&mut node.restarts) {
         restart::restart(node, engine, "config changed")?;
+        stopped |= engine == Engine::Containerd;
+    }
+    if preregistered && !stopped {
+        // Until then the running plugin names a hook that is gone.
+        preregistered_restart(node, "stop")?;
     }
     if !node.changed {
         node.say("node: nothing changed");
@@ -436,6 +491,14 @@ fn uninstall(node: &mut Node<'_>) -> Result<(), NodeError> {
 /// daemon whose CRI lists the handler needs none
 /// (docs/kubernetes.md#is-the-handler-loaded).
 fn finish_install(node: &mut Node<'_>) -> Result<(), NodeError> {
+    if node.state.pending(PREREGISTERED) {
+        // Pending until a restart starts the plugin: a refused or failed one
+        // is an error here, and the next run tries again.
+        if preregistered_restart(node, "start")? {
+            node.state.set_pending(PREREGISTERED, false);
+            save_state(node)?;
+        }
+    }
     for engine in NODE_ENGINES.into_iter().filter(|e| needs_restart(*e)) {
         let name = engine.to_string();
         if !node.state.engines.contains(&name) {

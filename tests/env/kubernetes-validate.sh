@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Python venv holding `kubernetes-validate` (the Kubernetes API schemas,
-# offline) for tests/manifests.rs: created once from PyPI, cached, rebuilt
+# offline) for tests/host/manifests.rs: created once from PyPI, cached, rebuilt
 # when tests/env/kubernetes-validate.txt or the Python changes. Safe to run
 # concurrently (flock). Prints the venv's python on stdout, nothing else.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A Debian root of its own for the package test (tests/deb.rs): `dpkg -i`,
+# A Debian root of its own for the package test (tests/host/deb.rs): `dpkg -i`,
 # doctor, a runc container and `dpkg -r`/`-P` happen in there, so a host
 # that already has the product (./install.sh wrote /etc/oci-tmpfs-hook) is
 # neither refused nor touched.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The NRI bench's CRI client (tests/nri.rs, bench_nri_latency_and_memory):
+"""The NRI bench's CRI client (tests/nri/main.rs, bench_nri_latency_and_memory):
 times CRI calls inside one process, so Python's start-up is not measured.
 
     bench.py --socket PATH start  < {"pod_sandbox_id", "config", "sandbox_config"}

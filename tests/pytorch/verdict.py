@@ -1,5 +1,5 @@
 """The one line every workload script ends with: `PASS name`, or
-`FAIL name: Error: message` (exit 1), which tests/pytorch.rs reads."""
+`FAIL name: Error: message` (exit 1), which tests/runtimes/pytorch.rs reads."""
 
 import sys
 

@@ -10,8 +10,6 @@
 //! `unshare`, standing in for a container's init; never a container without a
 //! mount namespace (runc would do its own mounts on the host).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -19,7 +17,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::host::{hold_host, HostGuard, HostUse};
+use crate::support::*;
 use serde_json::{json, Value};
 
 /// The `source` of every tmpfs the hook creates.
@@ -32,9 +31,10 @@ const CONTAINER: Duration = Duration::from_secs(30);
 /// rootfs `/tmp -> <marker>` symlink is not a loop.
 const MARKER_BASE: &str = "/var/tmp/oci-tmpfs-hook-markers";
 /// Mount points of other software that may come and go on a shared machine
-/// (engines started by other test binaries); everything else must be stable.
+/// (engines started by other tests); everything else must be stable, and the
+/// suites of this binary that mount on the host wait (`support::host`).
 /// crun briefly mounts a private `/tmp/crun.XXXXXX` on the host while it starts a container.
-/// `/overlay`: the storage of a Podman with a private `--root` (tests/engines.rs
+/// `/overlay`: the storage of a Podman with a private `--root` (tests/runtimes/engines.rs
 /// of a concurrent test run on the same machine binds `ROOT/overlay` on itself).
 const VOLATILE: &[&str] =
     &["docker", "containerd", "/containers/", "podman", "netns", "/run/user/", "/tmp/crun.", "/overlay"];
@@ -108,13 +108,17 @@ struct Host {
     mounts: Vec<String>,
     markers: Vec<(PathBuf, Tree)>,
     shm: u64,
+    /// No other suite mounts on the host while the picture is compared.
+    _watch: HostGuard,
 }
 
 /// Takes the host's picture; checks that needs no "before" run at once.
 fn host(markers: &[&Marker]) -> Host {
+    let watch = hold_host(HostUse::Watch);
     // crun's cgroup fix mounts on the host once: do it before any picture.
     crun_cgroup_fix();
     Host {
+        _watch: watch,
         mounts: stable_mounts(),
         markers: markers.iter().map(|m| (m.path.clone(), tree(&m.path))).collect(),
         shm: shm_bytes("/dev/shm"),

@@ -8,8 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::common::*;
-use crate::harness::*;
+use crate::support::*;
 
 /// `oci-tmpfs-hook node ACTION --host-root HOST ARGS`, with each of `binds`
 /// (dirs of this machine, which must exist under `host` too) bind-mounted at

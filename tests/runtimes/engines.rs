@@ -5,19 +5,17 @@
 //! stopped by its pid afterwards; an engine that does not start fails the
 //! test (docs/design.md#test-machine has the flags that work on this machine).
 
-mod common;
-use common::*;
+use crate::support::*;
 
 use std::ffi::OsStr;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use oci_tmpfs_hook::engine::hooks_dir::oci_hooks_json;
 use serde_json::{json, Value};
 
-const TIMEOUT: Duration = Duration::from_secs(90);
 /// The mount source the hook gives its tmpfs.
 const OURS: &str = "oci-tmpfs-hook";
 /// Podman's own /dev/shm default (64000k), Docker's and containerd's (64 MiB).
@@ -32,62 +30,6 @@ const PROBE: &str = "cat /proc/self/mountinfo; touch /tmp/probe 2>/dev/null && e
 const SHM_PROBE_MIB: u64 = 80;
 
 // ---------------------------------------------------------------- helpers
-
-/// A directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join("oci-tmpfs-hook-tests").join(unique(name));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    /// Directly under the temp dir: Podman refuses a run root longer than 50 bytes.
-    fn short(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(unique(name));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn join(&self, p: impl AsRef<Path>) -> PathBuf {
-        self.0.join(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Runs `cmd` to completion with stdin closed, killing it after `TIMEOUT`.
-fn output(cmd: &mut Command) -> Output {
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
-    wait_timeout(child, TIMEOUT).unwrap_or_else(|| panic!("{cmd:?} timed out after {TIMEOUT:?}"))
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Runs `cmd` and panics with both streams unless it exits 0.
-fn ok(cmd: &mut Command) -> String {
-    let out = output(cmd);
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
 
 /// A busybox rootfs (the harness's bundle, of which only `rootfs/` is used).
 fn busybox() -> Bundle {

@@ -5,24 +5,13 @@
 //! kustomization lists every manifest; the DaemonSet's args are ones the
 //! binary accepts.
 
-mod common;
-
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
+use crate::support::kube::kubernetes_python as python;
+use crate::support::*;
+
 const DIR: &str = "deploy/kubernetes/runtimeclass";
-
-fn ok(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    let (o, e) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{cmd:?}: {:?}\nstdout:\n{o}\nstderr:\n{e}", out.status);
-    o.into_owned()
-}
-
-fn python() -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/env/kubernetes-validate.sh");
-    PathBuf::from(ok(&mut Command::new(script)).trim())
-}
 
 /// The `resources:` of the kustomization.
 fn kustomized(dir: &Path) -> Vec<String> {
@@ -80,7 +69,7 @@ fn runtimeclass_manifests_validate_on_oldest_and_newest_kubernetes() {
     let mut args: Vec<String> = serde_json::from_str(&args).unwrap();
     let root = args.iter().position(|a| a == "--host-root").expect("--host-root") + 1;
     args[root] = "/nonexistent/oci-tmpfs-hook-host".into();
-    let out = Command::new(common::hook_bin()).args(&args).output().unwrap();
+    let out = Command::new(crate::support::hook_bin()).args(&args).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
     assert!(err.contains("is not a directory; mount the host's / there"), "{err}");

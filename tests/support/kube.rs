@@ -1,70 +1,18 @@
-//! The node suite's harness: the static binary, the node image (built with
-//! `docker build` by a private dockerd, saved with `docker save`), a fake
-//! host root, and a containerd started on that host's config that serves a
-//! CRI pod (the minimum of tests/cri.rs's harness, copied here so that
-//! tests/cri.rs stays as it is).
-#![allow(dead_code, unreachable_pub)]
+//! The node suite's kube node: the static binary, a fake host root, and a
+//! containerd started on that host's config that serves a CRI pod.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::*;
-
-pub const TIMEOUT: Duration = Duration::from_secs(300);
-
-pub fn say(line: &str) {
-    use std::io::Write as _;
-    let _ = writeln!(std::io::stderr(), "{line}");
-}
-
-pub fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-pub fn output(cmd: &mut Command) -> Output {
-    run_with_stdin(cmd, Vec::new(), TIMEOUT).unwrap_or_else(|| panic!("{cmd:?} timed out after {TIMEOUT:?}"))
-}
-
-/// Runs `cmd`; its stdout, or a panic with both streams.
-pub fn ok(cmd: &mut Command) -> String {
-    let out = output(cmd);
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
-
-/// A directory removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join("oci-tmpfs-hook-tests").join(unique(name));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    pub fn join(&self, p: impl AsRef<Path>) -> PathBuf {
-        self.0.join(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use super::cri::cri_python;
+use super::*;
 
 // ------------------------------------------------------ the static binary
 
@@ -91,116 +39,6 @@ pub fn static_binary() -> &'static Path {
         say(&format!("node: static binary {} built in {:.0?}", bin.display(), started.elapsed()));
         bin
     })
-}
-
-// ------------------------------------------------------------- dockerd
-
-/// A private dockerd in its own mount namespace, stopped by pid on drop.
-pub struct Dockerd {
-    dir: TempDir,
-    child: Child,
-    sock: PathBuf,
-}
-
-impl Dockerd {
-    pub fn start() -> Dockerd {
-        require_root();
-        let dir = TempDir::new("node-dockerd");
-        let sock = dir.join("docker.sock");
-        let log = File::create(dir.join("dockerd.log")).unwrap();
-        let child = Command::new("unshare")
-            .args(["--mount", "--propagation", "private", "--", "dockerd"])
-            .args(["--iptables=false", "--ip6tables=false", "--bridge=none"])
-            .arg("--data-root")
-            .arg(dir.join("data"))
-            .arg("--exec-root")
-            .arg(dir.join("exec"))
-            .arg("--pidfile")
-            .arg(dir.join("docker.pid"))
-            .arg("--config-file")
-            .arg({
-                let p = dir.join("daemon.json");
-                std::fs::write(&p, "{}").unwrap();
-                p
-            })
-            .arg("-H")
-            .arg(format!("unix://{}", sock.display()))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("starting dockerd (apt-get install docker.io)");
-        let mut d = Dockerd { dir, child, sock };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok(Some(status)) = d.child.try_wait() {
-                panic!("dockerd exited ({status}):\n{}", d.log());
-            }
-            if d.sock.exists() && output(d.docker().arg("version")).status.success() {
-                return d;
-            }
-            assert!(Instant::now() < deadline, "dockerd did not answer within 60s:\n{}", d.log());
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("dockerd.log")).unwrap_or_default()
-    }
-
-    pub fn docker(&self) -> Command {
-        let mut c = Command::new("docker");
-        c.arg("-H").arg(format!("unix://{}", self.sock.display()));
-        c
-    }
-
-    /// The node image: deploy/Containerfile over the static binary, built
-    /// with `docker build`, saved with `docker save` (what
-    /// deploy/build-image.sh will do); its tag.
-    pub fn build_node_image(&self) -> String {
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let ctx = self.dir.join("context");
-        std::fs::create_dir_all(&ctx).unwrap();
-        std::fs::copy(static_binary(), ctx.join("oci-tmpfs-hook")).unwrap();
-        let tag = format!("localhost/oci-tmpfs-hook-node:{}", unique("test"));
-        ok(self
-            .docker()
-            .args(["build", "--network", "none", "-q", "-t", &tag, "-f"])
-            .arg(manifest.join("deploy/Containerfile"))
-            .arg(&ctx));
-        let tar = self.dir.join("node-image.tar");
-        ok(self.docker().args(["save", "-o"]).arg(&tar).arg(&tag));
-        say(&format!("node: image {tag} built, saved as {} bytes", std::fs::metadata(&tar).unwrap().len()));
-        tag
-    }
-
-    /// `docker run --rm -v HOST:/host IMAGE node ACTION --host-root /host ARGS`.
-    pub fn node(&self, image: &str, host: &Path, action: &str, args: &[&str]) -> Command {
-        let mut c = self.docker();
-        c.args(["run", "--rm", "--network", "none", "--name", &unique("node"), "-v"])
-            .arg(format!("{}:/host", host.display()))
-            .args([image, "node", action, "--host-root", "/host"])
-            .args(args);
-        c
-    }
-}
-
-impl Drop for Dockerd {
-    fn drop(&mut self) {
-        use rustix::process::{kill_process, Pid, Signal};
-        if let Some(pid) = Pid::from_raw(self.child.id() as i32) {
-            let _ = kill_process(pid, Signal::TERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !matches!(self.child.try_wait(), Ok(Some(_))) {
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
 }
 
 // ------------------------------------------------------- the fake host
@@ -581,18 +419,6 @@ impl Drop for Containerd {
     }
 }
 
-/// The CRI client's python (tests/env/venv.sh, or `$OCI_TMPFS_HOOK_CRI_PYTHON`).
-fn cri_python() -> &'static Path {
-    static PY: OnceLock<PathBuf> = OnceLock::new();
-    PY.get_or_init(|| {
-        if let Some(py) = std::env::var_os("OCI_TMPFS_HOOK_CRI_PYTHON") {
-            return PathBuf::from(py);
-        }
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/env/venv.sh");
-        PathBuf::from(ok(&mut Command::new(&script)).trim())
-    })
-}
-
 /// Checks case 1's PROBE output: our 256 MiB `/tmp`, a 512 MiB `/dev/shm`,
 /// both writable.
 pub fn check_case1(probe: &str) -> Vec<String> {
@@ -619,4 +445,10 @@ pub fn check_case1(probe: &str) -> Vec<String> {
         if bad.is_empty() { "PASS" } else { "FAILED" }
     ));
     bad
+}
+
+/// The python of tests/env/kubernetes-validate.sh (kubernetes-validate, in a venv made once).
+pub fn kubernetes_python() -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/env/kubernetes-validate.sh");
+    PathBuf::from(ok(&mut Command::new(script)).trim())
 }

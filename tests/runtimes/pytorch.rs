@@ -25,13 +25,11 @@
 //! are required: these tests fail loudly without them (`.ci/run` installs them).
 //! About 80 s on 2 busy cores; each DataLoader run peaks at 2-3 GiB of memory.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::support::*;
 use serde_json::json;
 
 /// Debian's interpreter, which `python3-torch` belongs to (a pyenv `python3`
@@ -418,8 +416,8 @@ impl Drop for PodmanGuard {
 
 /// A hooks dir for Podman: empty, or with an oci-hooks(5) entry for the
 /// binary under test (always on: the binary decides from `root.readonly`).
-fn hooks_dir(hooked: bool) -> tempdir::TempDir {
-    let dir = tempdir::TempDir::new("hooks");
+fn hooks_dir(hooked: bool) -> TempDir {
+    let dir = TempDir::new("hooks");
     if hooked {
         let entry = json!({
             "version": "1.0.0",
@@ -493,27 +491,6 @@ fn podman_run(rootfs: &Path, rt: Runtime, hooked: bool, env: &[&str], sh: &str, 
         .spawn()
         .expect("podman is installed (.ci/run installs it)");
     wait_timeout(child, timeout).unwrap_or_else(|| panic!("podman run {name} timed out"))
-}
-
-/// Tiny self-deleting temp dir (no extra dev-dependency).
-mod tempdir {
-    use std::path::PathBuf;
-
-    pub(crate) struct TempDir(pub(crate) PathBuf);
-
-    impl TempDir {
-        pub(crate) fn new(name: &str) -> TempDir {
-            let dir = std::env::temp_dir().join("oci-tmpfs-hook-tests").join(super::unique(name));
-            std::fs::create_dir_all(&dir).unwrap();
-            TempDir(dir)
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
 }
 
 /// Without the hook: every light workload fails with its real error, in the

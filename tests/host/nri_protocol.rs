@@ -12,12 +12,10 @@
 //! from the socket: the plugin logs one clean error, redials and registers
 //! again, and is never killed by a panic. No root needed.
 
-mod common;
-
+use crate::support::TempDir;
 use std::io::Write;
 use std::os::fd::IntoRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -27,23 +25,6 @@ use oci_tmpfs_hook::nri::mux::{self, MAX_WRITE, PLUGIN_CONN, RUNTIME_CONN};
 use oci_tmpfs_hook::nri::proto::{api, api_ttrpc};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        let dir = std::env::temp_dir().join("oci-tmpfs-hook-tests").join(common::unique("nri-proto"));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The runtime's service: records each registration.
 struct Runtime(mpsc::Sender<(String, String)>);
@@ -84,13 +65,13 @@ impl Fake {
     /// The plugin with `args` after `nri --socket S --config C`; `{dir}` in
     /// an arg is this fake's directory.
     fn start_with(host_config: &str, args: &[&str]) -> Fake {
-        let dir = TempDir::new();
+        let dir = TempDir::new("nri-proto");
         let sock = dir.0.join("nri.sock");
         let listener = UnixListener::bind(&sock).unwrap();
         let config = dir.0.join("config.toml");
         std::fs::write(&config, host_config).unwrap();
         let log = std::fs::File::create(dir.0.join("plugin.log")).unwrap();
-        let plugin = Command::new(common::hook_bin())
+        let plugin = Command::new(crate::support::hook_bin())
             .arg("nri")
             .arg("--socket")
             .arg(&sock)
@@ -106,6 +87,36 @@ impl Fake {
             .unwrap();
         let (register_tx, registered) = mpsc::channel();
         Fake { dir, listener, plugin, registered, register_tx }
+    }
+
+    /// Kills the plugin, and returns the command that plays the runtime's
+    /// launcher of a pre-registered one: python3 connects to the socket,
+    /// puts it at fd 3 and execs the args that follow (the first is also
+    /// argv\[0\]) with `NRI_PLUGIN_*` of `name` and `idx`, and with this
+    /// process's environment when `inherit` (else nothing else). Its output
+    /// is the plugin's log.
+    fn launcher(&mut self, name: &str, idx: &str, inherit: bool) -> Command {
+        let _ = self.plugin.kill();
+        let _ = self.plugin.wait();
+        // The first plugin may have connected before it was killed: drop
+        // that connection, so that the next accept is the launcher's.
+        self.listener.set_nonblocking(true).unwrap();
+        while self.listener.accept().is_ok() {}
+        let launcher = "import os, socket, sys\n\
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
+            os.dup2(s.fileno(), 3); os.set_inheritable(3, True)\n\
+            env = dict(os.environ) if sys.argv[4] == 'inherit' else {}\n\
+            env.update(NRI_PLUGIN_SOCKET='3', NRI_PLUGIN_NAME=sys.argv[2], NRI_PLUGIN_IDX=sys.argv[3])\n\
+            os.execve(sys.argv[5], sys.argv[5:], env)";
+        let log = std::fs::File::create(self.dir.0.join("plugin.log")).unwrap();
+        let mut cmd = Command::new("python3");
+        cmd.args(["-c", launcher])
+            .arg(self.dir.0.join("nri.sock"))
+            .args([name, idx, if inherit { "inherit" } else { "clean" }])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        cmd
     }
 
     fn log(&self) -> String {
@@ -139,7 +150,7 @@ impl Fake {
     /// The runtime's side of the mux over `stream`, through a proxy that
     /// records the largest frame the plugin writes.
     fn relay(&self, stream: UnixStream) -> Session {
-        let server_path = self.dir.0.join(common::unique("runtime.sock"));
+        let server_path = self.dir.0.join(crate::support::unique("runtime.sock"));
         let service = api_ttrpc::create_runtime(Arc::new(Runtime(self.register_tx.clone())));
         let mut server = ttrpc::Server::new()
             .bind(&format!("unix://{}", server_path.display()))
@@ -237,7 +248,7 @@ fn create_request(name: &str) -> api::CreateContainerRequest {
 fn registration_exchange() {
     let mut fake = Fake::start("");
     let (s, (name, idx)) = fake.accept();
-    assert_eq!((name.as_str(), idx.as_str()), ("oci-tmpfs", "10"));
+    assert_eq!((name.as_str(), idx.as_str()), ("oci-tmpfs-hook", "90"));
     let events = configure(&s).events;
     assert_eq!(events, 1 << (api::Event::CREATE_CONTAINER as i32 - 1), "subscribes to CreateContainer alone");
     assert_eq!(events, 0x8);
@@ -285,7 +296,7 @@ fn adjustment_for_a_plan_in_frames_of_at_most_4096() {
     assert!(adjust.mounts.is_empty(), "never a mount: {:?}", adjust.mounts);
     assert!(adjust.env.is_empty() && adjust.linux.is_none(), "{adjust:?}");
     let hook = the_hook(adjust);
-    let this = common::hook_bin().canonicalize().unwrap();
+    let this = crate::support::hook_bin().canonicalize().unwrap();
     let config = fake.dir.0.join("config.toml");
     assert_eq!(hook.path, this.display().to_string(), "no --hook-dir: this binary");
     assert_eq!(
@@ -337,7 +348,7 @@ fn adjustment_for_a_plan_in_frames_of_at_most_4096() {
 fn hook_dir_is_filled_before_registration() {
     let host = "tmp_size = \"10%\"\n";
     let args = ["--hook-dir", "/opt/oci-tmpfs-hook", "--hook-dir-mount", "{dir}/hookdir"];
-    let dir = TempDir::new();
+    let dir = TempDir::new("nri-proto");
     let mount = dir.0.join("hookdir");
     std::fs::create_dir_all(&mount).unwrap();
     let args: Vec<String> = args.iter().map(|a| a.replace("{dir}", &dir.0.display().to_string())).collect();
@@ -347,7 +358,7 @@ fn hook_dir_is_filled_before_registration() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
     let (bin, cfg) = (mount.join("oci-tmpfs-hook"), mount.join("config.toml"));
-    assert_eq!(std::fs::read(&bin).unwrap(), std::fs::read(common::hook_bin()).unwrap());
+    assert_eq!(std::fs::read(&bin).unwrap(), std::fs::read(crate::support::hook_bin()).unwrap());
     assert_eq!(mode(&bin), 0o755);
     assert_eq!(std::fs::read_to_string(&cfg).unwrap(), host);
     assert_eq!(mode(&cfg), 0o644);
@@ -369,7 +380,7 @@ fn hook_dir_is_filled_before_registration() {
     fake.listener.set_nonblocking(true).unwrap();
     while fake.listener.accept().is_ok() {}
     let log = std::fs::File::create(fake.dir.0.join("plugin.log")).unwrap();
-    fake.plugin = Command::new(common::hook_bin())
+    fake.plugin = Command::new(crate::support::hook_bin())
         .arg("nri")
         .arg("--socket")
         .arg(fake.dir.0.join("nri.sock"))
@@ -387,7 +398,7 @@ fn hook_dir_is_filled_before_registration() {
     assert_eq!(inodes, (std::fs::metadata(&bin).unwrap().ino(), std::fs::metadata(&cfg).unwrap().ino()));
     assert!(!fake.log().contains("nri: wrote"), "{}", fake.log());
     // A missing --hook-dir-mount: the plugin refuses to start, naming it.
-    let out = Command::new(common::hook_bin())
+    let out = Command::new(crate::support::hook_bin())
         .args(["nri", "--socket", "/nonexistent/nri.sock", "--hook-dir", "/opt/x", "--hook-dir-mount"])
         .arg(dir.0.join("missing"))
         .arg("--config")
@@ -409,7 +420,7 @@ fn bad_input_then_reconnect(fake: &mut Fake, s: Session, bytes: &[u8], want: &st
         std::thread::sleep(Duration::from_millis(20));
     }
     let (next, reg) = fake.accept();
-    assert_eq!(reg.1, "10");
+    assert_eq!(reg.1, "90");
     assert!(fake.alive(), "the plugin died:\n{}", fake.log());
     drop(s);
     configure(&next);
@@ -452,11 +463,11 @@ fn malformed_and_oversized_frames_get_a_clean_error_and_a_reconnect() {
 
 #[test]
 fn no_socket_then_socket_appears() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("nri-proto");
     let sock = dir.0.join("late.sock");
     let config = dir.0.join("config.toml");
     std::fs::write(&config, "").unwrap();
-    let mut plugin = Command::new(common::hook_bin())
+    let mut plugin = Command::new(crate::support::hook_bin())
         .args(["nri", "--idx", "42", "--name", "late", "--socket"])
         .arg(&sock)
         .arg("--config")
@@ -480,7 +491,7 @@ fn no_socket_then_socket_appears() {
     let out = plugin.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().filter(|l| l.contains("connecting to the NRI socket")).count(), 1, "{err}");
-    let bad = Command::new(common::hook_bin())
+    let bad = Command::new(crate::support::hook_bin())
         .args(["nri", "--idx", "7"])
         .arg("--config")
         .arg(&config)
@@ -497,33 +508,15 @@ fn no_socket_then_socket_appears() {
 #[test]
 fn pre_registered_on_fd_3() {
     let mut fake = Fake::start("");
-    let sock = fake.dir.0.join("nri.sock");
-    let _ = fake.plugin.kill();
-    let _ = fake.plugin.wait();
-    // The first plugin may have connected before it was killed: drop that
-    // connection, so that the next accept is the launcher's.
-    fake.listener.set_nonblocking(true).unwrap();
-    while fake.listener.accept().is_ok() {}
-    // python3 plays the runtime's launcher: connect, put the socket at fd 3, exec.
-    let launcher = "import os, socket, sys\n\
-        s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
-        os.dup2(s.fileno(), 3); os.set_inheritable(3, True)\n\
-        os.execve(sys.argv[2], sys.argv[2:], dict(os.environ, NRI_PLUGIN_SOCKET='3', NRI_PLUGIN_NAME='pre', NRI_PLUGIN_IDX='05'))";
     let config = fake.dir.0.join("config.toml");
-    let log = std::fs::File::create(fake.dir.0.join("plugin.log")).unwrap();
-    fake.plugin = Command::new("python3")
-        .args(["-c", launcher])
-        .arg(&sock)
-        .arg(common::hook_bin())
+    let mut launch = fake.launcher("pre", "05", true);
+    launch
+        .arg(crate::support::hook_bin())
         .args(["nri", "--socket", "/nonexistent/nri.sock", "--config"])
         .arg(&config)
         .env("TMPDIR", &fake.dir.0)
-        .env("OCI_TMPFS_HOOK_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("python3");
+        .env("OCI_TMPFS_HOOK_LOG", "info");
+    fake.plugin = launch.spawn().expect("python3");
     let (s, (name, idx)) = fake.accept();
     assert_eq!((name.as_str(), idx.as_str()), ("pre", "05"));
     assert_eq!(configure(&s).events, 0x8);
@@ -546,4 +539,70 @@ fn pre_registered_on_fd_3() {
     };
     assert!(status.success(), "{status}: {}", fake.log());
     assert!(!fake.log().contains("panicked"), "{}", fake.log());
+}
+
+/// Runs `nri --probe --status-file PATH`: (exit 0?, stdout + stderr).
+fn probe(path: &std::path::Path) -> (bool, String) {
+    let out = Command::new(crate::support::hook_bin())
+        .args(["nri", "--probe", "--status-file"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// Waits until the probe's exit is `want`; its output.
+fn probe_until(path: &std::path::Path, want: bool, fake: &Fake) -> String {
+    let t0 = Instant::now();
+    loop {
+        let (ok, text) = probe(path);
+        if ok == want {
+            return text;
+        }
+        assert!(t0.elapsed() < TIMEOUT, "the probe still says {ok} ({text}):\n{}", fake.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `--status-file` and `--probe` (the DaemonSet's liveness and readiness):
+/// the probe passes while the plugin is registered, fails as soon as the
+/// runtime's side closes, passes again after the redial's registration, and
+/// fails when the plugin was killed before it could remove the file.
+#[test]
+fn probe_follows_the_registration() {
+    let mut fake = Fake::start_with("", &["--status-file", "{dir}/status"]);
+    let status = fake.dir.0.join("status");
+    let (ok, text) = probe(&status);
+    assert!(!ok && text.contains("not registered with the runtime now"), "{text}");
+    let (s, _) = fake.accept();
+    let text = probe_until(&status, true, &fake);
+    assert!(text.starts_with("nri: registered oci-tmpfs-hook 90 "), "{text}");
+    let _ = s.raw.shutdown(std::net::Shutdown::Both);
+    drop(s);
+    let text = probe_until(&status, false, &fake);
+    assert!(text.contains("is missing"), "{text}");
+    let (_s, _) = fake.accept();
+    probe_until(&status, true, &fake);
+    let _ = fake.plugin.kill();
+    let _ = fake.plugin.wait();
+    let (ok, text) = probe(&status);
+    assert!(!ok && text.contains("which is gone"), "{text}");
+    assert_eq!(text.lines().count(), 1, "one line: {text}");
+}
+
+/// Pre-registered as the runtime really starts it: the entry run with no
+/// argument at all, only the runtime's three variables (no PATH), the
+/// socket at fd 3. The plugin runs `nri` with its defaults and registers
+/// under the entry's name and index.
+#[test]
+fn pre_registered_with_no_argument() {
+    let mut fake = Fake::start("");
+    let entry = fake.dir.0.join("90-oci-tmpfs-hook");
+    std::os::unix::fs::symlink(crate::support::hook_bin(), &entry).unwrap();
+    fake.plugin = fake.launcher("oci-tmpfs-hook", "90", false).arg(&entry).spawn().expect("python3");
+    let (s, (name, idx)) = fake.accept();
+    assert_eq!((name.as_str(), idx.as_str()), ("oci-tmpfs-hook", "90"));
+    assert_eq!(configure(&s).events, 0x8);
+    assert!(fake.alive(), "{}", fake.log());
 }

@@ -13,17 +13,13 @@
 //! package edits no engine config (its postinst only prints the setup
 //! commands).
 
-mod common;
-#[path = "node/harness.rs"]
-mod harness;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Instant;
 
-use common::*;
-use harness::*;
+use crate::support::kube::*;
+use crate::support::*;
 use serde_json::{json, Value};
 
 const PKG: &str = "oci-tmpfs-hook";

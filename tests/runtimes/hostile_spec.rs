@@ -7,14 +7,13 @@
 //! in the host's mount table, a marker dir outside every rootfs unchanged,
 //! the host's `/dev/shm` (and a decoy tmpfs) not resized. Root, no skips.
 
-mod common;
-
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::support::host::{hold_host, HostGuard, HostUse};
+use crate::support::*;
 use serde_json::{json, Value};
 
 const MI: u64 = 1 << 20;
@@ -265,14 +264,15 @@ fn spec_mode_refuses_what_lands_in_a_system_dir_or_is_not_a_dir() {
 const ENGINE_BASE: &str = "/var/lib/oci-tmpfs-test";
 
 /// A directory tree under [`ENGINE_BASE`] for one case, removed on drop
-/// with every tmpfs mounted in it.
-struct EngineDir(PathBuf);
+/// with every tmpfs mounted in it. Those mounts are on the host:
+/// tests/runtimes/hostile.rs's mount-table pictures wait until they are gone.
+struct EngineDir(PathBuf, HostGuard);
 
 impl EngineDir {
     fn new() -> EngineDir {
         let dir = Path::new(ENGINE_BASE).join(unique("engine"));
         mkdirs(&dir);
-        EngineDir(dir)
+        EngineDir(dir, hold_host(HostUse::Change))
     }
 
     /// A tmpfs of `size` at `rel` (made with root-owned 0755 parents).

@@ -34,20 +34,17 @@
 //! `/var/lib/oci-tmpfs-test`, whose parents are root's and closed to others,
 //! as the pod shm's must be for it to grow (docs/design.md#engine-shm).
 
-mod common;
-use common::*;
+use crate::support::cri::*;
+use crate::support::*;
 
 use std::fmt::Write as _;
 use std::fs::File;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-const TIMEOUT: Duration = Duration::from_secs(120);
 /// The mount source the hook gives its tmpfs.
 const OURS: &str = "oci-tmpfs-hook";
 /// containerd's pod `/dev/shm` (hard-coded) and this test's node `/dev/shm`.
@@ -62,138 +59,6 @@ const PROBE: &str = "cat /proc/self/mountinfo; \
 
 // ---------------------------------------------------------------- helpers
 
-/// Prints past the test harness's capture: the sizes a case saw are the
-/// suite's report, wanted in the log of a passing run too.
-fn say(line: &str) {
-    let _ = writeln!(std::io::stderr(), "{line}");
-}
-
-/// Where nodes and their images live, as on a real node (`/var/lib/containerd`):
-/// root-owned 0755 directories from `/` down. The pod's shm lies in the node's
-/// state dir, and an engine shm is grown only under directories closed to
-/// others (docs/design.md#engine-shm).
-const NODE_BASE: &str = "/var/lib/oci-tmpfs-test";
-
-/// A directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        use std::os::unix::fs::PermissionsExt as _;
-        let base = Path::new(NODE_BASE);
-        std::fs::create_dir_all(base).unwrap();
-        std::fs::set_permissions(base, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let dir = base.join(unique(name));
-        std::fs::create_dir(&dir).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        TempDir(dir)
-    }
-
-    fn join(&self, p: impl AsRef<Path>) -> PathBuf {
-        self.0.join(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Runs `cmd` with `stdin`, killing it after `TIMEOUT`.
-fn output_with(cmd: &mut Command, stdin: &[u8]) -> Output {
-    run_with_stdin(cmd, stdin.to_vec(), TIMEOUT)
-        .unwrap_or_else(|| panic!("{cmd:?} timed out after {TIMEOUT:?}"))
-}
-
-/// Runs `cmd` and panics with both streams unless it exits 0.
-fn ok(cmd: &mut Command) -> String {
-    let out = output_with(cmd, b"");
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
-
-/// The version of the `runc` on `PATH`, asked once.
-fn runc_version() -> [u32; 3] {
-    static V: OnceLock<[u32; 3]> = OnceLock::new();
-    *V.get_or_init(|| {
-        let out = ok(Command::new("runc").arg("--version"));
-        // "runc version 1.1.5+ds1"
-        let v = out.split_whitespace().nth(2).unwrap_or_else(|| panic!("runc --version: {out}"));
-        let mut parts = v.split(|c: char| !c.is_ascii_digit()).map(|p| p.parse().unwrap_or(0));
-        [parts.next().unwrap_or(0), parts.next().unwrap_or(0), parts.next().unwrap_or(0)]
-    })
-}
-
-/// Whether the wrapper in spec mode hands the temp targets to the hook on
-/// this runc (before 1.1.8: docs/design.md#runtimes).
-fn runc_hands_temp_targets_to_the_hook() -> bool {
-    runc_version() < [1, 1, 8]
-}
-
-/// `cmd`'s path on `PATH`.
-fn on_path(cmd: &str) -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join(cmd))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{cmd} is not on PATH (.ci/run installs containerd and runc)"))
-}
-
-/// A size as the kernel prints it, and in MiB/GiB when it is round.
-fn sz(bytes: Option<u64>) -> String {
-    match bytes {
-        None => "none".to_string(),
-        Some(b) if b % GI == 0 => format!("{}Gi", b / GI),
-        Some(b) if b % MI == 0 => format!("{}Mi", b / MI),
-        Some(b) => format!("{}k ({:.2}Gi)", b / 1024, b as f64 / GI as f64),
-    }
-}
-
-/// Total bytes of the filesystem at `path`.
-fn fs_bytes(path: &Path) -> u64 {
-    let st = rustix::fs::statvfs(path).unwrap_or_else(|e| panic!("statvfs {}: {e}", path.display()));
-    st.f_blocks * st.f_frsize
-}
-
-/// The `major:minor` of the top mount at `point` in a mountinfo text.
-fn device_at(mountinfo: &str, point: &str) -> Option<String> {
-    mountinfo
-        .lines()
-        .rev()
-        .find(|l| l.split(' ').nth(4) == Some(point))
-        .and_then(|l| l.split(' ').nth(2))
-        .map(String::from)
-}
-
-/// The CRI client's python: `$OCI_TMPFS_HOOK_CRI_PYTHON` when set (one that
-/// can import `cri_api`), else the venv of tests/env/venv.sh (created once).
-fn cri_python() -> &'static Path {
-    static PY: OnceLock<PathBuf> = OnceLock::new();
-    PY.get_or_init(|| {
-        if let Some(py) = std::env::var_os("OCI_TMPFS_HOOK_CRI_PYTHON") {
-            return PathBuf::from(py);
-        }
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/env/venv.sh");
-        let out = ok(&mut Command::new(&script));
-        PathBuf::from(out.trim())
-    })
-}
-
-fn cri_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cri/cri.py")
-}
-
 // ------------------------------------------------------ containerd binary
 
 /// The containerd under test: the one on `PATH`, and its version.
@@ -206,8 +71,8 @@ struct Containerd {
 
 impl Containerd {
     fn find() -> Containerd {
-        let bin = on_path("containerd");
-        let ctr = on_path("ctr");
+        let bin = which("containerd");
+        let ctr = which("ctr");
         // "containerd github.com/containerd/containerd[/v2] 1.6.20~ds1 REVISION"
         let out = ok(Command::new(&bin).arg("--version"));
         let version = out.split_whitespace().nth(2).unwrap_or_else(|| panic!("containerd --version: {out}"));
@@ -392,7 +257,7 @@ impl Node {
     fn start_with(case: &str, opts: &NodeOpts) -> Node {
         require_root();
         let ctd = Containerd::find();
-        let dir = TempDir::new("cri");
+        let dir = TempDir::closed("cri");
         for d in ["etc-up", "etc-work", "cni/bin", "cni/conf", "logs"] {
             std::fs::create_dir_all(dir.join(d)).unwrap();
         }
@@ -918,11 +783,14 @@ fn case1_read_only_container_gets_sized_tmp_and_shm() {
     }
     if let Some(hooked) = r.step("the final config.json", node.runs_our_hook(&c)) {
         let mode = wrapper_mode();
-        let want = mode == "hook" || runc_hands_temp_targets_to_the_hook();
+        let want = mode == "hook" || runc_before_1_1_8(Runtime::Runc);
         r.seen("executor", format!("wrapper mode {mode}: our hook in config.json: {hooked}"));
         r.check(
             hooked == want,
-            format!("wrapper mode {mode}, runc {:?}: our hook in config.json is {hooked}", runc_version()),
+            format!(
+                "wrapper mode {mode}, runc {:?}: our hook in config.json is {hooked}",
+                runtime_version(Runtime::Runc)
+            ),
         );
     }
     let dd = "dd if=/dev/zero of=/dev/shm/fill bs=1M count=600; e=$?; rm -f /dev/shm/fill; exit $e";
@@ -1258,7 +1126,7 @@ impl Node {
     fn image(&self, name: &str, shape: impl FnOnce(&Path)) -> String {
         let rootfs = Bundle::new("cri-hostile-rootfs");
         shape(&rootfs.rootfs());
-        let dir = TempDir::new("cri-image");
+        let dir = TempDir::closed("cri-image");
         let reference = format!("docker.io/library/{}:latest", unique(name));
         let tar = build_image(&dir, &rootfs.rootfs(), &reference);
         ok(self.ctr().args(["images", "import"]).arg(&tar));
@@ -1877,7 +1745,7 @@ fn hostile_symlinked_pod_shm_parent_is_not_grown_on_the_host() {
     let spec = wrapper_mode() == "spec";
     let hooked = node.runs_our_hook(&c).unwrap_or(false);
     r.check(
-        hooked == (!spec || runc_hands_temp_targets_to_the_hook()),
+        hooked == (!spec || runc_before_1_1_8(Runtime::Runc)),
         format!("our hook in config.json is {hooked}"),
     );
     let want = SHM_64M;
@@ -1932,7 +1800,7 @@ fn hostile_tmp_symlink_to_a_safe_place_is_served_at_the_resolved_path() {
             .filter_map(|m| m["destination"].as_str())
             .collect();
         let hooked = node.runs_our_hook(&c).unwrap_or(false);
-        if wrapper_mode() == "spec" && !runc_hands_temp_targets_to_the_hook() {
+        if wrapper_mode() == "spec" && !runc_before_1_1_8(Runtime::Runc) {
             r.check(
                 dests == ["/run/tmp"] && !hooked,
                 format!("config.json: our tmpfs entries {dests:?} (hook {hooked}), want [\"/run/tmp\"]"),

@@ -1,8 +1,6 @@
 //! `setup`, `doctor` and `install.sh` run as built, against temporary roots;
 //! and a containerd config written by `setup` loaded by a real containerd.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -10,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{hook_bin, require_root, unique};
+use crate::support::{hook_bin, require_root, unique};
 
 const HOOK: &str = "/usr/local/bin/oci-tmpfs-hook";
 const WRAPPER: &str = "/usr/local/bin/oci-tmpfs-runtime";

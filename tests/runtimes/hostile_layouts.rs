@@ -14,8 +14,6 @@
 //! modes and owners included). Root and both runtimes are required; nothing
 //! is skipped.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -23,7 +21,8 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::host::{hold_host, HostGuard, HostUse};
+use crate::support::*;
 use serde_json::{json, Value};
 
 /// The `source` of every tmpfs of ours, in the hook and in the spec.
@@ -288,6 +287,9 @@ fn assert_volume_kept(ran: &Ran, vol: &HostDir, host: &Host, case: &str) {
 struct HostDir {
     path: PathBuf,
     shared: bool,
+    /// A shared one is a mount on the host: tests/runtimes/hostile.rs's
+    /// mount-table pictures wait until it is gone.
+    _change: Option<HostGuard>,
 }
 
 impl HostDir {
@@ -296,12 +298,13 @@ impl HostDir {
         std::fs::create_dir_all(path.join("sub")).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::write(path.join("canary"), CANARY).unwrap();
+        let change = shared.then(|| hold_host(HostUse::Change));
         if shared {
             let p = path.to_str().unwrap();
             sh(&["mount", "--bind", p, p]);
             sh(&["mount", "--make-shared", p]);
         }
-        HostDir { path, shared }
+        HostDir { path, shared, _change: change }
     }
 
     fn as_str(&self) -> &str {

@@ -1,7 +1,7 @@
 //! The NRI plugin (`oci-tmpfs-hook nri`, issue 12) against a real
 //! containerd 2.x with NRI on by default: no runtime class, no handler, no
-//! NRI setting in containerd's config. The CRI cases of tests/cri.rs (whose
-//! harness this copies, since tests/cri.rs is another suite's), driven the
+//! NRI setting in containerd's config. The CRI cases of tests/runtimes/cri.rs (whose
+//! harness this copies, since tests/runtimes/cri.rs is another suite's), driven the
 //! same way over containerd's CRI socket (tests/cri/cri.py), with the plugin
 //! running from the built binary in the node's mount namespace, dialling
 //! `/var/run/nri/nri.sock` as a DaemonSet's plugin does.
@@ -16,20 +16,23 @@
 //! tmpfs (so NRI's socket is private too). The plugin logs at info level to
 //! `plugin.log` in the test's directory, printed when a case fails.
 
-mod common;
-use common::*;
+#[path = "../support/mod.rs"]
+mod support;
+
+use support::cri::*;
+use support::*;
+
+/// Node boot, crashes and other plugins (issue 18).
+mod boot;
 
 use std::fmt::Write as _;
 use std::fs::File;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-const TIMEOUT: Duration = Duration::from_secs(120);
 /// The mount source the hook gives its tmpfs.
 const OURS: &str = "oci-tmpfs-hook";
 /// containerd's pod `/dev/shm` (hard-coded) and this test's node `/dev/shm`.
@@ -43,120 +46,6 @@ const PROBE: &str = "cat /proc/self/mountinfo; \
 
 // ---------------------------------------------------------------- helpers
 
-/// Prints past the test harness's capture: the sizes a case saw are the
-/// suite's report, wanted in the log of a passing run too.
-fn say(line: &str) {
-    let _ = writeln!(std::io::stderr(), "{line}");
-}
-
-/// A directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join("oci-tmpfs-hook-tests").join(unique(name));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn join(&self, p: impl AsRef<Path>) -> PathBuf {
-        self.0.join(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Runs `cmd` with `stdin`, killing it after `TIMEOUT`.
-fn output_with(cmd: &mut Command, stdin: &[u8]) -> Output {
-    run_with_stdin(cmd, stdin.to_vec(), TIMEOUT)
-        .unwrap_or_else(|| panic!("{cmd:?} timed out after {TIMEOUT:?}"))
-}
-
-/// Runs `cmd` and panics with both streams unless it exits 0.
-fn ok(cmd: &mut Command) -> String {
-    let out = output_with(cmd, b"");
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
-
-/// `cmd`'s path on `PATH`.
-fn on_path(cmd: &str) -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join(cmd))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{cmd} is not on PATH (.ci/run installs containerd and runc)"))
-}
-
-/// A size as the kernel prints it, and in MiB/GiB when it is round.
-fn sz(bytes: Option<u64>) -> String {
-    match bytes {
-        None => "none".to_string(),
-        Some(b) if b % GI == 0 => format!("{}Gi", b / GI),
-        Some(b) if b % MI == 0 => format!("{}Mi", b / MI),
-        Some(b) => format!("{}k ({:.2}Gi)", b / 1024, b as f64 / GI as f64),
-    }
-}
-
-/// Total bytes of the filesystem at `path`.
-fn fs_bytes(path: &Path) -> u64 {
-    let st = rustix::fs::statvfs(path).unwrap_or_else(|e| panic!("statvfs {}: {e}", path.display()));
-    st.f_blocks * st.f_frsize
-}
-
-/// The `major:minor` of the top mount at `point` in a mountinfo text.
-fn device_at(mountinfo: &str, point: &str) -> Option<String> {
-    mountinfo
-        .lines()
-        .rev()
-        .find(|l| l.split(' ').nth(4) == Some(point))
-        .and_then(|l| l.split(' ').nth(2))
-        .map(String::from)
-}
-
-/// The CRI client's command: `python3` with `$OCI_TMPFS_HOOK_CRI_PYTHONPATH`
-/// as its `PYTHONPATH` when that is set (the sid environment has no venv
-/// module: tests/env/nri.sh installs the client's wheels into a directory),
-/// else the python of `$OCI_TMPFS_HOOK_CRI_PYTHON` or of tests/env/venv.sh.
-fn cri_command() -> Command {
-    if let Some(dir) = std::env::var_os("OCI_TMPFS_HOOK_CRI_PYTHONPATH") {
-        let mut c = Command::new("python3");
-        c.env("PYTHONPATH", dir);
-        return c;
-    }
-    Command::new(cri_python())
-}
-
-fn cri_python() -> &'static Path {
-    static PY: OnceLock<PathBuf> = OnceLock::new();
-    PY.get_or_init(|| {
-        if let Some(py) = std::env::var_os("OCI_TMPFS_HOOK_CRI_PYTHON") {
-            return PathBuf::from(py);
-        }
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/env/venv.sh");
-        let out = ok(&mut Command::new(&script));
-        PathBuf::from(out.trim())
-    })
-}
-
-fn cri_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cri/cri.py")
-}
-
 // ------------------------------------------------------ containerd binary
 
 /// The containerd under test: the one on `PATH`, and its version.
@@ -168,9 +57,12 @@ struct Containerd {
 }
 
 impl Containerd {
+    /// The one on `PATH`, or `$OCI_TMPFS_HOOK_NRI_CONTAINERD` (another
+    /// build, e.g. a containerd 2.2 for the validator's case).
     fn find() -> Containerd {
-        let bin = on_path("containerd");
-        let ctr = on_path("ctr");
+        let bin = std::env::var_os("OCI_TMPFS_HOOK_NRI_CONTAINERD")
+            .map_or_else(|| which("containerd"), PathBuf::from);
+        let ctr = which("ctr");
         // "containerd github.com/containerd/containerd[/v2] 1.6.20~ds1 REVISION"
         let out = ok(Command::new(&bin).arg("--version"));
         let version = out.split_whitespace().nth(2).unwrap_or_else(|| panic!("containerd --version: {out}"));
@@ -365,6 +257,11 @@ struct Node {
 
 impl Node {
     fn start(case: &str) -> Node {
+        Node::start_with(case, true)
+    }
+
+    /// A node whose containerd is up; with `plugin`, ours is registered too.
+    fn start_with(case: &str, plugin: bool) -> Node {
         require_root();
         let ctd = Containerd::find();
         let dir = TempDir::new("cri");
@@ -423,7 +320,9 @@ impl Node {
         std::fs::write(&node.config, node.ctd.base_config(&node.dir, &node.image)).unwrap();
 
         node.start_daemon();
-        node.start_plugin();
+        if plugin {
+            node.start_plugin();
+        }
         let runc = ok(Command::new("runc").arg("--version"));
         say(&format!(
             "nri {case}: containerd {} ({}), config version {}, {}",
@@ -508,7 +407,7 @@ impl Node {
         if let Some(pid) = Pid::from_raw(child.id() as i32) {
             let _ = kill_process(pid, Signal::TERM);
         }
-        if wait_timeout_child(&mut child, Duration::from_secs(10)).is_none() {
+        if wait_status(&mut child, Duration::from_secs(10)).is_none() {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -786,20 +685,6 @@ impl Node {
 /// static release build) or the tested one.
 fn plugin_bin() -> PathBuf {
     std::env::var_os("OCI_TMPFS_HOOK_NRI_BIN").map_or_else(hook_bin, PathBuf::from)
-}
-
-/// Waits for `child` up to `timeout`; its status, or `None`.
-fn wait_timeout_child(child: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Some(status);
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// `dir` and every directory under it, deepest first.

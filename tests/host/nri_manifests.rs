@@ -7,27 +7,16 @@
 //! for no more than it needs (two hostPaths, the NRI socket's directory and
 //! the hook's; no host PID, no capability: docs/nri.md).
 
-mod common;
-
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::support::kube::kubernetes_python as python;
+use crate::support::*;
+
 const DIR: &str = "deploy/kubernetes";
-
-fn ok(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    let (o, e) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{cmd:?}: {:?}\nstdout:\n{o}\nstderr:\n{e}", out.status);
-    o.into_owned()
-}
-
-fn python() -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/env/kubernetes-validate.sh");
-    PathBuf::from(ok(&mut Command::new(script)).trim())
-}
 
 /// A YAML file as JSON (PyYAML comes with kubernetes-validate).
 fn load(py: &Path, file: &Path) -> Value {
@@ -117,13 +106,13 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
     );
 
     // The ConfigMap's host config parses (doctor's config line).
-    let tmp = std::env::temp_dir().join(common::unique("nri-manifests"));
+    let tmp = std::env::temp_dir().join(crate::support::unique("nri-manifests"));
     std::fs::create_dir_all(&tmp).unwrap();
     let cm = load(&py, &dir.join("configmap.yaml"));
     let config = tmp.join("config.toml");
     std::fs::write(&config, cm["data"]["config.toml"].as_str().unwrap()).unwrap();
     let doctor =
-        Command::new(common::hook_bin()).arg("doctor").arg("--config").arg(&config).output().unwrap();
+        Command::new(crate::support::hook_bin()).arg("doctor").arg("--config").arg(&config).output().unwrap();
     let doctor = String::from_utf8_lossy(&doctor.stdout).into_owned();
     assert!(doctor.lines().any(|l| l.starts_with("ok") && l.contains("config:")), "{doctor}");
 
@@ -137,11 +126,12 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
     };
     set("--socket", &tmp.join("nri.sock"));
     set("--config", &config);
+    set("--status-file", &tmp.join("registered"));
     let hook_dir = tmp.join("hook-dir");
     std::fs::create_dir_all(&hook_dir).unwrap();
     set("--hook-dir-mount", &hook_dir);
     let log = tmp.join("plugin.log");
-    let mut child = Command::new(common::hook_bin())
+    let mut child = Command::new(crate::support::hook_bin())
         .args(&args)
         .env("TMPDIR", &tmp)
         .stdout(Stdio::null())
@@ -164,4 +154,35 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
     assert!(running, "{args:?} exited: {err}");
     assert!(err.contains("connecting to the NRI socket"), "{err}");
     assert_eq!(installed, (true, true), "the plugin did not fill --hook-dir-mount: {err}");
+}
+
+/// The DaemonSet's readiness and liveness probes run `nri --probe` on the
+/// status file its args name (docs/nri.md); as written, that command says
+/// "not registered" (exit 1) when no plugin keeps the file.
+#[test]
+fn daemonset_probes_read_the_plugins_status_file() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(DIR);
+    let ds = load(&python(), &dir.join("daemonset.yaml"));
+    let c = &ds["spec"]["template"]["spec"]["containers"][0];
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect()
+    };
+    let args = strings(&c["args"]);
+    let at = args.iter().position(|a| a == "--status-file").unwrap_or_else(|| panic!("{args:?}"));
+    let status = &args[at + 1];
+    for probe in ["readinessProbe", "livenessProbe"] {
+        let cmd = strings(&c[probe]["exec"]["command"]);
+        assert_eq!(
+            cmd,
+            ["/usr/local/bin/oci-tmpfs-hook", "nri", "--probe", "--status-file", status],
+            "{probe}"
+        );
+    }
+    let mut cmd = strings(&c["livenessProbe"]["exec"]["command"]);
+    let missing = std::env::temp_dir().join(crate::support::unique("no-plugin")).join("registered");
+    *cmd.last_mut().unwrap() = missing.display().to_string();
+    let out = Command::new(crate::support::hook_bin()).args(&cmd[1..]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("not registered with the runtime now"), "{said}");
 }

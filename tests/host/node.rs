@@ -18,19 +18,16 @@
 //! Until deploy/build-image.sh lands (the NRI work), the image is built here:
 //! the static binary as install.sh builds it, `docker build`, `docker save`.
 
-mod common;
-#[path = "node/failures.rs"]
 mod failures;
-#[path = "node/harness.rs"]
-mod harness;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::daemons::*;
+use crate::support::kube::*;
+use crate::support::*;
 use failures::*;
-use harness::*;
 
 /// Debian 12's /etc/containerd/config.toml (containerd 1.6.20~ds1), verbatim.
 const DEBIAN_CONTAINERD: &str = "version = 2\n\n[plugins]\n  [plugins.\"io.containerd.grpc.v1.cri\"]\n    [plugins.\"io.containerd.grpc.v1.cri\".cni]\n      bin_dir = \"/usr/lib/cni\"\n      conf_dir = \"/etc/cni/net.d\"\n  [plugins.\"io.containerd.internal.v1.opt\"]\n    path = \"/var/lib/containerd/opt\"\n";

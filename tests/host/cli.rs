@@ -1,20 +1,14 @@
 //! The built binary's commands that need no container: `explain`, `inject`,
 //! usage errors, and the hook's refusals of bad input.
 
-mod common;
-
 use std::process::Command;
 use std::time::Duration;
 
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 
 fn cmd(args: &[&str]) -> std::process::Output {
     Command::new(hook_bin()).args(args).output().unwrap()
-}
-
-fn text(out: &[u8]) -> String {
-    String::from_utf8_lossy(out).into_owned()
 }
 
 #[test]

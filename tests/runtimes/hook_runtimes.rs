@@ -2,11 +2,9 @@
 //! what the container sees in `/proc/self/mountinfo`, checked against what
 //! `explain` planned for the same bundle.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 
 /// Prints the mount table, the mode of /tmp, and whether writes work.

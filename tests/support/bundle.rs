@@ -1,15 +1,14 @@
-//! Shared harness for the integration tests: busybox bundles, running real
-//! runc/crun containers with a timeout and a guard that always deletes them,
-//! and `/proc/self/mountinfo` parsing. Root tests fail loudly without root or
-//! a runtime; they never skip.
-#![allow(dead_code, unreachable_pub)]
+//! Busybox bundles, and real runc/crun containers run with a timeout and a
+//! guard that always deletes them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
+
+use super::{parse_mountinfo, run_with_stdin, wait_timeout, which, MountInfo};
 
 /// The binary under test.
 pub fn hook_bin() -> PathBuf {
@@ -249,22 +248,6 @@ impl Drop for ContainerGuard {
     }
 }
 
-/// Waits for `child`, killing it after `timeout`.
-pub fn wait_timeout(mut child: std::process::Child, timeout: Duration) -> Option<Output> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => return child.wait_with_output().ok(),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-        }
-    }
-}
-
 /// A finished container run.
 pub struct Run {
     pub output: Output,
@@ -297,105 +280,6 @@ impl Run {
     pub fn mounts(&self) -> Vec<MountInfo> {
         parse_mountinfo(&self.stdout())
     }
-}
-
-/// One line of `/proc/self/mountinfo`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MountInfo {
-    pub mount_point: String,
-    pub mount_options: Vec<String>,
-    pub fstype: String,
-    pub source: String,
-    pub super_options: Vec<String>,
-}
-
-impl MountInfo {
-    /// The `size=` super option in bytes (the kernel prints kibibytes with
-    /// `k`). A tmpfs of the default size (half of RAM) has no `size=`: the
-    /// kernel prints it only when it differs (`shmem_show_options`).
-    pub fn size(&self) -> Option<u64> {
-        let Some(v) = self.super_options.iter().find_map(|o| o.strip_prefix("size=")) else {
-            return (self.fstype == "tmpfs").then(default_tmpfs_size).flatten();
-        };
-        let (n, mult) = match v.strip_suffix('k') {
-            Some(n) => (n, 1024),
-            None => (v, 1),
-        };
-        n.parse::<u64>().ok().map(|n| n * mult)
-    }
-
-    pub fn has(&self, opt: &str) -> bool {
-        self.mount_options.iter().any(|o| o == opt)
-    }
-}
-
-/// The size of a tmpfs mounted without `size=`: half of the RAM's pages
-/// (`MemTotal`), in bytes.
-fn default_tmpfs_size() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib: u64 = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))?
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib / 4 / 2 * 4096)
-}
-
-/// Parses mountinfo lines; other lines in the text are ignored.
-pub fn parse_mountinfo(text: &str) -> Vec<MountInfo> {
-    text.lines()
-        .filter_map(|line| {
-            let (left, right) = line.split_once(" - ")?;
-            let l: Vec<&str> = left.split(' ').collect();
-            let r: Vec<&str> = right.split(' ').collect();
-            if l.len() < 6 || r.len() < 3 || l[0].parse::<u64>().is_err() {
-                return None;
-            }
-            Some(MountInfo {
-                mount_point: l[4].replace("\\040", " "),
-                mount_options: l[5].split(',').map(String::from).collect(),
-                fstype: r[0].to_string(),
-                source: r[1].to_string(),
-                super_options: r[2].split(',').map(String::from).collect(),
-            })
-        })
-        .collect()
-}
-
-/// The last mount at `point` (the one on top).
-pub fn mount_at<'a>(mounts: &'a [MountInfo], point: &str) -> Option<&'a MountInfo> {
-    mounts.iter().rev().find(|m| m.mount_point == point)
-}
-
-/// The mount table of the runtimes' (this test's) namespace, for "the host is untouched" checks.
-pub fn host_mounts() -> Vec<String> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let mut v: Vec<String> = parse_mountinfo(&text)
-        .into_iter()
-        // Containers started by concurrent tests come and go; their mounts
-        // live under the runtimes' state dirs and the test bundles.
-        .filter(|m| !m.mount_point.starts_with("/run/runc") && !m.mount_point.starts_with("/run/crun"))
-        .map(|m| format!("{} {} {}", m.mount_point, m.fstype, m.source))
-        .collect();
-    v.sort();
-    v
-}
-
-/// Runs `cmd` with `stdin` written by a thread (so a hook that does not read
-/// cannot block the test), stdout and stderr captured; `None` after `timeout`.
-pub fn run_with_stdin(cmd: &mut Command, stdin: Vec<u8>, timeout: Duration) -> Option<Output> {
-    use std::io::Write;
-    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || {
-        let _ = input.write_all(&stdin);
-    });
-    let out = wait_timeout(child, timeout);
-    let _ = writer.join();
-    out
 }
 
 /// Runs the hook binary directly with `stdin` and an empty environment, as
@@ -435,14 +319,6 @@ pub fn runtime_version(rt: Runtime) -> (u32, u32) {
         let out = Command::new(rt.bin()).arg("--version").output().expect("the runtime is installed");
         major_minor(String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or(""))
     })
-}
-
-/// The absolute path of `bin` on `PATH`; panics when it is not installed.
-pub fn which(bin: &str) -> PathBuf {
-    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|d| d.join(bin))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("{bin} is installed"))
 }
 
 /// `runtime` is a runc older than 1.1.8, to which the wrapper's spec

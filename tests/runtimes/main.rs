@@ -1,0 +1,17 @@
+//! The suites with real runtimes and engines: runc, crun, Podman, Docker,
+//! containerd and its CRI API. tests/run.sh runs this binary on the host
+//! (bookworm) and again inside the sid root, against sid's engines. One test
+//! binary of modules, one per suite; suites that share the host's mount
+//! table take `support::host::hold_host`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cri;
+mod engines;
+mod hook_runtimes;
+mod hostile;
+mod hostile_layouts;
+mod hostile_spec;
+mod pytorch;
+mod setup;

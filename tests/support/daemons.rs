@@ -1,0 +1,118 @@
+//! Private daemons, each in its own mount namespace with its own paths,
+//! stopped by pid on drop.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::kube::static_binary;
+use super::*;
+
+/// A private dockerd in its own mount namespace, stopped by pid on drop.
+pub struct Dockerd {
+    dir: TempDir,
+    child: Child,
+    sock: PathBuf,
+}
+
+impl Dockerd {
+    pub fn start() -> Dockerd {
+        require_root();
+        let dir = TempDir::new("node-dockerd");
+        let sock = dir.join("docker.sock");
+        let log = File::create(dir.join("dockerd.log")).unwrap();
+        let child = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "--", "dockerd"])
+            .args(["--iptables=false", "--ip6tables=false", "--bridge=none"])
+            .arg("--data-root")
+            .arg(dir.join("data"))
+            .arg("--exec-root")
+            .arg(dir.join("exec"))
+            .arg("--pidfile")
+            .arg(dir.join("docker.pid"))
+            .arg("--config-file")
+            .arg({
+                let p = dir.join("daemon.json");
+                std::fs::write(&p, "{}").unwrap();
+                p
+            })
+            .arg("-H")
+            .arg(format!("unix://{}", sock.display()))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("starting dockerd (apt-get install docker.io)");
+        let mut d = Dockerd { dir, child, sock };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(status)) = d.child.try_wait() {
+                panic!("dockerd exited ({status}):\n{}", d.log());
+            }
+            if d.sock.exists() && output(d.docker().arg("version")).status.success() {
+                return d;
+            }
+            assert!(Instant::now() < deadline, "dockerd did not answer within 60s:\n{}", d.log());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("dockerd.log")).unwrap_or_default()
+    }
+
+    pub fn docker(&self) -> Command {
+        let mut c = Command::new("docker");
+        c.arg("-H").arg(format!("unix://{}", self.sock.display()));
+        c
+    }
+
+    /// The node image: deploy/Containerfile over the static binary, built
+    /// with `docker build`, saved with `docker save` (what
+    /// deploy/build-image.sh will do); its tag.
+    pub fn build_node_image(&self) -> String {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let ctx = self.dir.join("context");
+        std::fs::create_dir_all(&ctx).unwrap();
+        std::fs::copy(static_binary(), ctx.join("oci-tmpfs-hook")).unwrap();
+        let tag = format!("localhost/oci-tmpfs-hook-node:{}", unique("test"));
+        ok(self
+            .docker()
+            .args(["build", "--network", "none", "-q", "-t", &tag, "-f"])
+            .arg(manifest.join("deploy/Containerfile"))
+            .arg(&ctx));
+        let tar = self.dir.join("node-image.tar");
+        ok(self.docker().args(["save", "-o"]).arg(&tar).arg(&tag));
+        say(&format!("node: image {tag} built, saved as {} bytes", std::fs::metadata(&tar).unwrap().len()));
+        tag
+    }
+
+    /// `docker run --rm -v HOST:/host IMAGE node ACTION --host-root /host ARGS`.
+    pub fn node(&self, image: &str, host: &Path, action: &str, args: &[&str]) -> Command {
+        let mut c = self.docker();
+        c.args(["run", "--rm", "--network", "none", "--name", &unique("node"), "-v"])
+            .arg(format!("{}:/host", host.display()))
+            .args([image, "node", action, "--host-root", "/host"])
+            .args(args);
+        c
+    }
+}
+
+impl Drop for Dockerd {
+    fn drop(&mut self) {
+        use rustix::process::{kill_process, Pid, Signal};
+        if let Some(pid) = Pid::from_raw(self.child.id() as i32) {
+            let _ = kill_process(pid, Signal::TERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !matches!(self.child.try_wait(), Ok(Some(_))) {
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
