@@ -13,6 +13,10 @@ root and `runc spec`'s other defaults (64 MiB /dev/shm). Variants:
           could do;
   noop    a prestart hook that only reads its stdin (bench/noophook.c,
           static): what running any hook process costs;
+  mountfloor  a static C prestart hook that does exactly the hook's mount
+          sequence for this plan with no checks (bench/mounthook.c: setns by
+          pidfd, fsopen..move_mount for /tmp, fspick to grow /dev/shm): the
+          hook executor's physical floor;
   LABEL   `oci-tmpfs-hook inject --stage prestart` with the binary given as
           `--hook LABEL=PATH` (repeatable: e.g. a glibc and a musl build).
 Latency is the wall time of `<runtime> run` (create, hooks, start, `true`,
@@ -94,6 +98,11 @@ class Bench:
         elif variant == "noop":
             cfg["hooks"] = {"prestart": [{"path": self.noop_hook, "args": ["noophook"]}]}
             write_json(path, cfg)
+        elif variant == "mountfloor":
+            tmp, shm = self.planned(d, settings)
+            cfg["hooks"] = {"prestart": [{"path": self.mount_hook,
+                                          "args": ["mounthook", self.rootfs, str(tmp[0][1]), str(shm)]}]}
+            write_json(path, cfg)
         elif variant != "plain":
             binary = dict(self.hooks)[variant]
             subprocess.run(
@@ -123,6 +132,17 @@ class Bench:
             entry["path"] = GNU_TIME
             entry["args"] = ["time", "-f", "%M %x", "-a", "-o", log] + hook
         write_json(path, cfg)
+
+    def planned(self, bundle, settings):
+        """The plan's temp targets [(target, bytes)] and /dev/shm bytes, from `explain --json`."""
+        out = subprocess.run(
+            [self.tool, "explain", "--json", "--bundle", bundle, "--config", settings],
+            check=True, capture_output=True, text=True,
+        )
+        actions = json.loads(out.stdout)["plan"]["actions"]
+        tmp = [(a["target"], a["size"]["bytes"]) for a in actions if a["action"] == "mount_tmpfs"]
+        shm = next(a["size"]["bytes"] for a in actions if a["action"] == "shm")
+        return tmp, shm
 
     def write_floor(self, bundle, cfg, settings):
         """The hook's plan, as the runtime's own mounts."""
@@ -257,7 +277,7 @@ def section_latency(b, runtimes, runs):
     rows = []
     labels = [label for label, _ in b.hooks]
     for rt in runtimes:
-        variants = ["plain", "floor", "noop"] + labels
+        variants = ["plain", "floor", "noop", "mountfloor"] + labels
         bundles = {v: b.bundle(f"{rt}-{v}", v) for v in variants}
         t = {n: stats(x) for n, x in b.alternate(rt, bundles, runs).items()}
         base = t["plain"]["median"]
@@ -265,12 +285,13 @@ def section_latency(b, runtimes, runs):
             s = t[v]
             rows.append([rt, v, f"{s['median']:.2f}", f"{s['p10']:.2f}", f"{s['p90']:.2f}",
                          f"{s['median'] - base:+.2f}", pct(s["median"], base),
-                         pct(s["median"], t["floor"]["median"]), pct(s["median"], t["noop"]["median"])])
+                         pct(s["median"], t["floor"]["median"]), pct(s["median"], t["noop"]["median"]),
+                         f"{s['median'] / t['mountfloor']['median']:.3f}"])
         print(f"bench: latency {rt} done", file=sys.stderr)
     return [
         f"### Container start latency (`<runtime> run` of `true`, ms; {runs} alternating rounds)\n",
         table(["runtime", "variant", "median", "p10", "p90", "Δ median vs plain", "vs plain", "vs floor",
-               "vs noop"], rows),
+               "vs noop", "ratio to mountfloor"], rows),
     ]
 
 
@@ -445,7 +466,7 @@ def parse_hooks(values):
         path = os.path.abspath(path)
         if not os.access(path, os.X_OK):
             die(f"{path} is missing: cargo build --release")
-        if label in ("plain", "floor", "noop") or label in dict(hooks):
+        if label in ("plain", "floor", "noop", "mountfloor") or label in dict(hooks):
             die(f"hook label {label!r} is taken")
         hooks.append((label, path))
     return hooks
@@ -460,6 +481,8 @@ def main():
     ap.add_argument("--runtimes", default=",".join(RUNTIMES), help="default: " + ",".join(RUNTIMES))
     ap.add_argument("--sections", default=",".join(SECTIONS), help="default: " + ",".join(SECTIONS))
     ap.add_argument("--keep", action="store_true", help="keep the work dir")
+    ap.add_argument("--mount-hook", metavar="PATH",
+                    help="the static C mount-sequence hook (bench/mounthook.c; bench/run.sh builds it)")
     ap.add_argument("--noop-hook", metavar="PATH",
                     help="a static hook that reads stdin and exits 0 (bench/run.sh builds it)")
     ap.add_argument("--execwrap", action="append", metavar="RUNTIME=PATH",
@@ -480,6 +503,9 @@ def main():
 
     b = Bench(parse_hooks(args.hook))
     b.noop_hook = os.path.abspath(args.noop_hook) if args.noop_hook else None
+    b.mount_hook = os.path.abspath(args.mount_hook) if args.mount_hook else None
+    if not b.mount_hook:
+        die("--mount-hook PATH is missing (bench/run.sh builds it)")
     if not b.noop_hook:
         die("--noop-hook PATH is missing (bench/run.sh builds it)")
     out = [", ".join(f"`{label}` = `{os.path.relpath(p)}`" for label, p in b.hooks)

@@ -47,6 +47,8 @@ for rt in runc crun; do
 done
 cc -static -O2 -o target/bench/noophook bench/noophook.c
 execwraps+=(--noop-hook "$PWD/target/bench/noophook")
+cc -static -O2 -o target/bench/mounthook bench/mounthook.c
+execwraps+=(--mount-hook "$PWD/target/bench/mounthook")
 
 # crun refuses hybrid cgroups unless hugetlb is a v1 hierarchy (docs/design.md#test-machine), as in .ci/run.
 if [[ -d /sys/fs/cgroup/unified ]] && ! mountpoint -q /sys/fs/cgroup/hugetlb; then

@@ -9,6 +9,9 @@ pub type Error = Box<dyn std::error::Error + Send + Sync>;
 /// Exit code: failed.
 pub const EXIT_FAILED: u8 = 1;
 
+/// Exit code: a usage error (what clap exits with for a bad flag).
+pub const EXIT_USAGE: u8 = 2;
+
 /// An error and its sources on one line: "a: b: c", control characters
 /// escaped.
 pub fn chain(err: &(dyn std::error::Error + '_)) -> String {

@@ -10,7 +10,7 @@
 //!   [`spec`] (tmpfs entries written into `config.json`, checked on the
 //!   rootfs with the hook's resolver), [`hook`] (by fd in the container's
 //!   namespace, with the syscall layer), [`nri`] (the NRI plugin); beside
-//!   them [`node`] (the node installer) and [`doctor`], over [`engine`]
+//!   them [`node`] (the node installer) and [`diagnose`] (the `doctor` command's checks), over [`engine`]
 //!   (each engine's registration, its changes and its checks).
 //! - [`logger`]: the log backend, and how a plan and its outcome are logged.
 //! - [`plan`], pure: what to mount; [`landing`], the landing rule the hook
@@ -22,7 +22,7 @@
 
 pub mod bundle;
 pub mod cli;
-pub(crate) mod doctor;
+pub(crate) mod diagnose;
 pub mod engine;
 pub mod error;
 pub(crate) mod files;

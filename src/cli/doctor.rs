@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::ConfigArg;
-use crate::doctor;
+use crate::diagnose;
 use crate::engine::check::Context;
 use crate::error::{Error, EXIT_FAILED};
 
@@ -30,7 +30,7 @@ pub(crate) fn run(args: &DoctorArgs) -> Result<ExitCode, Error> {
     let config = args.config.source(&root);
     let search_path = super::search_path(args.root.as_deref());
     let ctx = Context { root, binary, config, search_path };
-    let checks = doctor::run_all(&ctx);
+    let checks = diagnose::run_all(&ctx);
     for c in &checks {
         println!("{}", c.line());
     }

@@ -75,10 +75,11 @@ pub(crate) enum Command {
     Runtime(RuntimeArgs),
     /// Install onto a Kubernetes node from a container that mounts the host's
     /// root (`node install --host-root /host`), or uninstall; restarts
-    /// containerd only when its config changed.
+    /// containerd when its config changed or its CRI lacks the handler (a
+    /// failed restart stays pending); `--nri` pre-registers the NRI plugin.
     Node(NodeArgs),
-    /// Run as an NRI plugin (containerd 2.x, CRI-O): answer each container's
-    /// creation with its tmpfs mounts, grow the pod's /dev/shm on the host.
+    /// Run as an NRI plugin (containerd 2.x, CRI-O): answer each read-only
+    /// container's creation with our hook, which mounts by fd in the container.
     /// Long-running; redials the runtime's socket whenever it goes away.
     Nri(NriArgs),
 }
@@ -139,6 +140,11 @@ pub fn try_main() -> Result<ExitCode, Error> {
     if std::env::args_os().next().is_some_and(|a| crate::wrapper::invoked_as_wrapper(&a)) {
         let args: Vec<_> = std::env::args_os().skip(1).collect();
         return runtime::run(&args);
+    }
+    // A pre-registered NRI plugin: the runtime runs its entry with no
+    // argument and the connected socket's fd in the environment.
+    if std::env::args_os().len() == 1 && std::env::var_os(crate::nri::PLUGIN_SOCKET_ENV).is_some() {
+        return run(&Cli::parse_from(["oci-tmpfs-hook", "nri"]));
     }
     run(&parse())
 }

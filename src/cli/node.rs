@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::error::Error;
+use crate::error::{Error, EXIT_USAGE};
 use crate::node::{self, NodeAction, Options, RestartMode};
 
 /// `node install` / `node uninstall`.
@@ -36,6 +36,11 @@ pub(crate) struct NodeArgs {
     /// With --wait: uninstall when the signal comes (pod deleted).
     #[arg(long, requires = "wait")]
     pub uninstall_on_exit: bool,
+    /// Pre-register the NRI plugin (/opt/nri/plugins/90-oci-tmpfs-hook and
+    /// /etc/nri/conf.d/oci-tmpfs-hook.conf, started by the runtime at its
+    /// start) instead of registering the runtime handler or hooks file.
+    #[arg(long)]
+    pub nri: bool,
     /// The unit restarted by the internal restart-unit action.
     #[arg(long, hide = true, value_name = "UNIT")]
     pub unit: Option<String>,
@@ -50,6 +55,7 @@ impl NodeArgs {
             restart_mode: self.restart_mode,
             bin_dir: self.bin_dir.clone(),
             unit: self.unit.clone(),
+            nri: self.nri,
         }
     }
 }
@@ -62,7 +68,14 @@ pub(crate) fn run(args: &NodeArgs) -> Result<ExitCode, Error> {
     // Before the install: a SIGTERM during it is then not lost (as pid 1 of
     // its container, this process would otherwise ignore SIGTERM).
     let signals = if args.wait { Some(signal_pipe()?) } else { None };
-    node::run(&args.options(args.action))?;
+    match node::run(&args.options(args.action)) {
+        // A host root that is our own root is a wrong flag: a usage error.
+        Err(e @ node::NodeError::OwnRoot(_)) => {
+            super::report(&e);
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+        done => done?,
+    }
     let Some(mut pipe) = signals else { return Ok(ExitCode::SUCCESS) };
     let then = if args.uninstall_on_exit { "; uninstalling then" } else { "" };
     println!("node: waiting for SIGTERM{then}");

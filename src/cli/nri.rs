@@ -3,7 +3,9 @@
 //! into `--hook-dir` (when given) before it registers, so that no adjustment
 //! names a hook the node lacks, then runs the session
 //! ([`crate::nri::session::run`]: the runtime's socket, or the connection a
-//! runtime handed it).
+//! runtime handed it). With `--probe`, it only reads `--status-file` and
+//! says whether the running plugin is registered now (the DaemonSet's
+//! probes).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -14,6 +16,7 @@ use clap::Args;
 use super::{absolute_path, ConfigArg};
 use crate::error::Error;
 use crate::nri::install::HookDir;
+use crate::nri::session::Status;
 use crate::nri::{self, Handler, Identity};
 
 #[derive(Clone, Debug, Args)]
@@ -22,10 +25,11 @@ pub(crate) struct NriArgs {
     #[arg(long, value_name = "PATH", default_value = crate::nri::DEFAULT_SOCKET)]
     pub socket: PathBuf,
     /// The plugin's name, as the runtime lists it.
-    #[arg(long, default_value = "oci-tmpfs")]
+    #[arg(long, default_value = crate::nri::DEFAULT_NAME)]
     pub name: String,
-    /// The plugin's index: two digits, its place among the runtime's plugins.
-    #[arg(long, default_value = "10")]
+    /// The plugin's index: two digits, its place among the runtime's plugins
+    /// (late, so that it sees the mounts other plugins add).
+    #[arg(long, default_value = crate::nri::DEFAULT_IDX)]
     pub idx: String,
     /// The node's directory for the hook, as the runtime sees it: the
     /// plugin copies its own binary and host config there (when they
@@ -42,6 +46,14 @@ pub(crate) struct NriArgs {
     /// an older DaemonSet's args still start.
     #[arg(long, value_name = "DIR", hide = true)]
     pub host_root: Option<PathBuf>,
+    /// A file the plugin keeps while it is registered with the runtime:
+    /// written at each registration, removed when the connection ends.
+    #[arg(long, value_name = "PATH")]
+    pub status_file: Option<PathBuf>,
+    /// Do not run: exit 0 when the plugin that keeps --status-file is
+    /// registered with the runtime now, else 1 (liveness and readiness).
+    #[arg(long, requires = "status_file")]
+    pub probe: bool,
     #[command(flatten)]
     pub config: ConfigArg,
 }
@@ -51,6 +63,13 @@ pub(crate) struct NriArgs {
 /// # Errors
 /// A bad index or host config; a pre-registered connection that ended.
 pub(crate) fn run(args: &NriArgs) -> Result<ExitCode, Error> {
+    let status = Status(args.status_file.clone());
+    if args.probe {
+        return probe(status.0.as_deref().unwrap_or(Path::new("")));
+    }
+    if let (Some(path), Err(e)) = (&status.0, status.clear()) {
+        return Err(format!("--status-file {}: removing the old one: {e}", path.display()).into());
+    }
     let source = args.config.source(Path::new("/"));
     let dir = args.hook_dir.as_ref().map(|node| HookDir {
         node: node.clone(),
@@ -70,6 +89,18 @@ pub(crate) fn run(args: &NriArgs) -> Result<ExitCode, Error> {
         handler.site().config.as_ref().map(|c| format!(" --config {}", c.display())).unwrap_or_default()
     );
     let asked = Identity { socket: args.socket.clone(), name: args.name.clone(), idx: args.idx.clone() };
-    nri::session::run(asked, &handler)?;
+    nri::session::run(asked, &handler, &status)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `nri --probe`: one line on stdout and 0 when registered; one line on
+/// stderr and 1 when not.
+fn probe(path: &Path) -> Result<ExitCode, Error> {
+    match nri::session::probe(path) {
+        Ok(line) => {
+            println!("nri: {line}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => Ok(super::report(&e)),
+    }
 }

@@ -467,6 +467,32 @@ fn dump(bin: &Path, config: &Path) -> Result<String, String> {
     String::from_utf8(out).map_err(|_| "not UTF-8".into())
 }
 
+/// containerd's default gRPC socket (`[grpc] address`), where its CRI is served.
+pub(crate) const DEFAULT_GRPC_ADDRESS: &str = "/run/containerd/containerd.sock";
+
+/// The socket a containerd on config `text` serves its CRI on: `[grpc]
+/// address` (the same key in config versions 2 and 3), else the default.
+pub(crate) fn grpc_address(text: &str) -> PathBuf {
+    let doc: Option<toml::Table> = toml::from_str(text).ok();
+    let address = doc.as_ref().and_then(|d| d.get("grpc")).and_then(|g| g.get("address"));
+    PathBuf::from(address.and_then(toml::Value::as_str).unwrap_or(DEFAULT_GRPC_ADDRESS))
+}
+
+/// Whether a running containerd has loaded our runtime with `wrapper`, from
+/// its CRI `Status`: `info["config"]` is the CRI plugin's config as loaded,
+/// as JSON (`containerd.runtimes.NAME.options.BinaryName`, containerd 1.6
+/// and 2.x); without it, the runtime handler list (CRI v1.30+).
+pub(crate) fn cri_has_runtime(config: Option<&str>, handlers: &[String], wrapper: &Path) -> bool {
+    let config: Option<serde_json::Value> = config.and_then(|c| serde_json::from_str(c).ok());
+    match config.as_ref().and_then(|c| c.pointer("/containerd/runtimes")) {
+        Some(runtimes) => {
+            let binary = runtimes.get(RUNTIME_NAME).and_then(|r| r.pointer("/options/BinaryName"));
+            binary.and_then(serde_json::Value::as_str) == wrapper.to_str()
+        }
+        None => handlers.iter().any(|h| h == RUNTIME_NAME),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -623,5 +649,22 @@ BinaryName = "/usr/local/bin/oci-tmpfs-runtime"
         assert!(!err.contains('\n'), "{err}");
         let shape = "version = 2\nplugins = 1\n";
         assert!(matches!(ctd(Some(shape), false, false), Err(ConfigError::Shape { .. })));
+    }
+
+    #[test]
+    fn grpc_address_and_loaded_runtime() {
+        assert_eq!(grpc_address("version = 2\n"), Path::new(DEFAULT_GRPC_ADDRESS));
+        assert_eq!(grpc_address("version = 3\n[grpc]\naddress = '/x/c.sock'\n"), Path::new("/x/c.sock"));
+        assert_eq!(grpc_address("not toml ["), Path::new(DEFAULT_GRPC_ADDRESS));
+        let w = Path::new(WRAPPER);
+        let ours = format!(
+            r#"{{"containerd":{{"runtimes":{{"oci-tmpfs":{{"options":{{"BinaryName":"{WRAPPER}"}}}}}}}}}}"#
+        );
+        assert!(cri_has_runtime(Some(&ours), &[], w));
+        assert!(!cri_has_runtime(Some(&ours), &[], Path::new("/opt/other")));
+        let runc_only = r#"{"containerd":{"runtimes":{"runc":{}}}}"#;
+        assert!(!cri_has_runtime(Some(runc_only), &["oci-tmpfs".into()], w), "the config wins");
+        assert!(cri_has_runtime(None, &["runc".into(), "oci-tmpfs".into()], w));
+        assert!(!cri_has_runtime(None, &["runc".into()], w));
     }
 }

@@ -14,10 +14,10 @@
 use std::fmt;
 use std::path::Path;
 
+use super::ns::Entry;
 use super::syscall::ApplyError;
 use crate::plan::{Action, Note, Plan, ShmWay, SpecMount, Tmpfs, SHM_PATH};
 use crate::size::Bytes;
-use crate::stage::Stage;
 use crate::target::TargetPath;
 
 /// The outcome of preparing one action.
@@ -73,7 +73,7 @@ pub(crate) trait Mounter {
     ///
     /// # Errors
     /// When the target cannot be told apart from the host's namespace.
-    fn enter(&mut self, stage: Stage, pid: Option<i64>) -> Result<(), ApplyError>;
+    fn enter(&mut self, entry: Entry, pid: Option<i64>) -> Result<(), ApplyError>;
     /// Opens the container's rootfs (after `enter`); `spec_mounts` are the
     /// spec's mount destinations, for the landing rule.
     ///
@@ -125,18 +125,16 @@ pub(crate) struct Report {
 pub(crate) fn apply<M: Mounter>(
     m: &mut M,
     plan: &Plan,
-    stage: Stage,
+    entry: Entry,
     pid: Option<i64>,
     rootfs: &Path,
 ) -> Result<Report, ApplyError> {
     let mut report = Report::default();
-    if !plan.enabled || plan.actions.is_empty() {
+    // decide leaves a disabled plan without actions.
+    if plan.actions.is_empty() {
         return Ok(report);
     }
-    if stage == Stage::StartContainer {
-        return Err(ApplyError::TooLate);
-    }
-    m.enter(stage, pid)?;
+    m.enter(entry, pid)?;
     let mut root = m.open_root(rootfs, &plan.spec_mounts)?;
     let mut ready = Vec::new();
     for action in &plan.actions {
@@ -167,6 +165,7 @@ mod tests {
     use crate::hook::syscall::Call;
     use crate::plan::{Origin, Owner, ShmSource, SizeFrom, Sizing, TMPFS_MODE};
     use crate::size::Basis;
+    use crate::stage::Stage;
 
     /// Records every call; fails where told to.
     #[derive(Default)]
@@ -176,13 +175,15 @@ mod tests {
         fail_prepare: Option<&'static str>,
         fail_commit: Option<&'static str>,
         owners: Vec<Option<Owner>>,
+        /// `context=` of each tmpfs prepared.
+        labels: Vec<Option<String>>,
     }
 
     impl Mounter for Recorder {
         type Root = String;
         type Pending = String;
-        fn enter(&mut self, stage: Stage, pid: Option<i64>) -> Result<(), ApplyError> {
-            self.calls.push(format!("enter {stage} {pid:?}"));
+        fn enter(&mut self, entry: Entry, pid: Option<i64>) -> Result<(), ApplyError> {
+            self.calls.push(format!("enter {entry} {pid:?}"));
             Ok(())
         }
         fn open_root(&mut self, rootfs: &Path, _: &[SpecMount]) -> Result<String, ApplyError> {
@@ -198,6 +199,7 @@ mod tests {
         ) -> Result<Prepared<String>, ApplyError> {
             self.calls.push(format!("prepare {target} {} in {root}", tmpfs.size.bytes));
             self.owners.push(tmpfs.owner);
+            self.labels.push(tmpfs.label.clone());
             self.prepared(
                 target.as_str(),
                 Done::Mounted { target: target.to_string(), size: tmpfs.size.bytes },
@@ -212,6 +214,7 @@ mod tests {
         ) -> Result<Prepared<String>, ApplyError> {
             self.calls.push(format!("prepare shm {way:?} {}", tmpfs.size.bytes));
             self.owners.push(tmpfs.owner);
+            self.labels.push(tmpfs.label.clone());
             self.prepared(
                 "/dev/shm",
                 Done::GrewShm { from: Bytes(1 << 26), to: tmpfs.size.bytes, writable: false },
@@ -250,7 +253,16 @@ mod tests {
             basis_bytes: None,
             capped: None,
         };
-        Tmpfs { size, nr_inodes: None, mode: TMPFS_MODE, nosuid: true, nodev: true, noexec: false, owner }
+        Tmpfs {
+            size,
+            nr_inodes: None,
+            mode: TMPFS_MODE,
+            nosuid: true,
+            nodev: true,
+            noexec: false,
+            owner,
+            label: None,
+        }
     }
 
     fn plan_owned(owner: Option<Owner>) -> Plan {
@@ -280,7 +292,7 @@ mod tests {
     }
 
     fn run(r: &mut Recorder, stage: Stage) -> Result<Report, ApplyError> {
-        apply(r, &plan_owned(None), stage, Some(42), Path::new("/b/rootfs"))
+        apply(r, &plan_owned(None), Entry::at(stage)?, Some(42), Path::new("/b/rootfs"))
     }
 
     #[test]
@@ -308,8 +320,24 @@ mod tests {
     fn the_plan_owner_reaches_every_mount() {
         let mut r = Recorder::default();
         let owner = Some(Owner { uid: 100000, gid: 100000 });
-        apply(&mut r, &plan_owned(owner), Stage::Prestart, Some(42), Path::new("/r")).unwrap();
+        apply(&mut r, &plan_owned(owner), Entry::Join(Stage::Prestart), Some(42), Path::new("/r")).unwrap();
         assert_eq!(r.owners, [owner; 3]);
+    }
+
+    #[test]
+    fn the_plan_label_reaches_every_mount() {
+        let label = Some("system_u:object_r:container_file_t:s0:c1,c2".to_string());
+        let mut plan = plan_owned(None);
+        for action in &mut plan.actions {
+            let (Action::MountTmpfs { tmpfs, .. } | Action::Shm { tmpfs, .. }) = action;
+            tmpfs.label = label.clone();
+        }
+        let mut r = Recorder::default();
+        apply(&mut r, &plan, Entry::Join(Stage::Prestart), Some(42), Path::new("/r")).unwrap();
+        assert_eq!(r.labels, [label.clone(), label.clone(), label]);
+        let mut r = Recorder::default();
+        apply(&mut r, &plan_owned(None), Entry::Join(Stage::Prestart), Some(42), Path::new("/r")).unwrap();
+        assert_eq!(r.labels, [None, None, None]);
     }
 
     #[test]
@@ -338,17 +366,16 @@ mod tests {
     fn nothing_to_do_touches_nothing() {
         let mut r = Recorder::default();
         let empty = Plan { enabled: true, ..Plan::default() };
-        apply(&mut r, &empty, Stage::Prestart, Some(1), Path::new("/r")).unwrap();
-        let disabled = Plan { enabled: false, ..plan_owned(None) };
-        apply(&mut r, &disabled, Stage::Prestart, Some(1), Path::new("/r")).unwrap();
+        apply(&mut r, &empty, Entry::Join(Stage::Prestart), Some(1), Path::new("/r")).unwrap();
+        // A disabled plan has no actions: plan::decide's tests hold that.
         assert!(r.calls.is_empty());
     }
 
     #[test]
     fn start_container_is_too_late() {
-        let mut r = Recorder::default();
-        assert!(matches!(run(&mut r, Stage::StartContainer), Err(ApplyError::TooLate)));
-        assert!(r.calls.is_empty());
+        assert!(matches!(Entry::at(Stage::StartContainer), Err(ApplyError::TooLate)));
+        assert_eq!(Entry::at(Stage::CreateContainer).unwrap(), Entry::Inside);
+        assert_eq!(Entry::at(Stage::CreateRuntime).unwrap(), Entry::Join(Stage::CreateRuntime));
     }
 
     #[test]

@@ -48,9 +48,7 @@ pub(crate) fn run(stage: Option<Stage>, settings: &Settings, stdin: impl io::Rea
     let state = input::read_state(stdin)?;
     crate::logger::set_container(&state.id);
     // Before the bundle is read: at startContainer nothing can be done.
-    if stage == Some(Stage::StartContainer) {
-        return Err(ApplyError::TooLate.into());
-    }
+    let entry = stage.map(ns::Entry::at).transpose()?;
     let spec = input::read_spec(&state.bundle)?;
     let plan = plan::plan_for(&spec, state.annotations.as_ref(), settings, input::host_facts()?)?;
     log::debug!("{}", plan.why);
@@ -58,13 +56,13 @@ pub(crate) fn run(stage: Option<Stage>, settings: &Settings, stdin: impl io::Rea
     if plan.actions.is_empty() {
         return Ok(());
     }
-    let stage = match stage {
-        Some(s) => s,
-        None => ns::detect_stage(state.pid)?,
+    let entry = match entry {
+        Some(e) => e,
+        None => ns::detect_entry(state.pid)?,
     };
     let rootfs = input::rootfs_path(&spec, &state.bundle).expect("a plan with actions has a root.path");
     let engine_shm = engine_shm(&plan, &state.id, &spec, state.annotations.as_ref())?;
-    let report = apply::apply(&mut System::new(engine_shm), &plan, stage, state.pid, &rootfs)?;
+    let report = apply::apply(&mut System::new(engine_shm), &plan, entry, state.pid, &rootfs)?;
     crate::logger::outcome(&report.notes, &report.done);
     Ok(())
 }

@@ -18,12 +18,23 @@ use crate::size::Bytes;
 /// `TMPFS_MAGIC` from `<linux/magic.h>`.
 const TMPFS_MAGIC: u64 = 0x0102_1994;
 
+/// `SELINUX_MAGIC` from `<linux/magic.h>`.
+const SELINUX_MAGIC: u64 = 0xf97c_ff8c;
+
+/// Whether SELinux is on: selinuxfs is mounted at `/sys/fs/selinux`.
+pub(super) fn selinux_enabled() -> bool {
+    rustix::fs::statfs("/sys/fs/selinux").is_ok_and(|st| st.f_type as u64 == SELINUX_MAGIC)
+}
+
 /// A detached tmpfs built from `t`, with `subdirs` made in it. `what` names
-/// the target in errors.
+/// the target in errors. `t.label` goes in as `context=`; where the kernel
+/// refuses that key (EINVAL, as a kernel without SELinux does) and
+/// `selinux` is false, the tmpfs is made without it, since no label would
+/// be checked (docs/design.md#selinux).
 ///
 /// # Errors
 /// The kernel refused a step.
-pub(super) fn build(t: &Tmpfs, subdirs: &[String], what: &str) -> Result<OwnedFd, ApplyError> {
+pub(super) fn build(t: &Tmpfs, subdirs: &[String], what: &str, selinux: bool) -> Result<OwnedFd, ApplyError> {
     let fs = rustix::mount::fsopen("tmpfs", FsOpenFlags::FSOPEN_CLOEXEC).map_err(fail(
         Call::Fsopen,
         "creating a tmpfs context for",
@@ -42,6 +53,23 @@ pub(super) fn build(t: &Tmpfs, subdirs: &[String], what: &str) -> Result<OwnedFd
         // Host ids: the fs context belongs to our (initial) user namespace.
         set("uid", o.uid.to_string(), "setting the tmpfs owner for")?;
         set("gid", o.gid.to_string(), "setting the tmpfs group for")?;
+    }
+    if let Some(label) = &t.label {
+        match rustix::mount::fsconfig_set_string(&fs, "context", label.as_str()) {
+            Ok(()) => {}
+            Err(Errno::INVAL) if !selinux => {
+                log::debug!(
+                    "{what}: the kernel has no SELinux and refuses context={label:?}: mounted unlabelled"
+                );
+            }
+            Err(e) => {
+                return Err(fail(
+                    Call::Fsconfig,
+                    "setting the SELinux context (the spec's mountLabel) for",
+                    what,
+                )(e))
+            }
+        }
     }
     rustix::mount::fsconfig_create(&fs).map_err(fail(Call::Fsconfig, "creating the tmpfs for", what))?;
     let mut attrs = MountAttrFlags::empty();

@@ -15,6 +15,40 @@ use rustix::thread::{LinkNameSpaceType, ThreadNameSpaceType};
 use super::syscall::{ApplyError, Call};
 use crate::stage::Stage;
 
+/// How the hook gets into the container's mount namespace, from the stage it
+/// is registered at. [`Entry::at`] is the one place startContainer is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// prestart or createRuntime: the runtime's namespaces; `setns` into the
+    /// container process's.
+    Join(Stage),
+    /// createContainer: already in the container's, before pivot_root.
+    Inside,
+}
+
+impl Entry {
+    /// The way in at `stage`.
+    ///
+    /// # Errors
+    /// [`ApplyError::TooLate`] at startContainer: the root is pivoted by then.
+    pub(crate) fn at(stage: Stage) -> Result<Entry, ApplyError> {
+        match stage {
+            Stage::Prestart | Stage::CreateRuntime => Ok(Entry::Join(stage)),
+            Stage::CreateContainer => Ok(Entry::Inside),
+            Stage::StartContainer => Err(ApplyError::TooLate),
+        }
+    }
+}
+
+impl std::fmt::Display for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Entry::Join(stage) => stage.fmt(f),
+            Entry::Inside => Stage::CreateContainer.fmt(f),
+        }
+    }
+}
+
 /// A namespace's identity: device and inode of its nsfs file.
 type NsId = (u64, u64);
 
@@ -23,11 +57,30 @@ fn ns_id(path: &str) -> Result<NsId, ApplyError> {
     Ok((st.st_dev, st.st_ino))
 }
 
+/// A procfs file, whole, in a few large `read`s: procfs gives no size, and
+/// `fs::read_to_string` then starts at 32 bytes and doubles (measured with
+/// strace: 36 reads for the hook's four mountinfo files, now 8).
+fn read_proc(path: &str) -> Option<String> {
+    use std::io::Read;
+    let mut buf = Vec::with_capacity(64 << 10);
+    std::fs::File::open(path).ok()?.read_to_end(&mut buf).ok()?;
+    String::from_utf8(buf).ok()
+}
+
 /// Mount ids listed in `/proc/<who>/mountinfo`.
 pub(crate) fn mount_ids(who: &str) -> Option<HashSet<u64>> {
-    let text = std::fs::read_to_string(format!("/proc/{who}/mountinfo")).ok()?;
+    let text = read_proc(&format!("/proc/{who}/mountinfo"))?;
     let ids: HashSet<u64> = text.lines().filter_map(|l| l.split(' ').next()?.parse().ok()).collect();
     (!ids.is_empty()).then_some(ids)
+}
+
+/// Pid 1's mount ids, read once per hook run: the namespace checks before
+/// and after `setns` both compare with it. A mount the host adds in between
+/// is not in the set, but every mount of the host's namespace at the first
+/// read still is, so a process in that namespace still shares ids with it.
+fn init_mount_ids() -> Option<&'static HashSet<u64>> {
+    static IDS: std::sync::OnceLock<Option<HashSet<u64>>> = std::sync::OnceLock::new();
+    IDS.get_or_init(|| mount_ids("1")).as_ref()
 }
 
 /// Whether processes `a` and `b` (pids or `self`) share a mount namespace,
@@ -40,8 +93,11 @@ pub(crate) fn same_mount_ns(a: &str, b: &str) -> Option<bool> {
     if let (Ok(x), Ok(y)) = (ns_id(&format!("/proc/{a}/ns/mnt")), ns_id(&format!("/proc/{b}/ns/mnt"))) {
         return Some(x == y);
     }
-    let (x, y) = (mount_ids(a)?, mount_ids(b)?);
-    Some(!x.is_disjoint(&y))
+    let x = mount_ids(a)?;
+    if b == "1" {
+        return Some(!x.is_disjoint(init_mount_ids()?));
+    }
+    Some(!x.is_disjoint(&mount_ids(b)?))
 }
 
 /// Refuses when process `who` is in the mount namespace of pid 1 (the
@@ -57,8 +113,7 @@ fn outside_init(who: &str, stage: Stage) -> Result<(), ApplyError> {
 /// Number of pid namespaces this process is in, from `NSpid` in
 /// `/proc/self/status`: more than one means we already run inside a container.
 pub(super) fn pid_namespace_depth() -> usize {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
+    read_proc("/proc/self/status")
         .and_then(|s| s.lines().find_map(|l| l.strip_prefix("NSpid:")).map(|v| v.split_whitespace().count()))
         .unwrap_or(1)
 }
@@ -69,29 +124,28 @@ pub(super) fn pid_namespace_depth() -> usize {
 ///
 /// # Errors
 /// [`ApplyError::UnknownStage`].
-pub(crate) fn detect_stage(pid: Option<i64>) -> Result<Stage, ApplyError> {
+pub(crate) fn detect_entry(pid: Option<i64>) -> Result<Entry, ApplyError> {
     if pid_namespace_depth() > 1 {
-        return Ok(Stage::CreateContainer);
+        return Ok(Entry::Inside);
     }
     if let Some(p) = pid.filter(|&p| p > 1) {
         let own = ns_id("/proc/self/ns/mnt")?;
         if let Ok(theirs) = ns_id(&format!("/proc/{p}/ns/mnt")) {
             if theirs != own && same_mount_ns(&p.to_string(), "1") == Some(false) {
-                return Ok(Stage::CreateRuntime);
+                return Ok(Entry::Join(Stage::CreateRuntime));
             }
         }
     }
     Err(ApplyError::UnknownStage(pid))
 }
 
-/// Gets into the container's mount namespace for `stage`.
+/// Gets into the container's mount namespace the way `entry` says.
 ///
 /// # Errors
 /// Whenever the namespace reached could be the host's or our own.
-pub(crate) fn enter(stage: Stage, pid: Option<i64>) -> Result<(), ApplyError> {
-    match stage {
-        Stage::StartContainer => Err(ApplyError::TooLate),
-        Stage::CreateContainer => {
+pub(crate) fn enter(entry: Entry, pid: Option<i64>) -> Result<(), ApplyError> {
+    match entry {
+        Entry::Inside => {
             // We must already be in the container's mount namespace, before
             // pivot_root. Two independent proofs, both required: the runtime
             // started us inside the container's pid namespace (runc and crun
@@ -100,9 +154,9 @@ pub(crate) fn enter(stage: Stage, pid: Option<i64>) -> Result<(), ApplyError> {
             if pid_namespace_depth() < 2 {
                 return Err(ApplyError::NotInContainer);
             }
-            outside_init("self", stage)
+            outside_init("self", Stage::CreateContainer)
         }
-        Stage::Prestart | Stage::CreateRuntime => join(stage, pid),
+        Entry::Join(stage) => join(stage, pid),
     }
 }
 

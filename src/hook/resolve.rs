@@ -367,14 +367,26 @@ pub(super) fn skip_reason(err: Errno) -> Option<&'static str> {
     })
 }
 
-/// Clears the read-only flag of the mount whose root `mnt` is (this mount
-/// only, not its superblock or other binds of it).
+/// A writable clone of the mount whose root `mnt` is: detached, the same
+/// superblock (the same files, the same size), with its read-only flag
+/// cleared, to be attached over it. Not the mount itself: crun re-applies a
+/// spec's `ro` to its own mount after every hook has run, by the fd it kept
+/// (docs/design.md#readonly-shm), so a flag cleared there does not last; a
+/// mount stacked on it does.
 ///
 /// # Errors
-/// `mount_setattr(2)` refused (a flag locked by a user namespace: EPERM).
-pub(super) fn make_writable(mnt: &OwnedFd, what: &str) -> Result<(), ApplyError> {
-    clear_read_only(mnt)
-        .map_err(|e| ApplyError::sys(Call::MountSetattr, "making the mount writable:", what, e))
+/// `open_tree(2)` or `mount_setattr(2)` refused (a flag locked by a user
+/// namespace: EPERM).
+pub(super) fn writable_clone(mnt: &OwnedFd, what: &str) -> Result<OwnedFd, ApplyError> {
+    let clone = rustix::mount::open_tree(
+        mnt,
+        "",
+        OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC | OpenTreeFlags::AT_EMPTY_PATH,
+    )
+    .map_err(|e| ApplyError::sys(Call::OpenTree, "cloning the mount, to make it writable:", what, e))?;
+    clear_read_only(&clone)
+        .map_err(|e| ApplyError::sys(Call::MountSetattr, "making the mount writable:", what, e))?;
+    Ok(clone)
 }
 
 /// `mount_setattr(2)` (Linux 5.12) clearing `MOUNT_ATTR_RDONLY` on a mount

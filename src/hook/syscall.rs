@@ -29,6 +29,7 @@ pub(crate) enum Call {
     Fsmount,
     Fspick,
     MoveMount,
+    OpenTree,
     MountSetattr,
 }
 
@@ -51,6 +52,7 @@ impl Call {
             Call::Fsmount => "fsmount",
             Call::Fspick => "fspick",
             Call::MoveMount => "move_mount",
+            Call::OpenTree => "open_tree",
             Call::MountSetattr => "mount_setattr",
         }
     }
@@ -60,7 +62,12 @@ impl Call {
         match self {
             Call::Openat2 => Some("5.6"),
             Call::PidfdOpen => Some("5.3"),
-            Call::Fsopen | Call::Fsconfig | Call::Fsmount | Call::Fspick | Call::MoveMount => Some("5.2"),
+            Call::Fsopen
+            | Call::Fsconfig
+            | Call::Fsmount
+            | Call::Fspick
+            | Call::MoveMount
+            | Call::OpenTree => Some("5.2"),
             Call::MountSetattr => Some("5.12"),
             _ => None,
         }

@@ -10,12 +10,12 @@ use std::path::Path;
 use rustix::fs::{AtFlags, FileType, StatxAttributes, StatxFlags};
 
 use super::apply::{Done, Mounter, Prepared};
+use super::ns::Entry;
 use super::resolve::{self, Root};
 use super::syscall::{ApplyError, Call};
 use super::{mount, ns};
 use crate::landing::{self, Landing};
 use crate::plan::{Note, ShmWay, SpecMount, Tmpfs, SHM_PATH};
-use crate::stage::Stage;
 use crate::target::TargetPath;
 
 /// A prepared effect.
@@ -24,10 +24,8 @@ pub(crate) enum Pending {
     /// Attach the detached mount `mnt` onto `target`.
     Attach { mnt: OwnedFd, target: OwnedFd, what: String },
     /// Apply the new size configured on the superblock context `fs`, then,
-    /// with `writable`, clear the read-only flag of that mount.
-    Reconfigure { fs: OwnedFd, writable: Option<OwnedFd>, what: String },
-    /// Clear the read-only flag of the mount whose root `mnt` is.
-    Writable { mnt: OwnedFd },
+    /// with `writable`, attach that writable clone of the mount over it.
+    Reconfigure { fs: OwnedFd, writable: Option<(OwnedFd, OwnedFd)>, what: String },
 }
 
 /// The real thing.
@@ -35,6 +33,10 @@ pub(crate) enum Pending {
 pub(crate) struct System {
     /// Device of the host's `/dev/shm`, read before joining the container.
     host_shm: Option<u64>,
+    /// Whether the kernel enforces SELinux labels (selinuxfs is mounted),
+    /// read before joining the container: a label it cannot apply is dropped
+    /// only when it has none (docs/design.md#selinux).
+    selinux: bool,
     /// Mounts attached so far, for rollback.
     attached: Vec<OwnedFd>,
     /// The spec's mount destinations, and where they landed once looked up.
@@ -84,10 +86,11 @@ impl Mounter for System {
     type Root = Root;
     type Pending = Pending;
 
-    fn enter(&mut self, stage: Stage, pid: Option<i64>) -> Result<(), ApplyError> {
+    fn enter(&mut self, entry: Entry, pid: Option<i64>) -> Result<(), ApplyError> {
         // Before anything else: what the host's /dev/shm is (docs/design.md#hostile-rootfs rule 6).
         self.host_shm = rustix::fs::stat(SHM_PATH).ok().map(|s| s.st_dev);
-        ns::enter(stage, pid)
+        self.selinux = mount::selinux_enabled();
+        ns::enter(entry, pid)
     }
 
     fn open_root(&mut self, rootfs: &Path, spec_mounts: &[SpecMount]) -> Result<Root, ApplyError> {
@@ -122,7 +125,7 @@ impl Mounter for System {
                 return Ok(Prepared::Skip(Note::warn(what, reason)));
             }
         }
-        let mnt = mount::build(tmpfs, subdirs, what)?;
+        let mnt = mount::build(tmpfs, subdirs, what, self.selinux)?;
         let done = Done::Mounted { target: what.to_string(), size: tmpfs.size.bytes };
         Ok(Prepared::Ready(Pending::Attach { mnt, target: fd, what: what.to_string() }, done))
     }
@@ -157,7 +160,7 @@ impl Mounter for System {
             if way == ShmWay::Grow {
                 log::info!("{SHM_PATH}: the spec mounts one, but none is there at hook time: mounting the plan's fresh tmpfs");
             }
-            let mnt = mount::build(tmpfs, &[], SHM_PATH)?;
+            let mnt = mount::build(tmpfs, &[], SHM_PATH, self.selinux)?;
             let done = Done::MountedShm { size: tmpfs.size.bytes };
             return Ok(Prepared::Ready(Pending::Attach { mnt, target: fd, what: SHM_PATH.into() }, done));
         }
@@ -174,14 +177,16 @@ impl Mounter for System {
         let size = tmpfs.size.bytes;
         if let Err(reason) = mount::growth(current, size) {
             if writable {
-                return Ok(Prepared::Ready(Pending::Writable { mnt: fd }, Done::ShmWritable));
+                let mnt = resolve::writable_clone(&fd, SHM_PATH)?;
+                let pending = Pending::Attach { mnt, target: fd, what: SHM_PATH.into() };
+                return Ok(Prepared::Ready(pending, Done::ShmWritable));
             }
             return skip(reason, false);
         }
         let fs = mount::resize(&fd, size, SHM_PATH)?;
-        let writable_fd = if writable { Some(fd) } else { None };
+        let clone = if writable { Some((resolve::writable_clone(&fd, SHM_PATH)?, fd)) } else { None };
         Ok(Prepared::Ready(
-            Pending::Reconfigure { fs, writable: writable_fd, what: SHM_PATH.into() },
+            Pending::Reconfigure { fs, writable: clone, what: SHM_PATH.into() },
             Done::GrewShm { from: current, to: size, writable },
         ))
     }
@@ -195,9 +200,12 @@ impl Mounter for System {
             }
             Pending::Reconfigure { fs, writable, what } => {
                 mount::reconfigure(&fs, &what)?;
-                writable.map_or(Ok(()), |mnt| resolve::make_writable(&mnt, &what))
+                if let Some((mnt, target)) = writable {
+                    mount::attach(&mnt, &target, &what)?;
+                    self.attached.push(mnt);
+                }
+                Ok(())
             }
-            Pending::Writable { mnt } => resolve::make_writable(&mnt, SHM_PATH),
         }
     }
 

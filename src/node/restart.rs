@@ -56,24 +56,23 @@ fn unit_of(engine: Engine) -> String {
     cmd.rsplit(' ').next().unwrap_or("").to_string()
 }
 
-/// Restarts `engine` as `--restart-mode` says, and says what was done.
+/// Restarts `engine` as `--restart-mode` says, and says what was done;
+/// `why` says why it is restarted ("config changed"...).
 ///
 /// # Errors
 /// pid 1 is not the host's init, or the restart failed.
-pub(crate) fn restart(node: &mut Node<'_>, engine: Engine) -> Result<(), RestartError> {
+pub(crate) fn restart(node: &mut Node<'_>, engine: Engine, why: &str) -> Result<(), RestartError> {
     let unit = unit_of(engine);
     let cmd = format!("systemctl restart {unit}");
     match node.args.restart_mode {
         RestartMode::None => {
             node.say(format!(
-                "{engine}: config changed; not restarted (--restart-mode none): run `{cmd}` on the host"
+                "{engine}: {why}; not restarted (--restart-mode none): run `{cmd}` on the host"
             ));
         }
         RestartMode::Systemd => {
+            node.say(format!("{engine}: {why}; restarting: {cmd} (the host's, in pid 1's mount namespace)"));
             check_pid1(&node.args.host_root, &unit)?;
-            node.say(format!(
-                "{engine}: config changed; restarting: {cmd} (the host's, in pid 1's mount namespace)"
-            ));
             let exec_err = |source| RestartError::Exec { unit: unit.clone(), source };
             let this = crate::files::this_binary().map_err(exec_err)?;
             let status = Command::new(this)

@@ -18,10 +18,19 @@ pub(crate) struct Installed {
     pub dirs: Vec<PathBuf>,
     /// Engines whose registration install wrote.
     pub engines: Vec<String>,
+    /// Files install would have written that were already there (the right
+    /// bytes, or a host config of the host's own): left at uninstall.
+    #[serde(default)]
+    pub found: Vec<PathBuf>,
+    /// Engines whose config changed and whose restart has not succeeded
+    /// yet: restarted at the next install, until one succeeds.
+    #[serde(default)]
+    pub pending_restart: Vec<String>,
 }
 
 impl Installed {
     pub(super) fn add_file(&mut self, p: &Path) {
+        self.found.retain(|f| f != p);
         if !self.files.iter().any(|f| f == p) {
             self.files.push(p.to_path_buf());
         }
@@ -29,6 +38,24 @@ impl Installed {
 
     pub(super) fn owns(&self, p: &Path) -> bool {
         self.files.iter().any(|f| f == p)
+    }
+
+    /// Records a file that was there before install: uninstall leaves it.
+    pub(super) fn add_found(&mut self, p: &Path) {
+        if !self.owns(p) && !self.found.iter().any(|f| f == p) {
+            self.found.push(p.to_path_buf());
+        }
+    }
+
+    pub(super) fn pending(&self, engine: &str) -> bool {
+        self.pending_restart.iter().any(|e| e == engine)
+    }
+
+    pub(super) fn set_pending(&mut self, engine: &str, pending: bool) {
+        self.pending_restart.retain(|e| e != engine);
+        if pending {
+            self.pending_restart.push(engine.to_string());
+        }
     }
 }
 

@@ -11,16 +11,18 @@
 //! the runtime's `NRI_PLUGIN_*` environment and inherited socket,
 //! [`service`] the plugin's event handling, [`adjust`] the pure mapping
 //! between NRI's messages and the plan, [`install`] the hook's copy on the
-//! node, [`proto`] the generated API.
+//! node, [`preinstall`] the pre-registered plugin's files on a host (`node
+//! install --nri`), [`proto`] the generated API.
 //! Not here: a runtime's side (tests play it), CRI-O specifics beyond the
 //! shared API, updates of running containers.
 
 pub(crate) mod adjust;
 pub(crate) mod install;
 pub mod mux;
+pub(crate) mod preinstall;
 pub mod proto;
 pub(crate) mod service;
-pub(crate) mod session;
+pub mod session;
 
 pub(crate) use service::Handler;
 pub(crate) use session::Identity;
@@ -31,5 +33,30 @@ pub const PLUGIN_SOCKET_ENV: &str = "NRI_PLUGIN_SOCKET";
 /// The name and index a runtime gives a plugin it starts.
 pub const PLUGIN_NAME_ENV: &str = "NRI_PLUGIN_NAME";
 pub const PLUGIN_IDX_ENV: &str = "NRI_PLUGIN_IDX";
+/// Our name, as the runtime lists it (and a `required_plugins` entry names
+/// it): the DaemonSet's and the pre-registered entry's.
+pub const DEFAULT_NAME: &str = "oci-tmpfs-hook";
+/// Our default index: late (docs/nri.md#beside-other-plugins). The runtime
+/// calls plugins in index order and hands each the container as the earlier
+/// ones adjusted it, so the plan sees every mount that other plugins add.
+pub const DEFAULT_IDX: &str = "90";
 /// The default NRI socket of containerd and CRI-O.
 pub const DEFAULT_SOCKET: &str = "/var/run/nri/nri.sock";
+
+/// The event mask answered to `Configure`: `CREATE_CONTAINER` alone
+/// (`1 << (event - 1)`; a mask of 0 would mean every event).
+pub const EVENTS: i32 = 1 << (proto::api::Event::CREATE_CONTAINER as i32 - 1);
+
+/// The answer to `Configure` of a plugin that wants [`EVENTS`].
+pub fn configured() -> proto::api::ConfigureResponse {
+    let mut resp = proto::api::ConfigureResponse::new();
+    resp.events = EVENTS;
+    resp
+}
+
+/// The answer to `Synchronize` of a plugin that updates no container.
+pub fn synchronized(req: &proto::api::SynchronizeRequest) -> proto::api::SynchronizeResponse {
+    let mut resp = proto::api::SynchronizeResponse::new();
+    resp.more = req.more;
+    resp
+}

@@ -24,10 +24,6 @@ use crate::input::{self, ConfigSource, InputError};
 use crate::plan::{self, HostFacts};
 use crate::settings::{OnError, Settings};
 
-/// The event mask answered to `Configure`: `CREATE_CONTAINER` alone
-/// (`1 << (event - 1)`; a mask of 0 would mean every event).
-pub(crate) const EVENTS: i32 = 1 << (api::Event::CREATE_CONTAINER as i32 - 1);
-
 /// Why one container got no adjustment.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CreateError {
@@ -228,9 +224,7 @@ impl api_ttrpc::Plugin for Handler {
             req.runtime_version,
             req.request_timeout
         );
-        let mut resp = api::ConfigureResponse::new();
-        resp.events = EVENTS;
-        Ok(resp)
+        Ok(super::configured())
     }
 
     fn synchronize(
@@ -244,9 +238,7 @@ impl api_ttrpc::Plugin for Handler {
             req.containers.len(),
             req.more
         );
-        let mut resp = api::SynchronizeResponse::new();
-        resp.more = req.more;
-        Ok(resp)
+        Ok(super::synchronized(&req))
     }
 
     fn shutdown(&self, _: &ttrpc::TtrpcContext, _: api::Empty) -> ttrpc::Result<api::Empty> {

@@ -16,7 +16,16 @@
 //! end of a session (EOF, a bad frame, a failed registration) redials, at
 //! once and then every [`RETRY`], so containers created after a runtime
 //! restart get their mounts within a second of the new socket.
+//!
+//! With a [`Status`] file, the plugin writes it once it has registered and
+//! removes it as soon as the session ends: `nri --probe` (the DaemonSet's
+//! liveness and readiness) reads it, so the probe says whether the plugin is
+//! registered with the runtime now, not only whether its process lives.
+//!
+//! The session is generic over the service ([`Service`]): the examples'
+//! other plugins (`examples/nri_mount.rs`) reuse it.
 
+use std::io;
 use std::os::fd::IntoRawFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::net::UnixStream;
@@ -28,6 +37,7 @@ use super::mux::{self, MuxError, PLUGIN_CONN, RUNTIME_CONN};
 use super::proto::{api, api_ttrpc};
 use super::service::Handler;
 use super::{PLUGIN_IDX_ENV, PLUGIN_NAME_ENV, PLUGIN_SOCKET_ENV};
+use crate::files::{self, Durability, Perms};
 
 /// Between two dials of a socket that is not there (yet).
 pub(crate) const RETRY: Duration = Duration::from_millis(500);
@@ -36,9 +46,12 @@ const EOF_PAUSE: Duration = Duration::from_millis(50);
 /// The deadline of `RegisterPlugin` (the runtime allows 5 s).
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(4);
 
+/// The plugin service a session serves.
+pub type Service = Arc<dyn api_ttrpc::Plugin + Send + Sync>;
+
 /// Who the plugin is and where it connects.
 #[derive(Clone, Debug)]
-pub(crate) struct Identity {
+pub struct Identity {
     pub socket: PathBuf,
     /// Plugin name, as the runtime lists it.
     pub name: String,
@@ -66,7 +79,7 @@ pub(crate) enum StartError {
 /// # Errors
 /// A bad index; a pre-registered connection that is not one, or that ended
 /// with an error.
-pub(crate) fn run(asked: Identity, handler: &Arc<Handler>) -> Result<(), StartError> {
+pub(crate) fn run(asked: Identity, handler: &Arc<Handler>, status: &Status) -> Result<(), StartError> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let mut opts = Identity {
         socket: socket_path(&asked.socket.to_string_lossy()).to_path_buf(),
@@ -78,18 +91,19 @@ pub(crate) fn run(asked: Identity, handler: &Arc<Handler>) -> Result<(), StartEr
     }
     if let Some(value) = env(PLUGIN_SOCKET_ENV) {
         let stream = inherited(&value)?;
+        let service: Service = Arc::clone(handler) as Service;
         // The runtime closing its connection is the normal end here.
-        return match session(stream, &opts, handler) {
+        return match session(stream, &opts, &service, status) {
             Ok(()) | Err(SessionError::Mux(MuxError::Eof)) => Ok(()),
             Err(e) => Err(e.into()),
         };
     }
-    serve_forever(&opts, handler)
+    serve_forever(&opts, &(Arc::clone(handler) as Service), status)
 }
 
 /// Why a session could not be set up or ended.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum SessionError {
+pub enum SessionError {
     #[error("connecting to the NRI socket {path}")]
     Connect {
         path: PathBuf,
@@ -115,14 +129,15 @@ pub(crate) enum SessionError {
     Mux(#[from] MuxError),
 }
 
-/// Runs sessions forever, redialling after each end. Logs each end once.
-pub(crate) fn serve_forever(opts: &Identity, handler: &Arc<Handler>) -> ! {
+/// Runs sessions of `service` forever, redialling after each end. Logs each
+/// end once.
+pub fn serve_forever(opts: &Identity, service: &Service, status: &Status) -> ! {
     let mut warned = false;
     loop {
         let why = match UnixStream::connect(&opts.socket) {
             Ok(stream) => {
                 warned = false;
-                session(stream, opts, handler)
+                session(stream, opts, service, status)
             }
             Err(source) => Err(SessionError::Connect { path: opts.socket.clone(), source }),
         };
@@ -152,14 +167,15 @@ pub(crate) fn serve_forever(opts: &Identity, handler: &Arc<Handler>) -> ! {
 ///
 /// # Errors
 /// Why it ended: [`MuxError::Eof`] when the runtime closed the socket.
-pub(crate) fn session(
+pub fn session(
     stream: UnixStream,
     opts: &Identity,
-    handler: &Arc<Handler>,
+    service: &Service,
+    status: &Status,
 ) -> Result<(), SessionError> {
     let dir = PrivateDir::new()?;
     let path = dir.0.join("plugin.sock");
-    let service = api_ttrpc::create_plugin(Arc::clone(handler) as Arc<dyn api_ttrpc::Plugin + Send + Sync>);
+    let service = api_ttrpc::create_plugin(Arc::clone(service));
     let mut server = ttrpc::Server::new()
         .bind(&format!("unix://{}", path.display()))
         .map_err(SessionError::Ttrpc)?
@@ -181,8 +197,10 @@ pub(crate) fn session(
         let _ = stop.shutdown(std::net::Shutdown::Both);
     } else {
         log::info!("nri: registered as {} (index {}) on {}", opts.name, opts.idx, opts.socket.display());
+        status.registered(opts);
     }
     let ended = relay.join().unwrap_or(MuxError::Eof);
+    status.ended();
     server.shutdown();
     registered?;
     Err(ended.into())
@@ -199,6 +217,98 @@ fn register(theirs: UnixStream, opts: &Identity) -> Result<(), SessionError> {
     req.plugin_idx = opts.idx.clone();
     runtime.register_plugin(ttrpc::context::with_duration(REGISTER_TIMEOUT), &req).map_err(failed)?;
     Ok(())
+}
+
+/// The file that says the plugin is registered with the runtime now (none:
+/// no file kept).
+#[derive(Clone, Debug, Default)]
+pub struct Status(pub Option<PathBuf>);
+
+/// The first word of a status file while the plugin is registered.
+pub(crate) const REGISTERED: &str = "registered";
+
+impl Status {
+    /// Removes a file left by an earlier process (one killed before it
+    /// could): nothing is registered before this process registers.
+    ///
+    /// # Errors
+    /// The file exists and cannot be removed.
+    pub fn clear(&self) -> io::Result<()> {
+        match self.0.as_deref().map(std::fs::remove_file) {
+            Some(Err(e)) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Writes `registered NAME IDX SOCKET pid=PID` (atomically: a probe
+    /// never reads half of it).
+    fn registered(&self, opts: &Identity) {
+        let Some(path) = &self.0 else { return };
+        let line = format!(
+            "{REGISTERED} {} {} {} pid={}\n",
+            opts.name,
+            opts.idx,
+            opts.socket.display(),
+            std::process::id()
+        );
+        if let Err(e) = files::replace(path, line.as_bytes(), Perms::new(0o644), Durability::Scratch) {
+            log::warn!("nri: writing the status file: {}", crate::error::chain(&e));
+        }
+    }
+
+    /// The session ended: the plugin is no longer registered.
+    fn ended(&self) {
+        if let Err(e) = self.clear() {
+            let path = self.0.as_deref().unwrap_or(Path::new("")).display();
+            log::warn!("nri: removing the status file {path}: {e}");
+        }
+    }
+}
+
+/// Why `nri --probe` fails: the plugin is not registered now.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ProbeError {
+    #[error(
+        "not registered with the runtime now: {path} is missing (the plugin is not connected; see its log)"
+    )]
+    Missing { path: PathBuf },
+    #[error("reading {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path}: not a status file of `nri --status-file`: {text:?}")]
+    Bad { path: PathBuf, text: String },
+    #[error("not registered with the runtime now: {path} was written by pid {pid}, which is gone")]
+    Gone { path: PathBuf, pid: u32 },
+}
+
+/// `nri --probe`: what the status file at `path` says, when the plugin
+/// that wrote it is alive and registered now.
+///
+/// # Errors
+/// The file is missing (no session), unreadable or malformed, or its
+/// writer is gone (killed before it could remove it).
+pub(crate) fn probe(path: &Path) -> Result<String, ProbeError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(ProbeError::Missing { path: path.to_path_buf() })
+        }
+        Err(source) => return Err(ProbeError::Read { path: path.to_path_buf(), source }),
+    };
+    let bad = || ProbeError::Bad { path: path.to_path_buf(), text: text.clone() };
+    let line = text.trim_end();
+    let pid: u32 = line
+        .strip_prefix(REGISTERED)
+        .and_then(|rest| rest.rsplit_once(" pid="))
+        .and_then(|(_, pid)| pid.parse().ok())
+        .ok_or_else(bad)?;
+    if !Path::new(&format!("/proc/{pid}")).exists() {
+        return Err(ProbeError::Gone { path: path.to_path_buf(), pid });
+    }
+    Ok(line.to_string())
 }
 
 /// A directory only this user can enter, removed on drop.
@@ -226,12 +336,12 @@ impl Drop for PrivateDir {
 }
 
 /// Whether `idx` is what NRI accepts: exactly two digits.
-pub(crate) fn valid_idx(idx: &str) -> bool {
+pub fn valid_idx(idx: &str) -> bool {
     idx.len() == 2 && idx.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// The socket path of a dial target: `unix://` prefix allowed.
-pub(crate) fn socket_path(s: &str) -> &Path {
+pub fn socket_path(s: &str) -> &Path {
     Path::new(s.strip_prefix("unix://").unwrap_or(s))
 }
 

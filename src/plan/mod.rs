@@ -86,6 +86,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
         })
         .collect();
 
+    let label = mount_label(inputs.spec);
     let targets = targets::temp_targets(inputs, &mut plan.notes);
     let targets = targets::not_spec_mounted(targets, &spec_mounts, &mut plan.notes);
     for nested in targets::nest(targets) {
@@ -97,6 +98,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
             nodev: true,
             noexec: inputs.settings.noexec,
             owner: plan.owner,
+            label: label.clone(),
         };
         plan.actions.push(Action::MountTmpfs {
             target: nested.target,
@@ -105,11 +107,18 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
             subdirs: nested.subdirs,
         });
     }
-    match shm::shm(&spec_mounts, sizes.shm, plan.owner) {
+    match shm::shm(&spec_mounts, sizes.shm, plan.owner, label) {
         Ok(action) => plan.actions.push(action),
         Err(note) => plan.notes.push(note),
     }
     Ok(plan)
+}
+
+/// The spec's `linux.mountLabel`: the SELinux label every tmpfs of the plan
+/// carries (docs/design.md#selinux). An empty one is none.
+fn mount_label(spec: &oci_spec::runtime::Spec) -> Option<String> {
+    let label = spec.linux().as_ref()?.mount_label().as_ref()?;
+    (!label.is_empty()).then(|| label.clone())
 }
 
 #[cfg(test)]
@@ -346,6 +355,28 @@ mod tests {
         let mut c = base();
         c["mounts"][2]["options"] = json!(["nosuid"]);
         assert_eq!(shm(&plan(&c)).unwrap().1, ShmSource::Tmpfs { size: None });
+    }
+
+    #[test]
+    fn the_mount_label_goes_on_every_tmpfs() {
+        let label = "system_u:object_r:container_file_t:s0:c1,c2";
+        let mut c = base();
+        c["mounts"].as_array_mut().unwrap().remove(2); // a fresh /dev/shm too
+        c["linux"]["mountLabel"] = json!(label);
+        let p = plan(&c);
+        assert_eq!(p.actions.len(), 2, "{p:?}");
+        for a in &p.actions {
+            let (Action::MountTmpfs { tmpfs, .. } | Action::Shm { tmpfs, .. }) = a;
+            assert_eq!(tmpfs.label.as_deref(), Some(label), "{a:?}");
+            assert_eq!(tmpfs.options().last().unwrap(), &format!("context=\"{label}\""));
+            assert!(!tmpfs.spec_options().iter().any(|o| o.starts_with("context=")), "the runtime adds it");
+        }
+        for none in [json!(""), serde_json::Value::Null] {
+            c["linux"]["mountLabel"] = none;
+            let p = plan(&c);
+            let (Action::MountTmpfs { tmpfs, .. } | Action::Shm { tmpfs, .. }) = &p.actions[0];
+            assert_eq!(tmpfs.label, None);
+        }
     }
 
     #[test]

@@ -111,6 +111,9 @@ pub struct Tmpfs {
     pub noexec: bool,
     /// Owner of its root (and of directories made in it); `None`: root.
     pub owner: Option<Owner>,
+    /// The SELinux label of its files, the spec's `linux.mountLabel`, which
+    /// the hook passes as `context=` (docs/design.md#selinux); `None`: none.
+    pub label: Option<String>,
 }
 
 /// Mode of every fresh tmpfs root and of the directories made in one.
@@ -122,7 +125,8 @@ fn octal<S: serde::Serializer>(mode: &u32, s: S) -> Result<S::Ok, S::Error> {
 
 impl Tmpfs {
     /// Its options as `mount(8)` or a runtime spells them, but for the size:
-    /// `nosuid`, `nodev`, `noexec` as set, `mode=`, `nr_inodes=`, `uid=`/`gid=`.
+    /// `nosuid`, `nodev`, `noexec` as set, `mode=`, `nr_inodes=`, `uid=`/`gid=`,
+    /// `context="LABEL"`.
     pub fn options(&self) -> Vec<String> {
         let mut opts = Vec::new();
         for (on, name) in [(self.nosuid, "nosuid"), (self.nodev, "nodev"), (self.noexec, "noexec")] {
@@ -138,15 +142,19 @@ impl Tmpfs {
             opts.push(format!("uid={}", o.uid));
             opts.push(format!("gid={}", o.gid));
         }
+        if let Some(label) = &self.label {
+            opts.push(format!("context=\"{label}\""));
+        }
         opts
     }
 
     /// The options of its entry in a spec's `mounts`: [`Tmpfs::options`]
     /// but the owner (a runtime mounts spec entries inside the container's
-    /// user namespace, where a fresh tmpfs already belongs to its root),
-    /// then `size=`.
+    /// user namespace, where a fresh tmpfs already belongs to its root) and
+    /// the label (the runtime adds `context=` from `linux.mountLabel` to
+    /// every spec mount itself: docs/design.md#selinux), then `size=`.
     pub fn spec_options(&self) -> Vec<String> {
-        let mut opts = Tmpfs { owner: None, ..self.clone() }.options();
+        let mut opts = Tmpfs { owner: None, label: None, ..self.clone() }.options();
         opts.push(format!("size={}", self.size.bytes.0));
         opts
     }

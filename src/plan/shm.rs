@@ -3,14 +3,20 @@
 //! nosuid, nodev, noexec) when the spec has none; never shrunk, never the
 //! host's own (host IPC), never another filesystem. A `/dev/shm` the spec
 //! mounts read-only (Podman 5's `--read-only --read-only-tmpfs=false`) is made
-//! writable on that mount: a read-only `/dev/shm` breaks every DataLoader.
+//! writable in the container (the hook stacks a writable clone over it:
+//! docs/design.md#readonly-shm): a read-only `/dev/shm` breaks every DataLoader.
 //! Pure.
 
 use super::{Action, Note, Owner, ShmSource, ShmWay, Sizing, SpecMounts, Tmpfs, SHM_PATH, TMPFS_MODE};
 use crate::size::Bytes;
 
 /// The `/dev/shm` action, or the note saying why it is left alone.
-pub(super) fn shm(spec: &SpecMounts<'_>, size: Sizing, owner: Option<Owner>) -> Result<Action, Note> {
+pub(super) fn shm(
+    spec: &SpecMounts<'_>,
+    size: Sizing,
+    owner: Option<Owner>,
+    label: Option<String>,
+) -> Result<Action, Note> {
     let existing = existing(spec)?;
     let writable = spec
         .last_at(SHM_PATH)
@@ -28,8 +34,16 @@ pub(super) fn shm(spec: &SpecMounts<'_>, size: Sizing, owner: Option<Owner>) -> 
         _ => {}
     }
     let way = if existing == ShmSource::None { ShmWay::Fresh } else { ShmWay::Grow };
-    let tmpfs =
-        Tmpfs { size, nr_inodes: None, mode: TMPFS_MODE, nosuid: true, nodev: true, noexec: true, owner };
+    let tmpfs = Tmpfs {
+        size,
+        nr_inodes: None,
+        mode: TMPFS_MODE,
+        nosuid: true,
+        nodev: true,
+        noexec: true,
+        owner,
+        label,
+    };
     Ok(Action::Shm { existing, way, writable, tmpfs })
 }
 
@@ -108,7 +122,7 @@ mod tests {
         for (name, mounts, want) in cases {
             let spec: oci_spec::runtime::Spec =
                 serde_json::from_value(json!({"ociVersion": "1.0.2", "mounts": mounts})).unwrap();
-            let got = shm(&SpecMounts::of(&spec), plain(512 * MI), None);
+            let got = shm(&SpecMounts::of(&spec), plain(512 * MI), None, None);
             match (got, want) {
                 (Ok(Action::Shm { way, existing, tmpfs, .. }), Ok(w)) => {
                     assert_eq!((way, existing), w, "{name}");

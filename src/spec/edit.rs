@@ -288,6 +288,20 @@ mod tests {
     }
 
     #[test]
+    fn the_mount_label_is_left_to_the_runtime() {
+        let shm =
+            json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["size=65536k"]});
+        let mut c = config(shm, &[]);
+        c["linux"]["mountLabel"] = json!("system_u:object_r:container_file_t:s0:c7,c8");
+        let (out, _) = run(c, &Settings::default(), &[]);
+        assert_eq!(out["linux"]["mountLabel"], "system_u:object_r:container_file_t:s0:c7,c8");
+        for m in out["mounts"].as_array().unwrap() {
+            let opts = m["options"].as_array().map(Vec::as_slice).unwrap_or_default();
+            assert!(!opts.iter().any(|o| o.as_str().unwrap().starts_with("context=")), "{m}");
+        }
+    }
+
+    #[test]
     fn a_second_run_adds_nothing() {
         let shm =
             json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["size=65536k"]});

@@ -4,6 +4,9 @@
 #
 #   tests/env/nri.sh [TEST-FILTER] [LIBTEST-ARGS...]
 #   tests/env/nri.sh bench --ignored --nocapture     the bench (BENCHMARKS.md)
+#   OCI_TMPFS_HOOK_NRI_CONTAINERD=DIR/containerd tests/env/nri.sh fail_closed --ignored
+#                                                    the validator's case: a containerd 2.2+
+#                                                    under this directory (docs/nri.md#fail-closed)
 #
 # Builds the binary, the static release binary (the node image's, case 11;
 # OCI_TMPFS_HOOK_NRI_BIN names one instead) and the suite on this host, installs the CRI client's
@@ -30,6 +33,8 @@ if [ ! -f "$pylib/.complete" ]; then
   touch "$pylib/.complete"
 fi
 cargo build --locked --quiet
+# The other vendors' plugin of tests/nri/boot.rs.
+cargo build --locked --quiet --example nri_mount
 # The static release binary: the node image's (case 11) and the bench's plugin.
 if [ -z "${OCI_TMPFS_HOOK_NRI_BIN:-}" ]; then
   host=$(rustc -vV | sed -n 's/^host: //p')
@@ -44,5 +49,5 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "nri": print(m["executable"])' | tail -n1)
 [ -n "$bin" ] || { echo "nri.sh: building tests/nri/ failed (cargo test --test nri --no-run)" >&2; exit 1; }
 OCI_TMPFS_SID_BINDS="$pylib ${OCI_TMPFS_SID_BINDS:-}" \
-OCI_TMPFS_ENV="OCI_TMPFS_HOOK_CRI_PYTHONPATH=$pylib OCI_TMPFS_HOOK_NRI_BIN=$OCI_TMPFS_HOOK_NRI_BIN ${NRI_BENCH_ROUNDS:+NRI_BENCH_ROUNDS=$NRI_BENCH_ROUNDS} ${NRI_BENCH_CHURN:+NRI_BENCH_CHURN=$NRI_BENCH_CHURN}" \
+OCI_TMPFS_ENV="OCI_TMPFS_HOOK_CRI_PYTHONPATH=$pylib OCI_TMPFS_HOOK_NRI_BIN=$OCI_TMPFS_HOOK_NRI_BIN ${OCI_TMPFS_HOOK_NRI_CONTAINERD:+OCI_TMPFS_HOOK_NRI_CONTAINERD=$OCI_TMPFS_HOOK_NRI_CONTAINERD} ${NRI_BENCH_ROUNDS:+NRI_BENCH_ROUNDS=$NRI_BENCH_ROUNDS} ${NRI_BENCH_CHURN:+NRI_BENCH_CHURN=$NRI_BENCH_CHURN}" \
   exec tests/env/sid.sh run -- "$bin" --test-threads="${NRI_TEST_THREADS:-2}" "$@"

@@ -18,6 +18,8 @@
 //! Until deploy/build-image.sh lands (the NRI work), the image is built here:
 //! the static binary as install.sh builds it, `docker build`, `docker save`.
 
+mod failures;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,6 +27,7 @@ use std::time::{Duration, Instant};
 use crate::support::daemons::*;
 use crate::support::kube::*;
 use crate::support::*;
+use failures::*;
 
 /// Debian 12's /etc/containerd/config.toml (containerd 1.6.20~ds1), verbatim.
 const DEBIAN_CONTAINERD: &str = "version = 2\n\n[plugins]\n  [plugins.\"io.containerd.grpc.v1.cri\"]\n    [plugins.\"io.containerd.grpc.v1.cri\".cni]\n      bin_dir = \"/usr/lib/cni\"\n      conf_dir = \"/etc/cni/net.d\"\n  [plugins.\"io.containerd.internal.v1.opt\"]\n    path = \"/var/lib/containerd/opt\"\n";
@@ -169,14 +172,15 @@ fn install_serve_reinstall_uninstall(label: &str, config: fn(&Path, &str) -> Str
     assert!(first.contains("crio: no restart needed"), "{first}");
 
     let installed = files_of(&host);
-    let second = ok(&mut d.node(&image, &host, "install", &["--restart-mode", "systemd"]));
+    let second = ok(&mut d.node(&image, &host, "install", &["--restart-mode", "none"]));
     say(&format!("node {label}: second install:\n{second}"));
     assert_eq!(
         snapshot_diff(&installed, &files_of(&host)),
         Vec::<String>::new(),
         "the second install changed files"
     );
-    assert!(second.contains("containerd: not restarted: its config did not change"), "{second}");
+    // The first run's restart was not done: it stays pending.
+    assert!(second.contains("containerd: restart pending from an earlier run; not restarted"), "{second}");
     assert!(second.ends_with("node: nothing changed\n") && !second.contains("restarting"), "{second}");
 
     // The restart, done by the test: a containerd started on the installed config.
@@ -416,4 +420,205 @@ impl Drop for InitGuard {
         let _ = self.unshare.kill();
         let _ = self.unshare.wait();
     }
+}
+
+/// Issue 18, 1: a containerd config that is not TOML stops the install
+/// before its first write: exit 1, one line naming the file, and the fake
+/// host byte for byte as it was (the lock file in /run excepted, by design).
+/// So does another vendor's oci-tmpfs-runtime in --bin-dir (the binary's
+/// place free): refused before the binary is copied.
+#[test]
+fn node_broken_config_writes_nothing() {
+    require_root();
+    let broken = DEBIAN_CONTAINERD.replace("[plugins]\n", "[plugins\n");
+    let cases: [(&str, &str, Option<&str>, &str); 2] = [
+        ("broken config", &broken, None, "etc/containerd/config.toml: line 3"),
+        (
+            "foreign wrapper",
+            DEBIAN_CONTAINERD,
+            Some("/opt/other/runtime"),
+            "was not installed by node install",
+        ),
+    ];
+    for (label, config, wrapper, want) in cases {
+        let work = TempDir::new("node-refused");
+        let host = fake_host(&work.0, config);
+        if let Some(target) = wrapper {
+            std::os::unix::fs::symlink(target, host.join("usr/local/bin/oci-tmpfs-runtime")).unwrap();
+        }
+        let before = files_of(&host);
+        let out = node_in_ns(&host, "install", &["--restart-mode", "none"], &[], &[]);
+        say(&format!("node {label}:\n{}", shown(&out)));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{label}: {}", shown(&out));
+        assert!(err.lines().count() == 1 && err.contains(want), "{label}: {err}");
+        assert_eq!(snapshot_diff(&before, &files_of(&host)), Vec::<String>::new(), "{label}: files written");
+    }
+}
+
+/// Issue 18, 2: a first install that fails midway (CRI-O's hooks dir
+/// read-only: the containerd config is written, the hooks file is not),
+/// then a good one, then uninstall: the host is back byte for byte, the
+/// files the first run wrote included.
+#[test]
+fn node_failed_first_run_then_good_second_then_uninstall_restores_every_byte() {
+    require_root();
+    let work = TempDir::new("node-midway");
+    let host = fake_host(&work.0, DEBIAN_CONTAINERD);
+    let before = files_of(&host);
+    let hooks = host.join("usr/share/containers/oci/hooks.d");
+    let first = node_in_ns(&host, "install", &["--restart-mode", "none"], &[], &[&hooks]);
+    say(&format!("node midway: first install, hooks dir read-only:\n{}", shown(&first)));
+    assert_eq!(first.status.code(), Some(1), "{}", shown(&first));
+    assert!(text(&first.stderr).contains("oci-tmpfs-hook.json"), "{}", shown(&first));
+    assert!(host.join("usr/local/bin/oci-tmpfs-hook").exists(), "the first run wrote the binary");
+    let recorded = state_of(&host);
+    let files = recorded["files"].as_array().cloned().unwrap_or_default();
+    for f in [
+        "/usr/local/bin/oci-tmpfs-hook",
+        "/usr/local/bin/oci-tmpfs-runtime",
+        "/etc/oci-tmpfs-hook/config.toml",
+    ] {
+        assert!(files.iter().any(|v| v == f), "{f} is not recorded after the failed run: {recorded}");
+    }
+    let second = node_in_ns(&host, "install", &["--restart-mode", "none"], &[], &[]);
+    say(&format!("node midway: second install:\n{}", shown(&second)));
+    assert!(second.status.success(), "{}", shown(&second));
+    assert!(text(&second.stdout).contains("crio: created"), "{}", shown(&second));
+    let out = node_in_ns(&host, "uninstall", &["--restart-mode", "none"], &[], &[]);
+    say(&format!("node midway: uninstall:\n{}", shown(&out)));
+    assert!(out.status.success(), "{}", shown(&out));
+    assert_eq!(snapshot_diff(&before, &files_of(&host)), Vec::<String>::new(), "uninstall left differences");
+}
+
+/// Issue 18, 4: `--host-root` a symlink to `/` is this process's own root:
+/// refused with exit 2 and one line, nothing written (no lock file, no
+/// state file: the machine's / is compared before and after).
+#[test]
+fn node_refuses_a_host_root_that_is_its_own_root() {
+    require_root();
+    let work = TempDir::new("node-own-root");
+    let link = work.join("host");
+    std::os::unix::fs::symlink("/", &link).unwrap();
+    let watched =
+        ["run/oci-tmpfs-hook-node.lock", "var/lib/oci-tmpfs-hook", "usr/local/bin/oci-tmpfs-runtime"];
+    let present = || watched.map(|p| Path::new("/").join(p).exists());
+    let before = present();
+    let etc_containerd = std::fs::read("/etc/containerd/config.toml").ok();
+    for args in [&["--restart-mode", "none"][..], &["--restart-mode", "systemd"][..]] {
+        let out =
+            output(Command::new(hook_bin()).args(["node", "install", "--host-root"]).arg(&link).args(args));
+        say(&format!("node own root: {args:?}:\n{}", shown(&out)));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}", shown(&out));
+        assert!(err.lines().count() == 1 && err.contains("is this container's own root"), "{err}");
+        assert!(text(&out.stdout).is_empty(), "{}", shown(&out));
+    }
+    assert_eq!(present(), before, "a refused install wrote on /");
+    assert_eq!(std::fs::read("/etc/containerd/config.toml").ok(), etc_containerd);
+}
+
+/// Issue 18, 3: a refused restart stays pending (exit 1 while it is, in
+/// systemd mode; said at every run in none mode) until the running
+/// containerd's CRI lists the handler; and a containerd started on the old
+/// config (handler not loaded) is told from one started on the installed
+/// config (loaded), through its real CRI socket.
+fn pending_until_loaded(label: &str, config: fn(&Path, &str) -> String, bins: fn() -> Binaries) {
+    require_root();
+    let work = TempDir::new("node-pending");
+    let run_dir = TempDir::new("node-pending-ctd");
+    let run_path = run_dir.0.clone();
+    let pod_image = format!("docker.io/library/{}:latest", unique("busybox"));
+    let original = config(&run_path, &pod_image);
+    let host = fake_host(&work.0, &original);
+    bind_target(&host, &run_path);
+    let before = files_of(&host);
+    let node_action = |action: &str, args: &[&str]| {
+        let out = node_in_ns(&host, action, args, &[&run_path], &[]);
+        say(&format!("node pending {label}: {action} {args:?}:\n{}", shown(&out)));
+        out
+    };
+    let node = |args: &[&str]| node_action("install", args);
+    let systemd: &[&str] = &["--restart-mode", "systemd"];
+    let none: &[&str] = &["--restart-mode", "none"];
+
+    // The config changes; the restart is refused (pid 1 is not the fake host's).
+    let first = node(systemd);
+    assert_eq!(first.status.code(), Some(1), "{}", shown(&first));
+    assert!(text(&first.stderr).contains("hostPID: true"), "{}", shown(&first));
+    assert_eq!(pending(&host), ["containerd"], "{}", state_of(&host));
+    let again = node(systemd);
+    assert_eq!(again.status.code(), Some(1), "a rerun forgot the restart: {}", shown(&again));
+    assert!(
+        text(&again.stdout).contains("containerd: restart pending from an earlier run"),
+        "{}",
+        shown(&again)
+    );
+    assert_eq!(pending(&host), ["containerd"]);
+
+    // A containerd on the old config: its CRI answers without the handler.
+    let old_config = work.join("old-config.toml");
+    std::fs::write(&old_config, &original).unwrap();
+    let ctd = Containerd::start(run_dir, &host, &old_config, bins(), &pod_image);
+    let out = node(none);
+    assert!(out.status.success(), "{}", shown(&out));
+    let said = text(&out.stdout);
+    assert!(said.contains("the running containerd has not loaded it (its CRI at"), "{said}");
+    assert!(said.contains("not restarted (--restart-mode none)"), "{said}");
+    assert_eq!(pending(&host), ["containerd"]);
+    let refused = node(systemd);
+    assert_eq!(refused.status.code(), Some(1), "{}", shown(&refused));
+    drop(ctd);
+
+    // A containerd on the installed config: its CRI lists the handler.
+    std::fs::create_dir_all(&run_path).unwrap();
+    let ctd = Containerd::start(
+        TempDir(run_path.clone()),
+        &host,
+        &host.join("etc/containerd/config.toml"),
+        bins(),
+        &pod_image,
+    );
+    for (i, args) in [systemd, none].into_iter().enumerate() {
+        let out = node(args);
+        assert!(out.status.success(), "{}", shown(&out));
+        let said = text(&out.stdout);
+        assert!(
+            said.contains("containerd: not restarted: its CRI lists the oci-tmpfs handler (loaded)"),
+            "{said}"
+        );
+        assert_eq!(said.contains("the restart pending from an earlier run is not needed"), i == 0, "{said}");
+        assert!(pending(&host).is_empty(), "{}", state_of(&host));
+        assert_eq!(said.ends_with("node: nothing changed\n"), i == 1, "{said}");
+    }
+    let out = node_action("uninstall", none);
+    assert!(out.status.success(), "{}", shown(&out));
+    drop(ctd);
+    assert_eq!(snapshot_diff(&before, &files_of(&host)), Vec::<String>::new(), "uninstall left differences");
+}
+
+#[test]
+fn node_restart_stays_pending_until_containerd_16_has_loaded_the_handler() {
+    let bins = || Binaries { containerd: "containerd".into(), ctr: "ctr".into(), path_first: None };
+    pending_until_loaded("containerd 1.6", debian_config, bins);
+}
+
+#[test]
+fn node_restart_stays_pending_until_containerd_21_has_loaded_the_handler() {
+    fn bins() -> Binaries {
+        let sid = Path::new(SID_ROOT);
+        let shim_dir = std::env::temp_dir().join("oci-tmpfs-hook-tests").join(unique("node-sid-shim"));
+        std::fs::create_dir_all(&shim_dir).unwrap();
+        std::os::unix::fs::symlink(
+            sid.join("usr/bin/containerd-shim-runc-v2"),
+            shim_dir.join("containerd-shim-runc-v2"),
+        )
+        .unwrap();
+        Binaries {
+            containerd: sid.join("usr/bin/containerd"),
+            ctr: sid.join("usr/bin/ctr"),
+            path_first: Some(shim_dir),
+        }
+    }
+    pending_until_loaded("containerd 2.1", containerd21_config, bins);
 }

@@ -104,6 +104,7 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
     };
     set("--socket", &tmp.join("nri.sock"));
     set("--config", &config);
+    set("--status-file", &tmp.join("registered"));
     let hook_dir = tmp.join("hook-dir");
     std::fs::create_dir_all(&hook_dir).unwrap();
     set("--hook-dir-mount", &hook_dir);
@@ -131,4 +132,35 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
     assert!(running, "{args:?} exited: {err}");
     assert!(err.contains("connecting to the NRI socket"), "{err}");
     assert_eq!(installed, (true, true), "the plugin did not fill --hook-dir-mount: {err}");
+}
+
+/// The DaemonSet's readiness and liveness probes run `nri --probe` on the
+/// status file its args name (docs/nri.md); as written, that command says
+/// "not registered" (exit 1) when no plugin keeps the file.
+#[test]
+fn daemonset_probes_read_the_plugins_status_file() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(DIR);
+    let ds = load(&python(), &dir.join("daemonset.yaml"));
+    let c = &ds["spec"]["template"]["spec"]["containers"][0];
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect()
+    };
+    let args = strings(&c["args"]);
+    let at = args.iter().position(|a| a == "--status-file").unwrap_or_else(|| panic!("{args:?}"));
+    let status = &args[at + 1];
+    for probe in ["readinessProbe", "livenessProbe"] {
+        let cmd = strings(&c[probe]["exec"]["command"]);
+        assert_eq!(
+            cmd,
+            ["/usr/local/bin/oci-tmpfs-hook", "nri", "--probe", "--status-file", status],
+            "{probe}"
+        );
+    }
+    let mut cmd = strings(&c["livenessProbe"]["exec"]["command"]);
+    let missing = std::env::temp_dir().join(crate::support::unique("no-plugin")).join("registered");
+    *cmd.last_mut().unwrap() = missing.display().to_string();
+    let out = Command::new(crate::support::hook_bin()).args(&cmd[1..]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("not registered with the runtime now"), "{said}");
 }

@@ -89,6 +89,36 @@ impl Fake {
         Fake { dir, listener, plugin, registered, register_tx }
     }
 
+    /// Kills the plugin, and returns the command that plays the runtime's
+    /// launcher of a pre-registered one: python3 connects to the socket,
+    /// puts it at fd 3 and execs the args that follow (the first is also
+    /// argv\[0\]) with `NRI_PLUGIN_*` of `name` and `idx`, and with this
+    /// process's environment when `inherit` (else nothing else). Its output
+    /// is the plugin's log.
+    fn launcher(&mut self, name: &str, idx: &str, inherit: bool) -> Command {
+        let _ = self.plugin.kill();
+        let _ = self.plugin.wait();
+        // The first plugin may have connected before it was killed: drop
+        // that connection, so that the next accept is the launcher's.
+        self.listener.set_nonblocking(true).unwrap();
+        while self.listener.accept().is_ok() {}
+        let launcher = "import os, socket, sys\n\
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
+            os.dup2(s.fileno(), 3); os.set_inheritable(3, True)\n\
+            env = dict(os.environ) if sys.argv[4] == 'inherit' else {}\n\
+            env.update(NRI_PLUGIN_SOCKET='3', NRI_PLUGIN_NAME=sys.argv[2], NRI_PLUGIN_IDX=sys.argv[3])\n\
+            os.execve(sys.argv[5], sys.argv[5:], env)";
+        let log = std::fs::File::create(self.dir.0.join("plugin.log")).unwrap();
+        let mut cmd = Command::new("python3");
+        cmd.args(["-c", launcher])
+            .arg(self.dir.0.join("nri.sock"))
+            .args([name, idx, if inherit { "inherit" } else { "clean" }])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        cmd
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(self.dir.0.join("plugin.log")).unwrap_or_default()
     }
@@ -218,7 +248,7 @@ fn create_request(name: &str) -> api::CreateContainerRequest {
 fn registration_exchange() {
     let mut fake = Fake::start("");
     let (s, (name, idx)) = fake.accept();
-    assert_eq!((name.as_str(), idx.as_str()), ("oci-tmpfs", "10"));
+    assert_eq!((name.as_str(), idx.as_str()), ("oci-tmpfs-hook", "90"));
     let events = configure(&s).events;
     assert_eq!(events, 1 << (api::Event::CREATE_CONTAINER as i32 - 1), "subscribes to CreateContainer alone");
     assert_eq!(events, 0x8);
@@ -390,7 +420,7 @@ fn bad_input_then_reconnect(fake: &mut Fake, s: Session, bytes: &[u8], want: &st
         std::thread::sleep(Duration::from_millis(20));
     }
     let (next, reg) = fake.accept();
-    assert_eq!(reg.1, "10");
+    assert_eq!(reg.1, "90");
     assert!(fake.alive(), "the plugin died:\n{}", fake.log());
     drop(s);
     configure(&next);
@@ -478,33 +508,15 @@ fn no_socket_then_socket_appears() {
 #[test]
 fn pre_registered_on_fd_3() {
     let mut fake = Fake::start("");
-    let sock = fake.dir.0.join("nri.sock");
-    let _ = fake.plugin.kill();
-    let _ = fake.plugin.wait();
-    // The first plugin may have connected before it was killed: drop that
-    // connection, so that the next accept is the launcher's.
-    fake.listener.set_nonblocking(true).unwrap();
-    while fake.listener.accept().is_ok() {}
-    // python3 plays the runtime's launcher: connect, put the socket at fd 3, exec.
-    let launcher = "import os, socket, sys\n\
-        s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
-        os.dup2(s.fileno(), 3); os.set_inheritable(3, True)\n\
-        os.execve(sys.argv[2], sys.argv[2:], dict(os.environ, NRI_PLUGIN_SOCKET='3', NRI_PLUGIN_NAME='pre', NRI_PLUGIN_IDX='05'))";
     let config = fake.dir.0.join("config.toml");
-    let log = std::fs::File::create(fake.dir.0.join("plugin.log")).unwrap();
-    fake.plugin = Command::new("python3")
-        .args(["-c", launcher])
-        .arg(&sock)
+    let mut launch = fake.launcher("pre", "05", true);
+    launch
         .arg(crate::support::hook_bin())
         .args(["nri", "--socket", "/nonexistent/nri.sock", "--config"])
         .arg(&config)
         .env("TMPDIR", &fake.dir.0)
-        .env("OCI_TMPFS_HOOK_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("python3");
+        .env("OCI_TMPFS_HOOK_LOG", "info");
+    fake.plugin = launch.spawn().expect("python3");
     let (s, (name, idx)) = fake.accept();
     assert_eq!((name.as_str(), idx.as_str()), ("pre", "05"));
     assert_eq!(configure(&s).events, 0x8);
@@ -527,4 +539,70 @@ fn pre_registered_on_fd_3() {
     };
     assert!(status.success(), "{status}: {}", fake.log());
     assert!(!fake.log().contains("panicked"), "{}", fake.log());
+}
+
+/// Runs `nri --probe --status-file PATH`: (exit 0?, stdout + stderr).
+fn probe(path: &std::path::Path) -> (bool, String) {
+    let out = Command::new(crate::support::hook_bin())
+        .args(["nri", "--probe", "--status-file"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// Waits until the probe's exit is `want`; its output.
+fn probe_until(path: &std::path::Path, want: bool, fake: &Fake) -> String {
+    let t0 = Instant::now();
+    loop {
+        let (ok, text) = probe(path);
+        if ok == want {
+            return text;
+        }
+        assert!(t0.elapsed() < TIMEOUT, "the probe still says {ok} ({text}):\n{}", fake.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `--status-file` and `--probe` (the DaemonSet's liveness and readiness):
+/// the probe passes while the plugin is registered, fails as soon as the
+/// runtime's side closes, passes again after the redial's registration, and
+/// fails when the plugin was killed before it could remove the file.
+#[test]
+fn probe_follows_the_registration() {
+    let mut fake = Fake::start_with("", &["--status-file", "{dir}/status"]);
+    let status = fake.dir.0.join("status");
+    let (ok, text) = probe(&status);
+    assert!(!ok && text.contains("not registered with the runtime now"), "{text}");
+    let (s, _) = fake.accept();
+    let text = probe_until(&status, true, &fake);
+    assert!(text.starts_with("nri: registered oci-tmpfs-hook 90 "), "{text}");
+    let _ = s.raw.shutdown(std::net::Shutdown::Both);
+    drop(s);
+    let text = probe_until(&status, false, &fake);
+    assert!(text.contains("is missing"), "{text}");
+    let (_s, _) = fake.accept();
+    probe_until(&status, true, &fake);
+    let _ = fake.plugin.kill();
+    let _ = fake.plugin.wait();
+    let (ok, text) = probe(&status);
+    assert!(!ok && text.contains("which is gone"), "{text}");
+    assert_eq!(text.lines().count(), 1, "one line: {text}");
+}
+
+/// Pre-registered as the runtime really starts it: the entry run with no
+/// argument at all, only the runtime's three variables (no PATH), the
+/// socket at fd 3. The plugin runs `nri` with its defaults and registers
+/// under the entry's name and index.
+#[test]
+fn pre_registered_with_no_argument() {
+    let mut fake = Fake::start("");
+    let entry = fake.dir.0.join("90-oci-tmpfs-hook");
+    std::os::unix::fs::symlink(crate::support::hook_bin(), &entry).unwrap();
+    fake.plugin = fake.launcher("oci-tmpfs-hook", "90", false).arg(&entry).spawn().expect("python3");
+    let (s, (name, idx)) = fake.accept();
+    assert_eq!((name.as_str(), idx.as_str()), ("oci-tmpfs-hook", "90"));
+    assert_eq!(configure(&s).events, 0x8);
+    assert!(fake.alive(), "{}", fake.log());
 }

@@ -25,6 +25,9 @@ use support::cri::*;
 use support::pods::*;
 use support::*;
 
+/// Node boot, crashes and other plugins (issue 18).
+mod boot;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;

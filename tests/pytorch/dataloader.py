@@ -7,11 +7,13 @@ the file descriptors over a unix socket in the temp dir. Too little shm gives:
   insufficient shared memory (shm).
   RuntimeError: DataLoader worker (pid N) is killed by signal: Bus error.
 Read-only /tmp gives "No usable temporary directory found" in the worker, or
-a hang (hence the DataLoader timeout).
+a hang (hence the DataLoader timeout: $TORCH_TEST_WAIT seconds, default 60;
+without the hook the test sets a short one, since nothing will ever answer).
 Usage: dataloader.py [MIB_PER_BATCH [BATCHES]]. Prints one `PASS dataloader`
 or `FAIL dataloader: <error>` line.
 """
 
+import os
 import sys
 
 import torch
@@ -35,7 +37,8 @@ def main():
     mib = int(sys.argv[1]) if len(sys.argv) > 1 else 256
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 6
     nbytes = mib << 20
-    loader = DataLoader(Batches(nbytes, count), batch_size=None, num_workers=2, timeout=60)
+    wait = int(os.environ.get("TORCH_TEST_WAIT", "60"))
+    loader = DataLoader(Batches(nbytes, count), batch_size=None, num_workers=2, timeout=wait)
     seen = 0
     for i, batch in enumerate(loader):
         want = nbytes * (i % 251 + 1)

@@ -115,8 +115,11 @@ pub struct Containerd {
 }
 
 impl Containerd {
+    /// The one on `PATH`, or `$OCI_TMPFS_HOOK_NRI_CONTAINERD` (another
+    /// build, e.g. a containerd 2.2 for the NRI validator's case).
     pub fn find() -> Containerd {
-        let bin = which("containerd");
+        let bin = std::env::var_os("OCI_TMPFS_HOOK_NRI_CONTAINERD")
+            .map_or_else(|| which("containerd"), PathBuf::from);
         let ctr = which("ctr");
         // "containerd github.com/containerd/containerd[/v2] 1.6.20~ds1 REVISION"
         let out = ok(Command::new(&bin).arg("--version"));

@@ -1,4 +1,4 @@
-//! `doctor`: what a platform engineer runs after installing, or when a
+//! The checks the `doctor` command prints: what a platform engineer runs after installing, or when a
 //! container still fails. Each check gives `ok` or `problem` plus the fix.
 //!
 //! The kernel checks really call what the hook needs, harmlessly:

@@ -1,0 +1,93 @@
+//! Another vendor's NRI plugin, for the tests of ours beside it
+//! (docs/nri.md#beside-other-plugins): it adds one tmpfs mount to every
+//! container, at `--dest`, with source `--source` and `size=--size`, through
+//! the crate's NRI session (the mux and the `ttrpc` crate, as ours).
+//!
+//! ```sh
+//! nri_mount --socket /var/run/nri/nri.sock --name other --idx 20 \
+//!     --dest /other --source other-plugin --size 8m
+//! ```
+//!
+//! With `--dest /tmp` it claims `/tmp`: ours then leaves `/tmp` to it.
+//! Not a product: no config, no checks beyond the arguments.
+
+use std::sync::Arc;
+
+use oci_tmpfs_hook::nri;
+use oci_tmpfs_hook::nri::proto::{api, api_ttrpc};
+use oci_tmpfs_hook::nri::session::{self, Identity, Service, Status};
+
+/// The mount this plugin adds.
+struct AddMount {
+    name: String,
+    mount: api::Mount,
+}
+
+impl api_ttrpc::Plugin for AddMount {
+    fn configure(
+        &self,
+        _: &ttrpc::TtrpcContext,
+        _: api::ConfigureRequest,
+    ) -> ttrpc::Result<api::ConfigureResponse> {
+        Ok(nri::configured())
+    }
+
+    fn synchronize(
+        &self,
+        _: &ttrpc::TtrpcContext,
+        req: api::SynchronizeRequest,
+    ) -> ttrpc::Result<api::SynchronizeResponse> {
+        Ok(nri::synchronized(&req))
+    }
+
+    fn shutdown(&self, _: &ttrpc::TtrpcContext, _: api::Empty) -> ttrpc::Result<api::Empty> {
+        Ok(api::Empty::new())
+    }
+
+    fn create_container(
+        &self,
+        _: &ttrpc::TtrpcContext,
+        req: api::CreateContainerRequest,
+    ) -> ttrpc::Result<api::CreateContainerResponse> {
+        let ctr = req.container.get_or_default();
+        eprintln!("{}: {}: adding a tmpfs at {}", self.name, ctr.name, self.mount.destination);
+        let mut adjust = api::ContainerAdjustment::new();
+        adjust.mounts.push(self.mount.clone());
+        let mut resp = api::CreateContainerResponse::new();
+        resp.adjust = Some(adjust).into();
+        Ok(resp)
+    }
+
+    fn state_change(&self, _: &ttrpc::TtrpcContext, _: api::StateChangeEvent) -> ttrpc::Result<api::Empty> {
+        Ok(api::Empty::new())
+    }
+}
+
+fn main() {
+    oci_tmpfs_hook::logger::init(log::LevelFilter::Info);
+    let mut args = std::env::args().skip(1);
+    let mut get = std::collections::HashMap::new();
+    while let (Some(k), Some(v)) = (args.next(), args.next()) {
+        get.insert(k.trim_start_matches("--").to_string(), v);
+    }
+    let arg = |k: &str| {
+        get.get(k).cloned().unwrap_or_else(|| {
+            eprintln!("nri_mount: --{k} is required (--socket --name --idx --dest --source --size)");
+            std::process::exit(2)
+        })
+    };
+    let (name, dest) = (arg("name"), arg("dest"));
+    let mut mount = api::Mount::new();
+    mount.destination = dest;
+    mount.type_ = "tmpfs".into();
+    mount.source = arg("source");
+    mount.options = vec!["nosuid".into(), "nodev".into(), format!("size={}", arg("size"))];
+    let ident = Identity { socket: arg("socket").into(), name: name.clone(), idx: arg("idx") };
+    if !session::valid_idx(&ident.idx) {
+        eprintln!("nri_mount: --idx {:?}: two digits", ident.idx);
+        std::process::exit(2);
+    }
+    eprintln!("{name}: serving {} at index {}", ident.socket.display(), ident.idx);
+    let service: Service = Arc::new(AddMount { name, mount });
+    session::serve_forever(&ident, &service, &Status::default())
+}
