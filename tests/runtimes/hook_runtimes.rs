@@ -69,6 +69,21 @@ fn read_only_case(runtime: Runtime, stage: &str) {
     assert!(!b.rootfs().join("tmp/probe").exists(), "writes went to the tmpfs, not the image");
 }
 
+/// `inject --mode spec --runtime RUNTIME` on `b` (written already), which is
+/// read back; what it printed.
+fn inject_spec(b: &mut Bundle, runtime: Runtime) -> String {
+    let out = std::process::Command::new(hook_bin())
+        .args(["inject", "--mode", "spec", "--runtime"])
+        .arg(which(runtime.bin()))
+        .arg("--bundle")
+        .arg(&b.dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    b.config = serde_json::from_slice(&std::fs::read(b.dir.join("config.json")).unwrap()).unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// `inject --mode spec`: the same plan carried out by the runtime from the
 /// spec, with no hook in `config.json`.
 fn spec_mode_case(runtime: Runtime) {
@@ -77,16 +92,7 @@ fn spec_mode_case(runtime: Runtime) {
     b.script(CHECKS).env("TMPDIR=/var/tmp");
     b.write();
     let (tmpfs, shm) = planned(&b.explain());
-    let out = std::process::Command::new(hook_bin())
-        .args(["inject", "--mode", "spec", "--runtime"])
-        .arg(which(runtime.bin()))
-        .arg("--bundle")
-        .arg(&b.dir)
-        .output()
-        .unwrap();
-    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    b.config = serde_json::from_slice(&std::fs::read(b.dir.join("config.json")).unwrap()).unwrap();
+    let printed = inject_spec(&mut b, runtime);
     if runc_before_1_1_8(runtime) {
         // docs/design.md#runtimes: this runc chmods a tmpfs mountpoint by
         // path after mounting it, so the temp targets go to the hook.
@@ -406,15 +412,7 @@ fn mount_label_case(runtime: Runtime, hooked: bool) {
         std::fs::write(&config, format!("log_level = \"debug\"\nlog_file = {log:?}\n")).unwrap();
         b.inject_with_config("prestart", &config);
     } else {
-        let out = std::process::Command::new(hook_bin())
-            .args(["inject", "--mode", "spec", "--runtime"])
-            .arg(which(runtime.bin()))
-            .arg("--bundle")
-            .arg(&b.dir)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        b.config = serde_json::from_slice(&std::fs::read(b.dir.join("config.json")).unwrap()).unwrap();
+        inject_spec(&mut b, runtime);
         assert_eq!(b.config["linux"]["mountLabel"], LABEL, "the label is kept");
         for m in b.config["mounts"].as_array().unwrap() {
             let opts = m["options"].as_array().map(Vec::as_slice).unwrap_or_default();
