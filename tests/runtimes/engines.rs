@@ -5,6 +5,7 @@
 //! stopped by its pid afterwards; an engine that does not start fails the
 //! test (docs/design.md#test-machine has the flags that work on this machine).
 
+use crate::support::daemons::dockerd_flags;
 use crate::support::*;
 
 use std::ffi::OsStr;
@@ -318,17 +319,7 @@ impl Dockerd {
         let child = Command::new("unshare")
             .env("OCI_TMPFS_HOOK_CONFIG", &host_config)
             .args(["--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", "dockerd"])
-            .args(["--iptables=false", "--ip6tables=false", "--bridge=none"])
-            .arg("--data-root")
-            .arg(dir.join("data"))
-            .arg("--exec-root")
-            .arg(dir.join("exec"))
-            .arg("--pidfile")
-            .arg(dir.join("docker.pid"))
-            .arg("--config-file")
-            .arg(&daemon_json)
-            .arg("-H")
-            .arg(format!("unix://{}", sock.display()))
+            .args(dockerd_flags(&dir, &daemon_json))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)

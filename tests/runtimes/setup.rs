@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{hook_bin, require_root, unique};
+use crate::support::{hook_bin, require_root, succeeded, text, unique};
 
 const HOOK: &str = "/usr/local/bin/oci-tmpfs-hook";
 const WRAPPER: &str = "/usr/local/bin/oci-tmpfs-runtime";
@@ -84,20 +84,9 @@ fn setup(root: &Root, args: &[&str]) -> Output {
     run(&hook_bin(), &all)
 }
 
-fn text(out: &[u8]) -> String {
-    String::from_utf8_lossy(out).into_owned()
-}
-
 #[track_caller]
 fn assert_ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
+    succeeded("exit", out)
 }
 
 #[test]

@@ -16,29 +16,37 @@ pub struct Dockerd {
     sock: PathBuf,
 }
 
+/// The flags of a private `dockerd` under `dir` (its data and exec roots,
+/// pidfile and `dir/docker.sock`), configured by `daemon_json`, with no
+/// network set-up.
+pub fn dockerd_flags(dir: &Path, daemon_json: &Path) -> Vec<std::ffi::OsString> {
+    let mut flags: Vec<std::ffi::OsString> =
+        ["--iptables=false", "--ip6tables=false", "--bridge=none"].map(Into::into).to_vec();
+    for (flag, path) in [
+        ("--data-root", dir.join("data")),
+        ("--exec-root", dir.join("exec")),
+        ("--pidfile", dir.join("docker.pid")),
+        ("--config-file", daemon_json.to_path_buf()),
+    ] {
+        flags.push(flag.into());
+        flags.push(path.into());
+    }
+    flags.push("-H".into());
+    flags.push(format!("unix://{}", dir.join("docker.sock").display()).into());
+    flags
+}
+
 impl Dockerd {
     pub fn start() -> Dockerd {
         require_root();
         let dir = TempDir::new("node-dockerd");
         let sock = dir.join("docker.sock");
         let log = File::create(dir.join("dockerd.log")).unwrap();
+        let daemon_json = dir.join("daemon.json");
+        std::fs::write(&daemon_json, "{}").unwrap();
         let child = Command::new("unshare")
             .args(["--mount", "--propagation", "private", "--", "dockerd"])
-            .args(["--iptables=false", "--ip6tables=false", "--bridge=none"])
-            .arg("--data-root")
-            .arg(dir.join("data"))
-            .arg("--exec-root")
-            .arg(dir.join("exec"))
-            .arg("--pidfile")
-            .arg(dir.join("docker.pid"))
-            .arg("--config-file")
-            .arg({
-                let p = dir.join("daemon.json");
-                std::fs::write(&p, "{}").unwrap();
-                p
-            })
-            .arg("-H")
-            .arg(format!("unix://{}", sock.display()))
+            .args(dockerd_flags(&dir, &daemon_json))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)

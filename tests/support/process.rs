@@ -30,11 +30,18 @@ pub fn output(cmd: &mut Command) -> Output {
 }
 
 /// Runs `cmd`; its stdout, or a panic with both streams unless it exits 0.
+#[track_caller]
 pub fn ok(cmd: &mut Command) -> String {
     let out = output(cmd);
+    succeeded(&format!("{cmd:?}"), &out)
+}
+
+/// `out`'s stdout, or a panic naming `what` with both streams unless it exited 0.
+#[track_caller]
+pub fn succeeded(what: &str, out: &Output) -> String {
     assert!(
         out.status.success(),
-        "{cmd:?}: {:?}\nstdout:\n{}\nstderr:\n{}",
+        "{what}: {:?}\nstdout:\n{}\nstderr:\n{}",
         out.status,
         text(&out.stdout),
         text(&out.stderr)
