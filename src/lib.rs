@@ -33,6 +33,7 @@ pub mod logger;
 pub(crate) mod names;
 pub(crate) mod node;
 pub mod nri;
+pub mod oci;
 pub mod plan;
 pub mod settings;
 pub mod size;

@@ -13,3 +13,4 @@ mod node;
 mod nri_manifests;
 mod nri_protocol;
 mod properties;
+mod spec_view;
