@@ -1,6 +1,6 @@
 //! Lossless edits of a bundle's `config.json`: adding this hook to
-//! `hooks.<stage>`. The file is handled as a generic JSON value (oci-spec's
-//! types drop fields they do not know), keeps its key order, indentation
+//! `hooks.<stage>`. The file is handled as a generic JSON value (a typed view
+//! drops the fields it does not know), keeps its key order, indentation
 //! style, mode and owner, and is replaced atomically but not fsynced (the
 //! bundle is the engine's scratch copy, rewritten at every create:
 //! docs/design.md#executors). Adding twice adds once. Reading and writing are [`crate::files`]'s.
@@ -79,9 +79,35 @@ pub fn add_hook(config: &mut Value, stage: Stage, entry: &HookEntry) -> Result<b
 /// # Errors
 /// A missing or invalid file, or a failed write; the file is then unchanged.
 pub fn inject(bundle: &Path, stage: Stage, entry: &HookEntry) -> Result<bool, BundleError> {
-    edit(bundle, |config, path| {
-        add_hook(config, stage, entry).map_err(|what| BundleError::Shape { path: path.to_path_buf(), what })
+    edit(bundle, |config| {
+        let path = config.path.to_path_buf();
+        add_hook(config.tree()?, stage, entry).map_err(|what| BundleError::Shape { path, what })
     })
+}
+
+/// A bundle's `config.json` as read: its bytes, and its JSON tree once
+/// [`Config::tree`] asks for it. A caller that only reads (the plan's
+/// view, [`crate::oci::Spec`], comes from the bytes) and finds nothing to
+/// change never builds the tree (docs/design.md#start-up).
+pub struct Config<'a> {
+    pub bytes: &'a [u8],
+    pub path: &'a Path,
+    tree: Option<Value>,
+}
+
+impl Config<'_> {
+    /// The document as a generic JSON value, for editing.
+    ///
+    /// # Errors
+    /// [`BundleError::Json`] when the file is not JSON.
+    pub fn tree(&mut self) -> Result<&mut Value, BundleError> {
+        if self.tree.is_none() {
+            let tree = serde_json::from_slice(self.bytes)
+                .map_err(|source| BundleError::Json { path: self.path.to_path_buf(), source })?;
+            self.tree = Some(tree);
+        }
+        Ok(self.tree.as_mut().expect("the tree was just parsed"))
+    }
 }
 
 /// Reads `<bundle>/config.json`, lets `change` edit it (it returns whether
@@ -93,20 +119,21 @@ pub fn inject(bundle: &Path, stage: Stage, entry: &HookEntry) -> Result<bool, Bu
 /// is then unchanged.
 pub fn edit<E: From<BundleError>>(
     bundle: &Path,
-    change: impl FnOnce(&mut Value, &Path) -> Result<bool, E>,
+    change: impl FnOnce(&mut Config<'_>) -> Result<bool, E>,
 ) -> Result<bool, E> {
     let path = bundle.join(CONFIG);
     let dir =
         files::open_dir(bundle).map_err(|source| BundleError::Dir { path: bundle.to_path_buf(), source })?;
     let old = files::read(Some(dir.as_fd()), &path, MAX_CONFIG_BYTES).map_err(BundleError::from)?;
-    let mut config: Value = serde_json::from_slice(&old.bytes)
-        .map_err(|source| BundleError::Json { path: path.clone(), source })?;
-    if !change(&mut config, &path)? {
+    let mut config = Config { bytes: &old.bytes, path: &path, tree: None };
+    if !change(&mut config)? {
         return Ok(false);
     }
+    // A change with no tree changed nothing.
+    let Some(tree) = config.tree else { return Ok(false) };
     // Valid JSON is UTF-8 (RFC 8259 §8.1; serde_json refuses anything else).
     let original = String::from_utf8_lossy(&old.bytes);
-    let out = files::render_json(&config, &original);
+    let out = files::render_json(&tree, &original);
     files::replace_at(dir.as_fd(), OsStr::new(CONFIG), &path, out.as_bytes(), old.perms, Durability::Scratch)
         .map_err(BundleError::from)?;
     Ok(true)

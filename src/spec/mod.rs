@@ -11,8 +11,6 @@ pub(crate) mod host;
 
 use std::path::Path;
 
-use serde_json::Value;
-
 use crate::bundle::{self, BundleError, HookEntry};
 use crate::hook::{engine_shm, ApplyError};
 use crate::input;
@@ -73,8 +71,7 @@ pub(crate) fn carry_out(
     cx: &Launch<'_>,
 ) -> Result<Outcome, SpecError> {
     let mut outcome = Outcome::default();
-    outcome.changed =
-        bundle::edit(dir, |config, path| in_spec(config, path, dir, settings, hook, cx, &mut outcome))?;
+    outcome.changed = bundle::edit(dir, |config| in_spec(config, dir, settings, hook, cx, &mut outcome))?;
     Ok(outcome)
 }
 
@@ -91,15 +88,22 @@ pub(super) fn needs_hook(plan: &plan::Plan, temp_to_hook: Option<&str>) -> Optio
 
 /// The spec executor on one `config.json` value; returns whether it changed.
 fn in_spec(
-    config: &mut Value,
-    path: &Path,
+    config: &mut bundle::Config<'_>,
     dir: &Path,
     settings: &Settings,
     hook: Option<&HookEntry>,
     cx: &Launch<'_>,
     out: &mut Outcome,
 ) -> Result<bool, SpecError> {
-    let parsed: oci_spec::runtime::Spec = serde_json::from_value(config.clone()).map_err(SpecError::Spec)?;
+    // The plan's view straight from the bytes; the JSON tree only when
+    // there is something to write (docs/design.md#start-up).
+    let parsed: crate::oci::Spec = match serde_json::from_slice(config.bytes) {
+        Ok(spec) => spec,
+        Err(e) => {
+            config.tree()?; // not JSON at all: the bundle's error
+            return Err(SpecError::Spec(e));
+        }
+    };
     let host = input::host_facts()?;
     let plan = plan::plan_for(&parsed, None, settings, host)?;
     log::debug!("{}", plan.why);
@@ -107,6 +111,8 @@ fn in_spec(
     if plan.actions.is_empty() {
         return Ok(false);
     }
+    let path = config.path.to_path_buf();
+    let config = config.tree()?;
     let mut changed = false;
     let placed = match needs_hook(&plan, cx.temp_to_hook) {
         Some(why) => {
@@ -114,7 +120,7 @@ fn in_spec(
             out.hooked = true;
             out.done.push(format!("the hook carries the temp targets: {why}; added the hook"));
             changed |= bundle::add_hook(config, Stage::Prestart, entry)
-                .map_err(|what| BundleError::Shape { path: path.to_path_buf(), what })?;
+                .map_err(|what| BundleError::Shape { path: path.clone(), what })?;
             host::Placed::default()
         }
         None => {
