@@ -81,7 +81,7 @@ pub fn add_hook(config: &mut Value, stage: Stage, entry: &HookEntry) -> Result<b
 pub fn inject(bundle: &Path, stage: Stage, entry: &HookEntry) -> Result<bool, BundleError> {
     edit(bundle, |config| {
         let path = config.path.to_path_buf();
-        add_hook(config.tree()?, stage, entry).map_err(|what| BundleError::Shape { path, what })
+        add_hook(config.tree(&["hooks"])?, stage, entry).map_err(|what| BundleError::Shape { path, what })
     })
 }
 
@@ -90,23 +90,26 @@ pub fn inject(bundle: &Path, stage: Stage, entry: &HookEntry) -> Result<bool, Bu
 const EDITED: [&str; 2] = ["mounts", "hooks"];
 
 /// A bundle's `config.json` as read: its bytes, and, once [`Config::tree`]
-/// asks for them, its `mounts` and `hooks` members as a JSON object to edit.
-/// Only those two are parsed into a tree and written back, spliced into the
-/// original text: every other byte of the file stays as it was. A caller
-/// that only reads (the plan's view, [`crate::oci::Spec`], comes from the
-/// bytes) and finds nothing to change parses no tree at all
-/// (docs/design.md#start-up).
+/// asks for them, the members an edit changes (`mounts`, `hooks`) as a JSON
+/// object. Only the members asked for are parsed into a tree and written
+/// back, spliced into the original text: every other byte of the file stays
+/// as it was. A caller that only reads (the plan's view,
+/// [`crate::oci::Spec`], comes from the bytes) and finds nothing to change
+/// parses no tree at all (docs/design.md#start-up).
 pub struct Config<'a> {
     pub bytes: &'a [u8],
     pub path: &'a Path,
     tree: Option<Members>,
 }
 
-/// The edited members, as parsed and as changed, and where each stood.
+/// Where each edited member's value stands in the file's bytes, if it is there.
+type Spans = Vec<(&'static str, Option<std::ops::Range<usize>>)>;
+
+/// The members asked for, as changed, and where each edited member stood.
 struct Members {
-    before: Value,
     now: Value,
-    spans: Vec<(&'static str, Option<std::ops::Range<usize>>)>,
+    spans: Spans,
+    asked: Vec<&'static str>,
 }
 
 /// A member's raw text, also when it is `null` (which `Option` would hide).
@@ -129,55 +132,65 @@ struct Top<'a> {
 }
 
 impl Config<'_> {
-    /// The document's `mounts` and `hooks` (those it has) as one JSON object,
-    /// for editing; other members put in it are refused at write time.
+    /// The document's members `keys` (of `mounts` and `hooks`; those it
+    /// has), with any asked for before, as one JSON object to edit. Each
+    /// member asked for is written back when the change says it changed
+    /// something; other members put in the object are refused then.
     ///
     /// # Errors
     /// [`BundleError::Json`] when the file is not JSON,
     /// [`BundleError::Shape`] when it is not one object with each key once.
-    pub fn tree(&mut self) -> Result<&mut Value, BundleError> {
+    pub fn tree(&mut self, keys: &[&'static str]) -> Result<&mut Value, BundleError> {
         if self.tree.is_none() {
-            let top: Top<'_> = serde_json::from_slice(self.bytes).map_err(|source| {
-                match serde_json::from_slice::<serde::de::IgnoredAny>(self.bytes) {
-                    Err(_) => BundleError::Json { path: self.path.to_path_buf(), source },
-                    Ok(_) => BundleError::Shape {
-                        path: self.path.to_path_buf(),
-                        what: format!("the document ({source})"),
-                    },
-                }
-            })?;
-            // A derived struct also reads a JSON array (`[]` as no members).
-            if self.bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-                return Err(BundleError::Shape {
-                    path: self.path.to_path_buf(),
-                    what: "the document".into(),
-                });
-            }
-            let base = self.bytes.as_ptr() as usize;
-            let mut doc = serde_json::Map::new();
-            let mut spans = Vec::new();
-            for (key, raw) in EDITED.into_iter().zip([top.mounts, top.hooks]) {
-                let span = raw.0.map(|r| {
-                    let start = r.get().as_ptr() as usize - base;
-                    start..start + r.get().len()
-                });
-                if let Some(r) = raw.0 {
-                    let value: Value = serde_json::from_str(r.get())
-                        .map_err(|source| BundleError::Json { path: self.path.to_path_buf(), source })?;
-                    doc.insert(key.to_string(), value);
-                }
-                spans.push((key, span));
-            }
-            let before = Value::Object(doc);
-            self.tree = Some(Members { now: before.clone(), before, spans });
+            self.tree = Some(Members {
+                now: Value::Object(serde_json::Map::new()),
+                spans: self.spans()?,
+                asked: Vec::new(),
+            });
         }
-        Ok(&mut self.tree.as_mut().expect("the members were just parsed").now)
+        let m = self.tree.as_mut().expect("the members were just found");
+        for key in keys {
+            debug_assert!(EDITED.contains(key), "{key} is not an edited member");
+            if m.asked.contains(key) {
+                continue;
+            }
+            m.asked.push(key);
+            let span = m.spans.iter().find(|(k, _)| k == key).and_then(|(_, s)| s.clone());
+            if let Some(span) = span {
+                let value: Value = serde_json::from_slice(&self.bytes[span])
+                    .map_err(|source| BundleError::Json { path: self.path.to_path_buf(), source })?;
+                m.now.as_object_mut().expect("an object").insert((*key).to_string(), value);
+            }
+        }
+        Ok(&mut m.now)
+    }
+
+    /// Where each edited member's value stands in the bytes.
+    fn spans(&self) -> Result<Spans, BundleError> {
+        let shape = |what: String| BundleError::Shape { path: self.path.to_path_buf(), what };
+        // A derived struct also reads a JSON array (`[]` as no members).
+        let top: Top<'_> = match self.bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+            Some(b'{') => serde_json::from_slice(self.bytes),
+            _ => serde_json::from_slice::<serde::de::IgnoredAny>(self.bytes)
+                .and_then(|_| Err(serde::de::Error::custom("not a JSON object"))),
+        }
+        .map_err(|source| match serde_json::from_slice::<serde::de::IgnoredAny>(self.bytes) {
+            Err(_) => BundleError::Json { path: self.path.to_path_buf(), source },
+            Ok(_) => shape(format!("the document ({source})")),
+        })?;
+        let base = self.bytes.as_ptr() as usize;
+        let span = |raw: Raw<'_>| {
+            raw.0.map(|r| {
+                let start = r.get().as_ptr() as usize - base;
+                start..start + r.get().len()
+            })
+        };
+        Ok(vec![("mounts", span(top.mounts)), ("hooks", span(top.hooks))])
     }
 }
 
-/// `original` with the members of `m` that changed written over their old
-/// text, and the new ones added at the end of the document, in its
-/// indentation style.
+/// `original` with the members of `m` written over their old text, and the
+/// new ones added at the end of the document, in its indentation style.
 fn splice(original: &str, m: &Members, path: &Path) -> Result<String, BundleError> {
     let shape = |what: &str| BundleError::Shape { path: path.to_path_buf(), what: what.to_string() };
     let now = m.now.as_object().ok_or_else(|| shape("the edited members"))?;
@@ -189,9 +202,6 @@ fn splice(original: &str, m: &Members, path: &Path) -> Result<String, BundleErro
     let mut added = Vec::new();
     for (key, span) in &m.spans {
         let Some(value) = now.get(*key) else { continue };
-        if m.before.get(*key) == Some(value) {
-            continue;
-        }
         let text = files::render_value(value, unit, 1);
         match span {
             Some(range) => replaced.push((range.clone(), text)),
@@ -359,7 +369,7 @@ mod tests {
         change(&mut whole);
         let path = Path::new("/b/config.json");
         let mut config = Config { bytes: text.as_bytes(), path, tree: None };
-        change(config.tree().unwrap());
+        change(config.tree(&EDITED).unwrap());
         let out = splice(text, config.tree.as_ref().unwrap(), path).unwrap();
         (whole, serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}")), out)
     }
@@ -393,10 +403,10 @@ mod tests {
         let path = Path::new("/b/config.json");
         for bad in ["[]", "{\"mounts\": [], \"mounts\": []}", "1"] {
             let mut c = Config { bytes: bad.as_bytes(), path, tree: None };
-            assert!(matches!(c.tree(), Err(BundleError::Shape { .. })), "{bad}");
+            assert!(matches!(c.tree(&EDITED), Err(BundleError::Shape { .. })), "{bad}");
         }
         let mut c = Config { bytes: b"{not json", path, tree: None };
-        assert!(matches!(c.tree(), Err(BundleError::Json { .. })));
+        assert!(matches!(c.tree(&EDITED), Err(BundleError::Json { .. })));
     }
 
     proptest::proptest! {

@@ -100,7 +100,7 @@ fn in_spec(
     let parsed: crate::oci::Spec = match serde_json::from_slice(config.bytes) {
         Ok(spec) => spec,
         Err(e) => {
-            config.tree()?; // not JSON at all: the bundle's error
+            config.tree(&[])?; // not a JSON object: the bundle's error
             return Err(SpecError::Spec(e));
         }
     };
@@ -112,14 +112,13 @@ fn in_spec(
         return Ok(false);
     }
     let path = config.path.to_path_buf();
-    let config = config.tree()?;
     let mut changed = false;
     let placed = match needs_hook(&plan, cx.temp_to_hook) {
         Some(why) => {
             let Some(entry) = hook else { return Ok(false) };
             out.hooked = true;
             out.done.push(format!("the hook carries the temp targets: {why}; added the hook"));
-            changed |= bundle::add_hook(config, Stage::Prestart, entry)
+            changed |= bundle::add_hook(config.tree(&["hooks"])?, Stage::Prestart, entry)
                 .map_err(|what| BundleError::Shape { path: path.clone(), what })?;
             host::Placed::default()
         }
@@ -128,7 +127,7 @@ fn in_spec(
             host::place_targets(&rootfs, &plan)?
         }
     };
-    let edit = edit::put_mounts(config, &plan, |t| placed.destination(t), host.ram)?;
+    let edit = edit::put_mounts(config.tree(&["mounts"])?, &plan, |t| placed.destination(t), host.ram)?;
     for (target, dest) in &placed.placed {
         let at = if target == dest { String::new() } else { format!(" at {dest}, where {target} resolves") };
         out.done.push(format!("wrote a tmpfs mount for {target}{at} into the spec"));
