@@ -134,6 +134,30 @@ pub(super) fn handover(
     }
 }
 
+/// The stage the wrapper's hook mode adds our hook at: `createContainer`
+/// when the spec carries another party's runtime-namespace hooks (after
+/// them: docs/design.md#vendor-hooks-spec), else `prestart`.
+pub(crate) fn hook_mode_stage(config: &Value, ours: &Path) -> Stage {
+    if foreign_runtime_hooks(config, ours).is_empty() {
+        Stage::Prestart
+    } else {
+        Stage::CreateContainer
+    }
+}
+
+/// Adds `entry` (a `prestart` entry) to the bundle `dir` at
+/// [`hook_mode_stage`]. Returns whether the file changed.
+///
+/// # Errors
+/// As [`bundle::inject`].
+pub(crate) fn inject_hook(dir: &Path, entry: &HookEntry) -> Result<bool, BundleError> {
+    bundle::edit(dir, |config, path| {
+        let stage = hook_mode_stage(config, &entry.path);
+        bundle::add_hook(config, stage, &entry_at(entry, stage))
+            .map_err(|what| BundleError::Shape { path: path.to_path_buf(), what })
+    })
+}
+
 /// `entry` registered at `stage` instead (its `--stage` argument).
 fn entry_at(entry: &HookEntry, stage: Stage) -> HookEntry {
     let mut e = entry.clone();
@@ -281,6 +305,15 @@ mod tests {
         }
         let (why, _) = handover(&plan(true), old, &vendor).unwrap();
         assert!(why.contains("/usr/bin/vendor") && why.contains("runc 1.1.5"), "{why}");
+    }
+
+    #[test]
+    fn hook_mode_goes_after_a_vendor_runtime_hook() {
+        let vendor = json!({"hooks": {"createRuntime": [{"path": "/usr/bin/vendor"}]}});
+        assert_eq!(hook_mode_stage(&vendor, Path::new(OURS)), Stage::CreateContainer);
+        let ours = json!({"hooks": {"prestart": [{"path": OURS}]}});
+        assert_eq!(hook_mode_stage(&ours, Path::new(OURS)), Stage::Prestart);
+        assert_eq!(hook_mode_stage(&json!({}), Path::new(OURS)), Stage::Prestart);
     }
 
     #[test]

@@ -5,6 +5,9 @@
 #
 #   vendor-hook.sh NAME WAY ROOTFS   (the OCI state on stdin)
 #
+# ROOTFS "-": the bundle's rootfs, from the state's bundle and its
+# config.json's root.path (the CRI case, where the path is containerd's).
+#
 # WAY host: at createRuntime, writes ROOTFS/tmp/vendor-NAME through the
 #           runtime namespace's view of the rootfs.
 # WAY ns:   at createRuntime, writes it from inside the container's mount
@@ -18,6 +21,11 @@
 set -u
 name=$1 way=$2 rootfs=$3
 state=$(cat)
+if [ "$rootfs" = - ]; then
+  bundle=$(printf '%s' "$state" | sed -n 's/.*"bundle": *"\([^"]*\)".*/\1/p')
+  rootfs=$(tr -d '\n' <"$bundle/config.json" | sed -n 's/.*"root": *{ *"path": *"\([^"]*\)".*/\1/p')
+  case $rootfs in /*) ;; *) rootfs=$bundle/$rootfs ;; esac
+fi
 file=$rootfs/tmp/vendor-$name
 case $way in
 host)
@@ -28,6 +36,7 @@ ns)
     || echo "vendor-hook $name: cannot write $file in pid $pid's mount namespace" >&2 ;;
 cc)
   echo "$name" >"$file" || echo "vendor-hook $name: cannot write $file" >&2
+  mkdir -p "$rootfs/run/example-hook" 2>/dev/null
   mount -t tmpfs -o size=1m,mode=755 example-hook "$rootfs/run/example-hook" ;;
 ccw)
   echo "$name" >"$file" || echo "vendor-hook $name: cannot write $file" >&2 ;;
