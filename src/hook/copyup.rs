@@ -73,14 +73,14 @@ impl Copied {
         let mut parts = Vec::new();
         if self.skipped > 0 {
             parts.push(format!(
-                "left out {} entr{} that cannot be copied safely (device nodes, sockets, fifos, other mounts: {})",
+                "{} entr{} cannot be copied safely and stay hidden (device nodes, sockets, fifos, other mounts: {})",
                 self.skipped,
                 if self.skipped == 1 { "y" } else { "ies" },
                 self.skipped_paths.join(", ")
             ));
         }
         if self.hard_links > 0 {
-            parts.push(format!("copied {} hard-linked file(s) as separate files", self.hard_links));
+            parts.push(format!("{} hard-linked file(s) copied as separate files", self.hard_links));
         }
         (!parts.is_empty()).then(|| parts.join("; "))
     }

@@ -148,14 +148,13 @@ impl Mounter for System {
                     copied.entries,
                     copied.bytes
                 );
-                Ok(copied.warning().map(|w| Note::warn(what, w)))
+                Ok(copied.warning().map(|w| Note::warn(format!("some contents of {what}"), w)))
             }
             Err(e) => {
                 // Never half copied: a fresh, empty tmpfs instead.
                 *mnt = mount::build(tmpfs, subdirs, what, self.selinux)?;
-                let reason =
-                    format!("what it holds was not copied into the tmpfs ({e}): mounted empty over it");
-                Ok(Some(Note::warn(what, reason)))
+                let reason = format!("{e}: the tmpfs was mounted empty over them");
+                Ok(Some(Note::warn(format!("the contents of {what}"), reason)))
             }
         }
     }

@@ -516,3 +516,71 @@ fn cri_nri_pod_with_a_cdi_device() {
         cri_device(CriNode::nri("cdi"));
     }
 }
+
+// ------------------------------------------------ copy-up, hostile image
+
+/// Copy-up in a real runc container (docs/design.md#copy-up): what the
+/// image's `/tmp` holds shows in our tmpfs with its mode and times, a
+/// symlink as a symlink (not followed), a fifo and a device node stay out
+/// with one warning; a `/tmp` of more entries than the bound gets an empty
+/// tmpfs, one warning, and the container starts.
+#[test]
+fn copy_up_in_a_real_container_with_a_hostile_tmp() {
+    require_root();
+    let dir = TempDir::new("cdi-copyup");
+    let log = dir.join("hook.log");
+    let config = dir.join("config.toml");
+    std::fs::write(&config, format!("log_file = {:?}\nlog_level = \"warn\"\n", log.display().to_string()))
+        .unwrap();
+    let mut b = Bundle::new("cdi-copyup");
+    let tmp = b.rootfs().join("tmp");
+    std::fs::create_dir(tmp.join("d")).unwrap();
+    std::fs::write(tmp.join("d/f"), "vendor\n").unwrap();
+    std::fs::set_permissions(tmp.join("d/f"), std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    std::os::unix::fs::symlink("/etc/shadow", tmp.join("l")).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        tmp.join("fifo"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        tmp.join("null"),
+        rustix::fs::FileType::CharacterDevice,
+        rustix::fs::Mode::from_raw_mode(0o666),
+        rustix::fs::makedev(1, 3),
+    )
+    .unwrap();
+    b.script("cat /proc/self/mountinfo; stat -c 'STAT %n %a' /tmp/d/f; cat /tmp/d/f; ls -l /tmp/l; ls /tmp/fifo /tmp/null 2>&1; true");
+    b.inject_with_config("prestart", &config);
+    let run = b.run(Runtime::Runc);
+    run.assert_ok();
+    let out = run.stdout();
+    let t = mount_at(&parse_mountinfo(&out), "/tmp").cloned();
+    assert_eq!(t.as_ref().map(|t| t.source.as_str()), Some("oci-tmpfs-hook"), "{out}");
+    assert!(out.contains("STAT /tmp/d/f 640") && out.contains("vendor"), "{out}");
+    assert!(out.contains("/tmp/l -> /etc/shadow"), "the symlink as a symlink: {out}");
+    assert!(!out.contains("\n/tmp/fifo") && !out.contains("\n/tmp/null"), "fifo and device left out: {out}");
+    let warned = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(warned.contains("2 entries cannot be copied safely") && warned.contains("/fifo"), "{warned}");
+
+    // More entries than the bound: an empty tmpfs, one warning, a start.
+    for i in 0..4200 {
+        std::fs::write(tmp.join(format!("f{i}")), "").unwrap();
+    }
+    std::fs::write(&log, "").unwrap();
+    let started = std::time::Instant::now();
+    let run = b.run(Runtime::Runc);
+    run.assert_ok();
+    let took = started.elapsed();
+    let out = run.stdout();
+    let t = mount_at(&parse_mountinfo(&out), "/tmp").cloned();
+    assert_eq!(t.as_ref().map(|t| t.source.as_str()), Some("oci-tmpfs-hook"), "{out}");
+    assert!(!out.contains("vendor"), "the tmpfs is empty, not half copied: {out}");
+    let warned = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(warned.contains("more than 4096 entries") && warned.contains("mounted empty"), "{warned}");
+    say(&format!("copy-up: a /tmp of 4200+ entries refused, the container ran in {took:?}"));
+}
