@@ -177,7 +177,11 @@ if [ "${#selected[@]}" -gt 0 ]; then
   elif [ -x "$bin" ]; then
     setup_engines "$bin" --dry-run
   else
-    for e in "${selected[@]}"; do echo "+ $bin setup $e --hook-path $hook_path --runtime-path $wrapper_path"; done
+    for e in "${selected[@]}"; do
+      stage_arg=
+      case $e in podman|crio) if [ -n "$stage" ]; then stage_arg=" --stage $stage"; fi ;; esac
+      echo "+ $bin setup $e --hook-path $hook_path --runtime-path $wrapper_path$stage_arg"
+    done
   fi
 fi
 if [ "$dry" = 1 ]; then echo "dry run: nothing changed"; else echo "installed $bin"; fi

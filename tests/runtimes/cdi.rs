@@ -345,6 +345,28 @@ fn setup_registers_the_stage_asked_for() {
     assert!(text(&out.stderr).contains("--stage does not apply to docker"), "{}", text(&out.stderr));
 }
 
+/// `install.sh --stage createContainer` passes the stage to the hooks-dir
+/// engines only: Podman's JSON at createContainer, Docker's daemon.json as
+/// always.
+#[test]
+fn install_sh_passes_the_stage_to_the_hooks_dir_engines() {
+    let dest = TempDir::new("cdi-install");
+    let out = output(
+        Command::new("bash")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("install.sh"))
+            .args(["--engines", "podman,docker", "--prefix", "/usr", "--stage", "createContainer"])
+            .env("OCI_TMPFS_HOOK_BINARY", hook_bin())
+            .env("DESTDIR", &*dest),
+    );
+    succeeded("install.sh --stage createContainer", &out);
+    let json: Value = serde_json::from_slice(
+        &std::fs::read(dest.join("usr/share/containers/oci/hooks.d/oci-tmpfs-hook.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(json, oci_hooks_json_at(Path::new("/usr/bin/oci-tmpfs-hook"), Stage::CreateContainer));
+    assert!(dest.join("etc/docker/daemon.json").exists(), "{}", text(&out.stdout));
+}
+
 /// The wrapper in spec mode around runc, for a spec that carries a vendor's
 /// createRuntime hook writing `/tmp` through the host's view of the rootfs
 /// (as a CDI spec through containerd's `enable_cdi` would): a spec tmpfs on
