@@ -18,6 +18,7 @@
 
 pub(crate) mod adjust;
 pub(crate) mod install;
+pub(crate) mod metrics;
 pub mod mux;
 pub(crate) mod preinstall;
 pub mod proto;
