@@ -123,6 +123,10 @@ fn metrics_count_what_the_plugin_did() {
         }
     }
     let Some(after) = r.step("scrape after", scrape(addr)) else { return r.finish() };
+    // The scrape as text, for docs/nri.md and the README (with --nocapture).
+    if let Ok(text) = raw(addr, b"GET /metrics HTTP/1.1\r\n\r\n") {
+        r.seen("the scrape after the pods", format!("\n{text}"));
+    }
     let changed: BTreeMap<&String, f64> =
         after.iter().filter(|(k, v)| before.get(*k) != Some(v)).map(|(k, v)| (k, *v)).collect();
     r.seen("changed", format!("{changed:?}"));
