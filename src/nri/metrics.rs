@@ -496,13 +496,18 @@ fn answer(stream: &mut TcpStream, code: u16, content_type: &str, body: &str) -> 
     stream.flush()?;
     let _ = stream.shutdown(std::net::Shutdown::Write);
     if code != 200 {
-        let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+        // At most 64 KiB and 1 s in all: a trickling client gets no more.
+        let until = Instant::now() + Duration::from_secs(1);
         let mut sink = [0u8; 4096];
         let mut drained = 0;
-        while let Ok(n @ 1..) = stream.read(&mut sink) {
-            drained += n;
-            if drained > 64 * 1024 {
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || drained > 64 * 1024 || stream.set_read_timeout(Some(left)).is_err() {
                 break;
+            }
+            match stream.read(&mut sink) {
+                Ok(n @ 1..) => drained += n,
+                _ => break,
             }
         }
     }
