@@ -11,7 +11,9 @@
 //! before the answer names it ([`super::install`]). A container that cannot
 //! be planned is one log line with its namespace/pod/name; under `on_error =
 //! "fail"` the request fails (the runtime then fails the container's
-//! creation), under `"warn"` the container gets no adjustment.
+//! creation), under `"warn"` the container gets no adjustment. With
+//! `--metrics-address`, each answer, plan and failure is counted
+//! ([`super::metrics`]; nothing is counted or built without it).
 
 use std::path::Path;
 use std::sync::Mutex;
