@@ -361,7 +361,11 @@ fn render_manifest(
                 let _ = writeln!(out, "    volume at {path}: {v}");
             }
             for a in &plan.actions {
-                let _ = writeln!(out, "    {}", action_line(a));
+                let line = action_line(a).replace(
+                    &format!("(bound from {})", crate::manifest::pod::POD_SHM_SOURCE),
+                    "(the pod's, bound from containerd's tmpfs)",
+                );
+                let _ = writeln!(out, "    {line}");
             }
             for n in &plan.notes {
                 let volume = c.volumes.iter().find(|(p, _)| crate::target::normalise(p) == n.subject);

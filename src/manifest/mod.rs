@@ -220,7 +220,7 @@ pub(crate) fn explain(w: &Workload, settings: &Settings, ram: Bytes) -> PodRepor
             // volume at /dev/shm is the container's own.
             for a in &plan.actions {
                 if let Action::Shm { existing: ShmSource::Bind { source }, tmpfs, .. } = a {
-                    if source.starts_with("/run/containerd/") && tmpfs.size.bytes > *size {
+                    if source == pod::POD_SHM_SOURCE && tmpfs.size.bytes > *size {
                         *size = tmpfs.size.bytes;
                         *by = Some(c.name.clone());
                     }

@@ -14,6 +14,9 @@ use super::doc::{each, opt, req, string_map, At, ManifestError};
 use super::quantity;
 use crate::names::{CRI_CONTAINER_TYPE, SHM_PATH};
 
+/// Where containerd binds a pod's `/dev/shm` from (its sandbox's tmpfs).
+pub(crate) const POD_SHM_SOURCE: &str = "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/ID/shm";
+
 /// containerd's CRI names these in every container's spec.
 const CRI_CONTAINER_NAME: &str = "io.kubernetes.cri.container-name";
 const CRI_SANDBOX_NAME: &str = "io.kubernetes.cri.sandbox-name";
