@@ -361,10 +361,12 @@ fn render_manifest(
                 let _ = writeln!(out, "    volume at {path}: {v}");
             }
             for a in &plan.actions {
-                let line = action_line(a).replace(
-                    &format!("(bound from {})", crate::manifest::pod::POD_SHM_SOURCE),
-                    "(the pod's, bound from containerd's tmpfs)",
-                );
+                let line = action_line(a)
+                    .replace(
+                        &format!("(bound from {})", crate::manifest::pod::POD_SHM_SOURCE),
+                        "(the pod's, bound from containerd's tmpfs)",
+                    )
+                    .replace(" of host RAM ", " of the node's RAM ");
                 let _ = writeln!(out, "    {line}");
             }
             for n in &plan.notes {

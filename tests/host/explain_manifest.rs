@@ -47,6 +47,9 @@ spec:
         volumeMounts: [{name: cache, mountPath: /tmp}]
       - name: rw
         image: busybox
+      - name: nolimit
+        image: busybox
+        securityContext: {readOnlyRootFilesystem: true}
 ---
 apiVersion: v1
 kind: Service
@@ -75,6 +78,7 @@ fn text_from_stdin_names_sizes_and_reasons() {
         "capped at the memory limit 1Gi",
         "container rw (spec.template.spec.containers[2]; no memory limit):",
         "does nothing: readOnlyRootFilesystem not set (a writable root)",
+        "mount tmpfs on /tmp: size 16Gi (25% of the node's RAM 64Gi, from default)",
         "pod /dev/shm: 8Gi (containerd's 64Mi tmpfs, grown to its largest container's: train)",
         "stdin: document 2 (Service trainer): no pod template, passed over",
     ] {
