@@ -361,6 +361,10 @@ fn render_manifest(
                 let _ = writeln!(out, "    volume at {path}: {v}");
             }
             for a in &plan.actions {
+                if let (Action::Shm { .. }, Some(why)) = (a, &c.shm_left_alone) {
+                    let _ = writeln!(out, "    left alone: /dev/shm: {why}");
+                    continue;
+                }
                 let line = action_line(a)
                     .replace(
                         &format!("(bound from {})", crate::manifest::pod::POD_SHM_SOURCE),

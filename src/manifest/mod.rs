@@ -167,6 +167,11 @@ pub(crate) struct ContainerReport {
     pub volumes: Vec<(String, String)>,
     /// What the plan cannot know from the manifest.
     pub unknown: Vec<String>,
+    /// Why the plan's `/dev/shm` growth will not happen: a volume is there,
+    /// and every executor grows only a proven engine shm
+    /// (docs/design.md#engine-shm), which a volume never is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shm_left_alone: Option<String>,
 }
 
 fn plan_or_error<S: serde::Serializer>(
@@ -227,6 +232,16 @@ pub(crate) fn explain(w: &Workload, settings: &Settings, ram: Bytes) -> PodRepor
                 }
             }
         }
+        let shm_left_alone = c
+            .mounts
+            .iter()
+            .find(|(path, _, _)| crate::target::normalise(path) == crate::names::SHM_PATH)
+            .map(|(_, v, _)| {
+                format!(
+                    "volume {v} is mounted there: not the engine's shm, so no executor grows it \
+                     (a volume always wins); the pod's shm is not this container's"
+                )
+            });
         let volumes = c
             .mounts
             .iter()
@@ -245,6 +260,7 @@ pub(crate) fn explain(w: &Workload, settings: &Settings, ram: Bytes) -> PodRepor
             plan,
             volumes,
             unknown: unknown(c),
+            shm_left_alone,
         });
     }
     PodReport {

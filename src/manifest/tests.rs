@@ -224,6 +224,9 @@ fn deployment_sizes_and_the_pod_shm() {
     let vol = web.containers[4].plan.as_ref().unwrap();
     assert!(vol.notes.iter().any(|n| n.subject == "/tmp" && n.reason.contains("already mounts")));
     assert_eq!(web.containers[4].volumes[0], ("/tmp".into(), "volume tmp (emptyDir)".into()));
+    let why = web.containers[4].shm_left_alone.as_deref().unwrap_or_default();
+    assert!(why.starts_with("volume dshm is mounted there"), "{why}");
+    assert!(web.containers[1].shm_left_alone.is_none());
     assert_eq!(
         web.shm,
         PodShm::Sandbox { start: SANDBOX_SHM, size: Bytes(300 * MI), by: Some("init".into()) }

@@ -33,7 +33,7 @@ spec:
     metadata:
       annotations: {oci-tmpfs-hook/shm-size: 8Gi}
     spec:
-      volumes: [{name: cache, emptyDir: {}}]
+      volumes: [{name: cache, emptyDir: {}}, {name: dshm, emptyDir: {medium: Memory}}]
       containers:
       - name: train
         image: pytorch
@@ -50,6 +50,7 @@ spec:
       - name: nolimit
         image: busybox
         securityContext: {readOnlyRootFilesystem: true}
+        volumeMounts: [{name: dshm, mountPath: /dev/shm}]
 ---
 apiVersion: v1
 kind: Service
@@ -79,6 +80,7 @@ fn text_from_stdin_names_sizes_and_reasons() {
         "container rw (spec.template.spec.containers[2]; no memory limit):",
         "does nothing: readOnlyRootFilesystem not set (a writable root)",
         "mount tmpfs on /tmp: size 16Gi (25% of the node's RAM 64Gi, from default)",
+        "left alone: /dev/shm: volume dshm is mounted there: not the engine's shm, so no executor grows it",
         "pod /dev/shm: 8Gi (containerd's 64Mi tmpfs, grown to its largest container's: train)",
         "stdin: document 2 (Service trainer): no pod template, passed over",
     ] {
