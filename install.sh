@@ -6,7 +6,7 @@ set -Eeuo pipefail
 
 usage() {
   cat <<'USAGE'
-Usage: ./install.sh [--prefix DIR] [--engines LIST] [--binary PATH] [--dry-run] [--uninstall] [--help]
+Usage: ./install.sh [--prefix DIR] [--engines LIST] [--binary PATH] [--stage STAGE] [--dry-run] [--uninstall] [--help]
 
 Builds a static release binary with cargo (or takes --binary) and installs:
   PREFIX/bin/oci-tmpfs-hook                       the hook
@@ -22,6 +22,8 @@ then runs `oci-tmpfs-hook setup ENGINE` for each engine.
                    needed. Take it from the .deb (dpkg-deb -x oci-tmpfs-hook_*.deb d;
                    d/usr/bin/oci-tmpfs-hook) or from the node image (docker create IMG,
                    docker cp ID:/usr/local/bin/oci-tmpfs-hook .)
+  --stage STAGE    Podman, CRI-O: the hook stage, prestart (default), createRuntime
+                   or createContainer (GPU nodes with vendor hooks: docs/gpu.md)
   --dry-run        print what would be done (setup prints its diffs), change nothing
   --uninstall      undo setup for the engines, remove what install put there
                    (a changed config is kept)
@@ -33,7 +35,7 @@ Daemons are never restarted: setup prints the command (e.g. systemctl restart do
 USAGE
 }
 
-prefix=/usr/local dry=0 uninstall=0 engines=auto
+prefix=/usr/local dry=0 uninstall=0 engines=auto stage=
 while [ $# -gt 0 ]; do
   case "$1" in
     --prefix) prefix=${2:?--prefix needs a directory}; shift 2 ;;
@@ -42,6 +44,8 @@ while [ $# -gt 0 ]; do
     --engines=*) engines=${1#*=}; shift ;;
     --binary) OCI_TMPFS_HOOK_BINARY=${2:?--binary needs a path}; shift 2 ;;
     --binary=*) OCI_TMPFS_HOOK_BINARY=${1#*=}; shift ;;
+    --stage) stage=${2:?--stage needs a stage}; shift 2 ;;
+    --stage=*) stage=${1#*=}; shift ;;
     --dry-run) dry=1; shift ;;
     --uninstall) uninstall=1; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -109,8 +113,10 @@ setup_engines() {
   local root_args=()
   if [ -n "$dest" ]; then root_args=(--root "$dest"); fi
   for e in "${selected[@]}"; do
+    local stage_args=()
+    case $e in podman|crio) if [ -n "$stage" ] && [ "$uninstall" != 1 ]; then stage_args=(--stage "$stage"); fi ;; esac
     "$setup_bin" setup "$e" --hook-path "$hook_path" --runtime-path "$wrapper_path" \
-      ${root_args[@]+"${root_args[@]}"} "$@"
+      ${root_args[@]+"${root_args[@]}"} ${stage_args[@]+"${stage_args[@]}"} "$@"
   done
 }
 
@@ -171,7 +177,11 @@ if [ "${#selected[@]}" -gt 0 ]; then
   elif [ -x "$bin" ]; then
     setup_engines "$bin" --dry-run
   else
-    for e in "${selected[@]}"; do echo "+ $bin setup $e --hook-path $hook_path --runtime-path $wrapper_path"; done
+    for e in "${selected[@]}"; do
+      stage_arg=
+      case $e in podman|crio) if [ -n "$stage" ]; then stage_arg=" --stage $stage"; fi ;; esac
+      echo "+ $bin setup $e --hook-path $hook_path --runtime-path $wrapper_path$stage_arg"
+    done
   fi
 fi
 if [ "$dry" = 1 ]; then echo "dry run: nothing changed"; else echo "installed $bin"; fi

@@ -11,7 +11,8 @@
 //! checking each target against the prepared rootfs by fd, and growing an
 //! engine-made `/dev/shm` on the host), so no hook process runs at the
 //! start; `hook` adds the hook to `config.json` instead (through
-//! [`crate::bundle::inject`]: idempotent, lossless). A plan that needs a
+//! [`crate::spec::inject_hook`]: idempotent, lossless; at createContainer
+//! after another party's runtime-namespace hooks). A plan that needs a
 //! directory inside a fresh tmpfs (`TMPDIR=/tmp/job`), or a runtime that
 //! cannot be trusted with our temp-target mounts (its version, asked once
 //! and cached: docs/design.md#runtimes), takes the hook in either mode.
@@ -27,7 +28,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::bundle::{self, HookEntry};
+use crate::bundle::HookEntry;
 use crate::error::chain;
 use crate::input::ConfigSource;
 use crate::names::{DEFAULT_CONFIG_PATH, DEFAULT_PATH, DEFAULT_RUNTIME, WRAPPER_NAME};
@@ -432,11 +433,11 @@ fn hook_entry(source: &ConfigSource) -> Option<HookEntry> {
     }
 }
 
-/// Adds the hook to `dir/config.json`. A bundle we cannot edit is passed
+/// Adds the hook to `dir/config.json` (at the stage [`crate::spec::hook_mode_stage`] picks). A bundle we cannot edit is passed
 /// through untouched, so the real runtime reports its own error.
 fn add_hook(dir: &Path, source: &ConfigSource) {
     let Some(entry) = hook_entry(source) else { return };
-    if let Err(e) = bundle::inject(dir, Stage::Prestart, &entry) {
+    if let Err(e) = crate::spec::inject_hook(dir, &entry) {
         log::warn!("{}; the hook is not added, passing the call through", chain(&e));
     }
 }

@@ -5,7 +5,8 @@
 //! ([`crate::nri::session::run`]: the runtime's socket, or the connection a
 //! runtime handed it). With `--probe`, it only reads `--status-file` and
 //! says whether the running plugin is registered now (the DaemonSet's
-//! probes).
+//! probes). With `--metrics-address`, it serves Prometheus metrics
+//! ([`crate::nri::metrics`]) before it registers.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -54,6 +55,10 @@ pub(crate) struct NriArgs {
     /// registered with the runtime now, else 1 (liveness and readiness).
     #[arg(long, requires = "status_file")]
     pub probe: bool,
+    /// Serve Prometheus metrics at http://HOST:PORT/metrics (off by
+    /// default; port 0: one the kernel picks, logged at start).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "probe")]
+    pub metrics_address: Option<String>,
     #[command(flatten)]
     pub config: ConfigArg,
 }
@@ -79,6 +84,11 @@ pub(crate) fn run(args: &NriArgs) -> Result<ExitCode, Error> {
     nri::service::apply_logging(&handler.settings(), &crate::settings::Settings::default());
     if args.host_root.is_some() {
         log::warn!("nri: --host-root is no longer used (the hook grows the pod's /dev/shm); ignored");
+    }
+    if let Some(addr) = &args.metrics_address {
+        // Only here: nothing of the metrics exists without the flag.
+        let bound = nri::metrics::serve(addr, &handler.config_text())?;
+        log::info!("nri: metrics at http://{bound}/metrics");
     }
     for wrote in handler.install()? {
         log::info!("nri: wrote {wrote}");

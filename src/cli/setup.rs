@@ -12,6 +12,7 @@ use crate::engine::change::{self, ChangeSet};
 use crate::engine::{Engine, Registration, Request, Site, Way};
 use crate::error::Error;
 use crate::names::{rooted, WRAPPER_NAME};
+use crate::stage::Stage;
 
 #[derive(Clone, Debug, Args)]
 pub(crate) struct SetupArgs {
@@ -45,6 +46,10 @@ pub(crate) struct SetupArgs {
     /// containerd: the config [default: /etc/containerd/config.toml].
     #[arg(long, value_name = "PATH")]
     pub containerd_config: Option<PathBuf>,
+    /// Podman, CRI-O: the stage the hook runs at: prestart, createRuntime or
+    /// createContainer (after every vendor's createRuntime hook: docs/gpu.md) [default: prestart].
+    #[arg(long, value_name = "STAGE")]
+    pub stage: Option<Stage>,
 }
 
 impl SetupArgs {
@@ -76,6 +81,14 @@ impl SetupArgs {
         if let Some((other, _)) = self.config_flags().into_iter().find(|(f, p)| p.is_some() && *f != flag) {
             return Some(format!("{other} does not apply to {engine}"));
         }
+        if self.stage.is_some() && engine.way() != Way::HooksDir {
+            return Some(format!("--stage does not apply to {engine}"));
+        }
+        if self.stage == Some(Stage::StartContainer) {
+            return Some(
+                "--stage startContainer is too late: use prestart, createRuntime or createContainer".into(),
+            );
+        }
         (self.default && engine.way() != Way::RuntimeWrapper)
             .then(|| format!("--default does not apply to {engine}"))
     }
@@ -91,7 +104,8 @@ pub(crate) fn run(args: &SetupArgs) -> Result<ExitCode, Error> {
         None => crate::files::this_binary()?,
     };
     let wrapper = args.runtime_path.clone().unwrap_or_else(|| hook.with_file_name(WRAPPER_NAME));
-    let reg = Registration { hook: &hook, wrapper: &wrapper, default: args.default };
+    let stage = args.stage.unwrap_or(Stage::Prestart);
+    let reg = Registration { hook: &hook, wrapper: &wrapper, default: args.default, stage };
     let changes = change::propose(&args.request(), &reg)?;
     print!("{}", report(args, &reg, &changes));
     if args.dry_run {

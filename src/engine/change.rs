@@ -225,7 +225,12 @@ mod tests {
     }
 
     fn reg() -> Registration<'static> {
-        Registration { hook: Path::new(HOOK), wrapper: Path::new(WRAPPER), default: false }
+        Registration {
+            hook: Path::new(HOOK),
+            wrapper: Path::new(WRAPPER),
+            default: false,
+            stage: crate::stage::Stage::Prestart,
+        }
     }
 
     #[test]
@@ -270,7 +275,10 @@ mod tests {
         let path = root.join("usr/share/containers/oci/hooks.d/oci-tmpfs-hook.json");
         assert_eq!(p.changes[0].path, path);
         write(&p).unwrap();
-        assert_eq!(fs::read_to_string(&path).unwrap(), crate::engine::hooks_dir::hooks_json(Path::new(HOOK)));
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            crate::engine::hooks_dir::hooks_json(Path::new(HOOK), crate::stage::Stage::Prestart)
+        );
         assert!(propose(&args(Engine::Podman, &root), &reg()).unwrap().changes.is_empty());
         fs::create_dir_all(root.join("etc/crio/crio.conf.d")).unwrap();
         fs::write(

@@ -26,21 +26,27 @@ use crate::stage::Stage;
 /// hooks dir: always run at `prestart` (the binary decides, as oci-hooks
 /// cannot match on `root.readonly`), with a fixed `PATH` only.
 pub fn oci_hooks_json(binary: &Path) -> Value {
+    oci_hooks_json_at(binary, Stage::Prestart)
+}
+
+/// [`oci_hooks_json`] registered at `stage`: `createContainer` runs after
+/// every createRuntime hook, a GPU vendor's included (docs/gpu.md).
+pub fn oci_hooks_json_at(binary: &Path, stage: Stage) -> Value {
     json!({
         "version": "1.0.0",
         "hook": {
             "path": binary.display().to_string(),
-            "args": hook_argv(Stage::Prestart, None),
+            "args": hook_argv(stage, None),
             "env": [HOOK_PATH_ENV],
         },
         "when": { "always": true },
-        "stages": [Stage::Prestart.as_str()],
+        "stages": [stage.as_str()],
     })
 }
 
-/// The text of the oci-hooks(5) file for `binary`.
-pub(crate) fn hooks_json(binary: &Path) -> String {
-    let mut text = serde_json::to_string_pretty(&oci_hooks_json(binary)).expect("serialising JSON");
+/// The text of the oci-hooks(5) file for `binary` at `stage`.
+pub(crate) fn hooks_json(binary: &Path, stage: Stage) -> String {
+    let mut text = serde_json::to_string_pretty(&oci_hooks_json_at(binary, stage)).expect("serialising JSON");
     text.push('\n');
     text
 }
@@ -71,7 +77,7 @@ impl Registrar for Podman {
     }
 
     fn add(&self, _: &Path, _: Option<&str>, reg: &Registration<'_>) -> NewText {
-        Ok(Some(hooks_json(reg.hook)))
+        Ok(Some(hooks_json(reg.hook, reg.stage)))
     }
 
     fn remove(&self, _: &Path, _: Option<&str>) -> NewText {
@@ -212,15 +218,16 @@ fn hooks_dir_check(engine: Engine, ctx: &Context, dirs: &[PathBuf]) -> Check {
         }
     };
     let hook_path = doc.pointer("/hook/path").and_then(Value::as_str).unwrap_or("");
-    if doc != oci_hooks_json(Path::new(hook_path)) {
+    let stages = [Stage::Prestart, Stage::CreateRuntime, Stage::CreateContainer];
+    let Some(stage) = stages.into_iter().find(|s| doc == oci_hooks_json_at(Path::new(hook_path), *s)) else {
         return Check::problem(
             what,
             format!("{} differs from what setup writes (stage, args, env or when)", path.display()),
             engine.setup_fix(),
         );
-    }
+    };
     match ctx.is_this_binary(Path::new(hook_path)) {
-        Ok(()) => Check::ok(what, format!("{} runs this binary at prestart", path.display())),
+        Ok(()) => Check::ok(what, format!("{} runs this binary at {stage}", path.display())),
         Err(why) => Check::problem(what, format!("{}: {why}", path.display()), engine.setup_fix()),
     }
 }
@@ -250,9 +257,16 @@ mod tests {
     }
 
     #[test]
+    fn a_stage_of_choice_is_in_the_args_and_the_stages() {
+        let v = oci_hooks_json_at(Path::new(HOOK), Stage::CreateContainer);
+        assert_eq!(v["stages"], json!(["createContainer"]));
+        assert_eq!(v["hook"]["args"], json!(["oci-tmpfs-hook", "hook", "--stage", "createContainer"]));
+    }
+
+    #[test]
     fn hooks_json_exact() {
         assert_eq!(
-            hooks_json(Path::new(HOOK)),
+            hooks_json(Path::new(HOOK), Stage::Prestart),
             r#"{
   "version": "1.0.0",
   "hook": {

@@ -25,6 +25,7 @@ use clap::ValueEnum;
 
 use crate::files::FileError;
 use crate::names::{rooted, DEFAULT_PATH, RUNTIME_NAME, WRAPPER_NAME};
+use crate::stage::Stage;
 use check::{Check, Context};
 
 /// Largest engine config file read or edited.
@@ -78,6 +79,8 @@ pub struct Registration<'a> {
     pub wrapper: &'a Path,
     /// Make the wrapper the engine's default runtime.
     pub default: bool,
+    /// Podman, CRI-O: the stage the hooks dir runs the hook at (docs/gpu.md).
+    pub stage: Stage,
 }
 
 /// The file setup edits for an engine, and what the user should know about
@@ -294,7 +297,12 @@ pub(crate) fn new_text(
     if undo {
         return engine.remove(path, text);
     }
-    let reg = Registration { hook: Path::new("/unused"), wrapper: Path::new(wrapper), default };
+    let reg = Registration {
+        hook: Path::new("/unused"),
+        wrapper: Path::new(wrapper),
+        default,
+        stage: Stage::Prestart,
+    };
     engine.add(path, text, &reg)
 }
 

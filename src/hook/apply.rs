@@ -7,7 +7,8 @@
 //!
 //! The order is all-or-nothing where the kernel allows it: enter the mount
 //! namespace, open the rootfs, prepare every mount (resolve targets, build
-//! detached tmpfs instances), and only then attach them one after another. A
+//! detached tmpfs instances, each filled with what its directory held:
+//! [`Mounter::copy_up`]), and only then attach them one after another. A
 //! failure before the first attach changes nothing; a failure while attaching
 //! detaches what was attached.
 
@@ -91,6 +92,21 @@ pub(crate) trait Mounter {
         tmpfs: &Tmpfs,
         subdirs: &[String],
     ) -> Result<Prepared<Self::Pending>, ApplyError>;
+    /// Copies what the directory under a prepared tmpfs holds (the image's
+    /// files, or a vendor hook's that ran before ours) into the still
+    /// detached tmpfs, so attaching it hides nothing
+    /// (docs/design.md#copy-up). A copy that cannot be made whole leaves the
+    /// tmpfs empty; the note says so.
+    ///
+    /// # Errors
+    /// Rebuilding the empty tmpfs after a failed copy failed.
+    fn copy_up(
+        &mut self,
+        pending: &mut Self::Pending,
+        target: &TargetPath,
+        tmpfs: &Tmpfs,
+        subdirs: &[String],
+    ) -> Result<Option<Note>, ApplyError>;
     /// Prepares `/dev/shm` to be at least `tmpfs.size`.
     ///
     /// # Errors
@@ -140,7 +156,13 @@ pub(crate) fn apply<M: Mounter>(
     for action in &plan.actions {
         let prepared = match action {
             Action::MountTmpfs { target, tmpfs, subdirs, .. } => {
-                m.prepare_tmpfs(&mut root, target, tmpfs, subdirs)?
+                match m.prepare_tmpfs(&mut root, target, tmpfs, subdirs)? {
+                    Prepared::Ready(mut p, done) => {
+                        report.notes.extend(m.copy_up(&mut p, target, tmpfs, subdirs)?);
+                        Prepared::Ready(p, done)
+                    }
+                    skip => skip,
+                }
             }
             Action::Shm { way, writable, tmpfs, .. } => m.prepare_shm(&mut root, *way, *writable, tmpfs)?,
         };
@@ -174,6 +196,8 @@ mod tests {
         skip: Vec<&'static str>,
         fail_prepare: Option<&'static str>,
         fail_commit: Option<&'static str>,
+        /// Targets whose directory holds what cannot be copied whole.
+        fail_copy: Vec<&'static str>,
         owners: Vec<Option<Owner>>,
         /// `context=` of each tmpfs prepared.
         labels: Vec<Option<String>>,
@@ -204,6 +228,16 @@ mod tests {
                 target.as_str(),
                 Done::Mounted { target: target.to_string(), size: tmpfs.size.bytes },
             )
+        }
+        fn copy_up(
+            &mut self,
+            pending: &mut String,
+            target: &TargetPath,
+            _: &Tmpfs,
+            _: &[String],
+        ) -> Result<Option<Note>, ApplyError> {
+            self.calls.push(format!("copy_up {pending}"));
+            Ok(self.fail_copy.contains(&target.as_str()).then(|| Note::warn(target.as_str(), "not copied")))
         }
         fn prepare_shm(
             &mut self,
@@ -305,7 +339,9 @@ mod tests {
                 "enter prestart Some(42)",
                 "open_root /b/rootfs",
                 "prepare /tmp 1Gi in /b/rootfs",
+                "copy_up /tmp",
                 "prepare /var/tmp 1Gi in /b/rootfs",
+                "copy_up /var/tmp",
                 "prepare shm Fresh 2Gi",
                 "commit /tmp",
                 "commit /var/tmp",
@@ -360,6 +396,16 @@ mod tests {
         let report = run(&mut r, Stage::CreateContainer).unwrap();
         assert_eq!(report.notes, [Note::info("/tmp", "already a mount point")]);
         assert!(!r.calls.contains(&"commit /tmp".to_string()));
+    }
+
+    #[test]
+    fn a_copy_that_fails_is_a_warning_and_the_mount_goes_ahead() {
+        let mut r = Recorder { fail_copy: vec!["/var/tmp"], skip: vec!["/tmp"], ..Recorder::default() };
+        let report = run(&mut r, Stage::CreateContainer).unwrap();
+        // A skipped target is not copied up; a failed copy still commits (empty).
+        assert!(!r.calls.contains(&"copy_up /tmp".to_string()), "{:?}", r.calls);
+        assert!(r.calls.contains(&"commit /var/tmp".to_string()), "{:?}", r.calls);
+        assert_eq!(report.notes[1], Note::warn("/var/tmp", "not copied"));
     }
 
     #[test]

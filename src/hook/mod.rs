@@ -8,6 +8,7 @@
 //! decides what to mount: that is the plan's.
 
 pub(crate) mod apply;
+pub(crate) mod copyup;
 pub(crate) mod engine_shm;
 pub(crate) mod mount;
 pub(crate) mod ns;

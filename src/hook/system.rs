@@ -10,6 +10,7 @@ use std::path::Path;
 use rustix::fs::{AtFlags, FileType, StatxAttributes, StatxFlags};
 
 use super::apply::{Done, Mounter, Prepared};
+use super::copyup::{self, Limits};
 use super::ns::Entry;
 use super::resolve::{self, Root};
 use super::syscall::{ApplyError, Call};
@@ -128,6 +129,34 @@ impl Mounter for System {
         let mnt = mount::build(tmpfs, subdirs, what, self.selinux)?;
         let done = Done::Mounted { target: what.to_string(), size: tmpfs.size.bytes };
         Ok(Prepared::Ready(Pending::Attach { mnt, target: fd, what: what.to_string() }, done))
+    }
+
+    fn copy_up(
+        &mut self,
+        pending: &mut Pending,
+        target: &TargetPath,
+        tmpfs: &Tmpfs,
+        subdirs: &[String],
+    ) -> Result<Option<Note>, ApplyError> {
+        let Pending::Attach { mnt, target: dir, .. } = pending else { return Ok(None) };
+        let what = target.as_str();
+        match copyup::copy_up(dir, mnt, Limits::for_size(tmpfs.size.bytes)) {
+            Ok(None) => Ok(None),
+            Ok(Some(copied)) => {
+                log::debug!(
+                    "{what}: copied {} entries ({} bytes) into the tmpfs",
+                    copied.entries,
+                    copied.bytes
+                );
+                Ok(copied.warning().map(|w| Note::warn(format!("some contents of {what}"), w)))
+            }
+            Err(e) => {
+                // Never half copied: a fresh, empty tmpfs instead.
+                *mnt = mount::build(tmpfs, subdirs, what, self.selinux)?;
+                let reason = format!("{e}: the tmpfs was mounted empty over them");
+                Ok(Some(Note::warn(format!("the contents of {what}"), reason)))
+            }
+        }
     }
 
     fn prepare_shm(

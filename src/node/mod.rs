@@ -623,7 +623,8 @@ const CONFIRM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 fn plan_engine(node: &mut Node<'_>, engine: Engine, undo: bool) -> Result<ChangeSet, NodeError> {
     let (hook, wrapper) = (node.hook(), node.wrapper());
     let req = Request { engine, site: Site { root: &node.args.host_root, config: None }, undo };
-    let reg = Registration { hook: &hook, wrapper: &wrapper, default: false };
+    let reg =
+        Registration { hook: &hook, wrapper: &wrapper, default: false, stage: crate::stage::Stage::Prestart };
     let plan = change::propose(&req, &reg)?;
     for line in plan.note_lines(engine).into_iter().chain(plan.unchanged_lines(engine, undo)) {
         node.say(line);

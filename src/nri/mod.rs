@@ -12,12 +12,15 @@
 //! [`service`] the plugin's event handling, [`adjust`] the pure mapping
 //! between NRI's messages and the plan, [`install`] the hook's copy on the
 //! node, [`preinstall`] the pre-registered plugin's files on a host (`node
-//! install --nri`), [`proto`] the generated API.
+//! install --nri`), [`metrics`] the optional Prometheus endpoint
+//! (`--metrics-address`: nothing of it exists without the flag), [`proto`]
+//! the generated API.
 //! Not here: a runtime's side (tests play it), CRI-O specifics beyond the
 //! shared API, updates of running containers.
 
 pub(crate) mod adjust;
 pub(crate) mod install;
+pub(crate) mod metrics;
 pub mod mux;
 pub(crate) mod preinstall;
 pub mod proto;

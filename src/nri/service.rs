@@ -11,7 +11,9 @@
 //! before the answer names it ([`super::install`]). A container that cannot
 //! be planned is one log line with its namespace/pod/name; under `on_error =
 //! "fail"` the request fails (the runtime then fails the container's
-//! creation), under `"warn"` the container gets no adjustment.
+//! creation), under `"warn"` the container gets no adjustment. With
+//! `--metrics-address`, each answer, plan and failure is counted
+//! ([`super::metrics`]; nothing is counted or built without it).
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -33,6 +35,17 @@ pub(crate) enum CreateError {
     Plan(#[from] plan::PlanError),
     #[error("putting the host config where the hook reads it")]
     Install(#[from] InstallError),
+}
+
+impl CreateError {
+    /// The `reason` label of the failed-containers metric.
+    pub(crate) fn metric_reason(&self) -> &'static str {
+        match self {
+            CreateError::Spec(_) => "spec",
+            CreateError::Plan(_) => "plan",
+            CreateError::Install(_) => "install",
+        }
+    }
 }
 
 /// Why the plugin cannot start serving.
@@ -140,6 +153,11 @@ impl Handler {
         last.clone()
     }
 
+    /// The host config's text now (see [`Handler::current`]).
+    pub(crate) fn config_text(&self) -> String {
+        self.current().text
+    }
+
     /// The host config's settings now (see [`Handler::current`]).
     pub(crate) fn settings(&self) -> Settings {
         self.current().settings
@@ -156,8 +174,12 @@ impl Handler {
     ) -> Result<api::ContainerAdjustment, CreateError> {
         let (pod, ctr) = (req.pod.as_ref(), req.container.get_or_default());
         let who = adjust::who(pod, ctr);
+        let planning = Instant::now();
         let spec = adjust::spec_of(pod, ctr).map_err(CreateError::Spec)?;
         let plan = plan::plan_for(&spec, None, settings, self.host)?;
+        if let Some(m) = super::metrics::get() {
+            m.planned(&plan, planning.elapsed());
+        }
         log::debug!("nri: {who}: read-only root: {} ({})", adjust::readonly_root(ctr), adjust::signals(ctr));
         log::debug!("nri: {who}: {}", plan.why);
         if !plan.notes.is_empty() {
@@ -190,6 +212,9 @@ impl Handler {
         req: &api::CreateContainerRequest,
     ) -> (Result<api::ContainerAdjustment, CreateError>, Settings) {
         let config = self.current();
+        if let Some(m) = super::metrics::get() {
+            m.config(&config.text);
+        }
         let result = self.install_config(&config.text).map_err(CreateError::from).and_then(|wrote| {
             if wrote {
                 log::info!("nri: the host config changed; copied it where the hook reads it");
@@ -254,23 +279,33 @@ impl api_ttrpc::Plugin for Handler {
         let started = Instant::now();
         let mut resp = api::CreateContainerResponse::new();
         let (result, settings) = self.create(&req);
+        let mut refused = None;
         match result {
             Ok(a) => resp.adjust = Some(a).into(),
             Err(e) => {
                 let who = adjust::who(req.pod.as_ref(), req.container.get_or_default());
                 let line = format!("nri: container {who}: {}", crate::error::chain(&e));
-                if settings.on_error == OnError::Fail {
-                    log::error!("{line} (on_error = \"fail\": the container is not created)");
-                    return Err(ttrpc::error::get_rpc_status(
-                        ttrpc::Code::FAILED_PRECONDITION,
-                        format!("oci-tmpfs-hook: {line}"),
-                    ));
+                let fail = settings.on_error == OnError::Fail;
+                if let Some(m) = super::metrics::get() {
+                    m.failed(e.metric_reason(), fail);
                 }
-                log::warn!("{line} (on_error = \"warn\": the container starts without these mounts)");
+                if fail {
+                    log::error!("{line} (on_error = \"fail\": the container is not created)");
+                    refused = Some(format!("oci-tmpfs-hook: {line}"));
+                } else {
+                    log::warn!("{line} (on_error = \"warn\": the container starts without these mounts)");
+                }
             }
         }
-        log::debug!("nri: CreateContainer answered in {:.3} ms", started.elapsed().as_secs_f64() * 1e3);
-        Ok(resp)
+        let took = started.elapsed();
+        if let Some(m) = super::metrics::get() {
+            m.answered(took);
+        }
+        log::debug!("nri: CreateContainer answered in {:.3} ms", took.as_secs_f64() * 1e3);
+        match refused {
+            Some(msg) => Err(ttrpc::error::get_rpc_status(ttrpc::Code::FAILED_PRECONDITION, msg)),
+            None => Ok(resp),
+        }
     }
 
     fn state_change(&self, _: &ttrpc::TtrpcContext, _: api::StateChangeEvent) -> ttrpc::Result<api::Empty> {

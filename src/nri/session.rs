@@ -133,10 +133,15 @@ pub enum SessionError {
 /// end once.
 pub fn serve_forever(opts: &Identity, service: &Service, status: &Status) -> ! {
     let mut warned = false;
+    let mut connected = false;
     loop {
         let why = match UnixStream::connect(&opts.socket) {
             Ok(stream) => {
                 warned = false;
+                if let (true, Some(m)) = (connected, super::metrics::get()) {
+                    m.reconnected();
+                }
+                connected = true;
                 session(stream, opts, service, status)
             }
             Err(source) => Err(SessionError::Connect { path: opts.socket.clone(), source }),
@@ -198,9 +203,15 @@ pub fn session(
     } else {
         log::info!("nri: registered as {} (index {}) on {}", opts.name, opts.idx, opts.socket.display());
         status.registered(opts);
+        if let Some(m) = super::metrics::get() {
+            m.registered();
+        }
     }
     let ended = relay.join().unwrap_or(MuxError::Eof);
     status.ended();
+    if let Some(m) = super::metrics::get() {
+        m.session_ended();
+    }
     server.shutdown();
     registered?;
     Err(ended.into())

@@ -89,6 +89,86 @@ pub(super) fn needs_hook(plan: &plan::Plan, temp_to_hook: Option<&str>) -> Optio
     temp_to_hook.filter(|_| temp).map(String::from)
 }
 
+/// The paths of other parties' hooks that run in the runtime's namespaces
+/// (`prestart`, `createRuntime`): a GPU vendor's hook there may write the
+/// container's `/tmp` through the host's view of the rootfs, under any tmpfs
+/// the spec mounts there, which hides its file (docs/design.md#vendor-hooks).
+/// Ours (`ours`, the hook's path) and Docker's `libnetwork-setkey` (it sets
+/// a network key, and writes no file of the rootfs) do not count.
+pub(super) fn foreign_runtime_hooks(config: &Value, ours: &Path) -> Vec<String> {
+    let ours = ours.display().to_string();
+    [Stage::Prestart, Stage::CreateRuntime]
+        .iter()
+        .filter_map(|stage| config.pointer(&format!("/hooks/{stage}")).and_then(Value::as_array))
+        .flatten()
+        .filter(|h| h.pointer("/args/1").and_then(Value::as_str) != Some("libnetwork-setkey"))
+        .filter_map(|h| h.get("path").and_then(Value::as_str))
+        .filter(|path| *path != ours)
+        .map(String::from)
+        .collect()
+}
+
+/// Whether the temp targets go to the hook, why, and at which stage: the
+/// hook at `createContainer` when other parties' runtime-namespace hooks
+/// are in the spec (it runs after them, and copies up what they wrote:
+/// docs/design.md#vendor-hooks), else at `prestart` when [`needs_hook`]
+/// says so.
+pub(super) fn handover(
+    plan: &plan::Plan,
+    temp_to_hook: Option<&str>,
+    foreign: &[String],
+) -> Option<(String, Stage)> {
+    let temp = plan.actions.iter().any(|a| matches!(a, plan::Action::MountTmpfs { .. }));
+    let why = needs_hook(plan, temp_to_hook);
+    match foreign.first() {
+        Some(first) if temp => {
+            let mut reason = format!(
+                "the spec runs another party's hook in the runtime's namespaces ({first}), whose writes a spec tmpfs on a temp dir would hide"
+            );
+            if let Some(also) = why {
+                reason = format!("{reason}; {also}");
+            }
+            Some((reason, Stage::CreateContainer))
+        }
+        _ => why.map(|w| (w, Stage::Prestart)),
+    }
+}
+
+/// The stage the wrapper's hook mode adds our hook at: `createContainer`
+/// when the spec carries another party's runtime-namespace hooks (after
+/// them: docs/design.md#vendor-hooks-spec), else `prestart`.
+pub(crate) fn hook_mode_stage(config: &Value, ours: &Path) -> Stage {
+    if foreign_runtime_hooks(config, ours).is_empty() {
+        Stage::Prestart
+    } else {
+        Stage::CreateContainer
+    }
+}
+
+/// Adds `entry` (a `prestart` entry) to the bundle `dir` at
+/// [`hook_mode_stage`]. Returns whether the file changed.
+///
+/// # Errors
+/// As [`bundle::inject`].
+pub(crate) fn inject_hook(dir: &Path, entry: &HookEntry) -> Result<bool, BundleError> {
+    bundle::edit(dir, |config, path| {
+        let stage = hook_mode_stage(config, &entry.path);
+        bundle::add_hook(config, stage, &entry_at(entry, stage))
+            .map_err(|what| BundleError::Shape { path: path.to_path_buf(), what })
+    })
+}
+
+/// `entry` registered at `stage` instead (its `--stage` argument).
+fn entry_at(entry: &HookEntry, stage: Stage) -> HookEntry {
+    let mut e = entry.clone();
+    if let Some(i) = e.args.iter().position(|a| a == "--stage") {
+        if let Some(v) = e.args.get_mut(i + 1) {
+            *v = stage.as_str().to_string();
+        }
+    }
+    e
+}
+
 /// The spec executor on one `config.json` value; returns whether it changed.
 fn in_spec(
     config: &mut Value,
@@ -108,12 +188,14 @@ fn in_spec(
         return Ok(false);
     }
     let mut changed = false;
-    let placed = match needs_hook(&plan, cx.temp_to_hook) {
-        Some(why) => {
+    let foreign = hook.map(|h| foreign_runtime_hooks(config, &h.path)).unwrap_or_default();
+    let placed = match handover(&plan, cx.temp_to_hook, &foreign) {
+        Some((why, stage)) => {
             let Some(entry) = hook else { return Ok(false) };
             out.hooked = true;
-            out.done.push(format!("the hook carries the temp targets: {why}; added the hook"));
-            changed |= bundle::add_hook(config, Stage::Prestart, entry)
+            let at = if stage == Stage::Prestart { String::new() } else { format!(" at {stage}") };
+            out.done.push(format!("the hook carries the temp targets: {why}; added the hook{at}"));
+            changed |= bundle::add_hook(config, stage, &entry_at(entry, stage))
                 .map_err(|what| BundleError::Shape { path: path.to_path_buf(), what })?;
             host::Placed::default()
         }
@@ -145,4 +227,103 @@ fn in_spec(
         }
     }
     Ok(changed || !edit.added.is_empty() || edit.raised.is_some() || edit.writable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const OURS: &str = "/usr/local/bin/oci-tmpfs-hook";
+
+    fn plan(temp: bool) -> plan::Plan {
+        let mut p = plan::Plan { enabled: true, ..plan::Plan::default() };
+        if temp {
+            p.actions.push(plan::Action::MountTmpfs {
+                target: crate::target::validate("/tmp").unwrap(),
+                origins: vec![plan::Origin::Default],
+                tmpfs: plan::Tmpfs {
+                    size: plan::Sizing {
+                        bytes: crate::size::Bytes(1 << 20),
+                        requested: "1Mi".into(),
+                        from: plan::SizeFrom::Default,
+                        basis: crate::size::Basis::Absolute,
+                        basis_bytes: None,
+                        capped: None,
+                    },
+                    nr_inodes: None,
+                    mode: plan::TMPFS_MODE,
+                    nosuid: true,
+                    nodev: true,
+                    noexec: false,
+                    owner: None,
+                    label: None,
+                },
+                subdirs: vec![],
+            });
+        }
+        p
+    }
+
+    #[test]
+    fn foreign_runtime_hooks_are_other_parties_at_prestart_and_create_runtime() {
+        let config = json!({"hooks": {
+            "prestart": [
+                {"path": OURS, "args": ["oci-tmpfs-hook", "hook", "--stage", "prestart"]},
+                {"path": "/proc/1/exe", "args": ["libnetwork-setkey", "libnetwork-setkey", "-exec-root=/run/docker"]},
+                {"path": "/usr/bin/nvidia-container-runtime-hook", "args": ["nvidia-container-runtime-hook", "prestart"]}
+            ],
+            "createRuntime": [{"path": "/usr/bin/vendor", "args": ["vendor"]}],
+            "createContainer": [{"path": "/usr/bin/nvidia-cdi-hook", "args": ["nvidia-cdi-hook", "update-ldcache"]}]
+        }});
+        assert_eq!(
+            foreign_runtime_hooks(&config, Path::new(OURS)),
+            ["/usr/bin/nvidia-container-runtime-hook", "/usr/bin/vendor"]
+        );
+        assert!(foreign_runtime_hooks(&json!({}), Path::new(OURS)).is_empty());
+        let cc_only = json!({"hooks": {"createContainer": [{"path": "/usr/bin/nvidia-cdi-hook"}]}});
+        assert!(foreign_runtime_hooks(&cc_only, Path::new(OURS)).is_empty());
+    }
+
+    #[test]
+    fn handover_table() {
+        let vendor = vec!["/usr/bin/vendor".to_string()];
+        let old = Some("runc 1.1.5 chmods a tmpfs mountpoint by path");
+        // name, a temp target, temp_to_hook, foreign hooks, the stage handed to.
+        type Case<'a> = (&'a str, bool, Option<&'a str>, &'a [String], Option<Stage>);
+        let cases: [Case<'_>; 6] = [
+            ("nothing to hand over", true, None, &[], None),
+            ("an old runc: prestart", true, old, &[], Some(Stage::Prestart)),
+            ("a vendor's runtime hook: createContainer", true, None, &vendor, Some(Stage::CreateContainer)),
+            ("both: createContainer", true, old, &vendor, Some(Stage::CreateContainer)),
+            ("no temp target, a vendor: nothing", false, None, &vendor, None),
+            ("no temp target, old runc: nothing", false, old, &[], None),
+        ];
+        for (name, temp, temp_to_hook, foreign, want) in cases {
+            let got = handover(&plan(temp), temp_to_hook, foreign);
+            assert_eq!(got.as_ref().map(|(_, s)| *s), want, "{name}: {got:?}");
+        }
+        let (why, _) = handover(&plan(true), old, &vendor).unwrap();
+        assert!(why.contains("/usr/bin/vendor") && why.contains("runc 1.1.5"), "{why}");
+    }
+
+    #[test]
+    fn hook_mode_goes_after_a_vendor_runtime_hook() {
+        let vendor = json!({"hooks": {"createRuntime": [{"path": "/usr/bin/vendor"}]}});
+        assert_eq!(hook_mode_stage(&vendor, Path::new(OURS)), Stage::CreateContainer);
+        let ours = json!({"hooks": {"prestart": [{"path": OURS}]}});
+        assert_eq!(hook_mode_stage(&ours, Path::new(OURS)), Stage::Prestart);
+        assert_eq!(hook_mode_stage(&json!({}), Path::new(OURS)), Stage::Prestart);
+    }
+
+    #[test]
+    fn entry_at_changes_only_the_stage() {
+        let e = HookEntry::for_stage(Path::new(OURS), Stage::Prestart, Some(Path::new("/etc/x.toml")));
+        let cc = entry_at(&e, Stage::CreateContainer);
+        assert_eq!(
+            cc.args,
+            ["oci-tmpfs-hook", "hook", "--stage", "createContainer", "--config", "/etc/x.toml"]
+        );
+        assert_eq!(cc.path, e.path);
+    }
 }

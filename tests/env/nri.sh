@@ -49,5 +49,5 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "nri": print(m["executable"])' | tail -n1)
 [ -n "$bin" ] || { echo "nri.sh: building tests/nri/ failed (cargo test --test nri --no-run)" >&2; exit 1; }
 OCI_TMPFS_SID_BINDS="$pylib ${OCI_TMPFS_SID_BINDS:-}" \
-OCI_TMPFS_ENV="OCI_TMPFS_HOOK_CRI_PYTHONPATH=$pylib OCI_TMPFS_HOOK_NRI_BIN=$OCI_TMPFS_HOOK_NRI_BIN ${OCI_TMPFS_HOOK_NRI_CONTAINERD:+OCI_TMPFS_HOOK_NRI_CONTAINERD=$OCI_TMPFS_HOOK_NRI_CONTAINERD} ${NRI_BENCH_ROUNDS:+NRI_BENCH_ROUNDS=$NRI_BENCH_ROUNDS} ${NRI_BENCH_CHURN:+NRI_BENCH_CHURN=$NRI_BENCH_CHURN}" \
+OCI_TMPFS_ENV="OCI_TMPFS_HOOK_CRI_PYTHONPATH=$pylib OCI_TMPFS_HOOK_NRI_BIN=$OCI_TMPFS_HOOK_NRI_BIN ${OCI_TMPFS_HOOK_NRI_CONTAINERD:+OCI_TMPFS_HOOK_NRI_CONTAINERD=$OCI_TMPFS_HOOK_NRI_CONTAINERD} ${NRI_BENCH_ROUNDS:+NRI_BENCH_ROUNDS=$NRI_BENCH_ROUNDS} ${NRI_BENCH_PODS:+NRI_BENCH_PODS=$NRI_BENCH_PODS}" \
   exec tests/env/sid.sh run -- "$bin" --test-threads="${NRI_TEST_THREADS:-2}" "$@"

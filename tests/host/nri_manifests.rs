@@ -5,7 +5,10 @@
 //! kustomization lists every manifest; the DaemonSet's args and the
 //! ConfigMap's host config are ones the binary accepts; the DaemonSet asks
 //! for no more than it needs (two hostPaths, the NRI socket's directory and
-//! the hook's; no host PID, no capability: docs/nri.md).
+//! the hook's; no host PID, no capability: docs/nri.md); its metrics port
+//! and the optional monitoring manifests (deploy/kubernetes/monitoring:
+//! the ServiceMonitor against the part of the Prometheus Operator's
+//! ServiceMonitor schema it uses, in tests/host/schemas).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -60,7 +63,13 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
     // The hook grows the pod's /dev/shm in the container: no host PID, no
     // capability, no AppArmor exception.
     assert!(pod.get("hostPID").is_none_or(|v| v == false), "{pod}");
-    assert!(ds["spec"]["template"]["metadata"].get("annotations").is_none());
+    // Its only annotations: the scrape ones, naming the `metrics` port that
+    // --metrics-address listens on (docs/nri.md#metrics).
+    let annotations = &ds["spec"]["template"]["metadata"]["annotations"];
+    assert_eq!(
+        annotations,
+        &serde_json::json!({"prometheus.io/scrape": "true", "prometheus.io/port": "9464", "prometheus.io/path": "/metrics"})
+    );
     let c = &pod["containers"][0];
     let sc = &c["securityContext"];
     assert_ne!(sc["privileged"], true);
@@ -79,6 +88,11 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
     assert_eq!(after("--hook-dir"), Some("/opt/oci-tmpfs-hook"), "{args:?}");
     assert_eq!(after("--hook-dir-mount"), Some("/host/opt/oci-tmpfs-hook"), "{args:?}");
     assert!(!args.contains(&"--host-root"), "{args:?}");
+    assert_eq!(after("--metrics-address"), Some("0.0.0.0:9464"), "{args:?}");
+    assert_eq!(
+        c["ports"],
+        serde_json::json!([{"name": "metrics", "containerPort": 9464, "protocol": "TCP"}])
+    );
     assert!(
         c["resources"]["requests"]["memory"].is_string() && c["resources"]["limits"]["memory"].is_string()
     );
@@ -108,10 +122,13 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
     let hook_dir = tmp.join("hook-dir");
     std::fs::create_dir_all(&hook_dir).unwrap();
     set("--hook-dir-mount", &hook_dir);
+    // A port of loopback the kernel picks, not the pod's 9464.
+    set("--metrics-address", Path::new("127.0.0.1:0"));
     let log = tmp.join("plugin.log");
     let mut child = Command::new(crate::support::hook_bin())
         .args(&args)
         .env("TMPDIR", &tmp)
+        .env("OCI_TMPFS_HOOK_LOG", "info")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -124,6 +141,7 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
         err = std::fs::read_to_string(&log).unwrap_or_default();
     }
     std::thread::sleep(Duration::from_millis(300));
+    let scraped = scrape_logged(&err);
     let running = matches!(child.try_wait(), Ok(None));
     let _ = child.kill();
     let _ = child.wait();
@@ -132,6 +150,97 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
     assert!(running, "{args:?} exited: {err}");
     assert!(err.contains("connecting to the NRI socket"), "{err}");
     assert_eq!(installed, (true, true), "the plugin did not fill --hook-dir-mount: {err}");
+    // Not registered (no runtime here), and saying so.
+    assert!(scraped.starts_with("HTTP/1.1 200 OK\r\n"), "{scraped}");
+    assert!(scraped.contains("\noci_tmpfs_hook_nri_registered 0\n"), "{scraped}");
+}
+
+/// `GET /metrics` from the address in a plugin's log line
+/// `nri: metrics at http://ADDR/metrics`: the whole answer.
+fn scrape_logged(log: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = log
+        .lines()
+        .find_map(|l| l.split("nri: metrics at http://").nth(1)?.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("no metrics address in the log: {log}"));
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// The optional monitoring manifests (deploy/kubernetes/monitoring): the
+/// kustomization lists both; the Service validates with kubernetes-validate
+/// (oldest and newest Kubernetes) and selects the DaemonSet's pods on its
+/// `metrics` port; the ServiceMonitor validates against the Prometheus
+/// Operator's ServiceMonitor schema as far as the manifest uses it (written
+/// here from the operator's API reference: tests/host/schemas),
+/// strictly: an object with `properties` admits no other field unless the
+/// schema says `x-kubernetes-preserve-unknown-fields` (as the API server's
+/// strict field validation). The same check refuses a misspelt field, so it
+/// can fail.
+#[test]
+fn monitoring_manifests_validate_service_and_servicemonitor() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(DIR);
+    let dir = root.join("monitoring");
+    let py = python();
+    let kustomization = load(&py, &dir.join("kustomization.yaml"));
+    assert_eq!(kustomization["resources"], serde_json::json!(["service.yaml", "servicemonitor.yaml"]));
+    let versions = ok(Command::new(&py).args([
+        "-c",
+        "import kubernetes_validate.utils as u\n\
+         v = sorted(set(u.all_versions()), key=lambda s: tuple(map(int, s.split('.'))))\n\
+         print(v[0], v[-1])",
+    ]));
+    for k in versions.split_whitespace() {
+        let out = ok(Command::new(&py)
+            .args(["-m", "kubernetes_validate", "--strict", "-k", k])
+            .arg(dir.join("service.yaml")));
+        assert!(out.contains(" passed for resource "), "kubernetes {k}: {out}");
+    }
+    let svc = load(&py, &dir.join("service.yaml"));
+    let ds = load(&py, &root.join("daemonset.yaml"));
+    assert_eq!(svc["metadata"]["namespace"], ds["metadata"]["namespace"]);
+    assert_eq!(svc["spec"]["selector"], ds["spec"]["selector"]["matchLabels"]);
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], "metrics");
+    let sm = load(&py, &dir.join("servicemonitor.yaml"));
+    assert_eq!(sm["spec"]["selector"]["matchLabels"], svc["metadata"]["labels"]);
+    assert_eq!(sm["spec"]["endpoints"][0]["port"], svc["spec"]["ports"][0]["name"]);
+    let schema = root.join("../../tests/host/schemas/servicemonitor-v1-subset.yaml");
+    let check = r#"
+import json, sys, yaml, jsonschema
+crd = yaml.safe_load(open(sys.argv[1]))
+schema = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")["schema"]["openAPIV3Schema"]
+def strict(s):
+    if isinstance(s, dict):
+        if "properties" in s and not s.get("x-kubernetes-preserve-unknown-fields"):
+            s.setdefault("additionalProperties", False)
+        for v in list(s.values()):
+            strict(v)
+    elif isinstance(s, list):
+        for v in s:
+            strict(v)
+strict(schema)
+doc = yaml.safe_load(open(sys.argv[2]))
+assert doc["apiVersion"] == crd["spec"]["group"] + "/v1" and doc["kind"] == crd["spec"]["names"]["kind"], doc
+v = jsonschema.Draft7Validator(schema)
+bad = json.loads(json.dumps(doc))
+bad["spec"]["endpoints"][0]["prot"] = bad["spec"]["endpoints"][0].pop("port")
+errors = [e.message for e in v.iter_errors(doc)]
+refused = [e.message for e in v.iter_errors(bad)]
+print(json.dumps({"errors": errors, "misspelt_refused": refused}))
+"#;
+    let out = ok(Command::new(&py).arg("-c").arg(check).arg(&schema).arg(dir.join("servicemonitor.yaml")));
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["errors"], serde_json::json!([]), "{out}");
+    assert!(
+        v["misspelt_refused"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|e| e.as_str().unwrap_or("").contains("prot"))),
+        "{out}"
+    );
 }
 
 /// The DaemonSet's readiness and liveness probes run `nri --probe` on the

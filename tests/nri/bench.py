@@ -8,6 +8,11 @@ times CRI calls inside one process, so Python's start-up is not measured.
     bench.py --socket PATH churn N < the same
         N times: CreateContainer, StartContainer, StopContainer,
         RemoveContainer. Prints {"count": N, "seconds": S}.
+    bench.py --socket PATH pods N < the same, plus "runtime_handler"
+        N pods, one after the other: RunPodSandbox (the sandbox config with
+        the name, uid and cgroup made unique), then the container as in
+        churn, then StopPodSandbox + RemovePodSandbox. Prints
+        {"count": N, "seconds": S}.
 
 Uses the stubs of the `container-runtime-interface-api` package, as
 tests/cri/cri.py does.
@@ -34,14 +39,39 @@ def one(stub, request, timed):
     return seconds if timed else 0.0
 
 
+def pods(stub, request, count, handler):
+    base = json_format.MessageToDict(request.sandbox_config, preserving_proto_field_name=True)
+    for i in range(count):
+        cfg = json.loads(json.dumps(base))
+        uid = f"{cfg['metadata']['uid']}-{i}"
+        cfg["metadata"]["name"] = f"{cfg['metadata']['name']}-{i}"
+        cfg["metadata"]["uid"] = uid
+        cfg["labels"]["io.kubernetes.pod.uid"] = uid
+        cfg["linux"]["cgroup_parent"] = f"{cfg['linux']['cgroup_parent']}-{i}"
+        sandbox = json_format.ParseDict(cfg, api_pb2.PodSandboxConfig())
+        pod = stub.RunPodSandbox(api_pb2.RunPodSandboxRequest(config=sandbox, runtime_handler=handler), timeout=60)
+        request.pod_sandbox_id = pod.pod_sandbox_id
+        request.sandbox_config.CopyFrom(sandbox)
+        one(stub, request, False)
+        stub.StopPodSandbox(api_pb2.StopPodSandboxRequest(pod_sandbox_id=pod.pod_sandbox_id), timeout=60)
+        stub.RemovePodSandbox(api_pb2.RemovePodSandboxRequest(pod_sandbox_id=pod.pod_sandbox_id), timeout=60)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--socket", required=True)
-    ap.add_argument("mode", choices=["start", "churn"])
+    ap.add_argument("mode", choices=["start", "churn", "pods"])
     ap.add_argument("count", nargs="?", type=int, default=1)
     args = ap.parse_args()
     stub = api_pb2_grpc.RuntimeServiceStub(grpc.insecure_channel("unix://" + args.socket))
-    request = json_format.ParseDict(json.load(sys.stdin), api_pb2.CreateContainerRequest())
+    given = json.load(sys.stdin)
+    handler = given.pop("runtime_handler", "")
+    request = json_format.ParseDict(given, api_pb2.CreateContainerRequest())
+    if args.mode == "pods":
+        t0 = time.perf_counter()
+        pods(stub, request, args.count, handler)
+        print(json.dumps({"count": args.count, "seconds": time.perf_counter() - t0}))
+        return 0
     if args.mode == "start":
         print(json.dumps({"seconds": one(stub, request, True)}))
         return 0

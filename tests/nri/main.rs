@@ -28,6 +28,9 @@ use support::*;
 /// Node boot, crashes and other plugins (issue 18).
 mod boot;
 
+/// `nri --metrics-address` (issue 21).
+mod metrics;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -187,20 +190,31 @@ fn quantile(v: &[f64], q: f64) -> f64 {
     v[((v.len() - 1) as f64 * q).round() as usize]
 }
 
-/// The bench (not a timed test; run with `--ignored`): CRI CreateContainer +
-/// StartContainer of a read-only 1 GiB container with the plugin (its
-/// adjustment: our hook at createRuntime, which mounts `/tmp` and grows the
-/// pod's `/dev/shm`) and without it, alternating (`NRI_BENCH_ROUNDS` pairs,
-/// default 30), timed inside one client process; the plugin's own time per
-/// CreateContainer (p50, p99, from its log); then the plugin's memory idle
-/// and after `NRI_BENCH_CHURN` (default 1000) containers created, started,
-/// stopped and removed, twice.
+/// The bench (not a timed test; run with `--ignored`; `bench/nri.sh`),
+/// issue 19's NRI line. The plugin serves metrics (`--metrics-address`).
+/// 1. CRI CreateContainer + StartContainer of a read-only 1 GiB container
+///    with the plugin (its adjustment: our hook at createRuntime, which
+///    mounts `/tmp` and grows the pod's `/dev/shm`) and without it,
+///    alternating (`NRI_BENCH_ROUNDS` pairs, default 30), timed inside one
+///    client process: the median ratio.
+/// 2. `NRI_BENCH_PODS` pods (default 1000), one after the other, each
+///    RunPodSandbox, the container created, started, stopped and removed,
+///    then the pod stopped and removed, in two halves: the plugin's RSS
+///    idle and after each half (flat under churn?); its own time per
+///    CreateContainer over the pods (p50, p99, from its debug line), and
+///    the latency histogram's count and mean from a scrape.
+/// 3. The cost of `--metrics-address`: the plugin restarted without it,
+///    `NRI_BENCH_PODS / 4` pods more, the same numbers.
 #[test]
 #[ignore]
 fn bench_nri_latency_and_memory() {
-    let rounds: usize = std::env::var("NRI_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(30);
-    let churn: usize = std::env::var("NRI_BENCH_CHURN").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let env = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let rounds = env("NRI_BENCH_ROUNDS", 30);
+    let pods = env("NRI_BENCH_PODS", 1000);
     let mut node = Node::nri("bench");
+    let metrics_args = ["--metrics-address".to_string(), "127.0.0.1:0".to_string()];
+    node.stop_plugin();
+    node.start_plugin_with(&metrics_args);
     let idle = plugin_memory(&node);
     let pod = node.run_pod("bench", &PodOpts::default()).expect("RunPodSandbox");
     let request = node.container_request(&pod, &CtrOpts::ro("bench", GI));
@@ -214,53 +228,108 @@ fn bench_nri_latency_and_memory() {
         with.push(secs(&bench_py(&node, &["start"], &request)));
         node.stop_plugin();
         without.push(secs(&bench_py(&node, &["start"], &request)));
-        node.start_plugin();
+        node.start_plugin_with(&metrics_args);
     }
-    let after_rounds = plugin_memory(&node);
     let (w, wo) = (stats(&mut with), stats(&mut without));
     let ratio = with[with.len() / 2] / without[without.len() / 2];
     let delta = (with[with.len() / 2] - without[without.len() / 2]) * 1e3;
-    let t0 = Instant::now();
-    let churned = bench_py(&node, &["churn", &churn.to_string()], &request);
-    let after = plugin_memory(&node);
-    // As many again: growth that goes on is a leak, a plateau is not.
-    let again = bench_py(&node, &["churn", &churn.to_string()], &request);
-    let after_again = plugin_memory(&node);
-    let mut own = plugin_times(&node);
-    own.sort_by(|a, b| a.partial_cmp(b).unwrap());
     say(&format!("nri bench: containerd {}, plugin {}", node.ctd.version, plugin_bin().display()));
     say(&format!("nri bench: CreateContainer+StartContainer with the plugin (our hook):  {w}"));
     say(&format!("nri bench: CreateContainer+StartContainer without the plugin:         {wo}"));
     say(&format!("nri bench: median ratio with/without: {ratio:.3}, median difference {delta:.1} ms"));
-    say(&format!(
-        "nri bench: the plugin's own time per CreateContainer: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms (n={})",
-        quantile(&own, 0.5),
-        quantile(&own, 0.99),
-        own[own.len() - 1],
-        own.len()
-    ));
+    let _ = node.teardown(&pod, &[]);
+    // 2: pods, with metrics, in one plugin process.
+    let mut pod_request = request.clone();
+    pod_request["runtime_handler"] = json!(Way::Nri.handler());
+    let addr = metrics_addr(&node);
+    let fresh = plugin_memory(&node);
+    let mark = plugin_times(&node).len();
+    let half = (pods / 2).max(1);
+    let first = bench_py(&node, &["pods", &half.to_string()], &pod_request);
+    let after_half = plugin_memory(&node);
+    let second = bench_py(&node, &["pods", &half.to_string()], &pod_request);
+    let after_all = plugin_memory(&node);
+    let on = own_times(&node, mark);
+    let scraped = scrape_metrics(addr);
     say(&format!(
         "nri bench: plugin memory idle (registered, no container): VmRSS {} KiB, VmHWM {} KiB",
         idle.0, idle.1
     ));
     say(&format!(
-        "nri bench: plugin memory after the {rounds} rounds (restarted each round): VmRSS {} KiB",
-        after_rounds.0
+        "nri bench: {} pods ({:.0} s and {:.0} s per half): VmRSS {} KiB before, {} KiB after {half}, {} KiB after {}; VmHWM {} KiB",
+        2 * half,
+        secs(&first),
+        secs(&second),
+        fresh.0,
+        after_half.0,
+        after_all.0,
+        2 * half,
+        after_all.1
     ));
     say(&format!(
-        "nri bench: after {churn} more containers ({:.0} s, {:?} wall): VmRSS {} KiB, VmHWM {} KiB",
-        secs(&churned),
-        t0.elapsed(),
-        after.0,
-        after.1
+        "nri bench: the plugin's own time per CreateContainer over the pods, --metrics-address on: {on}"
+    ));
+    say(&format!("nri bench: its latency histogram: {scraped}"));
+    // 3: the same plugin without metrics.
+    node.stop_plugin();
+    node.start_plugin();
+    let fresh_off = plugin_memory(&node);
+    let mark = plugin_times(&node).len();
+    let quarter = (pods / 4).max(1);
+    bench_py(&node, &["pods", &quarter.to_string()], &pod_request);
+    let after_off = plugin_memory(&node);
+    let off = own_times(&node, mark);
+    say(&format!(
+        "nri bench: the plugin's own time per CreateContainer, {quarter} pods, --metrics-address off: {off}"
     ));
     say(&format!(
-        "nri bench: after {churn} more ({:.0} s): VmRSS {} KiB, VmHWM {} KiB",
-        secs(&again),
-        after_again.0,
-        after_again.1
+        "nri bench: plugin memory without metrics: VmRSS {} KiB fresh, {} KiB after {quarter} pods (with metrics: {} KiB fresh)",
+        fresh_off.0, after_off.0, fresh.0
     ));
-    let _ = node.teardown(&pod, &[]);
+}
+
+/// The plugin's own times per CreateContainer from the `mark`th on: p50,
+/// p99, max, n.
+fn own_times(node: &Node, mark: usize) -> String {
+    let mut own: Vec<f64> = plugin_times(node).split_off(mark);
+    own.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    if own.is_empty() {
+        return "none".into();
+    }
+    format!(
+        "p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms (n={})",
+        quantile(&own, 0.5),
+        quantile(&own, 0.99),
+        own[own.len() - 1],
+        own.len()
+    )
+}
+
+/// `nri: metrics at http://ADDR/metrics`, the last in the plugin's log.
+fn metrics_addr(node: &Node) -> std::net::SocketAddr {
+    node.read("plugin.log")
+        .lines()
+        .rev()
+        .find_map(|l| l.split("nri: metrics at http://").nth(1)?.strip_suffix("/metrics"))
+        .and_then(|a| a.parse().ok())
+        .expect("the plugin's metrics address in its log")
+}
+
+/// The adjustment latency histogram of one scrape: count and mean.
+fn scrape_metrics(addr: std::net::SocketAddr) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("the metrics endpoint");
+    s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let get = |name: &str| -> f64 {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("oci_tmpfs_hook_nri_adjustment_duration_seconds_{name} ")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let (count, sum) = (get("count"), get("sum"));
+    format!("count {count}, mean {:.3} ms", sum / count.max(1.0) * 1e3)
 }
 
 /// Case 11: The plugin from the node image, as the DaemonSet runs it: a

@@ -7,6 +7,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod cdi;
 mod cri;
 mod engines;
 mod hook_runtimes;
