@@ -12,6 +12,8 @@
 //!   namespace, with the syscall layer), [`nri`] (the NRI plugin); beside
 //!   them [`node`] (the node installer) and [`diagnose`] (the `doctor` command's checks), over [`engine`]
 //!   (each engine's registration, its changes and its checks).
+//! - [`manifest`]: `explain --manifest`, Kubernetes pod templates as the
+//!   plan's input (pure; off the hook's and the wrapper's path).
 //! - [`logger`]: the log backend, and how a plan and its outcome are logged.
 //! - [`plan`], pure: what to mount; [`landing`], the landing rule the hook
 //!   and the spec executor share.
@@ -30,6 +32,7 @@ pub(crate) mod hook;
 pub mod input;
 pub(crate) mod landing;
 pub mod logger;
+pub(crate) mod manifest;
 pub(crate) mod names;
 pub(crate) mod node;
 pub mod nri;

@@ -1,5 +1,6 @@
-//! `oci-tmpfs-hook explain`: the plan for a bundle, as text or JSON. Reads
-//! only; no syscall here changes anything.
+//! `oci-tmpfs-hook explain`: the plan for a bundle, or for the pods of a
+//! Kubernetes manifest (`--manifest`, [`crate::manifest`]), as text or
+//! JSON. Reads only; no syscall here changes anything.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -11,15 +12,24 @@ use super::{absolute_path, ConfigArg};
 use crate::error::{chain, Error};
 use crate::input;
 use crate::plan::{self, Action, Origin, Plan, ShmSource, ShmWay, Sizing};
-use crate::size::Basis;
+use crate::size::{Basis, Bytes};
 use crate::spec::edit::preview;
 use crate::spec::host::Route;
 
 #[derive(Clone, Debug, Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["bundle", "manifest"])))]
 pub(crate) struct ExplainArgs {
     /// The bundle directory (holds config.json).
     #[arg(long, short = 'b', value_name = "DIR")]
-    pub bundle: PathBuf,
+    pub bundle: Option<PathBuf>,
+    /// A Kubernetes manifest (YAML or JSON, multi-document; `-`: stdin):
+    /// what each container of each pod template would get on a node.
+    #[arg(long, short = 'm', value_name = "FILE", conflicts_with = "runtime")]
+    pub manifest: Option<PathBuf>,
+    /// With --manifest: the node's memory, a Kubernetes quantity (64Gi,
+    /// 65842836Ki) [default: this host's RAM].
+    #[arg(long, value_name = "QUANTITY", value_parser = node_memory)]
+    pub node_memory: Option<Bytes>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -36,7 +46,12 @@ pub(crate) struct ExplainArgs {
 /// # Errors
 /// The host config or the bundle cannot be read, or no plan can be made.
 pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
-    let (bundle, json) = (args.bundle.as_path(), args.json);
+    let bundle = match (&args.bundle, &args.manifest) {
+        (_, Some(file)) => return manifest(args, file),
+        (Some(b), None) => b.as_path(),
+        (None, None) => unreachable!("clap requires --bundle or --manifest"),
+    };
+    let json = args.json;
     let settings = args.config.source(Path::new("/")).read()?;
     let spec = input::read_spec(bundle)?;
     let plan = plan::plan_for(&spec, None, &settings, input::host_facts()?)?;
@@ -218,4 +233,170 @@ fn executors(out: &mut String, plan: &Plan) {
         let _ = write!(line, "; {shm}");
     }
     let _ = writeln!(out, "{line}");
+}
+
+/// `--node-memory`: a Kubernetes quantity, more than zero.
+fn node_memory(text: &str) -> Result<Bytes, String> {
+    match crate::manifest::quantity::bytes(text) {
+        Ok(0) => Err("must be more than zero".into()),
+        Ok(b) => Ok(Bytes(b)),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Most bytes a manifest may have.
+const MANIFEST_MAX: u64 = 16 << 20;
+
+/// `explain --manifest FILE`: a bad manifest is a usage error (one line,
+/// exit 2), as a bad flag is.
+fn manifest(args: &ExplainArgs, file: &Path) -> Result<ExitCode, Error> {
+    let settings = args.config.source(Path::new("/")).read()?;
+    let (node, ram) = match args.node_memory {
+        Some(b) => ("--node-memory", b),
+        None => ("this host's RAM", input::host_ram()?),
+    };
+    let (name, text) = read_manifest(file)?;
+    let found =
+        crate::manifest::doc::load(&name, &text).and_then(|docs| crate::manifest::workloads(&name, &docs));
+    let (workloads, skipped) = match found {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("oci-tmpfs-hook: {}", chain(&e));
+            return Ok(ExitCode::from(crate::error::EXIT_USAGE));
+        }
+    };
+    let reports: Vec<_> = workloads.iter().map(|w| crate::manifest::explain(w, &settings, ram)).collect();
+    if args.json {
+        let doc = serde_json::json!({
+            "manifest": name,
+            "node": {"memory": ram, "from": node},
+            "pods": reports,
+            "skipped": skipped,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc).expect("serialising the reports"));
+    } else {
+        print!("{}", render_manifest(&name, (node, ram), &reports, &skipped));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The manifest's name as shown and its text (`-`: stdin), bounded.
+fn read_manifest(file: &Path) -> Result<(String, String), Error> {
+    if file == Path::new("-") {
+        use std::io::Read as _;
+        let mut text = String::new();
+        std::io::stdin()
+            .take(MANIFEST_MAX + 1)
+            .read_to_string(&mut text)
+            .map_err(|e| format!("reading the manifest from stdin: {e}"))?;
+        if text.len() as u64 > MANIFEST_MAX {
+            return Err(format!("stdin: the manifest is larger than {}", Bytes(MANIFEST_MAX)).into());
+        }
+        return Ok(("stdin".into(), text));
+    }
+    let contents = crate::files::read(None, file, MANIFEST_MAX)?;
+    let text =
+        String::from_utf8(contents.bytes).map_err(|_| format!("{}: not UTF-8 text", file.display()))?;
+    Ok((file.display().to_string(), text))
+}
+
+/// The text form of the pods' plans.
+fn render_manifest(
+    name: &str,
+    (node, ram): (&str, Bytes),
+    reports: &[crate::manifest::PodReport],
+    skipped: &[crate::manifest::doc::DocRef],
+) -> String {
+    use crate::manifest::{PodShm, Role};
+    let mut out = String::new();
+    let _ = writeln!(out, "manifest: {name}");
+    let _ = writeln!(
+        out,
+        "node:     {} of memory ({node}); the images' own ENV is not in a manifest",
+        ram.approx()
+    );
+    for r in reports {
+        let what = if r.template.is_empty() { String::new() } else { format!(", template {}", r.template) };
+        let _ = writeln!(out, "\n{}{what}: pod {}/{}", r.doc, r.namespace, r.name);
+        for n in &r.notes {
+            let _ = writeln!(out, "  note: {n}");
+        }
+        for c in &r.containers {
+            let role = match c.role {
+                Role::App => "container",
+                Role::Init => "init container",
+                Role::Sidecar => "sidecar (init container, restartPolicy Always)",
+            };
+            let limit = c
+                .memory_limit
+                .map_or("no memory limit".to_string(), |l| format!("memory limit {}", l.approx()));
+            let _ = writeln!(out, "  {role} {} ({}; {limit}):", c.name, c.field);
+            let root = match c.read_only_root_filesystem {
+                Some(true) => "securityContext.readOnlyRootFilesystem: true",
+                Some(false) => "securityContext.readOnlyRootFilesystem: false",
+                None => "readOnlyRootFilesystem not set (a writable root)",
+            };
+            let plan = match &c.plan {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = writeln!(
+                        out,
+                        "    fails: {} (on_error = \"fail\": the container does not start)",
+                        chain(e)
+                    );
+                    continue;
+                }
+            };
+            let verdict = if plan.enabled { "acts" } else { "does nothing" };
+            match plan.why.as_str() {
+                // The plan's words for the spec's root, in the manifest's.
+                "root.readonly is true" | "the root filesystem is writable" => {
+                    let _ = writeln!(out, "    {verdict}: {root}");
+                }
+                why => {
+                    let _ = writeln!(out, "    {verdict}: {why} ({root})");
+                }
+            }
+            for (path, v) in &c.volumes {
+                let _ = writeln!(out, "    volume at {path}: {v}");
+            }
+            for a in &plan.actions {
+                if let (Action::Shm { .. }, Some(why)) = (a, &c.shm_left_alone) {
+                    let _ = writeln!(out, "    left alone: /dev/shm: {why}");
+                    continue;
+                }
+                let line = action_line(a)
+                    .replace(
+                        &format!("(bound from {})", crate::manifest::pod::POD_SHM_SOURCE),
+                        "(the pod's, bound from containerd's tmpfs)",
+                    )
+                    .replace(" of host RAM ", " of the node's RAM ");
+                let _ = writeln!(out, "    {line}");
+            }
+            for n in &plan.notes {
+                let volume = c.volumes.iter().find(|(p, _)| crate::target::normalise(p) == n.subject);
+                let by = volume.map_or(String::new(), |(_, v)| format!(": {v}"));
+                let _ = writeln!(out, "    left alone: {}: {}{by}", n.subject, n.reason);
+            }
+            for u in &c.unknown {
+                let _ = writeln!(out, "    unknown here: {u}");
+            }
+        }
+        let _ = writeln!(out, "  pause container: nothing (a pod sandbox)");
+        let shm = match &r.shm {
+            PodShm::Host => "the node's own (hostIPC), never resized".to_string(),
+            PodShm::Sandbox { start, size, by: Some(by) } => {
+                format!(
+                    "{} (containerd's {start} tmpfs, grown to its largest container's: {by})",
+                    size.approx()
+                )
+            }
+            PodShm::Sandbox { start, .. } => format!("{start} (containerd's tmpfs, left as it is)"),
+        };
+        let _ = writeln!(out, "  pod /dev/shm: {shm}");
+    }
+    for s in skipped {
+        let _ = writeln!(out, "\n{s}: no pod template, passed over");
+    }
+    out
 }

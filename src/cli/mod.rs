@@ -47,7 +47,8 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Run as an OCI hook: read the state on stdin, decide, mount.
     Hook(HookArgs),
-    /// Print what the hook would do for a bundle, changing nothing.
+    /// Print what the hook would do for a bundle, or for the pods of a
+    /// Kubernetes manifest (--manifest), changing nothing.
     Explain(ExplainArgs),
     /// Add this hook to a bundle's config.json (for plain runc/crun); idempotent.
     Inject(InjectArgs),
@@ -108,6 +109,17 @@ pub(crate) fn search_path(root: Option<&Path>) -> bool {
 /// Parses the command line; usage errors print clap's message and exit 2.
 pub(crate) fn parse() -> Cli {
     let cli = Cli::parse();
+    if let Command::Explain(args) = &cli.command {
+        // clap's `requires` lets this through beside the required group.
+        if args.node_memory.is_some() && args.manifest.is_none() {
+            let mut cli = Cli::command();
+            cli.build();
+            let explain = cli.find_subcommand_mut("explain").expect("explain is a subcommand");
+            explain
+                .error(clap::error::ErrorKind::MissingRequiredArgument, "--node-memory needs --manifest")
+                .exit();
+        }
+    }
     if let Command::Setup(args) = &cli.command {
         if let Some(msg) = args.misplaced() {
             let mut cli = Cli::command();

@@ -8,6 +8,7 @@ mod support;
 
 mod cli;
 mod deb;
+mod explain_manifest;
 mod manifests;
 mod node;
 mod nri_manifests;

@@ -14,5 +14,6 @@ mod hook_runtimes;
 mod hostile;
 mod hostile_layouts;
 mod hostile_spec;
+mod manifest;
 mod pytorch;
 mod setup;
