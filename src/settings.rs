@@ -174,29 +174,6 @@ pub enum SettingsError {
     Relative { key: &'static str },
 }
 
-/// `text` with each whole-line comment blanked, so that line numbers in
-/// errors stay right: the shipped host config is 56 lines of comments, which
-/// the TOML parser reads a character at a time (about 40k of the hook's
-/// instructions per start, docs/design.md#start-up). Kept as it is when it
-/// has a multi-line string (a `#` line may be inside one) or a comment with a
-/// control character (the parser must refuse it).
-fn without_comment_lines(text: &str) -> std::borrow::Cow<'_, str> {
-    let comment = |l: &str| l.trim_start_matches([' ', '\t']).starts_with('#');
-    if text.contains("\"\"\"") || text.contains("\'\'\'") || !text.lines().any(comment) {
-        return text.into();
-    }
-    let mut out = String::with_capacity(text.len());
-    for line in text.split_inclusive('\n') {
-        let body = line.trim_end_matches(['\n', '\r']);
-        if comment(body) && !body.chars().any(|c| c.is_control() && c != '\t') {
-            out.push_str(&line[body.len()..]);
-        } else {
-            out.push_str(line);
-        }
-    }
-    out.into()
-}
-
 impl Settings {
     /// Parses and validates the TOML text of a host config.
     ///
@@ -204,8 +181,8 @@ impl Settings {
     /// Syntax errors (with line and column), unknown keys, invalid sizes or
     /// targets, `nr_inodes = 0`, relative paths.
     pub fn parse(text: &str) -> Result<Settings, SettingsError> {
-        let raw: RawSettings = toml::from_str(&without_comment_lines(text))
-            .map_err(|e| SettingsError::Toml(one_line(&e.to_string())))?;
+        let raw: RawSettings =
+            toml::from_str(text).map_err(|e| SettingsError::Toml(one_line(&e.to_string())))?;
         let mut extra_targets = Vec::new();
         for path in raw.extra_targets {
             let t = target::validate(&path)
@@ -260,30 +237,6 @@ mod tests {
     #[test]
     fn empty_file_is_defaults() {
         assert_eq!(Settings::parse("").unwrap(), Settings::default());
-    }
-
-    /// Blanking whole-line comments changes no outcome: the shipped file, a
-    /// config with comments between keys, errors (with their line numbers),
-    /// a control character in a comment, a `#` line inside a multi-line string.
-    #[test]
-    fn comment_lines_blanked_change_nothing() {
-        let shipped = include_str!("../hooks/config.toml");
-        assert!(matches!(without_comment_lines(shipped), std::borrow::Cow::Owned(_)));
-        assert_eq!(Settings::parse(shipped).unwrap(), Settings::default());
-        let texts = [
-            "# a\ntmp_size = \"2Gi\" # trailing\n  # b\r\nshm_size = \"75%\"\n",
-            "# a\n# b\ntmp_sise = \"1g\"\n",
-            "# a\n\n  tmp_size = [\n# inside an array\n]\n",
-            "# bell \u{7}\ntmp_size = \"1g\"\n",
-            "# a\nlog_file = \"\"\"\n# not a comment\n\"\"\"\n",
-        ];
-        for text in texts {
-            let direct = toml::from_str::<RawSettings>(text).map_err(|e| e.to_string());
-            let blanked =
-                toml::from_str::<RawSettings>(&without_comment_lines(text)).map_err(|e| e.to_string());
-            assert_eq!(format!("{direct:?}"), format!("{blanked:?}"), "{text:?}");
-        }
-        assert!(Settings::parse(texts[3]).is_err(), "a control character in a comment is refused");
     }
 
     #[test]
