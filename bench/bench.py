@@ -37,7 +37,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNTIMES = ["runc", "crun"]
-SECTIONS = ["latency", "wrapper", "hook", "many", "exec", "binary"]
+SECTIONS = ["latency", "startup", "wrapper", "hook", "many", "exec", "binary"]
 MIB = 1 << 20
 GNU_TIME = "/usr/bin/time"
 WARMUP = 3
@@ -350,6 +350,75 @@ def section_wrapper(b, runtimes, runs, execwraps):
     ]
 
 
+def section_startup(b, runtimes, runs, execwraps):
+    """Issue 19's targets, each against its floor, all in one alternating
+    run per runtime: the hook with the full plan against the static C mount
+    sequence (mountfloor), the hook's no-op path (writable root) against the
+    no-op hook, and the wrapper in spec mode, on a fresh config.json and on
+    the bundle it already edited, against the exec-only wrapper on a bundle
+    whose mounts were written by hand (the same runtime work)."""
+    rows = []
+    for rt in runtimes:
+        real = shutil.which(rt)
+        conf = os.path.join(b.work, f"startup-{rt}.toml")
+        with open(conf, "w") as f:
+            f.write(f'mode = "spec"\nruntime_path = "{real}"\n')
+        env = dict(os.environ, OCI_TMPFS_HOOK_CONFIG=conf)
+        runs_of = {}
+
+        def add(name, cmd, variant, env=None, writable=False, edited=False):
+            d = b.bundle(f"{rt}-s-{len(runs_of)}", variant)
+            path = os.path.join(d, "config.json")
+            if writable:
+                with open(path) as f:
+                    cfg = json.load(f)
+                cfg["root"]["readonly"] = False
+                write_json(path, cfg)
+            with open(path, "rb") as f:
+                pristine = f.read()
+            if edited:  # one run of the wrapper leaves the bundle edited
+                b.run_cmd(cmd, d, env, pristine)
+                with open(path, "rb") as f:
+                    pristine = f.read()
+            runs_of[name] = (cmd, d, env, pristine)
+
+        add("mountfloor (C mount sequence)", [rt], "mountfloor")
+        add("noop hook, writable root", [rt], "noop", writable=True)
+        add("exec-only wrapper, mounts by hand", [execwraps[rt]], "floor")
+        for label, binary in b.hooks:
+            wdir = os.path.join(b.work, f"wrap-{label}")
+            os.makedirs(wdir, exist_ok=True)
+            wrapper = os.path.join(wdir, "oci-tmpfs-runtime")
+            if not os.path.exists(wrapper):
+                os.symlink(binary, wrapper)
+            add(f"{label}: hook, full plan", [rt], label)
+            add(f"{label}: hook, writable root", [rt], label, writable=True)
+            add(f"{label}: wrapper spec, fresh config.json", [wrapper], "plain", env)
+            add(f"{label}: wrapper spec, edited bundle", [wrapper], "plain", env, edited=True)
+        names = list(runs_of)
+        times = {n: [] for n in names}
+        for r in range(WARMUP + runs):
+            k = r % len(names)
+            for n in names[k:] + names[:k]:
+                ms = b.run_cmd(*runs_of[n])
+                if r >= WARMUP:
+                    times[n].append(ms)
+        t = {n: stats(x) for n, x in times.items()}
+        floors = {"hook, full plan": "mountfloor (C mount sequence)",
+                  "hook, writable root": "noop hook, writable root",
+                  "wrapper": "exec-only wrapper, mounts by hand"}
+        for n in names:
+            floor = next((f for k, f in floors.items() if k in n), n)
+            s = t[n]
+            rows.append([rt, n, f"{s['median']:.2f}", f"{s['p10']:.2f}", f"{s['p90']:.2f}",
+                         f"{s['median'] - t[floor]['median']:+.2f}", f"{s['median'] / t[floor]['median']:.3f}"])
+        print(f"bench: startup {rt} done", file=sys.stderr)
+    return [
+        f"\n### Start-up against the floors (`<runtime> run` of `true`, ms; {runs} alternating rounds)\n",
+        table(["runtime", "variant", "median", "p10", "p90", "Δ median vs its floor", "ratio to its floor"], rows),
+    ]
+
+
 def section_hook(b, runtimes, runs):
     rows, lrows = [], []
     for rt in runtimes:
@@ -513,11 +582,13 @@ def main():
     try:
         if "latency" in sections:
             out += section_latency(b, runtimes, args.runs)
+        wraps = dict(w.split("=", 1) for w in (args.execwrap or []))
+        missing = [rt for rt in runtimes if rt not in wraps]
+        if missing and ("wrapper" in sections or "startup" in sections):
+            die(f"--execwrap RUNTIME=PATH is missing for {', '.join(missing)} (bench/run.sh builds them)")
+        if "startup" in sections:
+            out += section_startup(b, runtimes, args.runs, wraps)
         if "wrapper" in sections:
-            wraps = dict(w.split("=", 1) for w in (args.execwrap or []))
-            missing = [rt for rt in runtimes if rt not in wraps]
-            if missing:
-                die(f"--execwrap RUNTIME=PATH is missing for {', '.join(missing)} (bench/run.sh builds them)")
             out += section_wrapper(b, runtimes, args.runs, wraps)
         if "hook" in sections:
             out += section_hook(b, runtimes, args.runs)

@@ -67,6 +67,9 @@ for mode in spec hook; do
     cp "$work/pristine.json" "$work/b/config.json"
     OCI_TMPFS_HOOK_CONFIG="$work/$mode.toml" count "wrapper $mode (create, up to the exec)" \
         "$work/bin/oci-tmpfs-runtime" create --bundle "$work/b" oth-cg-w || exit 1
+    # The same bundle again: what the wrapper wrote is already in it.
+    OCI_TMPFS_HOOK_CONFIG="$work/$mode.toml" count "wrapper $mode, the bundle it already edited" \
+        "$work/bin/oci-tmpfs-runtime" create --bundle "$work/b" oth-cg-w || exit 1
 done
 cp "$work/pristine.json" "$work/b/config.json"
 runc create --bundle "$work/b" oth-cg

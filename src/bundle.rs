@@ -1,6 +1,6 @@
 //! Lossless edits of a bundle's `config.json`: adding this hook to
-//! `hooks.<stage>`. The file is handled as a generic JSON value (oci-spec's
-//! types drop fields they do not know), keeps its key order, indentation
+//! `hooks.<stage>`. The file is handled as a generic JSON value (a typed view
+//! drops the fields it does not know), keeps its key order, indentation
 //! style, mode and owner, and is replaced atomically but not fsynced (the
 //! bundle is the engine's scratch copy, rewritten at every create:
 //! docs/design.md#executors). Adding twice adds once. Reading and writing are [`crate::files`]'s.
@@ -79,34 +79,191 @@ pub fn add_hook(config: &mut Value, stage: Stage, entry: &HookEntry) -> Result<b
 /// # Errors
 /// A missing or invalid file, or a failed write; the file is then unchanged.
 pub fn inject(bundle: &Path, stage: Stage, entry: &HookEntry) -> Result<bool, BundleError> {
-    edit(bundle, |config, path| {
-        add_hook(config, stage, entry).map_err(|what| BundleError::Shape { path: path.to_path_buf(), what })
+    edit(bundle, |config| {
+        let path = config.path.to_path_buf();
+        add_hook(config.tree(&["hooks"])?, stage, entry).map_err(|what| BundleError::Shape { path, what })
     })
+}
+
+/// The members of `config.json` that any edit of ours changes: the mounts
+/// (the spec executor) and the hooks (the hook entry).
+const EDITED: [&str; 2] = ["mounts", "hooks"];
+
+/// A bundle's `config.json` as read: its bytes, and, once [`Config::tree`]
+/// asks for them, the members an edit changes (`mounts`, `hooks`) as a JSON
+/// object. Only the members asked for are parsed into a tree and written
+/// back, spliced into the original text: every other byte of the file stays
+/// as it was. A caller that only reads (the plan's view,
+/// [`crate::oci::Spec`], comes from the bytes) and finds nothing to change
+/// parses no tree at all (docs/design.md#start-up).
+pub struct Config<'a> {
+    pub bytes: &'a [u8],
+    pub path: &'a Path,
+    tree: Option<Members>,
+}
+
+/// Where each edited member's value stands in the file's bytes, if it is there.
+type Spans = Vec<(&'static str, Option<std::ops::Range<usize>>)>;
+
+/// The members asked for, as changed, and where each edited member stood.
+struct Members {
+    now: Value,
+    spans: Spans,
+    asked: Vec<&'static str>,
+}
+
+/// A member's raw text, also when it is `null` (which `Option` would hide).
+#[derive(Default)]
+struct Raw<'a>(Option<&'a serde_json::value::RawValue>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Raw<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        <&'a serde_json::value::RawValue>::deserialize(d).map(|r| Raw(Some(r)))
+    }
+}
+
+/// The top level, with only the edited members kept (raw).
+#[derive(serde::Deserialize)]
+struct Top<'a> {
+    #[serde(borrow, default)]
+    mounts: Raw<'a>,
+    #[serde(borrow, default)]
+    hooks: Raw<'a>,
+}
+
+impl Config<'_> {
+    /// The document's members `keys` (of `mounts` and `hooks`; those it
+    /// has), with any asked for before, as one JSON object to edit. Each
+    /// member asked for is written back when the change says it changed
+    /// something; other members put in the object are refused then.
+    ///
+    /// # Errors
+    /// [`BundleError::Json`] when the file is not JSON,
+    /// [`BundleError::Shape`] when it is not one object with each key once.
+    pub fn tree(&mut self, keys: &[&'static str]) -> Result<&mut Value, BundleError> {
+        if self.tree.is_none() {
+            self.tree = Some(Members {
+                now: Value::Object(serde_json::Map::new()),
+                spans: self.spans()?,
+                asked: Vec::new(),
+            });
+        }
+        let m = self.tree.as_mut().expect("the members were just found");
+        for key in keys {
+            debug_assert!(EDITED.contains(key), "{key} is not an edited member");
+            if m.asked.contains(key) {
+                continue;
+            }
+            m.asked.push(key);
+            let span = m.spans.iter().find(|(k, _)| k == key).and_then(|(_, s)| s.clone());
+            if let Some(span) = span {
+                let value: Value = serde_json::from_slice(&self.bytes[span])
+                    .map_err(|source| BundleError::Json { path: self.path.to_path_buf(), source })?;
+                m.now.as_object_mut().expect("an object").insert((*key).to_string(), value);
+            }
+        }
+        Ok(&mut m.now)
+    }
+
+    /// Where each edited member's value stands in the bytes.
+    fn spans(&self) -> Result<Spans, BundleError> {
+        let shape = |what: String| BundleError::Shape { path: self.path.to_path_buf(), what };
+        // A derived struct also reads a JSON array (`[]` as no members).
+        let top: Top<'_> = match self.bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+            Some(b'{') => serde_json::from_slice(self.bytes),
+            _ => serde_json::from_slice::<serde::de::IgnoredAny>(self.bytes)
+                .and_then(|_| Err(serde::de::Error::custom("not a JSON object"))),
+        }
+        .map_err(|source| match serde_json::from_slice::<serde::de::IgnoredAny>(self.bytes) {
+            Err(_) => BundleError::Json { path: self.path.to_path_buf(), source },
+            Ok(_) => shape(format!("the document ({source})")),
+        })?;
+        let base = self.bytes.as_ptr() as usize;
+        let span = |raw: Raw<'_>| {
+            raw.0.map(|r| {
+                let start = r.get().as_ptr() as usize - base;
+                start..start + r.get().len()
+            })
+        };
+        Ok(vec![("mounts", span(top.mounts)), ("hooks", span(top.hooks))])
+    }
+}
+
+/// `original` with the members of `m` written over their old text, and the
+/// new ones added at the end of the document, in its indentation style.
+fn splice(original: &str, m: &Members, path: &Path) -> Result<String, BundleError> {
+    let shape = |what: &str| BundleError::Shape { path: path.to_path_buf(), what: what.to_string() };
+    let now = m.now.as_object().ok_or_else(|| shape("the edited members"))?;
+    if let Some(other) = now.keys().find(|k| !EDITED.contains(&k.as_str())) {
+        return Err(shape(&format!("the member {other:?} (not one the bundle edit writes)")));
+    }
+    let unit = files::indent_unit(original);
+    let mut replaced: Vec<(std::ops::Range<usize>, String)> = Vec::new();
+    let mut added = Vec::new();
+    for (key, span) in &m.spans {
+        let Some(value) = now.get(*key) else { continue };
+        let text = files::render_value(value, unit, 1);
+        match span {
+            Some(range) => replaced.push((range.clone(), text)),
+            None => {
+                added.push(format!("{}:{}{text}", Value::from(*key), if unit.is_some() { " " } else { "" }))
+            }
+        }
+    }
+    let mut out = original.to_string();
+    if !added.is_empty() {
+        let close = out.rfind('}').ok_or_else(|| shape("the document"))?;
+        let end = out[..close].trim_end().len();
+        let empty = out[..end].ends_with('{');
+        let sep = match unit {
+            Some(unit) => format!("\n{unit}"),
+            None => String::new(),
+        };
+        let mut text = String::new();
+        for (i, member) in added.iter().enumerate() {
+            if i > 0 || !empty {
+                text.push(',');
+            }
+            text.push_str(&sep);
+            text.push_str(member);
+        }
+        if empty && unit.is_some() {
+            text.push('\n');
+        }
+        out.insert_str(end, &text);
+    }
+    replaced.sort_by_key(|(r, _)| std::cmp::Reverse(r.start));
+    for (range, text) in replaced {
+        out.replace_range(range, &text);
+    }
+    Ok(out)
 }
 
 /// Reads `<bundle>/config.json`, lets `change` edit it (it returns whether
 /// it changed anything, or an error of its own), and writes it back when it
-/// did, in the file's own style.
+/// did, in the file's own style: only the members it changed are rewritten.
 ///
 /// # Errors
 /// A missing or invalid file, `change`'s error, or a failed write; the file
 /// is then unchanged.
 pub fn edit<E: From<BundleError>>(
     bundle: &Path,
-    change: impl FnOnce(&mut Value, &Path) -> Result<bool, E>,
+    change: impl FnOnce(&mut Config<'_>) -> Result<bool, E>,
 ) -> Result<bool, E> {
     let path = bundle.join(CONFIG);
     let dir =
         files::open_dir(bundle).map_err(|source| BundleError::Dir { path: bundle.to_path_buf(), source })?;
     let old = files::read(Some(dir.as_fd()), &path, MAX_CONFIG_BYTES).map_err(BundleError::from)?;
-    let mut config: Value = serde_json::from_slice(&old.bytes)
-        .map_err(|source| BundleError::Json { path: path.clone(), source })?;
-    if !change(&mut config, &path)? {
+    let mut config = Config { bytes: &old.bytes, path: &path, tree: None };
+    if !change(&mut config)? {
         return Ok(false);
     }
-    // Valid JSON is UTF-8 (RFC 8259 §8.1; serde_json refuses anything else).
-    let original = String::from_utf8_lossy(&old.bytes);
-    let out = files::render_json(&config, &original);
+    // A change with no tree changed nothing.
+    let Some(members) = config.tree else { return Ok(false) };
+    // Valid JSON is UTF-8 (RFC 8259 §8.1); the spans are byte offsets into it.
+    let original = std::str::from_utf8(&old.bytes)
+        .map_err(|_| BundleError::Shape { path: path.clone(), what: "the document (not UTF-8)".into() })?;
+    let out = splice(original, &members, &path)?;
     files::replace_at(dir.as_fd(), OsStr::new(CONFIG), &path, out.as_bytes(), old.perms, Durability::Scratch)
         .map_err(BundleError::from)?;
     Ok(true)
@@ -197,7 +354,91 @@ mod tests {
         assert!(matches!(inject(&dir, Stage::Prestart, &entry()), Err(BundleError::Dir { .. })));
     }
 
+    /// The edit through [`Config`] (only the changed members rewritten) and
+    /// through a whole tree: the same document; every other member byte for
+    /// byte as it was.
+    fn both_ways(text: &str) -> (Value, Value, String) {
+        let change = |v: &mut Value| {
+            add_hook(v, Stage::Prestart, &entry()).unwrap();
+            let m = v.as_object_mut().unwrap().entry("mounts").or_insert_with(|| json!([]));
+            if let Some(list) = m.as_array_mut() {
+                list.push(json!({"destination": "/tmp", "type": "tmpfs", "source": "oci-tmpfs-hook"}));
+            }
+        };
+        let mut whole: Value = serde_json::from_str(text).unwrap();
+        change(&mut whole);
+        let path = Path::new("/b/config.json");
+        let mut config = Config { bytes: text.as_bytes(), path, tree: None };
+        change(config.tree(&EDITED).unwrap());
+        let out = splice(text, config.tree.as_ref().unwrap(), path).unwrap();
+        (whole, serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}")), out)
+    }
+
+    fn raw_members(text: &str) -> Vec<(String, String)> {
+        let m: serde_json::Map<String, Value> = serde_json::from_str(text).unwrap();
+        let raw: std::collections::HashMap<String, &serde_json::value::RawValue> =
+            serde_json::from_str(text).unwrap();
+        m.keys()
+            .filter(|k| !EDITED.contains(&k.as_str()))
+            .map(|k| (k.clone(), raw[k].get().to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn splice_styles_and_edges() {
+        for text in [
+            "{}",
+            "{}\n",
+            "{\n}\n",
+            "{\"a\":1}",
+            "{\n\t\"a\": 1,\n\t\"mounts\": [],\n\t\"hooks\": {}\n}\n",
+            "{\n\t\"mounts\": null,\n\t\"x\": null\n}",
+            "{\n  \"mounts\": [\n    {\"destination\": \"/x\"}\n  ],\n  \"z\": {\"b\": [1, 2.50, \"\\u00e9\"]}\n}",
+            "  {\"hooks\": {\"poststop\": [{\"path\": \"/x\"}]}, \"q\": \"}\"}  \n",
+        ] {
+            let (whole, spliced, out) = both_ways(text);
+            assert_eq!(whole, spliced, "{text:?} -> {out:?}");
+            assert_eq!(raw_members(text), raw_members(&out), "{text:?} -> {out:?}");
+        }
+        let path = Path::new("/b/config.json");
+        for bad in ["[]", "{\"mounts\": [], \"mounts\": []}", "1"] {
+            let mut c = Config { bytes: bad.as_bytes(), path, tree: None };
+            assert!(matches!(c.tree(&EDITED), Err(BundleError::Shape { .. })), "{bad}");
+        }
+        let mut c = Config { bytes: b"{not json", path, tree: None };
+        assert!(matches!(c.tree(&EDITED), Err(BundleError::Json { .. })));
+    }
+
     proptest::proptest! {
+        #[test]
+        fn splice_is_the_whole_edit_and_keeps_every_other_byte(
+            keys in proptest::collection::vec("[a-z]{1,6}", 0..6),
+            with_mounts in proptest::option::of(proptest::collection::vec("/[a-z]{1,4}", 0..3)),
+            with_hooks in proptest::bool::ANY,
+            style in 0..3usize,
+        ) {
+            let mut v = json!({});
+            for (i, k) in keys.iter().enumerate() {
+                if !EDITED.contains(&k.as_str()) {
+                    v[k] = json!({"n": i, "list": [k, {"deep": [1.5, null, true]}], "s": "a}b\n"});
+                }
+            }
+            if let Some(ms) = with_mounts {
+                v["mounts"] = ms.iter().map(|d| json!({"destination": d, "options": ["ro"]})).collect();
+            }
+            if with_hooks {
+                v["hooks"] = json!({"poststart": [{"path": "/bin/p"}]});
+            }
+            let text = match style {
+                0 => serde_json::to_string(&v).unwrap(),
+                1 => format!("{}\n", serde_json::to_string_pretty(&v).unwrap()),
+                _ => files::render_json(&v, "{\n\t\"x\": 1\n}\n"),
+            };
+            let (whole, spliced, out) = both_ways(&text);
+            proptest::prop_assert_eq!(whole, spliced);
+            proptest::prop_assert_eq!(raw_members(&text), raw_members(&out));
+        }
+
         #[test]
         fn add_hook_never_loses_a_field(keys in proptest::collection::vec("[a-z]{1,8}", 0..8), vals in proptest::collection::vec(0i64..100, 0..8)) {
             let mut v = json!({});

@@ -274,7 +274,18 @@ pub(crate) fn this_binary() -> io::Result<PathBuf> {
 /// when the original was one line; a trailing newline when the original had
 /// one (or was empty).
 pub(crate) fn render_json(doc: &Value, original: &str) -> String {
-    let indent = if original.trim().is_empty() {
+    let mut text = render_value(doc, indent_unit(original), 0);
+    if original.is_empty() || original.ends_with('\n') {
+        text.push('\n');
+    }
+    text
+}
+
+/// The indentation unit of a JSON file: two spaces for a new, empty file,
+/// the first indentation found (a tab for `runc spec`'s files), or `None`
+/// when the file is one line.
+pub(crate) fn indent_unit(original: &str) -> Option<&str> {
+    if original.trim().is_empty() {
         Some("  ")
     } else if !original.trim().contains('\n') {
         None
@@ -286,21 +297,26 @@ pub(crate) fn render_json(doc: &Value, original: &str) -> String {
             .find(|ws| !ws.is_empty())
             .unwrap_or("  ");
         Some(unit)
-    };
-    let mut out = Vec::with_capacity(original.len() + 256);
-    match indent {
+    }
+}
+
+/// `value` as JSON, indented by `unit` (one line when `None`) as if it stood
+/// `depth` levels deep in its document.
+pub(crate) fn render_value(value: &Value, unit: Option<&str>, depth: usize) -> String {
+    let mut out = Vec::with_capacity(256);
+    match unit {
         Some(unit) => {
             let fmt = serde_json::ser::PrettyFormatter::with_indent(unit.as_bytes());
             let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
-            serde::Serialize::serialize(doc, &mut ser).expect("serialising a JSON value");
+            serde::Serialize::serialize(value, &mut ser).expect("serialising a JSON value");
         }
-        None => serde_json::to_writer(&mut out, doc).expect("serialising a JSON value"),
+        None => serde_json::to_writer(&mut out, value).expect("serialising a JSON value"),
     }
-    let mut text = String::from_utf8(out).expect("serde_json writes UTF-8");
-    if original.is_empty() || original.ends_with('\n') {
-        text.push('\n');
+    let text = String::from_utf8(out).expect("serde_json writes UTF-8");
+    match unit {
+        Some(unit) if depth > 0 => text.replace('\n', &format!("\n{}", unit.repeat(depth))),
+        _ => text,
     }
-    text
 }
 
 /// A fresh, empty directory for a unit test, named by `name` and this

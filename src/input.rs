@@ -9,7 +9,7 @@ use std::io::{self, Read};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
-use oci_spec::runtime::Spec;
+use crate::oci::Spec;
 use serde::Deserialize;
 
 use crate::files::{self, FileError};

@@ -36,6 +36,7 @@ pub(crate) mod manifest;
 pub(crate) mod names;
 pub(crate) mod node;
 pub mod nri;
+pub mod oci;
 pub mod plan;
 pub mod settings;
 pub mod size;

@@ -62,6 +62,11 @@ if [[ ,$envs, == *,bookworm,* ]]; then
   echo "== environment bookworm, wrapper mode hook"
   OCI_TMPFS_TEST_WRAPPER_MODE=hook cargo test --locked --no-fail-fast --test runtimes -- \
     engines::docker_and_containerd 2>&1 | tee -a "$log" || status=$?
+  # The start-up bench as a smoke test of the installed binary: 2 rounds, no
+  # threshold (BENCHMARKS.md has the measured tables).
+  echo "== bench smoke (bench/run.sh --sections startup --runs 2)"
+  OCI_TMPFS_BENCH_HOOK=$(command -v oci-tmpfs-hook || echo /usr/local/bin/oci-tmpfs-hook) \
+    bench/run.sh --sections startup --runs 2 2>&1 | tee -a "$log" | tail -n 4 || status=1
   took "environment bookworm" "$t0"
 fi
 

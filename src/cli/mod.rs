@@ -158,6 +158,10 @@ pub fn try_main() -> Result<ExitCode, Error> {
     if std::env::args_os().len() == 1 && std::env::var_os(crate::nri::PLUGIN_SOCKET_ENV).is_some() {
         return run(&Cli::parse_from(["oci-tmpfs-hook", "nri"]));
     }
+    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    if let Some(args) = hook::registered_argv(&args) {
+        return hook::run(&args);
+    }
     run(&parse())
 }
 
@@ -197,10 +201,10 @@ impl clap::builder::ValueParserFactory for Stage {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    pub(super) fn parse_from(args: &[&str]) -> Result<Cli, clap::Error> {
+    pub(crate) fn parse_from(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("oci-tmpfs-hook").chain(args.iter().copied()))
     }
 

@@ -21,7 +21,7 @@ use crate::size::Bytes;
 /// spec, else the state).
 pub(crate) fn container_ids<'a>(
     id: Option<&'a str>,
-    spec: &'a oci_spec::runtime::Spec,
+    spec: &'a crate::oci::Spec,
     state_annotations: Option<&'a HashMap<String, String>>,
 ) -> Vec<&'a str> {
     let sandbox = spec

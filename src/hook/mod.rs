@@ -75,7 +75,7 @@ pub(crate) fn run(stage: Option<Stage>, settings: &Settings, stdin: impl io::Rea
 fn engine_shm(
     plan: &plan::Plan,
     id: &str,
-    spec: &oci_spec::runtime::Spec,
+    spec: &crate::oci::Spec,
     state_annotations: Option<&HashMap<String, String>>,
 ) -> Result<Option<Result<u64, plan::Note>>, HookError> {
     let source = plan.actions.iter().find_map(|a| match a {

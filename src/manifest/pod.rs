@@ -7,7 +7,7 @@
 //! facts from a `CreateContainer` request: the tests compare the two).
 //! Pure: no I/O.
 
-use oci_spec::runtime::Spec;
+use crate::oci::Spec;
 use serde_json::{json, Map, Value};
 
 use super::doc::{each, opt, req, string_map, At, ManifestError};

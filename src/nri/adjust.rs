@@ -23,7 +23,7 @@
 
 use std::collections::HashMap;
 
-use oci_spec::runtime::Spec;
+use crate::oci::Spec;
 use serde_json::{json, Map, Value};
 
 use std::path::PathBuf;

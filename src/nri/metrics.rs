@@ -550,7 +550,7 @@ mod tests {
     }
 
     fn plan_of(config: serde_json::Value) -> Plan {
-        let spec: oci_spec::runtime::Spec = serde_json::from_value(config).unwrap();
+        let spec: crate::oci::Spec = serde_json::from_value(config).unwrap();
         let host = crate::plan::HostFacts { ram: crate::size::Bytes(8 << 30) };
         crate::plan::plan_for(&spec, None, &crate::settings::Settings::default(), host).unwrap()
     }

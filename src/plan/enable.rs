@@ -1,7 +1,7 @@
 //! Step 1 of the plan: does the hook act for this container, may it, and who
 //! owns what it mounts. Pure: reads the spec and its annotations only.
 
-use oci_spec::runtime::{LinuxNamespaceType, Spec};
+use crate::oci::{LinuxNamespaceType, Spec};
 
 use super::{Inputs, Owner, PlanError, ANNOTATION_ENABLED};
 use crate::names::{CRIO_CONTAINER_TYPE, CRI_CONTAINER_TYPE, SANDBOX};
@@ -68,7 +68,7 @@ pub(super) fn container_root_owner(spec: &Spec) -> Option<Owner> {
     if !own_userns {
         return None;
     }
-    let root_of = |maps: &Option<Vec<oci_spec::runtime::LinuxIdMapping>>| -> Option<u32> {
+    let root_of = |maps: &Option<Vec<crate::oci::LinuxIdMapping>>| -> Option<u32> {
         maps.as_ref()?.iter().find(|m| m.container_id() == 0 && m.size() > 0).map(|m| m.host_id())
     };
     Some(Owner { uid: root_of(linux.uid_mappings())?, gid: root_of(linux.gid_mappings())? })

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use oci_spec::runtime::Spec;
+use crate::oci::Spec;
 
 use super::model::Note;
 use super::{ANNOTATION_ENABLED, ANNOTATION_PREFIX, ANNOTATION_SHM_SIZE, ANNOTATION_TMP_SIZE};
@@ -61,7 +61,7 @@ impl Inputs<'_> {
 }
 
 /// The spec's mounts with normalised destinations, for comparing paths.
-pub(super) struct SpecMounts<'a>(pub(super) Vec<(String, &'a oci_spec::runtime::Mount)>);
+pub(super) struct SpecMounts<'a>(pub(super) Vec<(String, &'a crate::oci::Mount)>);
 
 impl<'a> SpecMounts<'a> {
     pub(super) fn of(spec: &'a Spec) -> SpecMounts<'a> {
@@ -78,7 +78,7 @@ impl<'a> SpecMounts<'a> {
     }
 
     /// The last mount at exactly `dest` (what the container sees there).
-    pub(super) fn last_at(&self, dest: &str) -> Option<&'a oci_spec::runtime::Mount> {
+    pub(super) fn last_at(&self, dest: &str) -> Option<&'a crate::oci::Mount> {
         self.0.iter().rev().find(|(d, _)| d == dest).map(|(_, m)| *m)
     }
 

@@ -21,7 +21,7 @@ mod targets;
 
 use std::collections::HashMap;
 
-use oci_spec::runtime::Spec;
+use crate::oci::Spec;
 
 pub use crate::input::HostFacts;
 pub use inputs::Inputs;
@@ -116,7 +116,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
 
 /// The spec's `linux.mountLabel`: the SELinux label every tmpfs of the plan
 /// carries (docs/design.md#selinux). An empty one is none.
-fn mount_label(spec: &oci_spec::runtime::Spec) -> Option<String> {
+fn mount_label(spec: &crate::oci::Spec) -> Option<String> {
     let label = spec.linux().as_ref()?.mount_label().as_ref()?;
     (!label.is_empty()).then(|| label.clone())
 }

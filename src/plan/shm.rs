@@ -120,7 +120,7 @@ mod tests {
             ),
         ];
         for (name, mounts, want) in cases {
-            let spec: oci_spec::runtime::Spec =
+            let spec: crate::oci::Spec =
                 serde_json::from_value(json!({"ociVersion": "1.0.2", "mounts": mounts})).unwrap();
             let got = shm(&SpecMounts::of(&spec), plain(512 * MI), None, None);
             match (got, want) {

@@ -36,7 +36,7 @@ pub(super) fn sizes(inputs: &Inputs<'_>) -> Result<Sizes, PlanError> {
 }
 
 /// `linux.resources.memory.limit`, when positive.
-pub(super) fn memory_limit(spec: &oci_spec::runtime::Spec) -> Option<Bytes> {
+pub(super) fn memory_limit(spec: &crate::oci::Spec) -> Option<Bytes> {
     spec.linux()
         .as_ref()
         .and_then(|l| l.resources().as_ref())

@@ -176,7 +176,7 @@ mod tests {
 
     #[test]
     fn spec_mount_filter_table() {
-        let spec: oci_spec::runtime::Spec = serde_json::from_value(serde_json::json!({
+        let spec: crate::oci::Spec = serde_json::from_value(serde_json::json!({
             "ociVersion": "1.0.2",
             "mounts": [
                 {"destination": "/tmp/", "type": "tmpfs", "source": "tmpfs"},

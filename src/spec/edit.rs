@@ -1,7 +1,7 @@
 //! The plan carried out in the spec: the spec executor's pure part, next to
 //! the hook's by-fd mounts ([`crate::hook`]).
 //! A pure edit of `config.json` (a generic JSON value, so nothing the
-//! `oci-spec` types do not know is lost): a `tmpfs` entry in `mounts` per
+//! typed view does not know is lost): a `tmpfs` entry in `mounts` per
 //! temp target, for the runtime to mount with its own in-root resolution (as
 //! it does for `docker run --tmpfs`), and `/dev/shm` raised in the spec, or
 //! handed back to the caller when it is an engine-made tmpfs bound from the

@@ -73,8 +73,7 @@ pub(crate) fn carry_out(
     cx: &Launch<'_>,
 ) -> Result<Outcome, SpecError> {
     let mut outcome = Outcome::default();
-    outcome.changed =
-        bundle::edit(dir, |config, path| in_spec(config, path, dir, settings, hook, cx, &mut outcome))?;
+    outcome.changed = bundle::edit(dir, |config| in_spec(config, dir, settings, hook, cx, &mut outcome))?;
     Ok(outcome)
 }
 
@@ -151,10 +150,12 @@ pub(crate) fn hook_mode_stage(config: &Value, ours: &Path) -> Stage {
 /// # Errors
 /// As [`bundle::inject`].
 pub(crate) fn inject_hook(dir: &Path, entry: &HookEntry) -> Result<bool, BundleError> {
-    bundle::edit(dir, |config, path| {
-        let stage = hook_mode_stage(config, &entry.path);
-        bundle::add_hook(config, stage, &entry_at(entry, stage))
-            .map_err(|what| BundleError::Shape { path: path.to_path_buf(), what })
+    bundle::edit(dir, |config| {
+        let path = config.path.to_path_buf();
+        let hooks = config.tree(&["hooks"])?;
+        let stage = hook_mode_stage(hooks, &entry.path);
+        bundle::add_hook(hooks, stage, &entry_at(entry, stage))
+            .map_err(|what| BundleError::Shape { path, what })
     })
 }
 
@@ -171,15 +172,22 @@ fn entry_at(entry: &HookEntry, stage: Stage) -> HookEntry {
 
 /// The spec executor on one `config.json` value; returns whether it changed.
 fn in_spec(
-    config: &mut Value,
-    path: &Path,
+    config: &mut bundle::Config<'_>,
     dir: &Path,
     settings: &Settings,
     hook: Option<&HookEntry>,
     cx: &Launch<'_>,
     out: &mut Outcome,
 ) -> Result<bool, SpecError> {
-    let parsed: oci_spec::runtime::Spec = serde_json::from_value(config.clone()).map_err(SpecError::Spec)?;
+    // The plan's view straight from the bytes; the JSON tree only when
+    // there is something to write (docs/design.md#start-up).
+    let parsed: crate::oci::Spec = match serde_json::from_slice(config.bytes) {
+        Ok(spec) => spec,
+        Err(e) => {
+            config.tree(&[])?; // not a JSON object: the bundle's error
+            return Err(SpecError::Spec(e));
+        }
+    };
     let host = input::host_facts()?;
     let plan = plan::plan_for(&parsed, None, settings, host)?;
     log::debug!("{}", plan.why);
@@ -187,16 +195,20 @@ fn in_spec(
     if plan.actions.is_empty() {
         return Ok(false);
     }
+    let path = config.path.to_path_buf();
     let mut changed = false;
-    let foreign = hook.map(|h| foreign_runtime_hooks(config, &h.path)).unwrap_or_default();
+    let foreign = match hook {
+        Some(h) => foreign_runtime_hooks(config.tree(&["hooks"])?, &h.path),
+        None => Vec::new(),
+    };
     let placed = match handover(&plan, cx.temp_to_hook, &foreign) {
         Some((why, stage)) => {
             let Some(entry) = hook else { return Ok(false) };
             out.hooked = true;
             let at = if stage == Stage::Prestart { String::new() } else { format!(" at {stage}") };
             out.done.push(format!("the hook carries the temp targets: {why}; added the hook{at}"));
-            changed |= bundle::add_hook(config, stage, &entry_at(entry, stage))
-                .map_err(|what| BundleError::Shape { path: path.to_path_buf(), what })?;
+            changed |= bundle::add_hook(config.tree(&["hooks"])?, stage, &entry_at(entry, stage))
+                .map_err(|what| BundleError::Shape { path: path.clone(), what })?;
             host::Placed::default()
         }
         None => {
@@ -204,7 +216,7 @@ fn in_spec(
             host::place_targets(&rootfs, &plan)?
         }
     };
-    let edit = edit::put_mounts(config, &plan, |t| placed.destination(t), host.ram)?;
+    let edit = edit::put_mounts(config.tree(&["mounts"])?, &plan, |t| placed.destination(t), host.ram)?;
     for (target, dest) in &placed.placed {
         let at = if target == dest { String::new() } else { format!(" at {dest}, where {target} resolves") };
         out.done.push(format!("wrote a tmpfs mount for {target}{at} into the spec"));

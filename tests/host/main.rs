@@ -14,3 +14,4 @@ mod node;
 mod nri_manifests;
 mod nri_protocol;
 mod properties;
+mod spec_view;

@@ -144,7 +144,7 @@ proptest! {
         if let Some(l) = limit {
             config["linux"]["resources"] = json!({"memory": {"limit": l}});
         }
-        let spec: oci_spec::runtime::Spec = serde_json::from_value(config).unwrap();
+        let spec: oci_tmpfs_hook::oci::Spec = serde_json::from_value(config).unwrap();
         let settings = Settings { extra_targets: extra.iter().filter_map(|e| target::validate(e).ok()).collect(), ..Settings::default() };
         let Ok(plan) = decide(&Inputs { spec: &spec, state_annotations: None, settings: &settings, host_ram: RAM }) else {
             return Ok(());

@@ -48,6 +48,10 @@ const HEAVY_TIMEOUT: Duration = Duration::from_secs(300);
 /// printed within about 2 s of the start here, and the wait bounded the
 /// unhooked runs (sid's unhooked DataLoader took 68 s with the 60 s wait).
 const UNHOOKED_WAIT: &str = "TORCH_TEST_WAIT=10";
+/// The same for the DataLoader, whose worker first fills a 256 MiB batch:
+/// with both cores busy (load average 12) its error had not come after 10 s
+/// (a clean-clone CI run on 2026-12-02), so it gets longer.
+const UNHOOKED_DATALOADER_WAIT: &str = "TORCH_TEST_WAIT=30";
 
 /// `share_memory_()` and `Module.share_memory()` with the `file_system`
 /// strategy: libshm's manager cannot create its socket dir in a read-only temp dir.
@@ -542,7 +546,7 @@ fn assert_hook_mounts(run: &Outcome, temp_dirs: &[&str]) {
 /// The DataLoader with and without the hook.
 fn dataloader(via: Via) {
     require_all();
-    let env: &[&str] = if via.hooked() { &[] } else { &[UNHOOKED_WAIT] };
+    let env: &[&str] = if via.hooked() { &[] } else { &[UNHOOKED_DATALOADER_WAIT] };
     let run = run_cases(via, env, std::slice::from_ref(&DATALOADER), HEAVY_TIMEOUT);
     if via.hooked() {
         run.assert_passed(&DATALOADER);
