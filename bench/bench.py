@@ -199,6 +199,20 @@ class Bench:
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         return self.finish(os.path.basename(cmd[0]), cid, p, t0)
 
+    def rotate_cmds(self, runs_of, rounds):
+        """{name: stats}: `rounds` rounds of run_cmd over runs_of ({name:
+        (cmd, bundle, env, pristine)}), the order rotating every round, after
+        WARMUP rounds that are dropped."""
+        names = list(runs_of)
+        times = {n: [] for n in names}
+        for r in range(WARMUP + rounds):
+            k = r % len(names)
+            for n in names[k:] + names[:k]:
+                ms = self.run_cmd(*runs_of[n])
+                if r >= WARMUP:
+                    times[n].append(ms)
+        return {n: stats(x) for n, x in times.items()}
+
     def run_once(self, runtime, bundle):
         t0 = time.perf_counter_ns()
         cid, p = self.spawn(runtime, bundle)
@@ -327,15 +341,8 @@ def section_wrapper(b, runtimes, runs, execwraps):
             d = b.bundle(f"{rt}-w-{len(runs_of)}", variant)
             with open(os.path.join(d, "config.json"), "rb") as f:
                 runs_of[name] = (cmd, d, env, f.read())
-        times = {n: [] for n in runs_of}
         names = list(runs_of)
-        for r in range(WARMUP + runs):
-            k = r % len(names)
-            for n in names[k:] + names[:k]:
-                ms = b.run_cmd(*runs_of[n])
-                if r >= WARMUP:
-                    times[n].append(ms)
-        t = {n: stats(x) for n, x in times.items()}
+        t = b.rotate_cmds(runs_of, runs)
         base, wrap = t["plain"]["median"], t["exec-only static wrapper"]["median"]
         noop = t["no-op static hook"]["median"]
         for n in names:
@@ -396,14 +403,7 @@ def section_startup(b, runtimes, runs, execwraps):
             add(f"{label}: wrapper spec, fresh config.json", [wrapper], "plain", env)
             add(f"{label}: wrapper spec, edited bundle", [wrapper], "plain", env, edited=True)
         names = list(runs_of)
-        times = {n: [] for n in names}
-        for r in range(WARMUP + runs):
-            k = r % len(names)
-            for n in names[k:] + names[:k]:
-                ms = b.run_cmd(*runs_of[n])
-                if r >= WARMUP:
-                    times[n].append(ms)
-        t = {n: stats(x) for n, x in times.items()}
+        t = b.rotate_cmds(runs_of, runs)
         floors = {"hook, full plan": "mountfloor (C mount sequence)",
                   "hook, writable root": "noop hook, writable root",
                   "wrapper": "exec-only wrapper, mounts by hand"}
