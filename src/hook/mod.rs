@@ -63,7 +63,10 @@ pub(crate) fn run(stage: Option<Stage>, settings: &Settings, stdin: impl io::Rea
     };
     let rootfs = input::rootfs_path(&spec, &state.bundle).expect("a plan with actions has a root.path");
     let engine_shm = engine_shm(&plan, &state.id, &spec, state.annotations.as_ref())?;
-    let report = apply::apply(&mut System::new(engine_shm), &plan, entry, state.pid, &rootfs)?;
+    let labelled = plan.actions.iter().any(|a| match a {
+        Action::MountTmpfs { tmpfs, .. } | Action::Shm { tmpfs, .. } => tmpfs.label.is_some(),
+    });
+    let report = apply::apply(&mut System::new(engine_shm, labelled), &plan, entry, state.pid, &rootfs)?;
     crate::logger::outcome(&report.notes, &report.done);
     Ok(())
 }
