@@ -5,6 +5,7 @@
 //! `nri::adjust::spec_of`, must give the same plan.
 
 use super::*;
+use crate::nri::adjust::fixtures::{linux, mnt};
 use crate::nri::adjust::spec_of;
 use crate::nri::proto::api;
 
@@ -15,15 +16,6 @@ const RAM: Bytes = Bytes(16 * GI);
 fn manifest(yaml: &str) -> Vec<Workload> {
     let docs = doc::load("t.yaml", yaml).expect("yaml");
     workloads("t.yaml", &docs).expect("workloads").0
-}
-
-fn mnt(dest: &str, typ: &str, src: &str, opts: &[&str]) -> api::Mount {
-    let mut m = api::Mount::new();
-    m.destination = dest.into();
-    m.type_ = typ.into();
-    m.source = src.into();
-    m.options = opts.iter().map(|s| s.to_string()).collect();
-    m
 }
 
 /// The NRI request containerd makes for `c` of `p`, written from the CRI
@@ -66,20 +58,7 @@ fn nri_request(p: &Pod, c: &Container) -> (api::PodSandbox, api::Container) {
             if p.host_ipc { "/dev/shm" } else { "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/s/shm" };
         ctr.mounts.push(mnt("/dev/shm", "bind", shm, &["rbind", "rprivate", "rw"]));
     }
-    let mut linux = api::LinuxContainer::new();
-    let mut ns = api::LinuxNamespace::new();
-    ns.type_ = "mount".into();
-    linux.namespaces.push(ns);
-    if let Some(l) = c.memory_limit {
-        let mut v = api::OptionalInt64::new();
-        v.value = l as i64;
-        let mut mem = api::LinuxMemory::new();
-        mem.limit = Some(v).into();
-        let mut res = api::LinuxResources::new();
-        res.memory = Some(mem).into();
-        linux.resources = Some(res).into();
-    }
-    ctr.linux = Some(linux).into();
+    ctr.linux = Some(linux(c.memory_limit.map(|l| l as i64))).into();
     (pod, ctr)
 }
 

@@ -200,17 +200,14 @@ pub(crate) fn summary(plan: &Plan) -> String {
     parts.join(", ")
 }
 
+/// Pieces of the requests containerd's CRI sends, for the tests here and
+/// the manifest path's (`crate::manifest`), which must agree with this one.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::plan::{decide, Inputs};
-    use crate::settings::Settings;
-    use crate::size::Bytes;
+pub(crate) mod fixtures {
+    use crate::nri::proto::api;
 
-    const MI: u64 = 1 << 20;
-    const GI: u64 = 1 << 30;
-
-    fn mnt(dest: &str, typ: &str, src: &str, opts: &[&str]) -> api::Mount {
+    /// One mount of a request.
+    pub(crate) fn mnt(dest: &str, typ: &str, src: &str, opts: &[&str]) -> api::Mount {
         let mut m = api::Mount::new();
         m.destination = dest.into();
         m.type_ = typ.into();
@@ -218,6 +215,36 @@ mod tests {
         m.options = opts.iter().map(|s| s.to_string()).collect();
         m
     }
+
+    /// A container's `linux`: its own mount namespace, and its memory limit.
+    pub(crate) fn linux(limit: Option<i64>) -> api::LinuxContainer {
+        let mut linux = api::LinuxContainer::new();
+        let mut ns = api::LinuxNamespace::new();
+        ns.type_ = "mount".into();
+        linux.namespaces.push(ns);
+        if let Some(l) = limit {
+            let mut v = api::OptionalInt64::new();
+            v.value = l;
+            let mut mem = api::LinuxMemory::new();
+            mem.limit = Some(v).into();
+            let mut res = api::LinuxResources::new();
+            res.memory = Some(mem).into();
+            linux.resources = Some(res).into();
+        }
+        linux
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{linux, mnt};
+    use super::*;
+    use crate::plan::{decide, Inputs};
+    use crate::settings::Settings;
+    use crate::size::Bytes;
+
+    const MI: u64 = 1 << 20;
+    const GI: u64 = 1 << 30;
 
     /// A container as containerd 2.1's CRI sends it (mounts as measured).
     fn ctr(readonly: bool, limit: Option<i64>) -> api::Container {
@@ -249,20 +276,7 @@ mod tests {
                 &["rbind", "rprivate", "rw"],
             ),
         ];
-        let mut linux = api::LinuxContainer::new();
-        let mut ns = api::LinuxNamespace::new();
-        ns.type_ = "mount".into();
-        linux.namespaces.push(ns);
-        if let Some(l) = limit {
-            let mut v = api::OptionalInt64::new();
-            v.value = l;
-            let mut mem = api::LinuxMemory::new();
-            mem.limit = Some(v).into();
-            let mut res = api::LinuxResources::new();
-            res.memory = Some(mem).into();
-            linux.resources = Some(res).into();
-        }
-        c.linux = Some(linux).into();
+        c.linux = Some(linux(limit)).into();
         c
     }
 
