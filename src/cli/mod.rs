@@ -109,26 +109,30 @@ pub(crate) fn search_path(root: Option<&Path>) -> bool {
 /// Parses the command line; usage errors print clap's message and exit 2.
 pub(crate) fn parse() -> Cli {
     let cli = Cli::parse();
-    if let Command::Explain(args) = &cli.command {
+    match &cli.command {
         // clap's `requires` lets this through beside the required group.
-        if args.node_memory.is_some() && args.manifest.is_none() {
-            let mut cli = Cli::command();
-            cli.build();
-            let explain = cli.find_subcommand_mut("explain").expect("explain is a subcommand");
-            explain
-                .error(clap::error::ErrorKind::MissingRequiredArgument, "--node-memory needs --manifest")
-                .exit();
+        Command::Explain(args) if args.node_memory.is_some() && args.manifest.is_none() => usage_error(
+            "explain",
+            clap::error::ErrorKind::MissingRequiredArgument,
+            "--node-memory needs --manifest",
+        ),
+        Command::Setup(args) => {
+            if let Some(msg) = args.misplaced() {
+                usage_error("setup", clap::error::ErrorKind::ArgumentConflict, msg);
+            }
         }
-    }
-    if let Command::Setup(args) = &cli.command {
-        if let Some(msg) = args.misplaced() {
-            let mut cli = Cli::command();
-            cli.build();
-            let setup = cli.find_subcommand_mut("setup").expect("setup is a subcommand");
-            setup.error(clap::error::ErrorKind::ArgumentConflict, msg).exit();
-        }
+        _ => {}
     }
     cli
+}
+
+/// A usage error of `subcommand` that clap cannot express by itself, in
+/// clap's words and with its exit code (2).
+fn usage_error(subcommand: &str, kind: clap::error::ErrorKind, msg: impl std::fmt::Display) -> ! {
+    let mut cli = Cli::command();
+    cli.build();
+    let sub = cli.find_subcommand_mut(subcommand).expect("a subcommand of ours");
+    sub.error(kind, msg).exit()
 }
 
 /// Prints `oci-tmpfs-hook: [container ID: ]a: b: c` on stderr (and in the
@@ -149,16 +153,17 @@ pub fn report(err: &(dyn std::error::Error + '_)) -> ExitCode {
 /// # Errors
 /// What the command fails with.
 pub fn try_main() -> Result<ExitCode, Error> {
-    if std::env::args_os().next().is_some_and(|a| crate::wrapper::invoked_as_wrapper(&a)) {
-        let args: Vec<_> = std::env::args_os().skip(1).collect();
+    let mut argv = std::env::args_os();
+    let argv0 = argv.next();
+    let args: Vec<_> = argv.collect();
+    if argv0.as_ref().is_some_and(|a| crate::wrapper::invoked_as_wrapper(a)) {
         return runtime::run(&args);
     }
     // A pre-registered NRI plugin: the runtime runs its entry with no
     // argument and the connected socket's fd in the environment.
-    if std::env::args_os().len() == 1 && std::env::var_os(crate::nri::PLUGIN_SOCKET_ENV).is_some() {
+    if argv0.is_some() && args.is_empty() && std::env::var_os(crate::nri::PLUGIN_SOCKET_ENV).is_some() {
         return run(&Cli::parse_from(["oci-tmpfs-hook", "nri"]));
     }
-    let args: Vec<_> = std::env::args_os().skip(1).collect();
     if let Some(args) = hook::registered_argv(&args) {
         return hook::run(&args);
     }
