@@ -109,7 +109,6 @@ type Spans = Vec<(&'static str, Option<std::ops::Range<usize>>)>;
 struct Members {
     now: Value,
     spans: Spans,
-    asked: Vec<&'static str>,
 }
 
 /// A member's raw text, also when it is `null` (which `Option` would hide).
@@ -142,19 +141,15 @@ impl Config<'_> {
     /// [`BundleError::Shape`] when it is not one object with each key once.
     pub fn tree(&mut self, keys: &[&'static str]) -> Result<&mut Value, BundleError> {
         if self.tree.is_none() {
-            self.tree = Some(Members {
-                now: Value::Object(serde_json::Map::new()),
-                spans: self.spans()?,
-                asked: Vec::new(),
-            });
+            self.tree = Some(Members { now: Value::Object(serde_json::Map::new()), spans: self.spans()? });
         }
         let m = self.tree.as_mut().expect("the members were just found");
         for key in keys {
             debug_assert!(EDITED.contains(key), "{key} is not an edited member");
-            if m.asked.contains(key) {
+            // A member already in the object was parsed (or made) before.
+            if m.now.get(*key).is_some() {
                 continue;
             }
-            m.asked.push(key);
             let span = m.spans.iter().find(|(k, _)| k == key).and_then(|(_, s)| s.clone());
             if let Some(span) = span {
                 let value: Value = serde_json::from_slice(&self.bytes[span])
