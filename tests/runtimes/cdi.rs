@@ -103,17 +103,7 @@ impl Node {
     }
 
     fn podman(&self) -> Command {
-        let mut c = Command::new("podman");
-        c.arg("--root")
-            .arg(self.dir.join("storage"))
-            .arg("--runroot")
-            .arg(self.dir.join("rr"))
-            .arg("--tmpdir")
-            .arg(self.dir.join("tmp"))
-            .arg("--hooks-dir")
-            .arg(self.dir.join("hooks.d"))
-            .args(["--runtime", self.runtime.bin(), "--cgroup-manager=cgroupfs", "--events-backend=file"]);
-        c
+        crate::support::daemons::private_podman(&self.dir, self.runtime)
     }
 
     /// The `hooks` of the `config.json` Podman writes for the device

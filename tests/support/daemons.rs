@@ -16,6 +16,23 @@ pub struct Dockerd {
     sock: PathBuf,
 }
 
+/// `podman` with its storage, run root, temp dir and hooks dir
+/// (`dir/hooks.d`) all under `dir`, `runtime` as its OCI runtime, cgroupfs
+/// and file events: a Podman of the test's own, beside the host's.
+pub fn private_podman(dir: &Path, runtime: Runtime) -> Command {
+    let mut c = Command::new("podman");
+    c.arg("--root")
+        .arg(dir.join("storage"))
+        .arg("--runroot")
+        .arg(dir.join("rr"))
+        .arg("--tmpdir")
+        .arg(dir.join("tmp"))
+        .arg("--hooks-dir")
+        .arg(dir.join("hooks.d"))
+        .args(["--runtime", runtime.bin(), "--cgroup-manager=cgroupfs", "--events-backend=file"]);
+    c
+}
+
 /// The flags of a private `dockerd` under `dir` (its data and exec roots,
 /// pidfile and `dir/docker.sock`), configured by `daemon_json`, with no
 /// network set-up.
