@@ -144,20 +144,11 @@ if [ -n "${OCI_TMPFS_HOOK_BINARY:-}" ]; then
 else
   command -v cargo >/dev/null || { echo "install.sh: cargo not found; install Rust (rustup) or set OCI_TMPFS_HOOK_BINARY" >&2; exit 1; }
   # A static binary: no dynamic loader at every container start, no
-  # LD_PRELOAD. musl when its Rust target is installed (the fastest start,
-  # BENCHMARKS.md), else glibc with crt-static; the explicit --target keeps
-  # the static flag off build scripts and proc macros.
-  host=$(rustc -vV | sed -n 's/^host: //p')
-  musl=${host%-gnu}-musl
-  if [ "$musl" != "$host" ] && command -v rustup >/dev/null &&
-     rustup target list --installed 2>/dev/null | grep -qx "$musl"; then
-    target=$musl
-  else
-    target=$host
-  fi
-  run env RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-    cargo build --release --locked --target "$target" --manifest-path "$here/Cargo.toml"
-  built="$here/target/$target/release/oci-tmpfs-hook"
+  # LD_PRELOAD; musl when rustup can give its target (packaging/build-static.sh).
+  dry_arg=()
+  if [ "$dry" = 1 ]; then dry_arg=(--dry-run); fi
+  built=$("$here/packaging/build-static.sh" ${dry_arg[@]+"${dry_arg[@]}"} | tail -n 1) \
+    || { echo "install.sh: building the static binary failed (packaging/build-static.sh, above)" >&2; exit 1; }
 fi
 select_engines "$(runnable "$built" "$bin")"
 run install -D -m 0755 "$built" "$bin"

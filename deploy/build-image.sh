@@ -5,8 +5,8 @@
 #
 #   deploy/build-image.sh OUT.tar [TAG]      TAG defaults to oci-tmpfs-hook:latest
 #
-# The binary is built as install.sh builds it (static: musl when its Rust
-# target is installed, else glibc with crt-static), unless
+# The binary is built as install.sh builds it (packaging/build-static.sh:
+# static, musl when rustup can give its target, else glibc), unless
 # OCI_TMPFS_HOOK_BINARY names one already built. Load the tarball with
 # `docker load -i OUT.tar`, or into containerd's CRI namespace with
 # `ctr -n k8s.io images import OUT.tar`. Needs a running Docker daemon.
@@ -23,19 +23,7 @@ die() { echo "$me: $*" >&2; exit 1; }
 if [ -n "${OCI_TMPFS_HOOK_BINARY:-}" ]; then
   built=$OCI_TMPFS_HOOK_BINARY
 else
-  command -v cargo >/dev/null || die "cargo not found; install Rust or set OCI_TMPFS_HOOK_BINARY to a static build"
-  host=$(rustc -vV | sed -n 's/^host: //p')
-  musl=${host%-gnu}-musl
-  if [ "$musl" != "$host" ] && command -v rustup >/dev/null &&
-     rustup target list --installed 2>/dev/null | grep -qx "$musl"; then
-    target=$musl
-  else
-    target=$host
-  fi
-  env RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-    cargo build --release --locked --target "$target" --manifest-path "$here/Cargo.toml" >&2 \
-    || die "cargo build --release --target $target failed"
-  built="$here/target/$target/release/oci-tmpfs-hook"
+  built=$("$here/packaging/build-static.sh" | tail -n 1) || die "building the static binary failed (packaging/build-static.sh, above)"
 fi
 [ -x "$built" ] || die "$built is not an executable"
 # scratch has no loader: refuse a dynamic binary rather than ship one that cannot start.

@@ -37,10 +37,8 @@ cargo build --locked --quiet
 cargo build --locked --quiet --example nri_mount
 # The static release binary: the node image's (case 11) and the bench's plugin.
 if [ -z "${OCI_TMPFS_HOOK_NRI_BIN:-}" ]; then
-  host=$(rustc -vV | sed -n 's/^host: //p')
-  env RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-    cargo build --locked --quiet --release --target "$host"
-  OCI_TMPFS_HOOK_NRI_BIN=$here/target/$host/release/oci-tmpfs-hook
+  OCI_TMPFS_HOOK_NRI_BIN=$(packaging/build-static.sh | tail -n 1) \
+    || { echo "nri.sh: packaging/build-static.sh failed" >&2; exit 1; }
 fi
 bin=$(cargo test --locked --test nri --no-run --message-format=json 2>/dev/null \
   | python3 -c 'import json,sys

@@ -16,24 +16,17 @@ use super::*;
 
 // ------------------------------------------------------ the static binary
 
-/// The static binary, built as install.sh builds it (glibc with
-/// crt-static; the target dir's `<triple>/release` has a lock of its own, so
-/// this does not wait on the `cargo test` that runs us). Once per process.
+/// The static binary, built as install.sh builds it
+/// (`packaging/build-static.sh`: musl, else glibc with crt-static; the
+/// target dir's `<triple>/release` has a lock of its own, so this does not
+/// wait on the `cargo test` that runs us). Once per process.
 pub fn static_binary() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let host = ok(Command::new("rustc").arg("-vV"));
-        let triple =
-            host.lines().find_map(|l| l.strip_prefix("host: ")).expect("rustc -vV: host").to_string();
-        let target_dir = std::env::var_os("CARGO_TARGET_DIR").map_or(manifest.join("target"), PathBuf::from);
         let started = Instant::now();
-        ok(Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-            .args(["build", "--release", "--locked", "--target", &triple, "--manifest-path"])
-            .arg(manifest.join("Cargo.toml"))
-            .env("RUSTFLAGS", "-C target-feature=+crt-static")
-            .env("CARGO_TARGET_DIR", &target_dir));
-        let bin = target_dir.join(&triple).join("release/oci-tmpfs-hook");
+        let out = ok(Command::new(manifest.join("packaging/build-static.sh")).env_remove("RUSTFLAGS"));
+        let bin = PathBuf::from(out.lines().last().expect("build-static.sh prints the binary's path"));
         let file = ok(Command::new("file").arg("-L").arg(&bin));
         assert!(file.contains("statically linked") || file.contains("static-pie"), "not static: {file}");
         say(&format!("node: static binary {} built in {:.0?}", bin.display(), started.elapsed()));
