@@ -38,6 +38,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNTIMES = ["runc", "crun"]
 SECTIONS = ["latency", "startup", "wrapper", "hook", "many", "exec", "binary"]
+# The startup section's rows, by what their name contains, and the floor each
+# is measured against.
+STARTUP_FLOORS = {"hook, full plan": "C mount sequence", "hook, writable root": "no-op hook, writable root",
+                  "wrapper": "exec-only wrapper, mounts by hand", "mount sequence": "C mount sequence",
+                  "no-op hook": "no-op hook, writable root", "exec-only": "exec-only wrapper, mounts by hand"}
 MIB = 1 << 20
 GNU_TIME = "/usr/bin/time"
 WARMUP = 3
@@ -50,11 +55,19 @@ def die(msg):
 class Bench:
     """A work dir with one shared busybox rootfs and any number of bundles."""
 
-    def __init__(self, hooks):
+    def __init__(self, hooks, bundles_on_disk=False):
         self.hooks = hooks  # [(label, absolute path)]
         self.tool = hooks[0][1]  # runs inject and explain
         self.work = tempfile.mkdtemp(prefix="oci-tmpfs-hook-bench-")
         self.rootfs = os.path.join(self.work, "rootfs")
+        # The bundles on a tmpfs, as Docker's and containerd's are (their
+        # state dir, /run/containerd, is on the host's /run tmpfs), unless
+        # asked: rewriting config.json costs more on disk (docs/design.md#arena).
+        self.bundles = os.path.join(self.work, "bundles")
+        os.makedirs(self.bundles)
+        self.tmpfs = not bundles_on_disk
+        if self.tmpfs:
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0700", "bench-bundles", self.bundles], check=True)
         self.counter = 0
         self._make_rootfs()
 
@@ -80,9 +93,16 @@ class Bench:
             f.write(f"extra_targets = {json.dumps([f'/scratch/t{i}' for i in range(1, targets)])}\n")
         return path
 
-    def bundle(self, name, variant, targets=1, measure=None):
-        """variant: "plain", "floor" or a hook label; measure: None, "wall" or "rss"."""
-        d = os.path.join(self.work, name)
+    def floor(self, program, libc=None):
+        """A C floor's path: `program` (noophook, mounthook, execwrap-RUNTIME)
+        built against `libc` (default: the first floor set given)."""
+        dirs = dict(self.floors)
+        return os.path.join(dirs[libc] if libc else self.floors[0][1], program)
+
+    def bundle(self, name, variant, targets=1, measure=None, libc=None):
+        """variant: "plain", "floor", "noop", "mountfloor" or a hook label;
+        measure: None, "wall" or "rss"; libc: the floor set of noop and mountfloor."""
+        d = os.path.join(self.bundles, name)
         os.makedirs(d)
         subprocess.run(["runc", "spec", "--bundle", d], check=True)
         path = os.path.join(d, "config.json")
@@ -96,11 +116,11 @@ class Bench:
         if variant == "floor":
             self.write_floor(d, cfg, settings)
         elif variant == "noop":
-            cfg["hooks"] = {"prestart": [{"path": self.noop_hook, "args": ["noophook"]}]}
+            cfg["hooks"] = {"prestart": [{"path": self.floor("noophook", libc), "args": ["noophook"]}]}
             write_json(path, cfg)
         elif variant == "mountfloor":
             tmp, shm = self.planned(d, settings)
-            cfg["hooks"] = {"prestart": [{"path": self.mount_hook,
+            cfg["hooks"] = {"prestart": [{"path": self.floor("mounthook", libc),
                                           "args": ["mounthook", self.rootfs, str(tmp[0][1]), str(shm)]}]}
             write_json(path, cfg)
         elif variant != "plain":
@@ -113,6 +133,10 @@ class Bench:
             if measure:
                 self.wrap_hook(d, measure, self.log(name))
         return d
+
+    def close(self):
+        if self.tmpfs:
+            subprocess.run(["umount", self.bundles], check=False)
 
     def log(self, name):
         return os.path.join(self.work, f"{name}.log")
@@ -309,12 +333,12 @@ def section_latency(b, runtimes, runs):
     ]
 
 
-def section_wrapper(b, runtimes, runs, execwraps):
+def section_wrapper(b, runtimes, runs):
     """The two executors of the runtime wrapper against their floors: every
     variant runs `run` of the same read-only busybox `true`, config.json put
     back as the engine writes it before each run (outside the timing)."""
     by_label = dict(b.hooks)
-    label = next((x for x in ["musl", "static"] if x in by_label), b.hooks[0][0])
+    label = next((x for x in ["musl", "installed", "glibc"] if x in by_label), b.hooks[0][0])
     binary = by_label[label]
     wrapper = os.path.join(b.work, "oci-tmpfs-runtime")
     os.symlink(binary, wrapper)
@@ -330,7 +354,7 @@ def section_wrapper(b, runtimes, runs, execwraps):
         variants = {
             "plain": ([rt], "plain", None),
             "floor (mounts in config.json by hand)": ([rt], "floor", None),
-            "exec-only static wrapper": ([execwraps[rt]], "plain", None),
+            "exec-only static wrapper": ([b.floor(f"execwrap-{rt}")], "plain", None),
             "oci-tmpfs-runtime, mode spec": ([wrapper], "plain", envs["spec"]),
             "oci-tmpfs-runtime, mode hook": ([wrapper], "plain", envs["hook"]),
             f"hook alone ({label}, inject)": ([rt], label, None),
@@ -357,14 +381,17 @@ def section_wrapper(b, runtimes, runs, execwraps):
     ]
 
 
-def section_startup(b, runtimes, runs, execwraps):
+def section_startup(b, runtimes, runs):
     """Issue 19's targets, each against its floor, all in one alternating
     run per runtime: the hook with the full plan against the static C mount
     sequence (mountfloor), the hook's no-op path (writable root) against the
     no-op hook, and the wrapper in spec mode, on a fresh config.json and on
     the bundle it already edited, against the exec-only wrapper on a bundle
-    whose mounts were written by hand (the same runtime work)."""
+    whose mounts were written by hand (the same runtime work). Every C floor
+    runs once per C library it was built with (`--floors`): a static glibc
+    program pays glibc's start-up, which a static musl one does not."""
     rows = []
+    libcs = [libc for libc, _ in b.floors]
     for rt in runtimes:
         real = shutil.which(rt)
         conf = os.path.join(b.work, f"startup-{rt}.toml")
@@ -373,8 +400,8 @@ def section_startup(b, runtimes, runs, execwraps):
         env = dict(os.environ, OCI_TMPFS_HOOK_CONFIG=conf)
         runs_of = {}
 
-        def add(name, cmd, variant, env=None, writable=False, edited=False):
-            d = b.bundle(f"{rt}-s-{len(runs_of)}", variant)
+        def add(name, cmd, variant, env=None, writable=False, edited=False, libc=None):
+            d = b.bundle(f"{rt}-s-{len(runs_of)}", variant, libc=libc)
             path = os.path.join(d, "config.json")
             if writable:
                 with open(path) as f:
@@ -389,9 +416,13 @@ def section_startup(b, runtimes, runs, execwraps):
                     pristine = f.read()
             runs_of[name] = (cmd, d, env, pristine)
 
-        add("mountfloor (C mount sequence)", [rt], "mountfloor")
-        add("noop hook, writable root", [rt], "noop", writable=True)
-        add("exec-only wrapper, mounts by hand", [execwraps[rt]], "floor")
+        floor_of = {}
+        for libc in libcs:
+            names = {kind: f"floor {libc}: {kind}" for kind in STARTUP_FLOORS.values()}
+            floor_of[libc] = names
+            add(names["C mount sequence"], [rt], "mountfloor", libc=libc)
+            add(names["no-op hook, writable root"], [rt], "noop", writable=True, libc=libc)
+            add(names["exec-only wrapper, mounts by hand"], [b.floor(f"execwrap-{rt}", libc)], "floor")
         for label, binary in b.hooks:
             wdir = os.path.join(b.work, f"wrap-{label}")
             os.makedirs(wdir, exist_ok=True)
@@ -402,20 +433,22 @@ def section_startup(b, runtimes, runs, execwraps):
             add(f"{label}: hook, writable root", [rt], label, writable=True)
             add(f"{label}: wrapper spec, fresh config.json", [wrapper], "plain", env)
             add(f"{label}: wrapper spec, edited bundle", [wrapper], "plain", env, edited=True)
-        names = list(runs_of)
         t = b.rotate_cmds(runs_of, runs)
-        floors = {"hook, full plan": "mountfloor (C mount sequence)",
-                  "hook, writable root": "noop hook, writable root",
-                  "wrapper": "exec-only wrapper, mounts by hand"}
-        for n in names:
-            floor = next((f for k, f in floors.items() if k in n), n)
+        for n in runs_of:
+            kind = next((k for key, k in STARTUP_FLOORS.items() if key in n), None)
             s = t[n]
-            rows.append([rt, n, f"{s['median']:.2f}", f"{s['p10']:.2f}", f"{s['p90']:.2f}",
-                         f"{s['median'] - t[floor]['median']:+.2f}", f"{s['median'] / t[floor]['median']:.3f}"])
+            row = [rt, n, f"{s['median']:.2f}", f"{s['p10']:.2f}", f"{s['p90']:.2f}"]
+            for libc in libcs:
+                f = t[floor_of[libc][kind]]["median"] if kind else s["median"]
+                row += [f"{s['median'] - f:+.2f}", f"{s['median'] / f:.3f}"]
+            rows.append(row)
         print(f"bench: startup {rt} done", file=sys.stderr)
+    header = ["runtime", "variant", "median", "p10", "p90"]
+    for libc in libcs:
+        header += [f"Δ vs {libc} floor", f"ratio to {libc} floor"]
     return [
         f"\n### Start-up against the floors (`<runtime> run` of `true`, ms; {runs} alternating rounds)\n",
-        table(["runtime", "variant", "median", "p10", "p90", "Δ median vs its floor", "ratio to its floor"], rows),
+        table(header, rows),
     ]
 
 
@@ -549,13 +582,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=5, help="rounds of the containers-at-once table (default 5)")
     ap.add_argument("--runtimes", default=",".join(RUNTIMES), help="default: " + ",".join(RUNTIMES))
     ap.add_argument("--sections", default=",".join(SECTIONS), help="default: " + ",".join(SECTIONS))
-    ap.add_argument("--keep", action="store_true", help="keep the work dir")
-    ap.add_argument("--mount-hook", metavar="PATH",
-                    help="the static C mount-sequence hook (bench/mounthook.c; bench/run.sh builds it)")
-    ap.add_argument("--noop-hook", metavar="PATH",
-                    help="a static hook that reads stdin and exits 0 (bench/run.sh builds it)")
-    ap.add_argument("--execwrap", action="append", metavar="RUNTIME=PATH",
-                    help="the static exec-only wrapper for RUNTIME (bench/run.sh builds them)")
+    ap.add_argument("--keep", action="store_true", help="keep the work dir (and its bundles' tmpfs mounted)")
+    ap.add_argument("--bundles-on-disk", action="store_true",
+                    help="the bundles in the work dir, not on a tmpfs (Podman's are on disk)")
+    ap.add_argument("--floors", action="append", metavar="LIBC=DIR", required=True,
+                    help="a dir of C floors built against LIBC: noophook, mounthook, execwrap-RUNTIME; "
+                         "repeatable, the first is every section's floor (bench/run.sh builds them)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         die("run as root (it starts containers)")
@@ -570,26 +602,23 @@ def main():
         if s not in SECTIONS:
             die(f"unknown section {s!r}; known: {', '.join(SECTIONS)}")
 
-    b = Bench(parse_hooks(args.hook))
-    b.noop_hook = os.path.abspath(args.noop_hook) if args.noop_hook else None
-    b.mount_hook = os.path.abspath(args.mount_hook) if args.mount_hook else None
-    if not b.mount_hook:
-        die("--mount-hook PATH is missing (bench/run.sh builds it)")
-    if not b.noop_hook:
-        die("--noop-hook PATH is missing (bench/run.sh builds it)")
+    b = Bench(parse_hooks(args.hook), args.bundles_on_disk)
+    b.floors = [(libc, os.path.abspath(d)) for libc, d in (f.split("=", 1) for f in args.floors)]
+    for libc, d in b.floors:
+        for program in ["noophook", "mounthook"] + [f"execwrap-{rt}" for rt in runtimes]:
+            if not os.access(os.path.join(d, program), os.X_OK):
+                die(f"{d}/{program} is missing (--floors {libc}=DIR; bench/run.sh builds them)")
     out = [", ".join(f"`{label}` = `{os.path.relpath(p)}`" for label, p in b.hooks)
            + f". {WARMUP} warm-up runs per bundle are dropped.\n"]
+    out.append("Bundles on " + ("the work dir's disk" if args.bundles_on_disk else "a tmpfs, as Docker's and containerd's")
+               + f", the rootfs on {subprocess.run(['stat', '-f', '-c', '%T', b.work], capture_output=True, text=True).stdout.strip()}.\n")
     try:
         if "latency" in sections:
             out += section_latency(b, runtimes, args.runs)
-        wraps = dict(w.split("=", 1) for w in (args.execwrap or []))
-        missing = [rt for rt in runtimes if rt not in wraps]
-        if missing and ("wrapper" in sections or "startup" in sections):
-            die(f"--execwrap RUNTIME=PATH is missing for {', '.join(missing)} (bench/run.sh builds them)")
         if "startup" in sections:
-            out += section_startup(b, runtimes, args.runs, wraps)
+            out += section_startup(b, runtimes, args.runs)
         if "wrapper" in sections:
-            out += section_wrapper(b, runtimes, args.runs, wraps)
+            out += section_wrapper(b, runtimes, args.runs)
         if "hook" in sections:
             out += section_hook(b, runtimes, args.runs)
         if "many" in sections:
@@ -602,6 +631,7 @@ def main():
         if args.keep:
             print(f"bench: work dir kept: {b.work}", file=sys.stderr)
         else:
+            b.close()
             shutil.rmtree(b.work, ignore_errors=True)
     print("\n".join(out))
 

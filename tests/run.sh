@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 envs=${OCI_TMPFS_ENVS:-bookworm,sid}
 
 need=()
-for pkg in runc crun busybox-static containerd docker.io podman python3-seccomp util-linux uidmap slirp4netns python3-torch python3-venv debootstrap lintian file; do
+for pkg in runc crun busybox-static containerd docker.io podman python3-seccomp util-linux uidmap slirp4netns python3-torch python3-venv debootstrap lintian file musl-tools; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
