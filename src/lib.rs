@@ -20,8 +20,9 @@
 //! - values and helpers: [`input`] (bounded reads, where the host config
 //!   is, the host's facts), [`bundle`] (`config.json` edits), [`settings`],
 //!   [`size`], [`target`], [`stage`], [`names`], [`files`], and [`error`] at
-//!   the bottom.
+//!   the bottom; [`arena`], the process's allocator.
 
+pub mod arena;
 pub mod bundle;
 pub mod cli;
 pub(crate) mod diagnose;

@@ -5,7 +5,12 @@
 
 use std::process::ExitCode;
 
+use oci_tmpfs_hook::arena::{Arena, ARENA_BYTES};
 use oci_tmpfs_hook::cli;
+
+/// A bump arena before the C library's allocator (docs/design.md#arena).
+#[global_allocator]
+static ALLOCATOR: Arena<ARENA_BYTES> = Arena::new();
 
 fn main() -> ExitCode {
     oci_tmpfs_hook::logger::init(log::LevelFilter::Warn);
