@@ -142,7 +142,9 @@ pub fn report(err: &(dyn std::error::Error + '_)) -> ExitCode {
         Some(id) => format!("oci-tmpfs-hook: container {id}: {}", chain(err)),
         None => format!("oci-tmpfs-hook: {}", chain(err)),
     };
-    eprintln!("{line}");
+    // One write(2), as the logger's lines: `eprintln!` writes the newline
+    // apart, and a runtime reading the hook's stderr may split there.
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
     crate::logger::file_only(&line);
     ExitCode::from(EXIT_FAILED)
 }

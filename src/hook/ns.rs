@@ -60,11 +60,25 @@ fn ns_id(path: &str) -> Result<NsId, ApplyError> {
 /// A procfs file, whole, in a few large `read`s: procfs gives no size, and
 /// `fs::read_to_string` then starts at 32 bytes and doubles (measured with
 /// strace on one runc start: 36 reads for the hook's four mountinfo files;
-/// now two per file, and pid 1's is read once).
+/// now two per file, and pid 1's is read once). By rustix, not `std::fs`:
+/// std adds an `fstat` and an `lseek` per file for a size procfs does not
+/// give, and musl's `open` an `fcntl` for `O_CLOEXEC`.
 fn read_proc(path: &str) -> Option<String> {
-    use std::io::Read;
-    let mut buf = Vec::with_capacity(64 << 10);
-    std::fs::File::open(path).ok()?.read_to_end(&mut buf).ok()?;
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
+    let mut buf = vec![0u8; 64 << 10];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        match rustix::io::read(&fd, &mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(Errno::INTR) => {}
+            Err(_) => return None,
+        }
+    }
+    buf.truncate(len);
     String::from_utf8(buf).ok()
 }
 
@@ -84,27 +98,32 @@ fn init_mount_ids() -> Option<&'static HashSet<u64>> {
     IDS.get_or_init(|| mount_ids("1")).as_ref()
 }
 
-/// Whether processes `a` and `b` (pids or `self`) share a mount namespace,
-/// or `None` when that cannot be told. `/proc/<pid>/ns/mnt` is the direct
-/// answer, but reading it needs ptrace access, which some hosts deny even to
-/// root for pid 1 (sandboxes, hardened procfs). The mount ids of
-/// `/proc/<pid>/mountinfo` answer too: a mount belongs to exactly one
-/// namespace, and copying a namespace gives every mount a new id.
-pub(crate) fn same_mount_ns(a: &str, b: &str) -> Option<bool> {
-    if let (Ok(x), Ok(y)) = (ns_id(&format!("/proc/{a}/ns/mnt")), ns_id(&format!("/proc/{b}/ns/mnt"))) {
-        return Some(x == y);
-    }
-    let x = mount_ids(a)?;
-    if b == "1" {
-        return Some(!x.is_disjoint(init_mount_ids()?));
-    }
-    Some(!x.is_disjoint(&mount_ids(b)?))
+/// Pid 1's mount namespace, or `None` where procfs denies it: reading
+/// `/proc/1/ns/mnt` needs ptrace access, which some hosts deny even to root
+/// (sandboxes, hardened procfs). Read once per hook run, before any `setns`,
+/// like [`init_mount_ids`].
+fn init_ns() -> Option<NsId> {
+    static ID: std::sync::OnceLock<Option<NsId>> = std::sync::OnceLock::new();
+    *ID.get_or_init(|| ns_id("/proc/1/ns/mnt").ok())
 }
 
-/// Refuses when process `who` is in the mount namespace of pid 1 (the
-/// host's init in our procfs), or when that cannot be told: never guess.
-fn outside_init(who: &str, stage: Stage) -> Result<(), ApplyError> {
-    match same_mount_ns(who, "1") {
+/// Whether process `who` (a pid or `self`), whose mount namespace is `id`,
+/// is in pid 1's, or `None` when that cannot be told. Pid 1's namespace is
+/// the direct answer; where it is denied, the mount ids of
+/// `/proc/<pid>/mountinfo` answer too: a mount belongs to exactly one
+/// namespace, and copying a namespace gives every mount a new id.
+fn in_init_ns(who: &str, id: NsId) -> Option<bool> {
+    if let Some(init) = init_ns() {
+        return Some(id == init);
+    }
+    Some(!mount_ids(who)?.is_disjoint(init_mount_ids()?))
+}
+
+/// Refuses when process `who`, whose mount namespace is `id`, is in the
+/// mount namespace of pid 1 (the host's init in our procfs), or when that
+/// cannot be told: never guess.
+fn outside_init(who: &str, id: NsId, stage: Stage) -> Result<(), ApplyError> {
+    match in_init_ns(who, id) {
         Some(false) => Ok(()),
         Some(true) => Err(ApplyError::SameNamespace(stage)),
         None => Err(ApplyError::InitUnknown),
@@ -132,7 +151,7 @@ pub(crate) fn detect_entry(pid: Option<i64>) -> Result<Entry, ApplyError> {
     if let Some(p) = pid.filter(|&p| p > 1) {
         let own = ns_id("/proc/self/ns/mnt")?;
         if let Ok(theirs) = ns_id(&format!("/proc/{p}/ns/mnt")) {
-            if theirs != own && same_mount_ns(&p.to_string(), "1") == Some(false) {
+            if theirs != own && in_init_ns(&p.to_string(), theirs) == Some(false) {
                 return Ok(Entry::Join(Stage::CreateRuntime));
             }
         }
@@ -155,7 +174,7 @@ pub(crate) fn enter(entry: Entry, pid: Option<i64>) -> Result<(), ApplyError> {
             if pid_namespace_depth() < 2 {
                 return Err(ApplyError::NotInContainer);
             }
-            outside_init("self", Stage::CreateContainer)
+            outside_init("self", ns_id("/proc/self/ns/mnt")?, Stage::CreateContainer)
         }
         Entry::Join(stage) => join(stage, pid),
     }
@@ -184,7 +203,7 @@ fn join(stage: Stage, pid: Option<i64>) -> Result<(), ApplyError> {
     if theirs == own {
         return Err(ApplyError::SameNamespace(stage));
     }
-    outside_init(&shown, stage)?;
+    outside_init(&shown, theirs, stage)?;
     // setns(2) by pidfd (Linux 5.8): bound to the process, not to a pid
     // number that could be reused. Older kernels: the nsfs file, then a
     // check that the pid is still the same process.
@@ -209,10 +228,11 @@ fn join(stage: Stage, pid: Option<i64>) -> Result<(), ApplyError> {
             ))
         }
     }
-    if ns_id("/proc/self/ns/mnt")? == own {
+    let now = ns_id("/proc/self/ns/mnt")?;
+    if now == own {
         return Err(ApplyError::SameNamespace(stage));
     }
-    outside_init("self", stage)
+    outside_init("self", now, stage)
 }
 
 #[cfg(test)]
@@ -221,8 +241,11 @@ mod tests {
 
     #[test]
     fn mount_namespace_identity() {
-        assert_eq!(same_mount_ns("self", "self"), Some(true));
-        assert!(mount_ids("self").is_some_and(|ids| !ids.is_empty()));
-        assert_eq!(same_mount_ns("self", "0"), None);
+        let own = mount_ids("self").unwrap();
+        assert!(!own.is_empty());
+        assert!(!own.is_disjoint(&mount_ids("thread-self").unwrap()), "one namespace, the same mounts");
+        assert_eq!(mount_ids("0"), None);
+        // Told one way or the other (pid 1's namespace, else its mount ids).
+        assert!(in_init_ns("self", ns_id("/proc/self/ns/mnt").unwrap()).is_some());
     }
 }
