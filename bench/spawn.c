@@ -5,10 +5,13 @@
  *   -i FILE      its stdin (default /dev/null); stdout goes to /dev/null
  *   -r SRC:DST   copy SRC over DST before each start, untimed (a fresh
  *                config.json for the wrapper)
+ * and, before the first `--`, `-c MIB`: sweep MIB of memory before each start,
+ * untimed, so that every start runs with cold CPU caches, as it does after a
+ * runtime's own work (a container start).
  * Prints median, p10 and p90 in microseconds, and the difference and ratio
  * of each median to the first variant's. Build and use (BENCHMARKS.md):
  *   cc -O2 -o spawn bench/spawn.c
- *   spawn 400 -- -i state.json floor -- -i state.json oci-tmpfs-hook hook
+ *   spawn 400 [-c 64] -- -i state.json floor -- -i state.json oci-tmpfs-hook hook
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -46,10 +49,17 @@ static void copy(const char *src, const char *dst) {
 }
 
 int main(int argc, char **argv) {
+    size_t sweep = 0;
+    if (argc > 4 && !strcmp(argv[2], "-c")) {
+        sweep = (size_t)atoi(argv[3]) << 20;
+        argv += 2;
+        argc -= 2;
+    }
     if (argc < 4 || strcmp(argv[2], "--")) {
-        fprintf(stderr, "usage: spawn ROUNDS -- [-i FILE] [-r SRC:DST] PROG [ARG...] [-- ...]\n");
+        fprintf(stderr, "usage: spawn ROUNDS [-c MIB] -- [-i FILE] [-r SRC:DST] PROG [ARG...] [-- ...]\n");
         return 2;
     }
+    volatile unsigned char *cold = sweep ? malloc(sweep) : NULL;
     int rounds = atoi(argv[1]), n = 0;
     struct variant v[32];
     for (int i = 2; i < argc && n < 32; i++) {
@@ -83,6 +93,8 @@ int main(int argc, char **argv) {
             struct variant *x = &v[(k + (r < 0 ? 0 : r)) % n];
             if (x->src)
                 copy(x->src, x->dst);
+            for (size_t b = 0; b < sweep; b += 64)
+                cold[b]++;
             posix_spawn_file_actions_t fa;
             posix_spawn_file_actions_init(&fa);
             posix_spawn_file_actions_addopen(&fa, 0, x->in, O_RDONLY, 0);
