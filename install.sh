@@ -142,7 +142,6 @@ if [ -n "${OCI_TMPFS_HOOK_BINARY:-}" ]; then
   built=$OCI_TMPFS_HOOK_BINARY
   [ -x "$built" ] || { echo "install.sh: --binary $built is not an executable file" >&2; exit 1; }
 else
-  command -v cargo >/dev/null || { echo "install.sh: cargo not found; install Rust (rustup) or set OCI_TMPFS_HOOK_BINARY" >&2; exit 1; }
   # A static binary: no dynamic loader at every container start, no
   # LD_PRELOAD; musl when rustup can give its target (packaging/build-static.sh).
   dry_arg=()

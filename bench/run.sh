@@ -35,7 +35,7 @@ else
     # What install.sh installs (packaging/build-static.sh: musl when rustup has
     # or can add its target), and the two glibc builds beside it.
     echo "bench: building the static binary (as install.sh does)" >&2
-    shipped=$(packaging/build-static.sh 2>/dev/null | tail -n 1)
+    shipped=$(packaging/build-static.sh | tail -n 1)
     host=$(rustc -vV | sed -n 's/^host: //p')
     if [[ $shipped == */$host/* ]]; then
         hooks+=(--hook "glibc=$shipped")

@@ -18,7 +18,7 @@ case "${1:-}" in
   "") ;;
   *) echo "build-static.sh: unknown argument $1 (usage: $0 [--dry-run])" >&2; exit 2 ;;
 esac
-command -v cargo >/dev/null || { echo "build-static.sh: cargo not found; install Rust (rustup)" >&2; exit 1; }
+command -v cargo >/dev/null || { echo "build-static.sh: cargo not found; install Rust (rustup), or give the installer a built binary (--binary PATH or OCI_TMPFS_HOOK_BINARY)" >&2; exit 1; }
 
 host=$(rustc -vV | sed -n 's/^host: //p')
 musl=${host%-gnu}-musl

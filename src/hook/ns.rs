@@ -65,20 +65,18 @@ fn ns_id(path: &str) -> Result<NsId, ApplyError> {
 /// give, and musl's `open` an `fcntl` for `O_CLOEXEC`.
 fn read_proc(path: &str) -> Option<String> {
     let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
-    let mut buf = vec![0u8; 64 << 10];
-    let mut len = 0;
+    let mut buf = Vec::with_capacity(64 << 10);
     loop {
-        if len == buf.len() {
-            buf.resize(buf.len() * 2, 0);
+        if buf.len() == buf.capacity() {
+            buf.reserve(buf.capacity());
         }
-        match rustix::io::read(&fd, &mut buf[len..]) {
+        // Into the spare capacity: nothing zeroed first, the length kept by rustix.
+        match rustix::io::read(&fd, rustix::buffer::spare_capacity(&mut buf)) {
             Ok(0) => break,
-            Ok(n) => len += n,
-            Err(Errno::INTR) => {}
+            Ok(_) | Err(Errno::INTR) => {}
             Err(_) => return None,
         }
     }
-    buf.truncate(len);
     String::from_utf8(buf).ok()
 }
 
