@@ -11,8 +11,12 @@
 //! The arena is [`ARENA_BYTES`] of zero-initialised static memory (`.bss`:
 //! a page costs a fault when first touched, as the C allocator's would). An
 //! allocation takes the next aligned range; a free inside the arena is
-//! nothing; growing the last allocation extends it in place. What does not
-//! fit goes to [`System`], and so does every free of it: a long-running
+//! nothing; growing the last allocation extends it in place; a shrink keeps
+//! the range it has. The first free byte only ever moves forward, so no
+//! byte is handed out twice and everything past it is still zero, which
+//! lets `alloc_zeroed` return arena memory as it is (moving back on a
+//! shrink would hand bytes the caller wrote out again as zeroed). What does
+//! not fit goes to [`System`], and so does every free of it: a long-running
 //! command (the NRI plugin) uses up the arena in its first requests and then
 //! runs on the C allocator, with at most [`ARENA_BYTES`] held for good.
 
@@ -29,13 +33,14 @@ pub const ARENA_BYTES: usize = 1 << 20;
 #[repr(C, align(4096))]
 pub struct Arena<const N: usize> {
     mem: UnsafeCell<[u8; N]>,
-    /// Offset of the first free byte.
+    /// Offset of the first free byte; it only moves forward.
     next: AtomicUsize,
 }
 
-// SAFETY: the bytes are only reached through ranges handed out once each
-// (the compare-exchange on `next` makes every range disjoint), so no two
-// threads ever touch the same byte through the arena.
+// SAFETY: the bytes are only reached through ranges handed out once each:
+// `bump` and `grow_last` take a range by a compare-exchange that moves
+// `next` forward over it, and nothing moves `next` back, so ranges are
+// disjoint and no two threads ever touch the same byte through the arena.
 unsafe impl<const N: usize> Sync for Arena<N> {}
 
 impl<const N: usize> Arena<N> {
@@ -73,12 +78,18 @@ impl<const N: usize> Arena<N> {
         }
     }
 
-    /// Grows or shrinks, in place, the allocation at `ptr` of `old` bytes
-    /// to `new` bytes when it is the arena's last one and `new` fits.
-    pub fn resize_last(&self, ptr: *mut u8, old: usize, new: usize) -> bool {
-        let start = ptr as usize - self.base();
-        let Some(end) = start.checked_add(new).filter(|&e| e <= N) else { return false };
-        self.next.compare_exchange(start + old, end, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+    /// Grows, in place, the allocation at `ptr` of `old` bytes to `new`
+    /// bytes when it is the arena's last one and `new` fits. Never shrinks:
+    /// `next` only moves forward, over bytes never handed out (still zero).
+    pub fn grow_last(&self, ptr: *mut u8, old: usize, new: usize) -> bool {
+        let Some(start) = (ptr as usize).checked_sub(self.base()) else { return false };
+        let (Some(old_end), Some(end)) = (start.checked_add(old), start.checked_add(new)) else {
+            return false;
+        };
+        if new < old || end > N {
+            return false;
+        }
+        self.next.compare_exchange(old_end, end, Ordering::Relaxed, Ordering::Relaxed).is_ok()
     }
 }
 
@@ -89,9 +100,10 @@ impl<const N: usize> Default for Arena<N> {
 }
 
 // SAFETY: every pointer returned is either a range of the arena that no
-// other allocation overlaps (`bump`, `resize_last`), aligned as asked, or
-// the C allocator's; each free and resize goes back to whichever made it
-// (`owns`), and arena memory is never reused, so it stays valid until exit.
+// other allocation overlaps (`bump`, `grow_last`; a shrink keeps its range),
+// aligned as asked, or the C allocator's; each free and resize goes back to
+// whichever made it (`owns`), and arena memory is never reused (`next` never
+// moves back), so it stays valid until exit.
 unsafe impl<const N: usize> GlobalAlloc for Arena<N> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         match self.bump(layout) {
@@ -103,7 +115,8 @@ unsafe impl<const N: usize> GlobalAlloc for Arena<N> {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         match self.bump(layout) {
-            // Arena memory starts zeroed and is never handed out twice.
+            // Past `next` the arena is as `new` made it, zeroed, and
+            // `next` never moves back: no byte of `p` was handed out before.
             Some(p) => p,
             // SAFETY: as in `alloc`.
             None => unsafe { System.alloc_zeroed(layout) },
@@ -122,7 +135,9 @@ unsafe impl<const N: usize> GlobalAlloc for Arena<N> {
             // SAFETY: the C allocator's pointer and layout, the caller's size.
             return unsafe { System.realloc(ptr, layout, new_size) };
         }
-        if self.resize_last(ptr, layout.size(), new_size) {
+        // A shrink keeps the range (the bytes past `new_size` stay unused
+        // until exit); a grow of the last allocation extends it in place.
+        if new_size <= layout.size() || self.grow_last(ptr, layout.size(), new_size) {
             return ptr;
         }
         let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
@@ -131,9 +146,10 @@ unsafe impl<const N: usize> GlobalAlloc for Arena<N> {
         // SAFETY: `new_layout` has the caller's non-zero size and its align.
         let new = unsafe { self.alloc(new_layout) };
         if !new.is_null() {
-            // SAFETY: both ranges are valid for the smaller size, and a new
-            // allocation never overlaps a live one.
-            unsafe { std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size)) };
+            // SAFETY: a grow (a shrink returned above): the old range is valid
+            // for its `layout.size()` bytes, the new one for `new_size`, more,
+            // and a new allocation never overlaps a live one.
+            unsafe { std::ptr::copy_nonoverlapping(ptr, new, layout.size()) };
         }
         new
     }
@@ -192,6 +208,23 @@ mod tests {
             assert_eq!(std::slice::from_raw_parts(out, 16), b"0123456789abcdef");
             a.dealloc(out, Layout::from_size_align(8192, 8).unwrap());
             a.dealloc(other, l);
+        }
+    }
+
+    #[test]
+    fn a_shrink_never_hands_written_bytes_out_again_as_zeroed() {
+        let a: Box<Arena<4096>> = Box::default();
+        let big = Layout::from_size_align(64, 8).unwrap();
+        let zeroed = Layout::from_size_align(32, 8).unwrap();
+        // SAFETY: non-zero sizes, pointers from this allocator, sizes as allocated.
+        unsafe {
+            let p = a.alloc(big);
+            p.write_bytes(0xff, 64);
+            let small = a.realloc(p, big, 8);
+            assert_eq!(small, p, "a shrink keeps its place");
+            assert_eq!(std::slice::from_raw_parts(small, 8), [0xff; 8], "realloc keeps the contents");
+            let z = a.alloc_zeroed(zeroed);
+            assert_eq!(std::slice::from_raw_parts(z, 32), [0; 32], "alloc_zeroed after a shrink");
         }
     }
 
