@@ -158,6 +158,11 @@ unsafe impl<const N: usize> GlobalAlloc for Arena<N> {
 #[cfg(test)]
 mod tests {
     use std::alloc::{GlobalAlloc, Layout};
+    use std::cell::Cell;
+
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+    use proptest::test_runner::{Config, TestCaseResult, TestRunner};
 
     use super::Arena;
 
@@ -243,5 +248,182 @@ mod tests {
         let mut all: Vec<usize> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
         all.sort_unstable();
         assert!(all.windows(2).all(|w| w[1] - w[0] >= 24), "overlapping ranges");
+    }
+
+    /// One step of the model test.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Alloc {
+            size: usize,
+            align: usize,
+            zeroed: bool,
+        },
+        /// Of the live allocation `which`, to `size` bytes (larger or smaller).
+        Realloc {
+            which: Index,
+            size: usize,
+        },
+        Dealloc {
+            which: Index,
+        },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        // Mostly small, some large enough that a few fill the 4 KiB arena.
+        let size = || prop_oneof![3 => 1usize..=64, 1 => 1usize..=1536];
+        prop_oneof![
+            3 => (size(), 0u32..=9, any::<bool>())
+                .prop_map(|(size, log, zeroed)| Op::Alloc { size, align: 1 << log, zeroed }),
+            3 => (any::<Index>(), size()).prop_map(|(which, size)| Op::Realloc { which, size }),
+            1 => any::<Index>().prop_map(|which| Op::Dealloc { which }),
+        ]
+    }
+
+    /// A live allocation and the bytes the model says it holds.
+    struct Live {
+        ptr: *mut u8,
+        layout: Layout,
+        bytes: Vec<u8>,
+    }
+
+    impl Live {
+        fn contents(&self) -> &[u8] {
+            // SAFETY: a live allocation of `layout.size()` bytes, each one
+            // written (`fill`) or zeroed (`alloc_zeroed`) before this read.
+            unsafe { std::slice::from_raw_parts(self.ptr, self.layout.size()) }
+        }
+
+        /// Writes a new pattern: no byte zero, and at each offset another
+        /// byte than each of the 254 fills before wrote there.
+        fn fill(&mut self, tag: &mut u8) {
+            *tag = tag.wrapping_add(1);
+            let t = usize::from(*tag);
+            self.bytes = (0..self.layout.size()).map(|i| ((t * 131 + i) % 255 + 1) as u8).collect();
+            // SAFETY: valid for `layout.size()` bytes, and the model holds no
+            // reference into it while this copy runs.
+            unsafe { self.ptr.copy_from_nonoverlapping(self.bytes.as_ptr(), self.bytes.len()) };
+        }
+    }
+
+    /// How often each path was taken, over all cases.
+    #[derive(Debug, Default, Clone, Copy)]
+    struct Reached {
+        arena: usize,
+        system: usize,
+        zeroed_in_arena_after_a_shrink: usize,
+        grown_in_place: usize,
+        moved_to_system: usize,
+    }
+
+    /// Checks a new or moved allocation: non-null, aligned, inside the
+    /// arena or wholly outside it, overlapping no other live one.
+    fn check_placed(a: &Arena<4096>, live: &[Live], p: *mut u8, layout: Layout) -> TestCaseResult {
+        prop_assert!(!p.is_null());
+        prop_assert_eq!(p as usize % layout.align(), 0, "alignment");
+        let last = p.wrapping_add(layout.size() - 1);
+        prop_assert_eq!(a.owns(p), a.owns(last), "straddles the arena's end");
+        let (start, end) = (p as usize, p as usize + layout.size());
+        for l in live {
+            let (s, e) = (l.ptr as usize, l.ptr as usize + l.layout.size());
+            prop_assert!(end <= s || e <= start, "{start:#x}..{end:#x} overlaps {s:#x}..{e:#x}");
+        }
+        Ok(())
+    }
+
+    /// Runs `ops` on a fresh 4 KiB arena against a model of what each live
+    /// allocation holds.
+    fn run_model(ops: &[Op], reached: &Cell<Reached>) -> TestCaseResult {
+        let a: Box<Arena<4096>> = Box::default();
+        let mut live: Vec<Live> = Vec::new();
+        let (mut tag, mut shrunk_in_arena) = (0u8, false);
+        let mut r = reached.get();
+        for op in ops {
+            match *op {
+                Op::Alloc { size, align, zeroed } => {
+                    let layout = Layout::from_size_align(size, align).unwrap();
+                    // SAFETY: a non-zero size.
+                    let p = unsafe {
+                        if zeroed {
+                            a.alloc_zeroed(layout)
+                        } else {
+                            a.alloc(layout)
+                        }
+                    };
+                    check_placed(&a, &live, p, layout)?;
+                    let mut l = Live { ptr: p, layout, bytes: Vec::new() };
+                    if zeroed {
+                        prop_assert!(
+                            l.contents().iter().all(|&b| b == 0),
+                            "alloc_zeroed: {:?}",
+                            l.contents()
+                        );
+                        r.zeroed_in_arena_after_a_shrink += usize::from(a.owns(p) && shrunk_in_arena);
+                    }
+                    if a.owns(p) {
+                        r.arena += 1
+                    } else {
+                        r.system += 1
+                    }
+                    l.fill(&mut tag);
+                    live.push(l);
+                }
+                Op::Realloc { which, size } if !live.is_empty() => {
+                    let mut l = live.swap_remove(which.index(live.len()));
+                    let was_ours = a.owns(l.ptr);
+                    // SAFETY: a live pointer of this allocator with its layout; a non-zero size.
+                    let p = unsafe { a.realloc(l.ptr, l.layout, size) };
+                    let layout = Layout::from_size_align(size, l.layout.align()).unwrap();
+                    check_placed(&a, &live, p, layout)?;
+                    let kept = size.min(l.layout.size());
+                    // SAFETY: `p` is valid for `size` bytes, `kept` of them the old ones.
+                    let now = unsafe { std::slice::from_raw_parts(p, kept) };
+                    prop_assert_eq!(now, &l.bytes[..kept], "realloc lost contents");
+                    shrunk_in_arena |= was_ours && size < l.layout.size();
+                    r.grown_in_place += usize::from(was_ours && p == l.ptr && size > l.layout.size());
+                    r.moved_to_system += usize::from(was_ours && !a.owns(p));
+                    l.ptr = p;
+                    l.layout = layout;
+                    l.fill(&mut tag);
+                    live.push(l);
+                }
+                Op::Dealloc { which } if !live.is_empty() => {
+                    let l = live.swap_remove(which.index(live.len()));
+                    // SAFETY: a live pointer of this allocator with its layout.
+                    unsafe { a.dealloc(l.ptr, l.layout) };
+                }
+                Op::Realloc { .. } | Op::Dealloc { .. } => {}
+            }
+            for l in &live {
+                prop_assert_eq!(l.contents(), &l.bytes[..], "a live allocation changed");
+            }
+        }
+        reached.set(r);
+        for l in live {
+            // SAFETY: as in `Op::Dealloc`.
+            unsafe { a.dealloc(l.ptr, l.layout) };
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn random_sequences_keep_the_model() {
+        let config = Config { cases: 512, failure_persistence: None, ..Config::default() };
+        let reached = Cell::new(Reached::default());
+        let ops = proptest::collection::vec(op(), 1..48);
+        if let Err(e) = TestRunner::new(config).run(&ops, |ops| run_model(&ops, &reached)) {
+            panic!("{e}");
+        }
+        // The sequences must reach what they check, not only run: about a
+        // quarter of what 512 cases reach (arena 4300, C allocator 750-970,
+        // zeroed after a shrink 1450, grown in place 520, moved out 330-440).
+        let r = reached.get();
+        assert!(
+            r.arena >= 1000
+                && r.system >= 200
+                && r.zeroed_in_arena_after_a_shrink >= 350
+                && r.grown_in_place >= 130
+                && r.moved_to_system >= 80,
+            "too few cases reach the checks: {r:?}"
+        );
     }
 }
