@@ -382,10 +382,10 @@ def section_wrapper(b, runtimes, runs):
 
 
 def section_startup(b, runtimes, runs):
-    """Issue 19's targets, each against its floor, all in one alternating
-    run per runtime: the hook with the full plan against the static C mount
-    sequence (mountfloor), the hook's no-op path (writable root) against the
-    no-op hook, and the wrapper in spec mode, on a fresh config.json and on
+    """The start-up targets (BENCHMARKS.md#start-up), each against its
+    floor, all in one alternating run per runtime: the hook with the full
+    plan against the static C mount sequence (mountfloor), the hook's no-op
+    path (writable root) against the no-op hook, and the wrapper in spec mode, on a fresh config.json and on
     the bundle it already edited, against the exec-only wrapper on a bundle
     whose mounts were written by hand (the same runtime work). Every C floor
     runs once per C library it was built with (`--floors`): a static glibc

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 19's NRI measurement (BENCHMARKS.md, "The NRI plugin"): through
+# What the NRI plugin adds (BENCHMARKS.md#nri-1000; the target: a median
+# ratio of at most 1.01 against a start without the plugin): through
 # containerd 2.1's CRI in the sid environment, as root,
 #   - CRI CreateContainer+StartContainer with the plugin and without it, in
 #     one alternating run (NRI_BENCH_ROUNDS pairs, default 30): the ratio;

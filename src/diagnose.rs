@@ -89,7 +89,7 @@ pub(crate) fn kernel_checks() -> Vec<Check> {
 /// Root and CAP_SYS_ADMIN (the engines run the hook as root).
 pub(crate) fn privilege_checks() -> Vec<Check> {
     let root = rustix::process::geteuid().is_root();
-    let sys_admin = caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_SYS_ADMIN);
+    let sys_admin = has_sys_admin();
     let what = "privileges";
     vec![match (root, sys_admin) {
         (true, Ok(true)) => Check::ok(what, "running as root with CAP_SYS_ADMIN"),
@@ -104,6 +104,13 @@ pub(crate) fn privilege_checks() -> Vec<Check> {
         ),
         (_, Err(e)) => Check::problem(what, format!("reading capabilities: {e}"), "run doctor as root"),
     }]
+}
+
+/// Whether this process has CAP_SYS_ADMIN in its effective set
+/// ([capget(2)](https://man7.org/linux/man-pages/man2/capget.2.html)).
+fn has_sys_admin() -> rustix::io::Result<bool> {
+    let sets = rustix::thread::capabilities(None)?;
+    Ok(sets.effective.contains(rustix::thread::CapabilitySet::SYS_ADMIN))
 }
 
 // ---------------------------------------------------------------------------
@@ -216,6 +223,16 @@ mod tests {
         );
         assert!(lines.contains(&"tmp_size = 25%".to_string()), "{lines:?}");
         assert!(lines.contains(&"runtime_path = (unset)".to_string()), "{lines:?}");
+    }
+
+    #[test]
+    fn sys_admin_is_bit_21_of_cap_eff() {
+        // The kernel's own account of the effective set, as hex in
+        // /proc/self/status; CAP_SYS_ADMIN is capability 21.
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let hex = status.lines().find_map(|l| l.strip_prefix("CapEff:")).unwrap().trim();
+        let eff = u64::from_str_radix(hex, 16).unwrap();
+        assert_eq!(has_sys_admin().unwrap(), eff & (1 << 21) != 0, "CapEff {hex}");
     }
 
     #[test]

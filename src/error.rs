@@ -3,7 +3,7 @@
 //! through `cli::report`). No error type of a layer is defined here; each
 //! layer has its own. Imports nothing of the crate.
 
-/// What a command fails with: any error, printed by [`report`] as its chain.
+/// What a command fails with: any error, printed by [`crate::cli::report`] as its chain.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// Exit code: failed.

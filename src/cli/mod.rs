@@ -2,7 +2,7 @@
 //! argument struct (whose doc comments are the `--help` text) and a thin
 //! `run` that turns the arguments into a library request, calls the library
 //! and prints the result; no handler prints its own error
-//! ([`crate::error::report`] prints the chain once, for `main`). Usage
+//! ([`report`] prints the chain once, for `main`). Usage
 //! errors are clap's (exit 2), including the few rules clap cannot express
 //! by itself ([`parse`]). Nothing below this module imports it.
 

@@ -1,6 +1,6 @@
 //! A registration change, generic over the engine (for `setup` and `node`):
 //! [`propose`] asks the engine ([`super::Registrar`]) which file it edits and
-//! what the file becomes, and compares; [`write`] backs up a file it changes (the
+//! what the file becomes, and compares; [`write()`] backs up a file it changes (the
 //! engine's own config files, not a file that is all ours) and writes the
 //! result atomically and durably ([`crate::files::replace`]: temporary file,
 //! fsync, rename, mode and owner kept); [`diff`] and the `*_lines` methods

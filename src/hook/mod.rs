@@ -4,7 +4,7 @@
 //! container's mount namespace ([`apply`], with the syscalls behind
 //! [`apply::Mounter`] in [`System`]: [`ns`] joins the namespace, [`resolve`] walks
 //! the rootfs, [`mount`] builds and attaches tmpfs mounts). An engine-made
-//! `/dev/shm` is proven on the host first ([`engine_shm`]). Nothing here
+//! `/dev/shm` is proven on the host first ([`mod@engine_shm`]). Nothing here
 //! decides what to mount: that is the plan's.
 
 pub(crate) mod apply;

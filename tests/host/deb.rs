@@ -1,17 +1,17 @@
-//! The Debian package (issue 13), for real but in a Debian root of its own
-//! (tests/env/pkgroot.sh: a cached bookworm minbase root with runc, under an
-//! overlay per test, entered with unshare and pivot_root), so a host that
-//! already has the product (./install.sh wrote /etc/oci-tmpfs-hook) is
-//! neither refused nor touched (issue 18). Built by packaging/deb/build.sh
-//! around the static binary, lintian clean (its overrides explained in
-//! packaging/deb/lintian-overrides); then, in the root: `dpkg -i`,
-//! `oci-tmpfs-hook doctor`, a runc container whose prestart hook is the one
-//! in the installed hooks JSON, `dpkg -r` (the conffile stays), `dpkg -P`:
-//! every path of the package and every `*oci-tmpfs*` name under /usr, /etc
-//! and dpkg's database is byte for byte as it was before, and the overlay's
-//! upper layer shows nothing else changed but dpkg's own records. The
-//! package edits no engine config (its postinst only prints the setup
-//! commands).
+//! The Debian package (docs/engines.md#the-debian-package), for real but in a
+//! Debian root of its own (tests/env/pkgroot.sh: a cached bookworm minbase
+//! root with runc, under an overlay per test, entered with unshare and
+//! pivot_root), so a host that already has the product (./install.sh wrote
+//! /etc/oci-tmpfs-hook) is neither refused nor touched. Built by
+//! packaging/deb/build.sh around the static binary, lintian clean (its
+//! overrides explained in packaging/deb/lintian-overrides); then, in the
+//! root: `dpkg -i`, `oci-tmpfs-hook doctor`, a runc container whose prestart
+//! hook is the one in the installed hooks JSON, `dpkg -r` (the conffile
+//! stays), `dpkg -P`: every path of the package and every `*oci-tmpfs*` name
+//! under /usr, /etc and dpkg's database is byte for byte as it was before,
+//! and the overlay's upper layer shows nothing else changed but dpkg's own
+//! records. The package edits no engine config (its postinst only prints the
+//! setup commands).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

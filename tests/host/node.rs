@@ -1,7 +1,8 @@
-//! `node install` as a Kubernetes node runs it (issue 13): the node image
-//! (deploy/Containerfile over the static binary, built with `docker build`
-//! by a dockerd this test starts) run as a real container with a fake host
-//! root at `/host`: Debian's containerd config (or containerd 2.1's default
+//! `node install` as a Kubernetes node runs it
+//! (docs/kubernetes.md#the-node-installer-node-install): the node image
+//! (deploy/Containerfile over the static binary, built with `docker build` by
+//! a dockerd this test starts) run as a real container with a fake host root
+//! at `/host`: Debian's containerd config (or containerd 2.1's default
 //! one), a CRI-O config and hooks dir, no systemd. Checked:
 //! - `node install` writes exactly what `setup containerd` / `setup crio`
 //!   write for that root, the binary, the wrapper link and the host config;
@@ -422,11 +423,11 @@ impl Drop for InitGuard {
     }
 }
 
-/// Issue 18, 1: a containerd config that is not TOML stops the install
-/// before its first write: exit 1, one line naming the file, and the fake
-/// host byte for byte as it was (the lock file in /run excepted, by design).
-/// So does another vendor's oci-tmpfs-runtime in --bin-dir (the binary's
-/// place free): refused before the binary is copied.
+/// A containerd config that is not TOML stops the install before its first
+/// write: exit 1, one line naming the file, and the fake host byte for byte
+/// as it was (the lock file in /run excepted, by design). So does another
+/// vendor's oci-tmpfs-runtime in --bin-dir (the binary's place free): refused
+/// before the binary is copied.
 #[test]
 fn node_broken_config_writes_nothing() {
     require_root();
@@ -456,10 +457,10 @@ fn node_broken_config_writes_nothing() {
     }
 }
 
-/// Issue 18, 2: a first install that fails midway (CRI-O's hooks dir
-/// read-only: the containerd config is written, the hooks file is not),
-/// then a good one, then uninstall: the host is back byte for byte, the
-/// files the first run wrote included.
+/// A first install that fails midway (CRI-O's hooks dir read-only: the
+/// containerd config is written, the hooks file is not), then a good one,
+/// then uninstall: the host is back byte for byte, the files the first run
+/// wrote included.
 #[test]
 fn node_failed_first_run_then_good_second_then_uninstall_restores_every_byte() {
     require_root();
@@ -491,9 +492,9 @@ fn node_failed_first_run_then_good_second_then_uninstall_restores_every_byte() {
     assert_eq!(snapshot_diff(&before, &files_of(&host)), Vec::<String>::new(), "uninstall left differences");
 }
 
-/// Issue 18, 4: `--host-root` a symlink to `/` is this process's own root:
-/// refused with exit 2 and one line, nothing written (no lock file, no
-/// state file: the machine's / is compared before and after).
+/// `--host-root` a symlink to `/` is this process's own root: refused with
+/// exit 2 and one line, nothing written (no lock file, no state file: the
+/// machine's / is compared before and after).
 #[test]
 fn node_refuses_a_host_root_that_is_its_own_root() {
     require_root();
@@ -518,11 +519,11 @@ fn node_refuses_a_host_root_that_is_its_own_root() {
     assert_eq!(std::fs::read("/etc/containerd/config.toml").ok(), etc_containerd);
 }
 
-/// Issue 18, 3: a refused restart stays pending (exit 1 while it is, in
-/// systemd mode; said at every run in none mode) until the running
-/// containerd's CRI lists the handler; and a containerd started on the old
-/// config (handler not loaded) is told from one started on the installed
-/// config (loaded), through its real CRI socket.
+/// A refused restart stays pending (exit 1 while it is, in systemd mode; said
+/// at every run in none mode) until the running containerd's CRI lists the
+/// handler; and a containerd started on the old config (handler not loaded)
+/// is told from one started on the installed config (loaded), through its
+/// real CRI socket.
 fn pending_until_loaded(label: &str, config: fn(&Path, &str) -> String, bins: fn() -> Binaries) {
     require_root();
     let work = TempDir::new("node-pending");

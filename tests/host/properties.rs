@@ -1,7 +1,7 @@
-//! Property tests (issue 4, SECURITY.md): the parsers and the pure decision
-//! never panic on arbitrary input, and whatever they accept is safe to act on.
-//! No root needed. The unit tests next to the code hold more properties
-//! (size parsing, target normalisation, `add_hook` on values).
+//! Property tests (SECURITY.md#the-adversarial-suite): the parsers and the
+//! pure decision never panic on arbitrary input, and whatever they accept is
+//! safe to act on. No root needed. The unit tests next to the code hold more
+//! properties (size parsing, target normalisation, `add_hook` on values).
 
 use std::path::Path;
 

@@ -1,8 +1,9 @@
-//! Issue 18 through containerd 2.1: the plugin pre-registered (`node install
-//! --nri`, started by containerd before it serves a container), the
-//! DaemonSet's probe (`nri --probe`) against a killed containerd, and ours
-//! beside other vendors' plugins (`examples/nri_mount.rs`), one at another
-//! mount and one that claims `/tmp`.
+//! A node's boot, crashes and other plugins, through containerd 2.1: the
+//! plugin pre-registered (`node install --nri`, started by containerd before
+//! it serves a container), the DaemonSet's probe (`nri --probe`) against a
+//! killed containerd, and ours beside other vendors' plugins
+//! (`examples/nri_mount.rs`), one at another mount and one that claims
+//! `/tmp`.
 //!
 //! The pre-registered plugin's files go into a host root of the test's own
 //! (`node install --nri --host-root DIR/host`), and containerd's NRI
@@ -63,8 +64,8 @@ fn preregister(node: &mut Node, r: &mut Report) -> PathBuf {
     host
 }
 
-/// Issue 18, the pre-registered way: no plugin but containerd's own. At each
-/// containerd (re)start, the pods created the moment CRI answers all get
+/// Booting with the plugin pre-registered: no plugin but containerd's own. At
+/// each containerd (re)start, the pods created the moment CRI answers all get
 /// their mounts; `node uninstall` takes the files out again.
 #[test]
 fn boot_preregistered_plugin_serves_the_first_pods() {
@@ -155,9 +156,9 @@ fn kill_daemon(node: &mut Node) {
     }
 }
 
-/// Issue 18, liveness and readiness: the probe passes while the plugin is
-/// registered, fails once containerd is killed (the plugin's process lives
-/// on), and passes again after the plugin's registration with the new one.
+/// Liveness and readiness: the probe passes while the plugin is registered,
+/// fails once containerd is killed (the plugin's process lives on), and
+/// passes again after the plugin's registration with the new one.
 #[test]
 fn boot_probe_follows_the_runtime() {
     let mut r = Report::of("nri", "boot-probe");
@@ -289,11 +290,11 @@ fn theirs(r: &mut Report, what: &str, probe: &str, point: &str, name: &str) {
     );
 }
 
-/// Issue 18, beside other plugins. One that adds its own mount (`/other`,
-/// index 20): ours coexists, the container gets both. One that claims
-/// `/tmp`, before ours (index 10) and after (index 95): the container
-/// starts, `/tmp` is theirs, `/dev/shm` still ours, and the log says that
-/// `/tmp` was left to the spec's mount.
+/// Beside other plugins. One that adds its own mount (`/other`, index 20):
+/// ours coexists, the container gets both. One that claims `/tmp`, before
+/// ours (index 10) and after (index 95): the container starts, `/tmp` is
+/// theirs, `/dev/shm` still ours, and the log says that `/tmp` was left to
+/// the spec's mount.
 #[test]
 fn boot_beside_other_plugins() {
     let mut r = Report::of("nri", "boot-others");
@@ -406,13 +407,13 @@ fn served_now(node: &mut Node, r: &mut Report, pod: &Pod, what: &str) {
     }
 }
 
-/// Issue 18, fail closed, with containerd 2.2+'s default validator (NRI
-/// v0.10; containerd 2.1 has none): node-wide `required_plugins`, then the
-/// per-pod annotation. A container created while our plugin is down is
-/// refused with an error that names us, and starts, with its mounts, once
-/// the plugin is back; a pod annotated to tolerate missing plugins (the
-/// static-pod remedy) starts while it is down. Needs
-/// `OCI_TMPFS_HOOK_NRI_CONTAINERD` (docs/nri.md#fail-closed).
+/// Fail closed, with containerd 2.2+'s default validator (NRI v0.10;
+/// containerd 2.1 has none): node-wide `required_plugins`, then the per-pod
+/// annotation. A container created while our plugin is down is refused with
+/// an error that names us, and starts, with its mounts, once the plugin is
+/// back; a pod annotated to tolerate missing plugins (the static-pod remedy)
+/// starts while it is down. Needs `OCI_TMPFS_HOOK_NRI_CONTAINERD`
+/// (docs/nri.md#fail-closed).
 #[test]
 #[ignore = "needs containerd 2.2+: OCI_TMPFS_HOOK_NRI_CONTAINERD=... tests/env/nri.sh fail_closed --ignored"]
 fn fail_closed_with_the_default_validator() {

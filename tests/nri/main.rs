@@ -1,4 +1,4 @@
-//! The NRI plugin (`oci-tmpfs-hook nri`, issue 12) against a real
+//! The NRI plugin (`oci-tmpfs-hook nri`, docs/nri.md) against a real
 //! containerd 2.x with NRI on by default: no runtime class, no handler, no
 //! NRI setting in containerd's config. The pod cases of
 //! tests/support/cases.rs (which the CRI suite runs through the wrapper)
@@ -25,10 +25,13 @@ use support::cri::*;
 use support::pods::*;
 use support::*;
 
-/// Node boot, crashes and other plugins (issue 18).
+/// Node boot, crashes and other plugins: the pre-registered plugin serves
+/// the first pods, the probe follows the runtime, ours beside other plugins,
+/// fail closed.
 mod boot;
 
-/// `nri --metrics-address` (issue 21).
+/// `nri --metrics-address`: the counters move as the pods say; hostile HTTP
+/// clients get a 4xx or are dropped.
 mod metrics;
 
 use std::fmt::Write as _;
@@ -190,8 +193,10 @@ fn quantile(v: &[f64], q: f64) -> f64 {
     v[((v.len() - 1) as f64 * q).round() as usize]
 }
 
-/// The bench (not a timed test; run with `--ignored`; `bench/nri.sh`),
-/// issue 19's NRI line. The plugin serves metrics (`--metrics-address`).
+/// The bench (not a timed test; run with `--ignored`; `bench/nri.sh`):
+/// what the plugin adds to a container start, against a median ratio
+/// target of 1.01 (BENCHMARKS.md#nri-1000). The plugin serves metrics
+/// (`--metrics-address`).
 /// 1. CRI CreateContainer + StartContainer of a read-only 1 GiB container
 ///    with the plugin (its adjustment: our hook at createRuntime, which
 ///    mounts `/tmp` and grows the pod's `/dev/shm`) and without it,
@@ -514,7 +519,8 @@ fn case12_hook_binary_missing_on_the_node_fails_closed() {
 // ------------------------------------------------------- hostile layouts
 
 /// One hostile (or just unusual) layout: an image with symlinks, maybe a
-/// volume, and what must hold (issue 16's suite, through NRI).
+/// volume, and what must hold (tests/runtimes/hostile_layouts.rs's suite,
+/// through NRI).
 #[derive(Default)]
 struct Hostile<'a> {
     name: &'a str,
@@ -670,12 +676,13 @@ fn inside(r: &mut Report, h: &Hostile, out: &str, host: (&Path, &Path), before: 
     }
 }
 
-/// Runs one hostile layout in a pod of its own and checks all of issue 16's
-/// rules: no tmpfs of ours on any host table and nothing new mounted under
-/// the volume's host directory (while it runs and after); the volume's
-/// canary visible in the container; a file written through the symlink in
-/// the host directory; nothing else created in the volume; the refused
-/// targets not ours and the hook's log saying why; the safe ones ours.
+/// Runs one hostile layout in a pod of its own and checks every rule of the
+/// hostile-layout suite (docs/design.md#landing): no tmpfs of ours on any
+/// host table and nothing new mounted under the volume's host directory
+/// (while it runs and after); the volume's canary visible in the container; a
+/// file written through the symlink in the host directory; nothing else
+/// created in the volume; the refused targets not ours and the hook's log
+/// saying why; the safe ones ours.
 fn hostile(node: &mut Node, r: &mut Report, h: &Hostile) {
     let name = h.name;
     let image = node.import_image(name, h.links, h.dirs);
@@ -762,9 +769,9 @@ fn hostile_node(case: &str) -> Node {
     node
 }
 
-/// Issue 16: symlinked `/tmp` and a symlinked TMPDIR parent reaching a
-/// volume, private and shared, with the volume sorting after `/tmp`
-/// (`/vol`) and before it (`/data`): the volume always wins.
+/// Symlinked `/tmp` and a symlinked TMPDIR parent reaching a volume, private
+/// and shared, with the volume sorting after `/tmp` (`/vol`) and before it
+/// (`/data`): the volume always wins.
 #[test]
 fn hostile_symlinks_to_volumes() {
     let mut r = Report::of("nri", "hostile-volumes");
@@ -815,9 +822,9 @@ fn hostile_symlinks_to_volumes() {
     r.finish();
 }
 
-/// Issue 16: a symlink onto a tmpfs (a memory emptyDir at `/run`, the
-/// spec's `/dev` tmpfs, the pod's `/dev/shm`), into `/proc` and `/sys`, and
-/// a volume at `/tmp/data`: none gets our tmpfs over or under it.
+/// A symlink onto a tmpfs (a memory emptyDir at `/run`, the spec's `/dev`
+/// tmpfs, the pod's `/dev/shm`), into `/proc` and `/sys`, and a volume at
+/// `/tmp/data`: none gets our tmpfs over or under it.
 #[test]
 fn hostile_system_dirs_tmpfs_and_a_volume_beneath() {
     let mut r = Report::of("nri", "hostile-system");
@@ -878,13 +885,13 @@ fn hostile_system_dirs_tmpfs_and_a_volume_beneath() {
     r.finish();
 }
 
-/// Issue 16: the memory limit caps every size. 512 KiB: no hook, a note
-/// `below 1Mi`; 1 MiB: the hook for `/tmp` 1 MiB and `/dev/shm` at most
-/// 1 MiB; 1 GiB: 256 MiB and 512 MiB, seen in the container. runc 1.3
-/// cannot start a container under 512 KiB or 1 MiB at all (its init already
-/// uses ~3.3 MiB of the cgroup: "unable to set memory limit"), so for those
-/// two the plugin's decision is checked, and that the failure is runc's
-/// cgroup error, not a hook's.
+/// The memory limit caps every size. 512 KiB: no hook, a note `below 1Mi`;
+/// 1 MiB: the hook for `/tmp` 1 MiB and `/dev/shm` at most 1 MiB; 1 GiB:
+/// 256 MiB and 512 MiB, seen in the container. runc 1.3 cannot start a
+/// container under 512 KiB or 1 MiB at all (its init already uses ~3.3 MiB of the
+/// cgroup: "unable to set memory limit"), so for those two the plugin's
+/// decision is checked, and that the failure is runc's cgroup error, not a
+/// hook's.
 #[test]
 fn memory_limits_cap_every_size() {
     let mut r = Report::of("nri", "memory-limits");

@@ -1,10 +1,10 @@
-//! `nri --metrics-address` (issue 21) against containerd 2.1: the plugin's
-//! endpoint scraped over loopback before and after a few pods, each counter
-//! checked to move as those pods say; then malformed and hostile HTTP
+//! `nri --metrics-address` (docs/nri.md#metrics) against containerd 2.1: the
+//! plugin's endpoint scraped over loopback before and after a few pods, each
+//! counter checked to move as those pods say; then malformed and hostile HTTP
 //! clients (garbage, an oversize head, a wrong method and path, slowloris
-//! connections holding every client slot): each gets a 4xx or is dropped,
-//! and a pod created while they hold their connections still gets its
-//! mounts from the plugin, which never waits for them.
+//! connections holding every client slot): each gets a 4xx or is dropped, and
+//! a pod created while they hold their connections still gets its mounts from
+//! the plugin, which never waits for them.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

@@ -3,7 +3,7 @@
 //! socket by a CRI client (tests/cri/cri.py, on the stubs of the
 //! `container-runtime-interface-api` package; tests/env/venv.sh installs it),
 //! with the `oci-tmpfs` runtime handler that `setup containerd` writes
-//! (issue 10, docs/design.md#pods).
+//! (docs/design.md#pods).
 //!
 //! Each test starts its own node (tests/support/pods.rs): the containerd
 //! found on `PATH` (its version picks the config version: 2 for containerd
@@ -18,13 +18,14 @@
 //! hostname), a cgroup parent of their own and the summed resources, as
 //! kubelet sends them.
 //!
-//! The `hostile_*` cases are issue 16's hostile-layout suite through this
-//! path: images with symlinked `/tmp` and `TMPDIR` parents onto private and
-//! `Bidirectional` volumes, onto `/proc`, `/sys`, `/dev` and the pod's shm,
-//! a volume at `/tmp/data`, small memory limits, a symlinked pod shm parent
-//! (see the section's head for what each checks). Nodes live under
-//! `/var/lib/oci-tmpfs-test`, whose parents are root's and closed to others,
-//! as the pod shm's must be for it to grow (docs/design.md#engine-shm).
+//! The `hostile_*` cases are the hostile-layout suite of
+//! tests/runtimes/hostile_layouts.rs through this path: images with symlinked
+//! `/tmp` and `TMPDIR` parents onto private and `Bidirectional` volumes, onto
+//! `/proc`, `/sys`, `/dev` and the pod's shm, a volume at `/tmp/data`, small
+//! memory limits, a symlinked pod shm parent (see the section's head for what
+//! each checks). Nodes live under `/var/lib/oci-tmpfs-test`, whose parents
+//! are root's and closed to others, as the pod shm's must be for it to grow
+//! (docs/design.md#engine-shm).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -101,7 +102,7 @@ fn case9_containerd_restart_keeps_pods_served() {
     each_way(Node::wrapper("case9"), cases::case9);
 }
 
-// ------------------------------------------- hostile layouts (issue 16)
+// --------------------------------------------------------- hostile layouts
 //
 // The hostile-layout suite through the RuntimeClass path: each case is a pod
 // with a read-only-root app container of an image built with a hostile

@@ -1,6 +1,6 @@
-//! The adversarial suite (issue 4, SECURITY.md): hostile images, races,
-//! hostile input, load and user namespaces, against real runc and crun and
-//! against the hook binary run directly.
+//! The adversarial suite (SECURITY.md#the-adversarial-suite): hostile
+//! images, races, hostile input, load and user namespaces, against real runc
+//! and crun and against the hook binary run directly.
 //!
 //! Besides its own expectation, every case proves that the host is untouched
 //! (its mount table, a marker directory outside every rootfs, the size of its

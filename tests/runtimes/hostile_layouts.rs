@@ -1,6 +1,7 @@
-//! The hostile-layout suite of issue 16 (SECURITY.md, docs/design.md#landing): one
-//! set of image layouts plus spec mounts (bind mounts of host directories
-//! standing in for volumes, private and shared; spec tmpfs; memory limits),
+//! The hostile-layout suite: a volume always wins (SECURITY.md,
+//! docs/design.md#landing). One set of image layouts plus spec mounts (bind
+//! mounts of host directories standing in for volumes, private and shared;
+//! spec tmpfs; memory limits),
 //! each run as a real container through every executor that can see a
 //! bundle: the hook (`inject`, fd-based, in the container's namespace) and
 //! the runtime wrapper in spec mode (`oci-tmpfs-hook runtime -- run`), under

@@ -1,5 +1,5 @@
 //! The hostile cases that apply to the runtime wrapper's spec executor
-//! (issue 11): the wrapper checks each target against the prepared rootfs by
+//! (docs/design.md#executors): the wrapper checks each target against the prepared rootfs by
 //! fd before it writes a mount into `config.json`, and grows an engine-made
 //! `/dev/shm` on the host only after checking what it opened. Each case runs
 //! a real container through `oci-tmpfs-hook runtime -- run` with runc and

@@ -1,5 +1,5 @@
-//! `explain --manifest` against real pods (issue 21): for pods as the CRI
-//! suite creates them (tests/support/cases.rs: containerd's CRI API, the
+//! `explain --manifest` (docs/explain.md) against real pods: for pods as the
+//! CRI suite creates them (tests/support/cases.rs: containerd's CRI API, the
 //! RuntimeClass wrapper in spec and in hook mode), the equivalent manifest
 //! explained with the node's host config must agree with what each real
 //! container sees on every size: `/tmp`, each `TMPDIR`, and the pod's

@@ -381,7 +381,7 @@ fn privatise_containerd_config(config: &Path, root: &Root) -> PathBuf {
 /// load): `containerd config dump` shows our runtime with its `BinaryName`
 /// under the CRI runtime plugin of the version it runs, and the CRI plugin
 /// comes up with it (it would not without the added runc entry, see
-/// src/setup.rs).
+/// `marked_runc` in src/engine/containerd.rs).
 #[test]
 fn real_containerd_loads_the_setup_config() {
     require_root();

@@ -1,8 +1,9 @@
-//! The node suite's failure cases (issue 18): the installer run as a
-//! process of this test (not in the node image), in a private mount
-//! namespace where chosen dirs of the machine are bind-mounted into the fake
-//! host (a test containerd's socket dir at the path the host's config names)
-//! and chosen dirs of the fake host are read-only (a write that fails midway).
+//! The node suite's failure cases (a bad config, a failed first install, a
+//! refused restart, a host root that is our own): the installer run as a
+//! process of this test (not in the node image), in a private mount namespace
+//! where chosen dirs of the machine are bind-mounted into the fake host (a
+//! test containerd's socket dir at the path the host's config names) and
+//! chosen dirs of the fake host are read-only (a write that fails midway).
 #![allow(dead_code, unreachable_pub)]
 
 use std::path::{Path, PathBuf};
