@@ -106,11 +106,36 @@ pub fn read_state(reader: impl Read) -> Result<State, InputError> {
 /// # Errors
 /// A missing bundle, a config that is not a bounded regular file, bad JSON.
 pub fn read_spec(bundle: &Path) -> Result<Spec, InputError> {
+    let (path, bytes) = read_config(bundle)?;
+    serde_json::from_slice(&bytes).map_err(|source| InputError::ConfigJson { path, source })
+}
+
+/// The bytes of the bundle's `config.json` (bounded, opened by fd), and its path.
+fn read_config(bundle: &Path) -> Result<(PathBuf, Vec<u8>), InputError> {
     let path = bundle.join("config.json");
     let dir = files::open_dir(bundle)
         .map_err(|source| InputError::Bundle { path: bundle.to_path_buf(), source })?;
     let config = files::read(Some(dir.as_fd()), &path, MAX_CONFIG_BYTES)?;
-    serde_json::from_slice(&config.bytes).map_err(|source| InputError::ConfigJson { path, source })
+    Ok((path, config.bytes))
+}
+
+/// The bundle's `config.json` as [`read_spec`] reads it, and its `hooks`
+/// member (`null` when it has none), from one read.
+///
+/// # Errors
+/// As [`read_spec`].
+pub fn read_spec_and_hooks(bundle: &Path) -> Result<(Spec, serde_json::Value), InputError> {
+    #[derive(serde::Deserialize)]
+    struct Hooks {
+        #[serde(default)]
+        hooks: serde_json::Value,
+    }
+    let (path, bytes) = read_config(bundle)?;
+    let spec = serde_json::from_slice(&bytes)
+        .map_err(|source| InputError::ConfigJson { path: path.clone(), source })?;
+    let hooks: Hooks =
+        serde_json::from_slice(&bytes).map_err(|source| InputError::ConfigJson { path, source })?;
+    Ok((spec, hooks.hooks))
 }
 
 /// Where the host config is read from: the one way every command finds it.

@@ -17,7 +17,7 @@
 //! cannot be trusted with our temp-target mounts (its version, asked once
 //! and cached: docs/design.md#runtimes), takes the hook in either mode.
 //!
-//! Here: parsing the runtime's arguments ([`classify`]), finding the real
+//! Here: parsing the runtime's arguments ([`CommandLine`]), finding the real
 //! runtime ([`find_runtime`]), the version policy ([`spec_unsafe`]) and the
 //! dispatch ([`run`]).
 
@@ -50,17 +50,66 @@ const CREATE_WITH_VALUE: &[&str] =
 /// The subcommands that create a container from a bundle.
 const CREATING: &[&str] = &["create", "run"];
 
-/// What the wrapper does with one call.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Invocation {
-    /// `create` or `run`: add the hook to `bundle`'s `config.json`, then exec.
-    Create {
-        subcommand: &'static str,
-        /// The bundle flag's value; `None` means the current directory.
-        bundle: Option<PathBuf>,
-    },
-    /// Anything else (`start`, `state`, `delete`, `--version`, `features`...).
-    PassThrough,
+/// A runtime command line (argv\[0\] excluded), parsed once: what the
+/// wrapper dispatches on and the container id it logs and grows shm for.
+///
+/// The grammar is runc's and crun's: global options, then the subcommand,
+/// then its options and words. Global options in [`GLOBAL_WITH_VALUE`]
+/// take the next word unless written `--opt=value`; any other global option
+/// is a switch; a `--` before the subcommand ends them. For `create` and
+/// `run`, the options may come before or after the container id (crun's
+/// argp permutes them); `--bundle DIR`, `--bundle=DIR`, `-b DIR` and
+/// `-b=DIR` name the bundle (the last one wins, as with Go's flag package);
+/// the options in [`CREATE_WITH_VALUE`] take the next word, even one that
+/// looks like a flag; every other option is a switch; after a `--` every
+/// word is a word, so an id may start with `-`. The container id is the
+/// first word (both runtimes take exactly one).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CommandLine {
+    /// `create` or `run`, when that is the subcommand.
+    pub creating: Option<&'static str>,
+    /// The bundle flag's value; `None` means the current directory.
+    pub bundle: Option<PathBuf>,
+    /// The subcommand's words, options and their values left out.
+    pub words: Vec<OsString>,
+}
+
+impl CommandLine {
+    /// Parses the runtime's arguments (without argv\[0\]).
+    pub(crate) fn parse(args: &[OsString]) -> CommandLine {
+        let Some(at) = subcommand_at(args) else { return CommandLine::default() };
+        let Some(creating) = args.get(at).and_then(|sub| CREATING.iter().find(|c| sub == **c)) else {
+            return CommandLine::default();
+        };
+        let mut line = CommandLine { creating: Some(creating), ..CommandLine::default() };
+        let mut rest = args[at + 1..].iter();
+        while let Some(arg) = rest.next() {
+            if arg == "--" {
+                line.words.extend(rest.cloned());
+                break;
+            }
+            match option(arg) {
+                Some((name, value)) if name == b"bundle" || name == b"b" => {
+                    match value.or_else(|| rest.next().map(OsString::as_os_str)) {
+                        Some(v) => line.bundle = Some(PathBuf::from(v)),
+                        None => break,
+                    }
+                }
+                Some((name, None)) if named(name, CREATE_WITH_VALUE) => {
+                    rest.next();
+                }
+                Some(_) => {}
+                None => line.words.push(arg.clone()),
+            }
+        }
+        line
+    }
+
+    /// The container id: the first word of a `create` or `run`.
+    pub(crate) fn container_id(&self) -> Option<String> {
+        self.creating?;
+        self.words.first().map(|w| w.to_string_lossy().into_owned())
+    }
 }
 
 /// True when `argv0`'s file name is [`WRAPPER_NAME`].
@@ -86,44 +135,6 @@ fn named(name: &[u8], list: &[&str]) -> bool {
     list.iter().any(|n| n.as_bytes() == name)
 }
 
-/// Classifies the runtime's arguments (without argv\[0\]).
-///
-/// Global options come before the subcommand (runc's and crun's grammar);
-/// the ones in [`GLOBAL_WITH_VALUE`] consume the next word unless written
-/// `--opt=value`. For `create` and `run` the bundle is `--bundle DIR`,
-/// `--bundle=DIR`, `-b DIR` or `-b=DIR` (the last one wins, as with Go's
-/// flag package), searched up to a `--`.
-pub(crate) fn classify(args: &[OsString]) -> Invocation {
-    let Some(at) = subcommand_at(args) else { return Invocation::PassThrough };
-    let Some(sub) = args.get(at) else { return Invocation::PassThrough };
-    let Some(subcommand) = CREATING.iter().find(|c| sub == **c) else { return Invocation::PassThrough };
-    let rest = &args[at + 1..];
-    let mut bundle = None;
-    let mut j = 0;
-    while let Some(arg) = rest.get(j) {
-        if arg == "--" {
-            break;
-        }
-        match option(arg) {
-            Some((name, value)) if name == b"bundle" || name == b"b" => {
-                match value {
-                    Some(v) => bundle = Some(PathBuf::from(v)),
-                    None => {
-                        if let Some(v) = rest.get(j + 1) {
-                            bundle = Some(PathBuf::from(v));
-                        }
-                        j += 1;
-                    }
-                }
-                j += 1;
-            }
-            Some((name, None)) if named(name, CREATE_WITH_VALUE) => j += 2,
-            _ => j += 1,
-        }
-    }
-    Invocation::Create { subcommand, bundle }
-}
-
 /// Where the subcommand is: after the global options (and their values) or
 /// after `--`; `None` when the arguments end first.
 fn subcommand_at(args: &[OsString]) -> Option<usize> {
@@ -139,28 +150,6 @@ fn subcommand_at(args: &[OsString]) -> Option<usize> {
             None => return Some(i),
         }
     }
-}
-
-/// The container id of a `create`/`run` call: its last positional word
-/// (runc's and crun's grammar: `create [options] <container-id>`).
-pub(crate) fn container_id(args: &[OsString]) -> Option<String> {
-    let at = subcommand_at(args)?;
-    let rest = args.get(at + 1..)?;
-    let mut id = None;
-    let mut j = 0;
-    while let Some(arg) = rest.get(j) {
-        match option(arg) {
-            Some((name, None)) if name == b"bundle" || name == b"b" || named(name, CREATE_WITH_VALUE) => {
-                j += 2
-            }
-            Some(_) => j += 1,
-            None => {
-                id = Some(arg.to_string_lossy().into_owned());
-                j += 1;
-            }
-        }
-    }
-    id
 }
 
 /// A runtime's name and version, from the first line of its `--version`
@@ -181,16 +170,24 @@ pub(crate) fn parse_version(output: &str) -> Option<(String, [u32; 3])> {
 }
 
 /// Why the spec executor must not hand temp targets to this runtime, if it
-/// must not (docs/design.md#runtimes): runc before 1.1.8 chmods a tmpfs
-/// mountpoint by path after mounting it, so a rename race during the start
-/// can turn a host directory to the tmpfs' mode.
+/// must not (docs/design.md#runtimes):
+/// - runc before 1.1.8 chmods a tmpfs mountpoint by path after mounting it,
+///   so a rename race during the start can turn a host directory to the
+///   tmpfs' mode;
+/// - crun 1.29.0 gives a tmpfs's root the mode of the directory it covers
+///   even when the mount says `mode=1777`, so a temp dir over a 0755
+///   directory comes out unwritable for a non-root user (fixed in 1.29.1).
 pub(crate) fn spec_unsafe(name: &str, v: [u32; 3]) -> Option<String> {
-    (name == "runc" && v < [1, 1, 8]).then(|| {
-        format!(
-            "runc {}.{}.{} chmods a tmpfs mountpoint by path after mounting it (until runc 1.1.8), which a rename race can turn onto a host directory",
-            v[0], v[1], v[2]
-        )
-    })
+    let [a, b, c] = v;
+    match name {
+        "runc" if v < [1, 1, 8] => Some(format!(
+            "runc {a}.{b}.{c} chmods a tmpfs mountpoint by path after mounting it (until runc 1.1.8), which a rename race can turn onto a host directory"
+        )),
+        "crun" if v == [1, 29, 0] => Some(format!(
+            "crun {a}.{b}.{c} gives a tmpfs the mode of the directory it covers, whatever its mode= says (fixed in crun 1.29.1), which leaves a temp dir unwritable for other users"
+        )),
+        _ => None,
+    }
 }
 
 /// Why the real runtime cannot be run.
@@ -289,9 +286,10 @@ pub(crate) fn run(args: &[OsString]) -> Result<std::convert::Infallible, crate::
     let source = ConfigSource::from_env();
     let settings = source.read().map_err(RuntimeError::Settings)?;
     let real = real_runtime(&settings)?;
-    if let Invocation::Create { bundle, .. } = classify(args) {
-        let dir = bundle.unwrap_or_else(|| PathBuf::from("."));
-        let id = container_id(args);
+    let line = CommandLine::parse(args);
+    if line.creating.is_some() {
+        let dir = line.bundle.clone().unwrap_or_else(|| PathBuf::from("."));
+        let id = line.container_id();
         prepare(&dir, &source, &settings, &real, id.as_deref())?;
     }
     let name = real.file_name().map_or_else(|| real.as_os_str().to_owned(), |n| n.to_owned());
@@ -327,7 +325,7 @@ fn prepare(
         return Ok(());
     }
     let unsafe_runtime = version_unsafe(real);
-    let launch = spec::Launch { id, temp_to_hook: unsafe_runtime.as_deref() };
+    let launch = spec::Launch { id, runtime_unsafe: unsafe_runtime.as_deref() };
     match spec::carry_out(dir, settings, hook_entry(source).as_ref(), &launch) {
         Ok(outcome) => {
             crate::logger::outcome(&outcome.notes, &outcome.done);
@@ -433,8 +431,10 @@ fn hook_entry(source: &ConfigSource) -> Option<HookEntry> {
     }
 }
 
-/// Adds the hook to `dir/config.json` (at the stage [`crate::spec::hook_mode_stage`] picks). A bundle we cannot edit is passed
-/// through untouched, so the real runtime reports its own error.
+/// Adds the hook to `dir/config.json` (at the stage
+/// [`crate::spec::route::carrier`] gives hook mode). A bundle we cannot
+/// edit is passed through untouched, so the real runtime reports its own
+/// error.
 fn add_hook(dir: &Path, source: &ConfigSource) {
     let Some(entry) = hook_entry(source) else { return };
     if let Err(e) = crate::spec::inject_hook(dir, &entry) {
@@ -446,138 +446,172 @@ fn add_hook(dir: &Path, source: &ConfigSource) {
 mod tests {
     use super::*;
 
-    fn call(args: &[&str]) -> Invocation {
+    /// What a command line parses to: the subcommand when it creates, the
+    /// bundle, and the container id.
+    fn parsed(args: &[&str]) -> (Option<&'static str>, Option<String>, Option<String>) {
         let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-        classify(&args)
+        let line = CommandLine::parse(&args);
+        (line.creating, line.bundle.as_ref().map(|b| b.display().to_string()), line.container_id())
     }
 
-    fn create(bundle: Option<&str>) -> Invocation {
-        Invocation::Create { subcommand: "create", bundle: bundle.map(PathBuf::from) }
+    type Want<'a> = (Option<&'static str>, Option<&'a str>, Option<&'a str>);
+
+    fn check(cases: &[(&str, &[&str], Want<'_>)]) {
+        for (name, args, (creating, bundle, id)) in cases {
+            let want = (*creating, bundle.map(String::from), id.map(String::from));
+            assert_eq!(parsed(args), want, "case {name:?}: {args:?}");
+        }
     }
 
-    fn run(bundle: Option<&str>) -> Invocation {
-        Invocation::Create { subcommand: "run", bundle: bundle.map(PathBuf::from) }
+    const C: Option<&str> = Some("create");
+    const R: Option<&str> = Some("run");
+    const PASS: Want<'static> = (None, None, None);
+
+    /// The command lines the engines gave a runtime, recorded here with a
+    /// runtime that logged its argv before exec'ing runc (`docker run
+    /// --runtime`, `ctr run --runc-binary`: containerd's runc shim).
+    #[test]
+    fn the_engines_real_command_lines() {
+        let docker_20_10 = "--root /d/exec/runtime-runc/moby --log /d/exec/containerd/daemon/io.containerd.runtime.v2.task/moby/34c5bab0fdfd/log.json --log-format json create --bundle /d/exec/containerd/daemon/io.containerd.runtime.v2.task/moby/34c5bab0fdfd --pid-file /d/exec/containerd/daemon/io.containerd.runtime.v2.task/moby/34c5bab0fdfd/init.pid 34c5bab0fdfd";
+        let docker_20_10_tty = "--root /d/exec/runtime-runc/moby --log /d/t/9085/log.json --log-format json create --bundle /d/t/9085 --pid-file /d/t/9085/init.pid --console-socket /tmp/pty3326511502/pty.sock 9085";
+        let docker_28 = "--root /rd/exec/runtime-runc/moby --log /rd/exec/containerd/daemon/io.containerd.runtime.v2.task/moby/c3d71851517b/log.json --log-format json create --bundle /rd/exec/containerd/daemon/io.containerd.runtime.v2.task/moby/c3d71851517b --pid-file /rd/exec/containerd/daemon/io.containerd.runtime.v2.task/moby/c3d71851517b/init.pid c3d71851517b";
+        let containerd = "--root /run/containerd/runc/rec --log /rd/t/rec/recid/log.json --log-format json create --bundle /rd/t/rec/recid --pid-file /rd/t/rec/recid/init.pid recid";
+        let split = |s: &'static str| s.split(' ').collect::<Vec<_>>();
+        let lines = [
+            (
+                "Docker 20.10",
+                split(docker_20_10),
+                (
+                    C,
+                    Some("/d/exec/containerd/daemon/io.containerd.runtime.v2.task/moby/34c5bab0fdfd"),
+                    Some("34c5bab0fdfd"),
+                ),
+            ),
+            ("Docker 20.10, -t", split(docker_20_10_tty), (C, Some("/d/t/9085"), Some("9085"))),
+            (
+                "Docker 28.5",
+                split(docker_28),
+                (
+                    C,
+                    Some("/rd/exec/containerd/daemon/io.containerd.runtime.v2.task/moby/c3d71851517b"),
+                    Some("c3d71851517b"),
+                ),
+            ),
+            // containerd 1.6.20 and 2.1.9 gave the same words.
+            ("containerd 1.6 and 2.1", split(containerd), (C, Some("/rd/t/rec/recid"), Some("recid"))),
+            ("Docker 28 asks for features first", vec!["features"], PASS),
+            ("start", split("--root /r --log /l --log-format json start recid"), PASS),
+            ("delete --force", split("--root /r --log /l --log-format json delete --force recid"), PASS),
+        ];
+        let cases: Vec<(&str, &[&str], Want<'_>)> =
+            lines.iter().map(|(n, a, w)| (*n, a.as_slice(), *w)).collect();
+        check(&cases);
     }
 
     #[test]
-    fn table() {
-        let cases: &[(&str, &[&str], Invocation)] = &[
+    fn the_grammar_at_its_edges() {
+        check(&[
             (
-                "docker (docs/design.md#test-machine)",
+                "go-runc: --systemd-cgroup, --console-socket",
                 &[
                     "--root",
-                    "/run/docker/runtime-runc/moby",
+                    "/r",
                     "--log",
-                    "/run/containerd/io.containerd.runtime.v2.task/moby/ID/log.json",
-                    "--log-format",
-                    "json",
-                    "create",
-                    "--bundle",
-                    "/run/containerd/io.containerd.runtime.v2.task/moby/ID",
-                    "--pid-file",
-                    "/run/containerd/io.containerd.runtime.v2.task/moby/ID/init.pid",
-                    "ID",
-                ],
-                create(Some("/run/containerd/io.containerd.runtime.v2.task/moby/ID")),
-            ),
-            (
-                "containerd runc shim (go-runc: globals, then create --bundle)",
-                &[
-                    "--root",
-                    "/run/containerd/runc/k8s.io",
-                    "--log",
-                    "/run/containerd/io.containerd.runtime.v2.task/k8s.io/ID/log.json",
+                    "l",
                     "--log-format",
                     "json",
                     "--systemd-cgroup",
                     "create",
                     "--bundle",
-                    "/run/containerd/io.containerd.runtime.v2.task/k8s.io/ID",
+                    "/b",
                     "--pid-file",
-                    "/run/containerd/io.containerd.runtime.v2.task/k8s.io/ID/init.pid",
+                    "p",
                     "--console-socket",
-                    "/tmp/pty123/pty.sock",
+                    "/s.sock",
                     "ID",
                 ],
-                create(Some("/run/containerd/io.containerd.runtime.v2.task/k8s.io/ID")),
+                (C, Some("/b"), Some("ID")),
             ),
             (
-                "go-runc with --debug and --rootless=false",
+                "global switches, --rootless=false",
                 &["--debug", "--rootless=false", "--root", "R", "create", "--bundle", "B", "ID"],
-                create(Some("B")),
+                (C, Some("B"), Some("ID")),
             ),
             (
-                "a value-taking global that looks like a subcommand",
+                "a global's value that looks like a subcommand",
                 &["--root", "run", "--log", "create", "state", "ID"],
-                Invocation::PassThrough,
+                PASS,
             ),
-            ("--root=R form", &["--root=create", "run", "-b", "B", "ID"], run(Some("B"))),
+            ("--root=R", &["--root=create", "run", "-b", "B", "ID"], (R, Some("B"), Some("ID"))),
             (
-                "Go single-dash globals",
+                "Go single-dash names",
                 &["-root", "R", "-log", "L", "create", "-bundle", "B", "ID"],
-                create(Some("B")),
+                (C, Some("B"), Some("ID")),
             ),
-            ("run -b DIR", &["run", "-b", "/b", "ID"], run(Some("/b"))),
-            ("-b=DIR", &["create", "-b=/b", "ID"], create(Some("/b"))),
-            ("--bundle=DIR", &["create", "--bundle=/b", "ID"], create(Some("/b"))),
-            ("no bundle flag: the current directory", &["create", "ID"], create(None)),
-            ("bundle after the id (crun permutes)", &["create", "ID", "--bundle", "/b"], create(Some("/b"))),
-            ("last bundle wins", &["create", "-b", "/a", "--bundle=/b", "ID"], create(Some("/b"))),
-            ("a pid file named like a flag is a value", &["create", "--pid-file", "-b", "ID"], create(None)),
-            ("after -- nothing is a flag", &["create", "--", "-b", "/b"], create(None)),
+            ("-b DIR", &["run", "-b", "/b", "ID"], (R, Some("/b"), Some("ID"))),
+            ("-b=DIR", &["create", "-b=/b", "ID"], (C, Some("/b"), Some("ID"))),
+            ("--bundle=DIR", &["create", "--bundle=/b", "ID"], (C, Some("/b"), Some("ID"))),
+            ("no bundle: the current directory", &["create", "ID"], (C, None, Some("ID"))),
+            (
+                "options after the id (crun permutes)",
+                &["create", "ID", "--bundle", "/b", "--pid-file", "p"],
+                (C, Some("/b"), Some("ID")),
+            ),
+            (
+                "the last bundle wins",
+                &["create", "-b", "/a", "--bundle=/b", "ID"],
+                (C, Some("/b"), Some("ID")),
+            ),
+            (
+                "a pid file named like a flag is a value",
+                &["create", "--pid-file", "-b", "ID"],
+                (C, None, Some("ID")),
+            ),
+            ("--pid-file=P", &["create", "--pid-file=/p", "-b", "/b", "ID"], (C, Some("/b"), Some("ID"))),
+            (
+                "a console socket named like a flag",
+                &["create", "--console-socket", "--bundle", "ID"],
+                (C, None, Some("ID")),
+            ),
+            ("run --detach", &["run", "--detach", "--bundle", "/b", "ID"], (R, Some("/b"), Some("ID"))),
+            ("run -d", &["run", "-d", "-b", "/b", "ID"], (R, Some("/b"), Some("ID"))),
+            (
+                "unknown switches are switches",
+                &["create", "--no-pivot", "--no-new-keyring", "-b", "/b", "ID"],
+                (C, Some("/b"), Some("ID")),
+            ),
+            ("after -- every word is a word", &["create", "--", "-b", "/b"], (C, None, Some("-b"))),
+            (
+                "an id that starts with -",
+                &["create", "--bundle", "/b", "--", "-id"],
+                (C, Some("/b"), Some("-id")),
+            ),
             (
                 "-- before the subcommand",
                 &["--root", "R", "--", "create", "-b", "/b", "ID"],
-                create(Some("/b")),
+                (C, Some("/b"), Some("ID")),
             ),
-            ("bundle flag without value", &["create", "--bundle"], create(None)),
-            ("state ID", &["state", "ID"], Invocation::PassThrough),
-            ("start", &["--root", "R", "start", "ID"], Invocation::PassThrough),
-            ("delete", &["--root", "R", "delete", "--force", "ID"], Invocation::PassThrough),
-            ("exec has a --bundle-less grammar", &["exec", "--process", "P", "ID"], Invocation::PassThrough),
-            ("--version", &["--version"], Invocation::PassThrough),
-            ("features", &["features"], Invocation::PassThrough),
-            ("nothing", &[], Invocation::PassThrough),
-            ("only globals", &["--root", "R", "--debug"], Invocation::PassThrough),
-            (
-                "a subcommand named like create is not create",
-                &["created", "-b", "/b"],
-                Invocation::PassThrough,
-            ),
-        ];
-        for (name, args, want) in cases {
-            assert_eq!(&call(args), want, "case {name:?}: {args:?}");
-        }
+            ("a bundle flag without value", &["create", "--bundle"], (C, None, None)),
+            ("no id", &["create", "--bundle", "/b"], (C, Some("/b"), None)),
+            ("a lone - is a word", &["create", "-b", "/b", "-"], (C, Some("/b"), Some("-"))),
+            ("state ID", &["state", "ID"], PASS),
+            ("exec has its own grammar", &["exec", "--process", "P", "ID"], PASS),
+            ("--version", &["--version"], PASS),
+            ("nothing", &[], PASS),
+            ("only globals", &["--root", "R", "--debug"], PASS),
+            ("a subcommand named like create is not create", &["created", "-b", "/b"], PASS),
+        ]);
     }
 
     #[test]
     fn non_utf8_bundle() {
         let args = vec![OsString::from("create"), OsString::from("-b"), OsString::from_vec(vec![b'/', 0xff])];
-        assert_eq!(
-            classify(&args),
-            Invocation::Create { subcommand: "create", bundle: Some(PathBuf::from(&args[2])) }
-        );
+        let line = CommandLine::parse(&args);
+        assert_eq!(line.bundle, Some(PathBuf::from(&args[2])));
+        assert_eq!(line.creating, Some("create"));
     }
 
     use std::os::unix::ffi::OsStringExt;
-
-    #[test]
-    fn container_ids() {
-        let cases: [(&[&str], Option<&str>); 5] = [
-            (
-                &["--root", "/r", "--log", "l", "create", "--bundle", "/b", "--pid-file", "p", "abc"],
-                Some("abc"),
-            ),
-            (&["run", "-b", "/b", "id1"], Some("id1")),
-            (&["create", "--bundle=/b", "--no-pivot", "x"], Some("x")),
-            (&["create", "--bundle", "/b"], None),
-            (&["--log-format", "json"], None),
-        ];
-        for (args, want) in cases {
-            let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-            assert_eq!(container_id(&args).as_deref(), want, "{args:?}");
-        }
-    }
 
     #[test]
     fn versions_and_the_runtimes_spec_mode_avoids() {
@@ -594,6 +628,11 @@ mod tests {
                 Some(("crun", [1, 8, 1])),
                 false,
             ),
+            ("crun version 1.28\ncommit: 1.28", Some(("crun", [1, 28, 0])), false),
+            ("crun version 1.29\ncommit: 1.29", Some(("crun", [1, 29, 0])), true),
+            ("crun version 1.29.0", Some(("crun", [1, 29, 0])), true),
+            ("crun version 1.29.1", Some(("crun", [1, 29, 1])), false),
+            ("runc version 1.2.8", Some(("runc", [1, 2, 8])), false),
             ("youki version 0.5.3", Some(("youki", [0, 5, 3])), false),
             ("garbage", None, false),
         ];

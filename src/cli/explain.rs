@@ -15,6 +15,7 @@ use crate::plan::{self, Action, Origin, Plan, ShmSource, ShmWay, Sizing};
 use crate::size::{Basis, Bytes};
 use crate::spec::edit::preview;
 use crate::spec::host::Route;
+use crate::spec::route;
 
 #[derive(Clone, Debug, Args)]
 #[command(group(clap::ArgGroup::new("input").required(true).args(["bundle", "manifest"])))]
@@ -39,6 +40,10 @@ pub(crate) struct ExplainArgs {
     /// each target [default: runc on PATH].
     #[arg(long, value_name = "PATH", value_parser = absolute_path)]
     pub runtime: Option<PathBuf>,
+    /// The wrapper's executor to explain [default: the host config's
+    /// `mode`].
+    #[arg(long, value_enum, conflicts_with = "manifest")]
+    pub mode: Option<crate::settings::Mode>,
 }
 
 /// Runs `explain`.
@@ -53,21 +58,31 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
     };
     let json = args.json;
     let settings = args.config.source(Path::new("/")).read()?;
-    let spec = input::read_spec(bundle)?;
+    let (spec, hooks) = input::read_spec_and_hooks(bundle)?;
     let plan = plan::plan_for(&spec, None, &settings, input::host_facts()?)?;
     let rootfs = input::rootfs_path(&spec, bundle);
-    let routes = match (&rootfs, plan.enabled) {
+    let carried = match (&rootfs, plan.enabled) {
         (Some(r), true) => {
-            let unsafe_runtime = crate::wrapper::bundle_runtime_unsafe(args.runtime.as_deref());
-            crate::spec::host::routes(r, &plan, unsafe_runtime.as_deref())
+            let runtime_unsafe = crate::wrapper::bundle_runtime_unsafe(args.runtime.as_deref());
+            let ours = crate::files::this_binary()?;
+            let foreign = route::foreign_runtime_hooks(&hooks, &ours);
+            let facts = route::Facts {
+                mode: args.mode.unwrap_or(settings.mode),
+                runtime_unsafe: runtime_unsafe.as_deref(),
+                foreign: &foreign,
+            };
+            let carrier = route::carrier(&plan, &facts);
+            let routes = crate::spec::host::routes(r, &plan, &carrier)
                 .map_err(|e| log::warn!("{}: the targets are not checked against the rootfs", chain(&e)))
-                .ok()
+                .ok();
+            Some((facts.mode, carrier, routes))
         }
         _ => None,
     };
+    let routes = carried.as_ref().and_then(|(_, _, r)| r.as_ref());
     if json {
         let spec = preview(&plan);
-        let targets: Option<Vec<serde_json::Value>> = routes.as_ref().map(|rs| {
+        let targets: Option<Vec<serde_json::Value>> = routes.map(|rs| {
             rs.iter()
                 .map(|(t, r)| {
                     let mut v = serde_json::to_value(r).expect("serialising a route");
@@ -76,11 +91,28 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
                 })
                 .collect()
         });
-        let doc = serde_json::json!({ "bundle": bundle, "rootfs": rootfs, "plan": plan, "spec": spec, "targets": targets });
+        let wrapper = carried.as_ref().map(|(mode, carrier, _)| match carrier {
+            route::Carrier::Spec => serde_json::json!({"mode": mode, "executor": "spec"}),
+            route::Carrier::Hook { stage, why } => {
+                serde_json::json!({"mode": mode, "executor": "hook", "stage": stage.as_str(), "why": why})
+            }
+        });
+        let doc = serde_json::json!({
+            "bundle": bundle, "rootfs": rootfs, "plan": plan, "spec": spec,
+            "wrapper": wrapper, "targets": targets,
+        });
         println!("{}", serde_json::to_string_pretty(&doc).expect("serialising the plan"));
     } else {
         print!("{}", render(bundle, rootfs.as_deref(), &plan));
-        if let Some(rs) = &routes {
+        if let Some((mode, carrier, _)) = &carried {
+            let mode = if *mode == crate::settings::Mode::Hook { "hook" } else { "spec" };
+            let line = match carrier {
+                route::Carrier::Spec => "writes the mounts into config.json".to_string(),
+                route::Carrier::Hook { stage, why } => format!("adds the hook at {stage}: {why}"),
+            };
+            println!("wrapper: in {mode} mode, {line}");
+        }
+        if let Some(rs) = routes {
             print!("{}", render_routes(rs));
         }
     }
@@ -97,12 +129,12 @@ fn render_routes(routes: &[(String, Route)]) -> String {
     for (target, route) in routes {
         let line = match route {
             Route::Spec { destination } if destination == target => {
-                "by the spec executor (a tmpfs entry), or by the hook (by fd)".to_string()
+                "by the spec executor (a tmpfs entry)".to_string()
             }
             Route::Spec { destination } => format!(
-                "by the spec executor at {destination}, where it resolves (no symlink left for the runtime), or by the hook (by fd)"
+                "by the spec executor at {destination}, where it resolves (no symlink left for the runtime)"
             ),
-            Route::Hook { why } => format!("by the hook, also under the wrapper: {why}"),
+            Route::Hook { stage, why } => format!("by the hook at {stage} (by fd): {why}"),
             Route::None { why, .. } => format!("left alone by every executor: {why}"),
         };
         let _ = writeln!(out, "  {target}: {line}");

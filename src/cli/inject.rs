@@ -34,8 +34,8 @@ pub(crate) struct InjectArgs {
     #[arg(long, value_enum, default_value = "hook")]
     pub mode: crate::settings::Mode,
     /// With `--mode spec`: the runtime that will run the bundle [default:
-    /// runc on PATH]. Temp targets go to the hook on runc before 1.1.8,
-    /// which chmods a tmpfs mountpoint by path after mounting it.
+    /// runc on PATH]. Temp targets go to the hook on runc before 1.1.8
+    /// and crun 1.29.0, which change a tmpfs's mode after mounting it.
     #[arg(long, value_name = "PATH", value_parser = absolute_path)]
     pub runtime: Option<PathBuf>,
 }
@@ -72,7 +72,7 @@ fn in_spec(args: &InjectArgs) -> Result<ExitCode, Error> {
     };
     let entry = HookEntry::for_stage(&binary, args.stage, args.config.as_deref());
     let unsafe_runtime = crate::wrapper::bundle_runtime_unsafe(args.runtime.as_deref());
-    let launch = spec::Launch { id: None, temp_to_hook: unsafe_runtime.as_deref() };
+    let launch = spec::Launch { id: None, runtime_unsafe: unsafe_runtime.as_deref() };
     let outcome = spec::carry_out(&args.bundle, &settings, Some(&entry), &launch)?;
     for line in &outcome.done {
         println!("{line}");

@@ -65,40 +65,42 @@ pub(crate) fn place_targets(rootfs: &Path, plan: &Plan) -> Result<Placed, ApplyE
     Ok(out)
 }
 
-/// Where the executors put one temp target, read-only (for `explain`).
+/// Where one temp target goes, read-only (for `explain`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case", tag = "executor")]
 pub(crate) enum Route {
-    /// The spec executor writes a tmpfs entry at `destination` (the hook
-    /// mounts at the same directory by fd).
+    /// The spec executor writes a tmpfs entry at `destination`.
     Spec { destination: String },
-    /// The wrapper leaves it to the hook, for this reason.
-    Hook { why: String },
+    /// Our hook mounts it by fd, added at `stage`, for this reason.
+    Hook { stage: String, why: String },
     /// Every executor leaves it alone.
     None { why: String, warn: bool },
 }
 
-/// [`Route`] of each temp target of `plan` in `rootfs`, as the spec
-/// executor would judge it (docs/design.md#landing); nothing is created or
-/// changed. `temp_to_hook`: why the wrapper would hand them to the hook.
+/// [`Route`] of each temp target of `plan` in `rootfs`: the rootfs check's
+/// verdict (docs/design.md#landing: a target refused there is refused by
+/// the hook too), then `carrier`'s executor ([`super::route::carrier`]).
+/// Nothing is created or changed.
 ///
 /// # Errors
 /// A rootfs that cannot be opened.
 pub(crate) fn routes(
     rootfs: &Path,
     plan: &Plan,
-    temp_to_hook: Option<&str>,
+    carrier: &super::route::Carrier,
 ) -> Result<Vec<(String, Route)>, ApplyError> {
+    use super::route::Carrier;
     let root = Root::open(rootfs)?;
     let landings = landing::landings(&mut root.tree(), &plan.spec_mounts);
-    let to_hook = super::needs_hook(plan, temp_to_hook);
     let mut out = Vec::new();
     for action in &plan.actions {
         let Action::MountTmpfs { target, .. } = action else { continue };
-        let route = match (root.judge_target(target, &landings), &to_hook) {
+        let route = match (root.judge_target(target, &landings), carrier) {
             (Err(note), _) => Route::None { why: note.reason, warn: note.warn },
-            (Ok(_), Some(why)) => Route::Hook { why: why.clone() },
-            (Ok(real), None) => Route::Spec { destination: real.to_string() },
+            (Ok(_), Carrier::Hook { stage, why }) => {
+                Route::Hook { stage: stage.to_string(), why: why.clone() }
+            }
+            (Ok(real), Carrier::Spec) => Route::Spec { destination: real.to_string() },
         };
         out.push((target.to_string(), route));
     }

@@ -8,16 +8,15 @@
 
 pub(crate) mod edit;
 pub(crate) mod host;
+pub(crate) mod route;
 
 use std::path::Path;
-
-use serde_json::Value;
 
 use crate::bundle::{self, BundleError, HookEntry};
 use crate::hook::{engine_shm, ApplyError};
 use crate::input;
 use crate::plan;
-use crate::settings::Settings;
+use crate::settings::{Mode, Settings};
 use crate::stage::Stage;
 
 /// What the edit did, for the caller to print or log.
@@ -57,7 +56,7 @@ pub(crate) struct Launch<'a> {
     pub id: Option<&'a str>,
     /// Why the real runtime cannot be trusted with our temp-target mounts
     /// (docs/design.md#runtimes), when it cannot: the hook carries them.
-    pub temp_to_hook: Option<&'a str>,
+    pub runtime_unsafe: Option<&'a str>,
 }
 
 /// Carries out the plan for the bundle `dir` in its `config.json`. `hook`
@@ -77,75 +76,9 @@ pub(crate) fn carry_out(
     Ok(outcome)
 }
 
-/// Why the plan's temp targets go to the hook, if they do: a temp dir
-/// nested in another one, or a runtime that cannot be trusted with them
-/// (`temp_to_hook`, docs/design.md#runtimes).
-pub(super) fn needs_hook(plan: &plan::Plan, temp_to_hook: Option<&str>) -> Option<String> {
-    let temp = plan.actions.iter().any(|a| matches!(a, plan::Action::MountTmpfs { .. }));
-    if !edit::expressible(plan) {
-        return Some("a temp dir nested in another one needs a directory in the fresh tmpfs".into());
-    }
-    temp_to_hook.filter(|_| temp).map(String::from)
-}
-
-/// The paths of other parties' hooks that run in the runtime's namespaces
-/// (`prestart`, `createRuntime`): a GPU vendor's hook there may write the
-/// container's `/tmp` through the host's view of the rootfs, under any tmpfs
-/// the spec mounts there, which hides its file (docs/design.md#vendor-hooks).
-/// Ours (`ours`, the hook's path) and Docker's `libnetwork-setkey` (it sets
-/// a network key, and writes no file of the rootfs) do not count.
-pub(super) fn foreign_runtime_hooks(config: &Value, ours: &Path) -> Vec<String> {
-    let ours = ours.display().to_string();
-    [Stage::Prestart, Stage::CreateRuntime]
-        .iter()
-        .filter_map(|stage| config.pointer(&format!("/hooks/{stage}")).and_then(Value::as_array))
-        .flatten()
-        .filter(|h| h.pointer("/args/1").and_then(Value::as_str) != Some("libnetwork-setkey"))
-        .filter_map(|h| h.get("path").and_then(Value::as_str))
-        .filter(|path| *path != ours)
-        .map(String::from)
-        .collect()
-}
-
-/// Whether the temp targets go to the hook, why, and at which stage: the
-/// hook at `createContainer` when other parties' runtime-namespace hooks
-/// are in the spec (it runs after them, and copies up what they wrote:
-/// docs/design.md#vendor-hooks), else at `prestart` when [`needs_hook`]
-/// says so.
-pub(super) fn handover(
-    plan: &plan::Plan,
-    temp_to_hook: Option<&str>,
-    foreign: &[String],
-) -> Option<(String, Stage)> {
-    let temp = plan.actions.iter().any(|a| matches!(a, plan::Action::MountTmpfs { .. }));
-    let why = needs_hook(plan, temp_to_hook);
-    match foreign.first() {
-        Some(first) if temp => {
-            let mut reason = format!(
-                "the spec runs another party's hook in the runtime's namespaces ({first}), whose writes a spec tmpfs on a temp dir would hide"
-            );
-            if let Some(also) = why {
-                reason = format!("{reason}; {also}");
-            }
-            Some((reason, Stage::CreateContainer))
-        }
-        _ => why.map(|w| (w, Stage::Prestart)),
-    }
-}
-
-/// The stage the wrapper's hook mode adds our hook at: `createContainer`
-/// when the spec carries another party's runtime-namespace hooks (after
-/// them: docs/design.md#vendor-hooks-spec), else `prestart`.
-pub(crate) fn hook_mode_stage(config: &Value, ours: &Path) -> Stage {
-    if foreign_runtime_hooks(config, ours).is_empty() {
-        Stage::Prestart
-    } else {
-        Stage::CreateContainer
-    }
-}
-
-/// Adds `entry` (a `prestart` entry) to the bundle `dir` at
-/// [`hook_mode_stage`]. Returns whether the file changed.
+/// Adds `entry` (a `prestart` entry) to the bundle `dir` at the stage the
+/// wrapper's hook mode uses ([`route::carrier`] in hook mode: after another
+/// party's runtime-namespace hooks). Returns whether the file changed.
 ///
 /// # Errors
 /// As [`bundle::inject`].
@@ -153,7 +86,7 @@ pub(crate) fn inject_hook(dir: &Path, entry: &HookEntry) -> Result<bool, BundleE
     bundle::edit(dir, |config| {
         let path = config.path.to_path_buf();
         let hooks = config.tree(&["hooks"])?;
-        let stage = hook_mode_stage(hooks, &entry.path);
+        let stage = route::hook_stage(&route::foreign_runtime_hooks(&hooks["hooks"], &entry.path));
         bundle::add_hook(hooks, stage, &entry_at(entry, stage))
             .map_err(|what| BundleError::Shape { path, what })
     })
@@ -198,11 +131,12 @@ fn in_spec(
     let path = config.path.to_path_buf();
     let mut changed = false;
     let foreign = match hook {
-        Some(h) => foreign_runtime_hooks(config.tree(&["hooks"])?, &h.path),
+        Some(h) => route::foreign_runtime_hooks(&config.tree(&["hooks"])?["hooks"], &h.path),
         None => Vec::new(),
     };
-    let placed = match handover(&plan, cx.temp_to_hook, &foreign) {
-        Some((why, stage)) => {
+    let facts = route::Facts { mode: Mode::Spec, runtime_unsafe: cx.runtime_unsafe, foreign: &foreign };
+    let placed = match route::carrier(&plan, &facts) {
+        route::Carrier::Hook { stage, why } => {
             let Some(entry) = hook else { return Ok(false) };
             out.hooked = true;
             let at = if stage == Stage::Prestart { String::new() } else { format!(" at {stage}") };
@@ -211,7 +145,7 @@ fn in_spec(
                 .map_err(|what| BundleError::Shape { path: path.clone(), what })?;
             host::Placed::default()
         }
-        None => {
+        route::Carrier::Spec => {
             let rootfs = input::rootfs_path(&parsed, dir).expect("a plan with actions has a root.path");
             host::place_targets(&rootfs, &plan)?
         }
@@ -248,84 +182,14 @@ mod tests {
 
     const OURS: &str = "/usr/local/bin/oci-tmpfs-hook";
 
-    fn plan(temp: bool) -> plan::Plan {
-        let mut p = plan::Plan { enabled: true, ..plan::Plan::default() };
-        if temp {
-            p.actions.push(plan::Action::MountTmpfs {
-                target: crate::target::validate("/tmp").unwrap(),
-                origins: vec![plan::Origin::Default],
-                tmpfs: plan::Tmpfs {
-                    size: plan::Sizing {
-                        bytes: crate::size::Bytes(1 << 20),
-                        requested: "1Mi".into(),
-                        from: plan::SizeFrom::Default,
-                        basis: crate::size::Basis::Absolute,
-                        basis_bytes: None,
-                        capped: None,
-                    },
-                    nr_inodes: None,
-                    mode: plan::TMPFS_MODE,
-                    nosuid: true,
-                    nodev: true,
-                    noexec: false,
-                    owner: None,
-                    label: None,
-                },
-                subdirs: vec![],
-            });
-        }
-        p
-    }
-
-    #[test]
-    fn foreign_runtime_hooks_are_other_parties_at_prestart_and_create_runtime() {
-        let config = json!({"hooks": {
-            "prestart": [
-                {"path": OURS, "args": ["oci-tmpfs-hook", "hook", "--stage", "prestart"]},
-                {"path": "/proc/1/exe", "args": ["libnetwork-setkey", "libnetwork-setkey", "-exec-root=/run/docker"]},
-                {"path": "/usr/bin/nvidia-container-runtime-hook", "args": ["nvidia-container-runtime-hook", "prestart"]}
-            ],
-            "createRuntime": [{"path": "/usr/bin/vendor", "args": ["vendor"]}],
-            "createContainer": [{"path": "/usr/bin/nvidia-cdi-hook", "args": ["nvidia-cdi-hook", "update-ldcache"]}]
-        }});
-        assert_eq!(
-            foreign_runtime_hooks(&config, Path::new(OURS)),
-            ["/usr/bin/nvidia-container-runtime-hook", "/usr/bin/vendor"]
-        );
-        assert!(foreign_runtime_hooks(&json!({}), Path::new(OURS)).is_empty());
-        let cc_only = json!({"hooks": {"createContainer": [{"path": "/usr/bin/nvidia-cdi-hook"}]}});
-        assert!(foreign_runtime_hooks(&cc_only, Path::new(OURS)).is_empty());
-    }
-
-    #[test]
-    fn handover_table() {
-        let vendor = vec!["/usr/bin/vendor".to_string()];
-        let old = Some("runc 1.1.5 chmods a tmpfs mountpoint by path");
-        // name, a temp target, temp_to_hook, foreign hooks, the stage handed to.
-        type Case<'a> = (&'a str, bool, Option<&'a str>, &'a [String], Option<Stage>);
-        let cases: [Case<'_>; 6] = [
-            ("nothing to hand over", true, None, &[], None),
-            ("an old runc: prestart", true, old, &[], Some(Stage::Prestart)),
-            ("a vendor's runtime hook: createContainer", true, None, &vendor, Some(Stage::CreateContainer)),
-            ("both: createContainer", true, old, &vendor, Some(Stage::CreateContainer)),
-            ("no temp target, a vendor: nothing", false, None, &vendor, None),
-            ("no temp target, old runc: nothing", false, old, &[], None),
-        ];
-        for (name, temp, temp_to_hook, foreign, want) in cases {
-            let got = handover(&plan(temp), temp_to_hook, foreign);
-            assert_eq!(got.as_ref().map(|(_, s)| *s), want, "{name}: {got:?}");
-        }
-        let (why, _) = handover(&plan(true), old, &vendor).unwrap();
-        assert!(why.contains("/usr/bin/vendor") && why.contains("runc 1.1.5"), "{why}");
-    }
-
     #[test]
     fn hook_mode_goes_after_a_vendor_runtime_hook() {
-        let vendor = json!({"hooks": {"createRuntime": [{"path": "/usr/bin/vendor"}]}});
-        assert_eq!(hook_mode_stage(&vendor, Path::new(OURS)), Stage::CreateContainer);
-        let ours = json!({"hooks": {"prestart": [{"path": OURS}]}});
-        assert_eq!(hook_mode_stage(&ours, Path::new(OURS)), Stage::Prestart);
-        assert_eq!(hook_mode_stage(&json!({}), Path::new(OURS)), Stage::Prestart);
+        let stage = |hooks: serde_json::Value| {
+            route::hook_stage(&route::foreign_runtime_hooks(&hooks, Path::new(OURS)))
+        };
+        assert_eq!(stage(json!({"createRuntime": [{"path": "/usr/bin/vendor"}]})), Stage::CreateContainer);
+        assert_eq!(stage(json!({"prestart": [{"path": OURS}]})), Stage::Prestart);
+        assert_eq!(stage(json!({})), Stage::Prestart);
     }
 
     #[test]

@@ -14,4 +14,5 @@ mod node;
 mod nri_manifests;
 mod nri_protocol;
 mod properties;
+mod routing;
 mod spec_view;

@@ -1,0 +1,237 @@
+//! `explain` says what the wrapper does: on the same bundles, the executor
+//! and stage that `explain --json` gives each temp target are the ones the
+//! wrapper (`oci-tmpfs-runtime create`, in spec and in hook mode) and
+//! `inject --mode spec` write into `config.json`. The bundles cover the
+//! other parties' hooks of the GPU suite (a CDI spec's `createRuntime` and
+//! `createContainer` hooks as an engine puts them into the spec, the hooks
+//! dir's vendor hooks after ours, NVIDIA's legacy `prestart` hook, Docker's
+//! `libnetwork-setkey`), rootfs layouts (a plain `/tmp`, a nested
+//! `TMPDIR=/tmp/job`, `/tmp` a symlink to `/etc` or to `../var/tmp`), and
+//! the runtime versions that move temp targets to the hook (runc before and
+//! after 1.1.8, crun 1.29.0 and 1.29.1: docs/design.md#runtimes). The
+//! runtime is a script that answers `--version` as that release does and
+//! creates nothing: what is checked is the wrapper's edit of the bundle.
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+/// Other parties' hooks, as a spec carries them.
+fn hook_layouts(vendor: &str) -> Vec<(&'static str, Value)> {
+    let h = |name: &str, way: &str| json!({"path": vendor, "args": ["vendor-hook", name, way, "/rootfs"]});
+    vec![
+        ("no hooks", json!(null)),
+        (
+            "a CDI spec's hooks (createRuntime host and ns, createContainer)",
+            json!({
+                "createRuntime": [h("cr-host-before", "host"), h("cr-ns-before", "ns")],
+                "createContainer": [h("cc-before", "cc")],
+            }),
+        ),
+        (
+            "ours at createRuntime, the hooks dir's vendor hooks after it",
+            json!({
+                "createRuntime": [
+                    {"path": hook_bin().display().to_string(), "args": ["oci-tmpfs-hook", "hook", "--stage", "createRuntime"]},
+                    h("cr-host-after", "host"), h("cr-ns-after", "ns"),
+                ],
+                "createContainer": [h("cc-after", "ccw")],
+            }),
+        ),
+        ("a createContainer hook only", json!({"createContainer": [h("update-ldcache", "cc")]})),
+        (
+            "NVIDIA's legacy prestart hook",
+            json!({"prestart": [{"path": "/usr/bin/nvidia-container-runtime-hook", "args": ["nvidia-container-runtime-hook", "prestart"]}]}),
+        ),
+        (
+            "Docker's libnetwork-setkey",
+            json!({"prestart": [{"path": "/proc/1/exe", "args": ["libnetwork-setkey", "libnetwork-setkey", "-exec-root=/run/docker"]}]}),
+        ),
+    ]
+}
+
+/// Rootfs layouts: a name, the env entries, and what to make in the rootfs.
+type Layout = (&'static str, &'static [&'static str], fn(&Path));
+
+fn rootfs_layouts() -> Vec<Layout> {
+    vec![
+        ("a plain /tmp", &[], |_| {}),
+        ("TMPDIR=/tmp/job, nested", &["TMPDIR=/tmp/job"], |_| {}),
+        ("/tmp -> /etc, TMPDIR=/scratch", &["TMPDIR=/scratch"], |r| {
+            std::fs::remove_dir(r.join("tmp")).unwrap();
+            std::os::unix::fs::symlink("/etc", r.join("tmp")).unwrap();
+        }),
+        ("/tmp -> ../var/tmp", &[], |r| {
+            std::fs::create_dir_all(r.join("var/tmp")).unwrap();
+            std::fs::remove_dir(r.join("tmp")).unwrap();
+            std::os::unix::fs::symlink("../var/tmp", r.join("tmp")).unwrap();
+        }),
+    ]
+}
+
+/// The runtime releases: what `--version` prints.
+const RUNTIMES: [&str; 4] =
+    ["runc version 1.1.5", "runc version 1.3.6", "crun version 1.29", "crun version 1.29.1"];
+
+/// What a bundle's `config.json` carries of ours after an executor ran:
+/// the destinations of our tmpfs entries (not `/dev/shm`), and the stages
+/// of our hook.
+#[derive(Debug, PartialEq, Eq)]
+struct Carried {
+    spec: BTreeSet<String>,
+    hook: BTreeSet<String>,
+}
+
+fn carried(bundle: &Path) -> Carried {
+    let config: Value = serde_json::from_slice(&std::fs::read(bundle.join("config.json")).unwrap()).unwrap();
+    let spec = config["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["source"] == "oci-tmpfs-hook" && m["destination"] != "/dev/shm")
+        .map(|m| m["destination"].as_str().unwrap().to_string())
+        .collect();
+    let ours = hook_bin().display().to_string();
+    let hook = config["hooks"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .flat_map(|(stage, list)| list.as_array().unwrap().iter().map(move |h| (stage, h)))
+        .filter(|(_, h)| h["path"] == ours.as_str())
+        .map(|(stage, _)| stage.clone())
+        .collect();
+    Carried { spec, hook }
+}
+
+/// What `explain --json` says the wrapper will carry, in the same terms.
+/// `before`: the stages our hook already had in the bundle.
+fn explained(doc: &Value, before: &BTreeSet<String>) -> Carried {
+    let targets = doc["targets"].as_array().cloned().unwrap_or_default();
+    let spec = targets
+        .iter()
+        .filter(|t| t["executor"] == "spec")
+        .map(|t| t["destination"].as_str().unwrap().to_string())
+        .collect();
+    let mut hook = before.clone();
+    if doc["wrapper"]["executor"] == "hook" {
+        hook.insert(doc["wrapper"]["stage"].as_str().unwrap().to_string());
+    }
+    for t in targets.iter().filter(|t| t["executor"] == "hook") {
+        assert_eq!(t["stage"], doc["wrapper"]["stage"], "a target's stage is the wrapper's: {doc}");
+    }
+    Carried { spec, hook }
+}
+
+fn script(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[test]
+fn explain_the_wrapper_and_inject_agree_on_every_route() {
+    require_root();
+    let dir = TempDir::new("routing");
+    let template = Bundle::new("routing");
+    let vendor = script(&dir, "vendor-hook", "exit 0");
+    let wrapper = dir.join("oci-tmpfs-runtime");
+    std::os::unix::fs::symlink(hook_bin(), &wrapper).unwrap();
+    let mut seen = BTreeSet::new();
+    let mut n = 0;
+    for (r, version) in RUNTIMES.iter().enumerate() {
+        let runtime = script(
+            &dir,
+            &format!("runtime-{r}"),
+            &format!("[ \"$1\" = --version ] && {{ echo '{version}'; echo 'spec: 1.2.0'; }}; exit 0"),
+        );
+        for mode in ["spec", "hook"] {
+            let config = dir.join(format!("config-{r}-{mode}.toml"));
+            std::fs::write(&config, format!("mode = \"{mode}\"\nruntime_path = \"{}\"\n", runtime.display()))
+                .unwrap();
+            for (hooks_name, hooks) in hook_layouts(&vendor.display().to_string()) {
+                for (layout_name, env, make) in rootfs_layouts() {
+                    let case = format!("{version}, {mode} mode, {hooks_name}, {layout_name}");
+                    // Three copies of one bundle: explain reads one, the
+                    // wrapper and inject --mode spec each edit their own.
+                    let bundles: Vec<_> = (0..3)
+                        .map(|i| {
+                            let b = dir.join(format!("b{n}-{i}"));
+                            for d in ["bin", "proc", "sys", "dev", "etc", "tmp", "var"] {
+                                std::fs::create_dir_all(b.join("rootfs").join(d)).unwrap();
+                            }
+                            make(&b.join("rootfs"));
+                            let mut c = template.config.clone();
+                            for e in env {
+                                c["process"]["env"].as_array_mut().unwrap().push(json!(e));
+                            }
+                            if !hooks.is_null() {
+                                c["hooks"] = hooks.clone();
+                            }
+                            std::fs::write(b.join("config.json"), serde_json::to_vec_pretty(&c).unwrap())
+                                .unwrap();
+                            b
+                        })
+                        .collect();
+                    n += 1;
+                    let before = carried(&bundles[0]).hook;
+                    let out = ok(Command::new(hook_bin())
+                        .args(["explain", "--json", "--config"])
+                        .arg(&config)
+                        .arg("--runtime")
+                        .arg(&runtime)
+                        .arg("--bundle")
+                        .arg(&bundles[0]));
+                    let doc: Value = serde_json::from_str(&out).unwrap();
+                    assert_eq!(doc["wrapper"]["mode"], mode, "{case}: {doc}");
+                    let want = explained(&doc, &before);
+
+                    let id = format!("routing-{n}");
+                    ok(Command::new(&wrapper)
+                        .env("OCI_TMPFS_HOOK_CONFIG", &config)
+                        .args([
+                            "--root",
+                            "/run/routing",
+                            "--log",
+                            "/dev/null",
+                            "--log-format",
+                            "json",
+                            "create",
+                            "--bundle",
+                        ])
+                        .arg(&bundles[1])
+                        .args(["--pid-file", "/dev/null", &id]));
+                    assert_eq!(carried(&bundles[1]), want, "the wrapper against explain: {case}: {doc}");
+
+                    if mode == "spec" {
+                        ok(Command::new(hook_bin())
+                            .args(["inject", "--mode", "spec", "--config"])
+                            .arg(&config)
+                            .arg("--runtime")
+                            .arg(&runtime)
+                            .arg("--bundle")
+                            .arg(&bundles[2]));
+                        assert_eq!(
+                            carried(&bundles[2]),
+                            want,
+                            "inject --mode spec against explain: {case}: {doc}"
+                        );
+                    }
+                    let executor = doc["wrapper"]["executor"].as_str().unwrap_or("none").to_string();
+                    seen.insert((executor, doc["wrapper"]["stage"].as_str().unwrap_or("-").to_string()));
+                }
+            }
+        }
+    }
+    // Every executor and stage was reached, so the agreement was not vacuous.
+    let want: BTreeSet<(String, String)> = [("spec", "-"), ("hook", "prestart"), ("hook", "createContainer")]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(seen, want, "{n} bundles");
+}
