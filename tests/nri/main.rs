@@ -422,8 +422,8 @@ fn case11_plugin_from_the_node_image_as_a_container() {
                 r.served("ro 1Gi, plugin in a container", &p, 256 * MI, 512 * MI);
             }
             r.executor(&node, &c, true);
-            if let Some(Value::Object(hooks)) = node.final_config(&c).ok().map(|v| v["hooks"].clone()) {
-                let args = &hooks["createRuntime"][0]["args"];
+            if let Some(config) = r.step("the final config.json", node.final_config(&c)) {
+                let args = &config["hooks"]["createRuntime"][0]["args"];
                 r.check(
                     args[4] == "--config" && args[5] == hc.display().to_string().as_str(),
                     format!("the hook does not read the hook dir's config: {args}"),
