@@ -11,7 +11,8 @@
 # the suite's default run); its plugin is the static release build.
 #
 #   bench/nri.sh                                   the full run
-#   NRI_BENCH_ROUNDS=2 NRI_BENCH_PODS=8 bench/nri.sh   a smoke run (CI: no threshold)
+#   NRI_BENCH_ROUNDS=2 NRI_BENCH_PODS=8 bench/nri.sh   a smoke run (CI: bounds on the plugin's
+#                                                      answers, p99 and memory; none on the ratio)
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 exec tests/env/nri.sh bench_nri_latency_and_memory --ignored --nocapture

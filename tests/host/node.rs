@@ -246,11 +246,16 @@ fn node_installs_lock_refuse_restart_and_uninstall_on_sigterm() {
             .unwrap()
     };
     let (mut a, mut b) = (spawn(), spawn());
-    std::thread::sleep(Duration::from_secs(5));
-    assert!(
-        a.try_wait().unwrap().is_none() && b.try_wait().unwrap().is_none(),
-        "an install did not wait for the lock"
-    );
+    // Both installs are blocked in flock(2) on the lock the test holds.
+    let deadline = Instant::now() + TIMEOUT;
+    while lock_waiters(&host.join(LOCK)) < 2 {
+        assert!(
+            a.try_wait().unwrap().is_none() && b.try_wait().unwrap().is_none(),
+            "an install did not wait for the lock"
+        );
+        assert!(Instant::now() < deadline, "the installs did not both wait on the lock within {TIMEOUT:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     drop(lock);
     let outs: Vec<String> = [a, b]
         .into_iter()
@@ -306,6 +311,16 @@ fn node_installs_lock_refuse_restart_and_uninstall_on_sigterm() {
     assert_eq!(exit.trim(), "0", "{logs}");
     assert!(logs.contains("node: signal received: uninstalling"), "{logs}");
     assert_eq!(snapshot_diff(&before, &files_of(&host)), Vec::<String>::new());
+}
+
+/// How many processes wait in flock(2) for `file`: its `->` lines in
+/// /proc/locks (proc(5)), which name the file by device and inode.
+fn lock_waiters(file: &Path) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(file).unwrap();
+    let id = format!("{:02x}:{:02x}:{}", rustix::fs::major(m.dev()), rustix::fs::minor(m.dev()), m.ino());
+    let locks = std::fs::read_to_string("/proc/locks").unwrap();
+    locks.lines().filter(|l| l.contains(" -> FLOCK ") && l.split_whitespace().any(|w| w == id)).count()
 }
 
 /// `--restart-mode systemd` for real, against a fake init: a private pid

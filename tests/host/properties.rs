@@ -1,18 +1,21 @@
-//! Property tests (SECURITY.md#the-adversarial-suite): the parsers and the
-//! pure decision never panic on arbitrary input, and whatever they accept is
-//! safe to act on. No root needed. The unit tests next to the code hold more
+//! Property tests (SECURITY.md#the-adversarial-suite): the parsers never
+//! panic on arbitrary input and whatever they accept is safe to act on; the
+//! pure decision plans only safe mounts for valid input and refuses invalid
+//! input. No root needed. The unit tests next to the code hold more
 //! properties (size parsing, target normalisation, `add_hook` on values).
 
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use oci_tmpfs_hook::bundle::{self, HookEntry};
 use oci_tmpfs_hook::input::read_state;
-use oci_tmpfs_hook::plan::{decide, Action, Inputs};
-use oci_tmpfs_hook::settings::Settings;
+use oci_tmpfs_hook::plan::{decide, Action, Inputs, PlanError, SizeFrom};
+use oci_tmpfs_hook::settings::{AnnotationPolicy, Settings};
 use oci_tmpfs_hook::size::{Bytes, Size, MIN_BYTES};
 use oci_tmpfs_hook::stage::Stage;
 use oci_tmpfs_hook::target::{self, EnvTarget};
 use proptest::prelude::*;
+use proptest::test_runner::TestRunner;
 use serde_json::{json, Value};
 
 const RAM: Bytes = Bytes(16 << 30);
@@ -115,61 +118,309 @@ proptest! {
         let size = Size::Absolute(Bytes(n));
         prop_assert_eq!(size.to_string().parse::<Size>(), Ok(size));
     }
+}
 
-    #[test]
-    fn decide_never_panics_and_plans_only_safe_mounts(
-        env in proptest::collection::vec(env_entry(), 0..8),
-        tmp in proptest::option::of(size_text()),
-        shm in proptest::option::of(size_text()),
-        enabled in proptest::option::of(prop_oneof![Just("true".to_string()), Just("false".to_string()), "\\PC{0,6}"]),
-        readonly in any::<bool>(),
-        limit in proptest::option::of(any::<i64>()),
-        shm_options in proptest::collection::vec("(size=[0-9]{1,12}[kmg%]?|mode=[0-7]{3,4}|nosuid|bind|rbind)", 0..4),
-        extra in proptest::collection::vec("/[a-z]{1,6}(/[a-z]{1,6})?", 0..3),
-    ) {
+/// The share of `decide_accepts_valid_input_and_plans_only_safe_mounts`'s
+/// cases that must reach the invariants on the mounts (an enabled plan with
+/// at least one action). Below it the generators have drifted into inputs
+/// that `decide` refuses or leaves alone, and the property checks little.
+const REACHED_FLOOR_PERCENT: usize = 80;
+
+/// The directories the temp targets and the spec's mounts are named from, so
+/// that they meet: equal, nested, one inside the other.
+const DIRS: &str = "/(tmp|scratch|work|data|run|var/tmp)(/[a-z]{1,4})?";
+
+/// Size text that `Size` accepts, spelled as users and images write it.
+fn valid_size_text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        ("[1-9][0-9]{0,5}", "(|b|k|K|Ki|KiB|m|M|Mi|MiB|g|G|Gi|GiB|t|T|Ti)")
+            .prop_map(|(n, u)| format!("{n}{u}")),
+        (1u8..=100).prop_map(|p| format!("{p}%")),
+    ]
+}
+
+/// A size of the host config.
+fn valid_size() -> impl Strategy<Value = Size> {
+    prop_oneof![(1u64..=1 << 42).prop_map(|b| Size::Absolute(Bytes(b))), (1u8..=100).prop_map(Size::Percent)]
+}
+
+/// `process.env`: mostly temp variables naming directories, some junk
+/// (which `decide` skips with a note, never refuses).
+fn valid_env_entry() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => ("(TMPDIR|TEMP|TMP|TEMPDIR)", DIRS).prop_map(|(k, v)| format!("{k}={v}")),
+        1 => env_entry(),
+    ]
+}
+
+/// `linux.resources.memory.limit`: mostly none or one a tmpfs fits in;
+/// seldom below the smallest tmpfs (an enabled plan with no mounts), or any
+/// number (negative is no limit).
+fn memory_limit() -> impl Strategy<Value = Option<i64>> {
+    let (min, ram) = (i64::try_from(MIN_BYTES).unwrap(), i64::try_from(RAM.0).unwrap());
+    prop_oneof![
+        10 => Just(None),
+        20 => (min..=2 * ram).prop_map(Some),
+        1 => (1..min).prop_map(Some),
+        1 => any::<i64>().prop_map(Some),
+    ]
+}
+
+prop_compose! {
+    /// A container's `config.json` that `decide` must accept: sizes that
+    /// parse, `true` or `false` to enable, an own mount namespace, a root
+    /// path. Mostly one the hook acts on (read-only root, not a sandbox);
+    /// the spec's mounts and the temp variables drawn from the same
+    /// directories.
+    fn valid_config()(
+        env in proptest::collection::vec(valid_env_entry(), 0..8),
+        tmp in proptest::option::weighted(0.5, valid_size_text()),
+        shm in proptest::option::weighted(0.5, valid_size_text()),
+        enabled in prop_oneof![85 => Just(None), 12 => Just(Some("true")), 3 => Just(Some("false"))],
+        sandbox in proptest::option::weighted(0.04, prop_oneof![Just("sandbox"), Just("container")]),
+        readonly in proptest::bool::weighted(0.95),
+        limit in memory_limit(),
+        shm_mount in proptest::option::weighted(0.85, (
+            "(tmpfs|bind)",
+            proptest::collection::vec("(size=[0-9]{1,12}[kmg%]?|mode=[0-7]{3,4}|nosuid|bind|rbind|ro)", 0..4),
+        )),
+        mounts in proptest::collection::vec((DIRS, "(tmpfs|bind)"), 0..3),
+    ) -> Value {
         let mut annotations = serde_json::Map::new();
-        for (k, v) in [("oci-tmpfs-hook/tmp-size", tmp), ("oci-tmpfs-hook/shm-size", shm), ("oci-tmpfs-hook/enabled", enabled)] {
+        let ours = [("oci-tmpfs-hook/tmp-size", tmp), ("oci-tmpfs-hook/shm-size", shm),
+                    ("oci-tmpfs-hook/enabled", enabled.map(str::to_string))];
+        for (k, v) in ours {
             if let Some(v) = v {
                 annotations.insert(k.into(), json!(v));
             }
+        }
+        if let Some(kind) = sandbox {
+            annotations.insert("io.kubernetes.cri.container-type".into(), json!(kind));
+        }
+        let mut spec_mounts: Vec<Value> = mounts
+            .into_iter()
+            .map(|(dest, typ)| json!({"destination": dest, "type": typ, "source": "/volumes/v"}))
+            .collect();
+        if let Some((typ, options)) = shm_mount {
+            spec_mounts.push(json!({"destination": "/dev/shm", "type": typ, "source": "shm", "options": options}));
         }
         let mut config = json!({
             "ociVersion": "1.0.2",
             "process": {"args": ["sh"], "cwd": "/", "env": env, "user": {"uid": 0, "gid": 0}},
             "root": {"path": "rootfs", "readonly": readonly},
-            "mounts": [{"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": shm_options}],
+            "mounts": spec_mounts,
             "annotations": annotations,
-            "linux": {"namespaces": [{"type": "mount"}]},
+            "linux": {"namespaces": [{"type": "pid"}, {"type": "mount"}]},
         });
         if let Some(l) = limit {
             config["linux"]["resources"] = json!({"memory": {"limit": l}});
         }
-        let spec: oci_tmpfs_hook::oci::Spec = serde_json::from_value(config).unwrap();
-        let settings = Settings { extra_targets: extra.iter().filter_map(|e| target::validate(e).ok()).collect(), ..Settings::default() };
-        let Ok(plan) = decide(&Inputs { spec: &spec, state_annotations: None, settings: &settings, host_ram: RAM }) else {
-            return Ok(());
+        config
+    }
+}
+
+prop_compose! {
+    /// A host config as `Settings::parse` makes them: sizes, caps for the
+    /// annotations, mostly `annotations = "allow"`, valid extra targets.
+    fn valid_settings()(
+        tmp in proptest::option::of(valid_size()),
+        shm in proptest::option::of(valid_size()),
+        max_tmp in proptest::option::of(valid_size()),
+        max_shm in proptest::option::of(valid_size()),
+        allow in proptest::bool::weighted(0.9),
+        noexec in any::<bool>(),
+        nr_inodes in proptest::option::of(1u64..1 << 24),
+        extra in proptest::collection::vec(prop_oneof![DIRS, "/[a-z]{1,6}"], 0..3),
+    ) -> Settings {
+        let default = Settings::default();
+        Settings {
+            tmp_size: tmp.unwrap_or(default.tmp_size),
+            tmp_size_set: tmp.is_some(),
+            shm_size: shm.unwrap_or(default.shm_size),
+            shm_size_set: shm.is_some(),
+            max_tmp_size: max_tmp,
+            max_shm_size: max_shm,
+            annotations: if allow { AnnotationPolicy::Allow } else { AnnotationPolicy::Ignore },
+            noexec,
+            nr_inodes,
+            extra_targets: extra.iter().filter_map(|e| target::validate(e).ok()).collect(),
+            ..default
+        }
+    }
+}
+
+/// Valid input (`decide` must accept it) gets a plan whose every mount is
+/// safe to act on: an allowed, normal target, not at, under or over a mount
+/// of the spec, none nested in another; a size within `[MIN_BYTES, RAM]`,
+/// the memory limit and the host config's cap on annotations; nosuid and
+/// nodev always, noexec on `/dev/shm`; a positive inode count. A plan that is
+/// off plans nothing. The test counts the cases that reach the mounts and
+/// fails below [`REACHED_FLOOR_PERCENT`].
+#[test]
+fn decide_accepts_valid_input_and_plans_only_safe_mounts() {
+    let (cases, reached) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let mut runner = TestRunner::new(config(512));
+    let result = runner.run(&(valid_config(), valid_settings()), |(config, settings)| {
+        cases.fetch_add(1, Ordering::Relaxed);
+        if check_plan(config, &settings)? {
+            reached.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    let (cases, reached) = (cases.into_inner(), reached.into_inner());
+    let percent = reached * 100 / cases;
+    eprintln!("decide: {reached} of {cases} cases ({percent}%) reached the invariants on the mounts");
+    assert!(
+        percent >= REACHED_FLOOR_PERCENT,
+        "only {reached} of {cases} cases ({percent}%, floor {REACHED_FLOOR_PERCENT}%) reached an enabled plan with mounts: the generators test little"
+    );
+}
+
+/// The plan for one valid case, checked; true when it had mounts to check.
+fn check_plan(config: Value, settings: &Settings) -> Result<bool, TestCaseError> {
+    let spec: oci_tmpfs_hook::oci::Spec = serde_json::from_value(config).unwrap();
+    let plan = decide(&Inputs { spec: &spec, state_annotations: None, settings, host_ram: RAM });
+    let plan = plan.map_err(|e| TestCaseError::fail(format!("decide refused valid input: {e}")))?;
+    if !plan.enabled {
+        prop_assert!(plan.actions.is_empty());
+        return Ok(false);
+    }
+    let limit = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.resources().as_ref()?.memory().as_ref()?.limit())
+        .and_then(|l| u64::try_from(l).ok())
+        .filter(|&l| l > 0);
+    let spec_mounts: Vec<String> = spec
+        .mounts()
+        .iter()
+        .flatten()
+        .map(|m| target::normalise(&m.destination().to_string_lossy()))
+        .collect();
+    let mut seen: Vec<String> = Vec::new();
+    for action in &plan.actions {
+        let tmpfs = action.tmpfs();
+        let size = &tmpfs.size;
+        prop_assert!(size.bytes.0 >= MIN_BYTES && size.bytes <= RAM, "{}: {}", action.target(), size.bytes);
+        prop_assert!(
+            limit.is_none_or(|l| size.bytes.0 <= l),
+            "{}: {} over the limit",
+            action.target(),
+            size.bytes
+        );
+        let max = match action {
+            Action::MountTmpfs { .. } => settings.max_tmp_size,
+            Action::Shm { .. } => settings.max_shm_size,
         };
-        if !plan.enabled {
-            prop_assert!(plan.actions.is_empty());
+        if let (SizeFrom::Annotation(_), Some(max)) = (size.from, max) {
+            let (max, _) = max.resolve(limit.map(Bytes), RAM);
+            prop_assert!(size.bytes <= max, "{}: {} over the cap {}", action.target(), size.bytes, max);
         }
-        let mut seen: Vec<String> = Vec::new();
-        for action in &plan.actions {
-            match action {
-                Action::MountTmpfs { target, tmpfs, .. } => {
-                    let (size, nr_inodes) = (&tmpfs.size, tmpfs.nr_inodes);
-                    prop_assert!(!target::denied(target.as_str()));
-                    prop_assert_eq!(target::validate(target.as_str()), Ok(target.clone()));
-                    prop_assert!(size.bytes.0 >= MIN_BYTES && size.bytes <= RAM);
-                    prop_assert!(nr_inodes.is_none_or(|n| n > 0));
-                    for s in &seen {
-                        prop_assert!(s != target.as_str() && !target.is_under(s), "{} and {}", s, target);
-                        prop_assert!(!target::validate(s).unwrap().is_under(target.as_str()), "{} and {}", s, target);
-                    }
-                    seen.push(target.to_string());
+        prop_assert!(tmpfs.nosuid && tmpfs.nodev && tmpfs.nr_inodes.is_none_or(|n| n > 0));
+        match action {
+            Action::MountTmpfs { target, .. } => {
+                prop_assert!(!target::denied(target.as_str()));
+                prop_assert_eq!(target::validate(target.as_str()), Ok(target.clone()));
+                for d in spec_mounts.iter().filter(|d| *d != "/") {
+                    let over = d.starts_with(&format!("{target}/"));
+                    prop_assert!(
+                        d != target.as_str() && !target.is_under(d) && !over,
+                        "{} and the spec's {}",
+                        target,
+                        d
+                    );
                 }
-                Action::Shm { tmpfs, .. } => prop_assert!(tmpfs.size.bytes.0 >= MIN_BYTES && tmpfs.size.bytes <= RAM),
+                for s in &seen {
+                    prop_assert!(s != target.as_str() && !target.is_under(s), "{} and {}", s, target);
+                    prop_assert!(
+                        !target::validate(s).unwrap().is_under(target.as_str()),
+                        "{} and {}",
+                        s,
+                        target
+                    );
+                }
+                seen.push(target.to_string());
             }
+            Action::Shm { .. } => prop_assert!(tmpfs.noexec),
         }
+    }
+    Ok(!plan.actions.is_empty())
+}
+
+/// One defect that `decide` must refuse, in an input otherwise valid.
+#[derive(Clone, Debug)]
+enum Defect {
+    /// The enable annotation neither `true` nor `false`.
+    Enabled(String),
+    /// A size annotation that does not parse.
+    Size(&'static str, String),
+    /// An empty `root.path`.
+    NoRoot,
+    /// No `mount` entry in `linux.namespaces`.
+    NoMountNamespace,
+    /// A `mount` namespace joined by path.
+    SharedMountNamespace(String),
+}
+
+fn defect() -> impl Strategy<Value = Defect> {
+    prop_oneof![
+        prop_oneof![Just("yes".to_string()), Just("TRUE".to_string()), Just("1".to_string()), "\\PC{0,8}"]
+            .prop_map(Defect::Enabled),
+        (prop_oneof![Just("oci-tmpfs-hook/tmp-size"), Just("oci-tmpfs-hook/shm-size")], size_text())
+            .prop_map(|(k, v)| Defect::Size(k, v)),
+        Just(Defect::NoRoot),
+        Just(Defect::NoMountNamespace),
+        "/proc/[0-9]{1,5}/ns/mnt".prop_map(Defect::SharedMountNamespace),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config(128))]
+
+    /// Invalid input: an enabled container with one defect gets the error
+    /// that names it, never a plan and never a panic.
+    #[test]
+    fn decide_refuses_invalid_input(
+        defect in defect(),
+        env in proptest::collection::vec(env_entry(), 0..8),
+        shm_options in proptest::collection::vec("(size=[0-9]{1,12}[kmg%]?|mode=[0-7]{3,4}|nosuid|bind|rbind)", 0..4),
+    ) {
+        let mut config = json!({
+            "ociVersion": "1.0.2",
+            "process": {"args": ["sh"], "cwd": "/", "env": env, "user": {"uid": 0, "gid": 0}},
+            "root": {"path": "rootfs", "readonly": true},
+            "mounts": [{"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": shm_options}],
+            "annotations": {},
+            "linux": {"namespaces": [{"type": "pid"}, {"type": "mount"}]},
+        });
+        match &defect {
+            Defect::Enabled(v) => {
+                prop_assume!(v != "true" && v != "false");
+                config["annotations"]["oci-tmpfs-hook/enabled"] = json!(v);
+            }
+            Defect::Size(key, v) => {
+                prop_assume!(v.parse::<Size>().is_err());
+                config["annotations"][*key] = json!(v);
+            }
+            Defect::NoRoot => config["root"]["path"] = json!(""),
+            Defect::NoMountNamespace => config["linux"]["namespaces"] = json!([{"type": "pid"}]),
+            Defect::SharedMountNamespace(p) => config["linux"]["namespaces"][1]["path"] = json!(p),
+        }
+        let spec: oci_tmpfs_hook::oci::Spec = serde_json::from_value(config).unwrap();
+        let settings = Settings::default();
+        let result = decide(&Inputs { spec: &spec, state_annotations: None, settings: &settings, host_ram: RAM });
+        let named = match (&defect, &result) {
+            (Defect::Enabled(v), Err(PlanError::Enabled(got))) => v == got,
+            (Defect::Size(key, _), Err(PlanError::Size { key: got, .. })) => key == got,
+            (Defect::NoRoot, Err(PlanError::NoRoot))
+            | (Defect::NoMountNamespace, Err(PlanError::NoMountNamespace)) => true,
+            (Defect::SharedMountNamespace(p), Err(PlanError::SharedMountNamespace(got))) => p == got,
+            _ => false,
+        };
+        prop_assert!(named, "{:?} gave {:?}", defect, result);
     }
 }
 

@@ -674,24 +674,28 @@ impl Drop for Node {
 
 // ------------------------------------------------------------- checking
 
-/// What one case saw and which of its checks failed.
+/// What one case saw and which of its checks failed. The checks fail the
+/// test only in [`Report::finish`]: a report dropped unfinished panics, so a
+/// case that forgets to finish fails instead of passing unchecked.
+#[must_use = "a report fails its test only in finish()"]
 pub struct Report {
     /// `cri CASE` or `nri CASE`, and the way in, once one is set.
     label: String,
     case: String,
     failures: Vec<String>,
+    finished: bool,
 }
 
 impl Report {
     pub fn new(node: &Node) -> Report {
         let case = format!("{} {}", node.way.suite(), node.case);
-        Report { label: case.clone(), case, failures: Vec::new() }
+        Report { label: case.clone(), case, failures: Vec::new(), finished: false }
     }
 
     /// A report of `suite`'s `case` (for a case that runs one way only).
     pub fn of(suite: &str, case: &str) -> Report {
         let case = format!("{suite} {case}");
-        Report { label: case.clone(), case, failures: Vec::new() }
+        Report { label: case.clone(), case, failures: Vec::new(), finished: false }
     }
 
     /// What follows is through `way`.
@@ -867,7 +871,9 @@ impl Report {
         );
     }
 
-    pub fn finish(self) {
+    /// Prints the case's verdict and fails the test with every failed check.
+    pub fn finish(mut self) {
+        self.finished = true;
         say(&format!(
             "{}: {}",
             self.case,
@@ -878,5 +884,15 @@ impl Report {
             }
         ));
         assert!(self.failures.is_empty(), "{}:\n  {}", self.case, self.failures.join("\n  "));
+    }
+}
+
+impl Drop for Report {
+    /// An unfinished report would let its failed checks pass: that fails the
+    /// test, unless it is failing already (a second panic would abort).
+    fn drop(&mut self) {
+        if !self.finished && !std::thread::panicking() {
+            panic!("{}: the report was never finished: its checks were not asserted", self.case);
+        }
     }
 }
