@@ -36,17 +36,33 @@ impl Termination {
         let mut byte = [0u8; 1];
         self.0.read_exact(&mut byte)
     }
+
+    /// Runs `then` on a thread of its own once one of them has come.
+    ///
+    /// # Errors
+    /// The thread cannot be started.
+    pub(crate) fn then(self, then: impl FnOnce() + Send + 'static) -> io::Result<()> {
+        std::thread::Builder::new().name("termination".into()).spawn(move || match self.wait() {
+            Ok(()) => then(),
+            Err(e) => log::warn!("reading the SIGTERM/SIGINT socket: {e}; these signals are ignored now"),
+        })?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
 
-    /// A signal raised before anyone waits is kept.
+    /// A signal raised before anyone waits is kept; `then` runs on it.
     #[test]
     fn a_signal_before_the_wait_is_kept() {
         let t = Termination::catch().unwrap();
         signal_hook::low_level::raise(libc::SIGINT).unwrap();
-        t.wait().unwrap();
+        let (tx, rx) = mpsc::channel();
+        t.then(move || tx.send(()).unwrap()).unwrap();
+        rx.recv_timeout(Duration::from_secs(5)).expect("then ran");
     }
 }

@@ -31,6 +31,9 @@ mod boot;
 /// `nri --metrics-address` (issue 21).
 mod metrics;
 
+/// SIGTERM stops the plugin.
+mod stop;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
