@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use oci_tmpfs_hook::nri;
 use oci_tmpfs_hook::nri::proto::{api, api_ttrpc};
-use oci_tmpfs_hook::nri::session::{self, Identity, Service, Status};
+use oci_tmpfs_hook::nri::session::{self, Identity, Service, Status, Stop};
 
 /// The mount this plugin adds.
 struct AddMount {
@@ -89,5 +89,5 @@ fn main() {
     }
     eprintln!("{name}: serving {} at index {}", ident.socket.display(), ident.idx);
     let service: Service = Arc::new(AddMount { name, mount });
-    session::serve_forever(&ident, &service, &Status::default())
+    session::serve(&ident, &service, &Status::default(), &Stop::default());
 }

@@ -20,7 +20,8 @@
 //! - values and helpers: [`input`] (bounded reads, where the host config
 //!   is, the host's facts), [`bundle`] (`config.json` edits), [`settings`],
 //!   [`size`], [`target`], [`stage`], [`names`], [`files`], and [`error`] at
-//!   the bottom; [`arena`], the process's allocator.
+//!   the bottom; [`arena`], the process's allocator; [`termination`],
+//!   SIGTERM and SIGINT for the commands that run until stopped.
 
 pub mod arena;
 pub mod bundle;
@@ -44,4 +45,5 @@ pub mod size;
 pub(crate) mod spec;
 pub mod stage;
 pub mod target;
+pub(crate) mod termination;
 pub(crate) mod wrapper;

@@ -3,8 +3,6 @@
 //! stays up after install until SIGTERM or SIGINT, and with
 //! `--uninstall-on-exit` it uninstalls then (a DaemonSet's pod deleted).
 
-use std::io::Read as _;
-use std::os::unix::net::UnixStream;
 use std::process::ExitCode;
 
 use std::path::PathBuf;
@@ -13,6 +11,7 @@ use clap::Args;
 
 use crate::error::{Error, EXIT_USAGE};
 use crate::node::{self, NodeAction, Options, RestartMode};
+use crate::termination::Termination;
 
 /// `node install` / `node uninstall`.
 #[derive(Clone, Debug, Args)]
@@ -67,7 +66,7 @@ impl NodeArgs {
 pub(crate) fn run(args: &NodeArgs) -> Result<ExitCode, Error> {
     // Before the install: a SIGTERM during it is then not lost (as pid 1 of
     // its container, this process would otherwise ignore SIGTERM).
-    let signals = if args.wait { Some(signal_pipe()?) } else { None };
+    let signals = if args.wait { Some(Termination::catch()?) } else { None };
     match node::run(&args.options(args.action)) {
         // A host root that is our own root is a wrong flag: a usage error.
         Err(e @ node::NodeError::OwnRoot(_)) => {
@@ -76,11 +75,10 @@ pub(crate) fn run(args: &NodeArgs) -> Result<ExitCode, Error> {
         }
         done => done?,
     }
-    let Some(mut pipe) = signals else { return Ok(ExitCode::SUCCESS) };
+    let Some(signals) = signals else { return Ok(ExitCode::SUCCESS) };
     let then = if args.uninstall_on_exit { "; uninstalling then" } else { "" };
     println!("node: waiting for SIGTERM{then}");
-    let mut byte = [0u8; 1];
-    pipe.read_exact(&mut byte)?;
+    signals.wait()?;
     if args.uninstall_on_exit {
         println!("node: signal received: uninstalling");
         node::run(&args.options(NodeAction::Uninstall))?;
@@ -88,13 +86,4 @@ pub(crate) fn run(args: &NodeArgs) -> Result<ExitCode, Error> {
         println!("node: signal received: exiting, the installation stays");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// A socket that becomes readable when SIGTERM or SIGINT arrives.
-fn signal_pipe() -> std::io::Result<UnixStream> {
-    let (read, write) = UnixStream::pair()?;
-    for sig in [libc::SIGTERM, libc::SIGINT] {
-        signal_hook::low_level::pipe::register(sig, write.try_clone()?)?;
-    }
-    Ok(read)
 }

@@ -6,19 +6,28 @@
 //! runtime handed it). With `--probe`, it only reads `--status-file` and
 //! says whether the running plugin is registered now (the DaemonSet's
 //! probes). With `--metrics-address`, it serves Prometheus metrics
-//! ([`crate::nri::metrics`]) before it registers.
+//! ([`crate::nri::metrics`]) before it registers. SIGTERM or SIGINT stops
+//! it ([`crate::nri::session::Stop`]): the requests in flight answered, the
+//! NRI connection closed, exit 0, within a second.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
 
 use super::{absolute_path, ConfigArg};
 use crate::error::Error;
 use crate::nri::install::HookDir;
-use crate::nri::session::Status;
+use crate::nri::session::{Status, Stop};
 use crate::nri::{self, Handler, Identity};
+use crate::termination::Termination;
+
+/// The longest a stop may take before the process exits anyway: a request
+/// that does not end, or a stop during the copy into --hook-dir (atomic,
+/// so never half done).
+const STOP_LIMIT: Duration = Duration::from_millis(900);
 
 #[derive(Clone, Debug, Args)]
 pub(crate) struct NriArgs {
@@ -72,6 +81,21 @@ pub(crate) fn run(args: &NriArgs) -> Result<ExitCode, Error> {
     if args.probe {
         return probe(status.0.as_deref().unwrap_or(Path::new("")));
     }
+    // First: as PID 1 of its container the plugin would ignore SIGTERM
+    // without a handler, and a pod's deletion would end in SIGKILL.
+    let stop = Arc::new(Stop::default());
+    let stopping = Arc::clone(&stop);
+    let status_file = status.clone();
+    Termination::catch()?.then(move || {
+        log::info!(
+            "nri: SIGTERM or SIGINT: answering the requests in flight, then closing the NRI connection"
+        );
+        stopping.request();
+        std::thread::sleep(STOP_LIMIT);
+        log::warn!("nri: still stopping {STOP_LIMIT:?} after the signal; exiting now");
+        let _ = status_file.clear();
+        std::process::exit(0);
+    })?;
     if let (Some(path), Err(e)) = (&status.0, status.clear()) {
         return Err(format!("--status-file {}: removing the old one: {e}", path.display()).into());
     }
@@ -99,7 +123,9 @@ pub(crate) fn run(args: &NriArgs) -> Result<ExitCode, Error> {
         handler.site().config.as_ref().map(|c| format!(" --config {}", c.display())).unwrap_or_default()
     );
     let asked = Identity { socket: args.socket.clone(), name: args.name.clone(), idx: args.idx.clone() };
-    nri::session::run(asked, &handler, &status)?;
+    if !stop.requested() {
+        nri::session::run(asked, &handler, &status, &stop)?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -380,4 +380,19 @@ mod tests {
         assert_eq!(summary(&p), format!("/tmp {}", Bytes(256 * MI)));
         assert_eq!(adjustment(&p, None, &c, &site()).hooks.create_runtime.len(), 1);
     }
+
+    /// A container whose mount namespace is an existing one gets no hook
+    /// and no error: nothing can be mounted there safely, and the plan
+    /// says so in one warning.
+    #[test]
+    fn a_shared_mount_namespace_gets_no_hook() {
+        let mut c = ctr(true, Some(GI as i64));
+        c.linux.mut_or_insert_default().namespaces[0].path = "/proc/42/ns/mnt".into();
+        let p = plan(None, &c, &Settings::default());
+        assert!(!needs_hook(&p), "{p:?}");
+        assert_eq!(adjustment(&p, None, &c, &site()), api::ContainerAdjustment::new());
+        let warnings: Vec<_> = p.notes.iter().filter(|n| n.warn).collect();
+        assert_eq!(warnings.len(), 1, "{:?}", p.notes);
+        assert!(warnings[0].reason.contains("(path /proc/42/ns/mnt)"), "{:?}", warnings[0]);
+    }
 }

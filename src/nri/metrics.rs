@@ -57,6 +57,9 @@ pub(crate) enum LeftAlone {
     WritableRoot,
     /// `oci-tmpfs-hook/enabled: "false"`.
     DisabledByAnnotation,
+    /// No mount namespace of its own: a tmpfs would land in the runtime's,
+    /// or in one it shares.
+    NoMountNamespace,
     /// Enabled, but every target was left alone (a volume there, a memory
     /// limit below 1 MiB, ...): the plan's notes say which.
     NothingToDo,
@@ -72,6 +75,8 @@ impl LeftAlone {
             LeftAlone::NothingToDo
         } else if plan.why.starts_with("a pod sandbox container") {
             LeftAlone::Sandbox
+        } else if plan.why.ends_with(crate::plan::NO_OWN_MOUNT_NAMESPACE) {
+            LeftAlone::NoMountNamespace
         } else if plan.why.ends_with("=false") {
             LeftAlone::DisabledByAnnotation
         } else {
@@ -84,6 +89,7 @@ impl LeftAlone {
             LeftAlone::Sandbox => "sandbox",
             LeftAlone::WritableRoot => "writable_root",
             LeftAlone::DisabledByAnnotation => "disabled_by_annotation",
+            LeftAlone::NoMountNamespace => "no_mount_namespace",
             LeftAlone::NothingToDo => "nothing_to_do",
         }
     }
@@ -559,14 +565,17 @@ mod tests {
     /// fails here, not silently in a dashboard.
     #[test]
     fn left_alone_reasons_follow_the_plan() {
-        let spec = |readonly: bool, ann: serde_json::Value| {
+        let spec_ns = |readonly: bool, ann: serde_json::Value, ns: serde_json::Value| {
             serde_json::json!({
                 "ociVersion": "1.0.2",
                 "root": {"path": "rootfs", "readonly": readonly},
                 "process": {"cwd": "/", "user": {"uid": 0, "gid": 0}, "args": ["sh"]},
                 "annotations": ann,
-                "linux": {"namespaces": [{"type": "mount"}]},
+                "linux": {"namespaces": ns},
             })
+        };
+        let spec = |readonly: bool, ann: serde_json::Value| {
+            spec_ns(readonly, ann, serde_json::json!([{"type": "mount"}]))
         };
         let none = serde_json::json!({});
         let cases = [
@@ -581,6 +590,16 @@ mod tests {
                 "disabled",
                 spec(true, serde_json::json!({"oci-tmpfs-hook/enabled": "false"})),
                 Some(LeftAlone::DisabledByAnnotation),
+            ),
+            (
+                "a joined mount namespace",
+                spec_ns(true, none.clone(), serde_json::json!([{"type": "mount", "path": "/proc/9/ns/mnt"}])),
+                Some(LeftAlone::NoMountNamespace),
+            ),
+            (
+                "no mount namespace, enabled by annotation",
+                spec_ns(false, serde_json::json!({"oci-tmpfs-hook/enabled": "true"}), serde_json::json!([])),
+                Some(LeftAlone::NoMountNamespace),
             ),
             (
                 "enabled on a writable root",

@@ -13,8 +13,10 @@
 //! [`MAX_FRAME`] ends the session with an error, never a panic.
 
 use std::io::{self, Read, Write};
+use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// The conn of the plugin's service (`nri.pkg.api.v1alpha1.Plugin`).
 pub const PLUGIN_CONN: u32 = 1;
@@ -27,6 +29,9 @@ pub const MAX_WRITE: usize = 4096;
 pub const MAX_FRAME: u32 = (4 << 20) + 10;
 /// Bytes of a frame header.
 pub const HEADER: usize = 8;
+/// How long [`relay`] waits, once the socket ends, for the local streams to
+/// answer what they already took.
+pub const DRAIN: Duration = Duration::from_millis(500);
 
 /// Why a session over the mux ended.
 #[derive(Debug, thiserror::Error)]
@@ -121,8 +126,12 @@ pub fn write_frames(w: &mut impl Write, conn: u32, data: &[u8]) -> io::Result<()
 }
 
 /// Relays between the NRI `socket` and one local stream per conn until the
-/// socket ends (EOF, an error, a bad frame); then shuts every stream down
-/// and returns why. A local stream that closes stops its own conn only: the
+/// socket ends (EOF, an error, a bad frame, or its read side shut by the
+/// plugin's stop); then it forwards nothing more to the local streams, each
+/// of which reads its end, and keeps relaying what they write back until
+/// each has closed (a ttRPC server answers the requests in flight, then
+/// closes), for at most [`DRAIN`]; then it shuts every stream down and
+/// returns why. A local stream that closes stops its own conn only: the
 /// runtime's client conn is dropped after registration, and frames still
 /// arriving for a closed conn are discarded.
 ///
@@ -136,18 +145,32 @@ pub fn relay(socket: UnixStream, locals: Vec<(u32, UnixStream)>) -> MuxError {
     let known: Vec<u32> = locals.iter().map(|(c, _)| *c).collect();
     let mut outs = Vec::new();
     let mut pumps = Vec::new();
+    let (done, pumped) = mpsc::channel();
     for (conn, local) in locals {
         match local.try_clone() {
             Ok(out) => outs.push((conn, Some(out))),
             Err(e) => return MuxError::Read(e),
         }
-        let (writer, socket) = (Arc::clone(&writer), socket.try_clone());
-        pumps.push(std::thread::spawn(move || pump(local, conn, &writer, socket.ok())));
+        let (writer, socket, done) = (Arc::clone(&writer), socket.try_clone(), done.clone());
+        pumps.push(std::thread::spawn(move || {
+            pump(local, conn, &writer, socket.ok());
+            let _ = done.send(());
+        }));
     }
     let why = demux(&socket, &known, &mut outs);
-    let _ = socket.shutdown(std::net::Shutdown::Both);
-    for out in outs.iter().filter_map(|(_, o)| o.as_ref()) {
-        let _ = out.shutdown(std::net::Shutdown::Both);
+    let open = || outs.iter().filter_map(|(_, o)| o.as_ref());
+    for out in open() {
+        let _ = out.shutdown(Shutdown::Write);
+    }
+    let deadline = Instant::now() + DRAIN;
+    for _ in 0..pumps.len() {
+        if pumped.recv_timeout(deadline.saturating_duration_since(Instant::now())).is_err() {
+            break;
+        }
+    }
+    let _ = socket.shutdown(Shutdown::Both);
+    for out in open() {
+        let _ = out.shutdown(Shutdown::Both);
     }
     for p in pumps {
         let _ = p.join();
@@ -190,7 +213,7 @@ fn pump(mut local: UnixStream, conn: u32, writer: &Mutex<UnixStream>, socket: Op
         if let Err(e) = write_frames(&mut *w, conn, &buf[..n]) {
             log::warn!("nri: {}", crate::error::chain(&MuxError::Write(e)));
             if let Some(s) = &socket {
-                let _ = s.shutdown(std::net::Shutdown::Both);
+                let _ = s.shutdown(Shutdown::Both);
             }
             return;
         }
@@ -232,5 +255,49 @@ mod tests {
         let truncated = [[0, 0, 0, 1, 0, 0, 0, 9].as_slice(), b"abc"].concat();
         let err = read_frame(&mut &truncated[..], &[1], &mut Vec::new()).unwrap_err();
         assert!(matches!(err, MuxError::Truncated { conn: 1, got: 3, want: 9 }), "{err}");
+    }
+
+    /// The read side of the socket shut (the plugin's stop) while a request
+    /// is in flight: the service reads the end of its input, and its answer,
+    /// written after that, still reaches the runtime before the socket
+    /// closes; a request sent after the stop reaches nobody.
+    #[test]
+    fn a_stop_lets_the_request_in_flight_be_answered() {
+        let (mut runtime, plugin) = UnixStream::pair().unwrap();
+        let (mut service, local) = UnixStream::pair().unwrap();
+        let shut = plugin.try_clone().unwrap();
+        let relay = std::thread::spawn(move || relay(plugin, vec![(PLUGIN_CONN, local)]));
+        write_frames(&mut runtime, PLUGIN_CONN, b"request").unwrap();
+        let mut got = [0u8; 7];
+        service.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"request");
+        shut.shutdown(Shutdown::Read).unwrap();
+        // The service sees no more requests: its input ends.
+        let mut rest = Vec::new();
+        service.read_to_end(&mut rest).unwrap();
+        assert!(rest.is_empty(), "{rest:?}");
+        assert!(write_frames(&mut runtime, PLUGIN_CONN, b"late").is_err(), "a request after the stop");
+        std::thread::sleep(Duration::from_millis(50));
+        service.write_all(b"answer").unwrap();
+        drop(service);
+        let mut payload = Vec::new();
+        assert_eq!(read_frame(&mut runtime, &[PLUGIN_CONN], &mut payload).unwrap(), PLUGIN_CONN);
+        assert_eq!(payload, b"answer");
+        assert!(matches!(read_frame(&mut runtime, &[PLUGIN_CONN], &mut payload), Err(MuxError::Eof)));
+        assert!(matches!(relay.join().unwrap(), MuxError::Eof));
+    }
+
+    /// A local stream that never closes holds the relay for [`DRAIN`] at
+    /// most.
+    #[test]
+    fn the_drain_is_bounded() {
+        let (runtime, plugin) = UnixStream::pair().unwrap();
+        let (_service, local) = UnixStream::pair().unwrap();
+        let t0 = Instant::now();
+        let relay = std::thread::spawn(move || relay(plugin, vec![(PLUGIN_CONN, local)]));
+        drop(runtime);
+        assert!(matches!(relay.join().unwrap(), MuxError::Eof));
+        let took = t0.elapsed();
+        assert!(took >= DRAIN && took < DRAIN * 3, "{took:?}");
     }
 }

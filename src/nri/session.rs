@@ -17,6 +17,11 @@
 //! once and then every [`RETRY`], so containers created after a runtime
 //! restart get their mounts within a second of the new socket.
 //!
+//! A [`Stop`] (SIGTERM or SIGINT: `nri` catches them) ends it all: the
+//! session's socket stops being read, so no new request is taken; those in
+//! flight are answered ([`mux::relay`]); the connection closes and no
+//! redial follows. A pause between dials ends at once.
+//!
 //! With a [`Status`] file, the plugin writes it once it has registered and
 //! removes it as soon as the session ends: `nri --probe` (the DaemonSet's
 //! liveness and readiness) reads it, so the probe says whether the plugin is
@@ -30,7 +35,7 @@ use std::os::fd::IntoRawFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::mux::{self, MuxError, PLUGIN_CONN, RUNTIME_CONN};
@@ -74,12 +79,17 @@ pub(crate) enum StartError {
 /// line), unless the runtime started it: then the runtime's
 /// `NRI_PLUGIN_NAME` and `NRI_PLUGIN_IDX` win, and with `NRI_PLUGIN_SOCKET`
 /// the plugin serves the connection the runtime handed it (pre-registered)
-/// until that one ends; else it serves the socket forever.
+/// until that one ends; else it serves the socket. Either way, until `stop`.
 ///
 /// # Errors
 /// A bad index; a pre-registered connection that is not one, or that ended
 /// with an error.
-pub(crate) fn run(asked: Identity, handler: &Arc<Handler>, status: &Status) -> Result<(), StartError> {
+pub(crate) fn run(
+    asked: Identity,
+    handler: &Arc<Handler>,
+    status: &Status,
+    stop: &Stop,
+) -> Result<(), StartError> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let mut opts = Identity {
         socket: socket_path(&asked.socket.to_string_lossy()).to_path_buf(),
@@ -93,12 +103,77 @@ pub(crate) fn run(asked: Identity, handler: &Arc<Handler>, status: &Status) -> R
         let stream = inherited(&value)?;
         let service: Service = Arc::clone(handler) as Service;
         // The runtime closing its connection is the normal end here.
-        return match session(stream, &opts, &service, status) {
+        return match session(stream, &opts, &service, status, stop) {
             Ok(()) | Err(SessionError::Mux(MuxError::Eof)) => Ok(()),
+            Err(_) if stop.requested() => Ok(()),
             Err(e) => Err(e.into()),
         };
     }
-    serve_forever(&opts, &(Arc::clone(handler) as Service), status)
+    serve(&opts, &(Arc::clone(handler) as Service), status, stop);
+    Ok(())
+}
+
+/// What ends the plugin. Requested once, it shuts the read side of the
+/// current session's NRI socket (so the session takes no new request,
+/// answers those in flight and ends: [`mux::relay`]), ends a pause between
+/// dials at once, and no dial follows.
+#[derive(Debug, Default)]
+pub struct Stop {
+    state: Mutex<StopState>,
+    woken: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct StopState {
+    requested: bool,
+    /// The current session's NRI socket.
+    socket: Option<UnixStream>,
+}
+
+impl Stop {
+    /// Stops the plugin (again: nothing more).
+    pub fn request(&self) {
+        let mut state = self.lock();
+        state.requested = true;
+        if let Some(socket) = state.socket.take() {
+            let _ = socket.shutdown(std::net::Shutdown::Read);
+        }
+        self.woken.notify_all();
+    }
+
+    /// Whether a stop was requested.
+    pub fn requested(&self) -> bool {
+        self.lock().requested
+    }
+
+    fn lock(&self) -> MutexGuard<'_, StopState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits `pause`, or less when a stop is requested meanwhile; whether
+    /// one is.
+    fn pause(&self, pause: Duration) -> bool {
+        let state = self.lock();
+        let (state, _) =
+            self.woken.wait_timeout_while(state, pause, |s| !s.requested).unwrap_or_else(|p| p.into_inner());
+        state.requested
+    }
+
+    /// `socket` is the current session's: a stop shuts its read side, at
+    /// once when one was requested already.
+    fn watch(&self, socket: &UnixStream) -> io::Result<()> {
+        let mut state = self.lock();
+        if state.requested {
+            return socket.shutdown(std::net::Shutdown::Read);
+        }
+        state.socket = Some(socket.try_clone()?);
+        Ok(())
+    }
+
+    /// The session is over: nothing to shut.
+    fn unwatch(&self) {
+        self.lock().socket = None;
+    }
 }
 
 /// Why a session could not be set up or ended.
@@ -129,12 +204,12 @@ pub enum SessionError {
     Mux(#[from] MuxError),
 }
 
-/// Runs sessions of `service` forever, redialling after each end. Logs each
-/// end once.
-pub fn serve_forever(opts: &Identity, service: &Service, status: &Status) -> ! {
+/// Runs sessions of `service`, redialling after each end, until `stop`.
+/// Logs each end once.
+pub fn serve(opts: &Identity, service: &Service, status: &Status, stop: &Stop) {
     let mut warned = false;
     let mut connected = false;
-    loop {
+    while !stop.requested() {
         let why = match UnixStream::connect(&opts.socket) {
             Ok(stream) => {
                 warned = false;
@@ -142,16 +217,19 @@ pub fn serve_forever(opts: &Identity, service: &Service, status: &Status) -> ! {
                     m.reconnected();
                 }
                 connected = true;
-                session(stream, opts, service, status)
+                session(stream, opts, service, status, stop)
             }
             Err(source) => Err(SessionError::Connect { path: opts.socket.clone(), source }),
         };
+        if stop.requested() {
+            break;
+        }
         match why {
             Err(SessionError::Mux(MuxError::Eof)) => {
                 log::warn!("nri: the runtime closed the NRI socket; redialling {}", opts.socket.display());
                 // At once (a restarted runtime's socket is back within a
                 // fraction of a second), but never in a hot loop.
-                std::thread::sleep(EOF_PAUSE);
+                stop.pause(EOF_PAUSE);
                 continue;
             }
             Err(e @ SessionError::Connect { .. }) if warned => {
@@ -164,19 +242,22 @@ pub fn serve_forever(opts: &Identity, service: &Service, status: &Status) -> ! {
             Err(e) => log::warn!("nri: {}; redialling", crate::error::chain(&e)),
             Ok(()) => {}
         }
-        std::thread::sleep(RETRY);
+        stop.pause(RETRY);
     }
+    log::info!("nri: stopped; not connected to {}", opts.socket.display());
 }
 
-/// One session over `stream`, until it ends.
+/// One session over `stream`, until it ends or `stop` ends it.
 ///
 /// # Errors
-/// Why it ended: [`MuxError::Eof`] when the runtime closed the socket.
+/// Why it ended: [`MuxError::Eof`] when the runtime closed the socket or a
+/// stop shut it.
 pub fn session(
     stream: UnixStream,
     opts: &Identity,
     service: &Service,
     status: &Status,
+    stop: &Stop,
 ) -> Result<(), SessionError> {
     let dir = PrivateDir::new()?;
     let path = dir.0.join("plugin.sock");
@@ -194,12 +275,13 @@ pub fn session(
     let to_server = UnixStream::connect(&path).map_err(local)?;
     drop(dir);
     let (ours, theirs) = UnixStream::pair().map_err(local)?;
-    let stop = stream.try_clone().map_err(local)?;
+    let socket = stream.try_clone().map_err(local)?;
+    stop.watch(&socket).map_err(local)?;
     let relay =
         std::thread::spawn(move || mux::relay(stream, vec![(PLUGIN_CONN, to_server), (RUNTIME_CONN, ours)]));
     let registered = register(theirs, opts);
     if registered.is_err() {
-        let _ = stop.shutdown(std::net::Shutdown::Both);
+        let _ = socket.shutdown(std::net::Shutdown::Both);
     } else {
         log::info!("nri: registered as {} (index {}) on {}", opts.name, opts.idx, opts.socket.display());
         status.registered(opts);
@@ -208,6 +290,7 @@ pub fn session(
         }
     }
     let ended = relay.join().unwrap_or(MuxError::Eof);
+    stop.unwatch();
     status.ended();
     if let Some(m) = super::metrics::get() {
         m.session_ended();
@@ -378,4 +461,35 @@ fn own_fd(fd: i32) -> UnixStream {
     // to this process for the plugin alone; nothing else in this process
     // owns or closes it, and this is called once.
     unsafe { UnixStream::from_raw_fd(fd) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read as _;
+    use std::time::Instant;
+
+    /// A stop ends a pause at once, and shuts the read side of the watched
+    /// socket; a socket watched after the stop is shut at once.
+    #[test]
+    fn a_stop_ends_the_pause_and_the_reads() {
+        let stop = Arc::new(Stop::default());
+        let (a, _peer) = UnixStream::pair().unwrap();
+        stop.watch(&a).unwrap();
+        let t0 = Instant::now();
+        let stopping = Arc::clone(&stop);
+        let requester = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            stopping.request();
+        });
+        assert!(stop.pause(Duration::from_secs(10)), "the pause ended without a stop");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        requester.join().unwrap();
+        assert_eq!((&a).read(&mut [0u8; 1]).unwrap(), 0, "the watched socket still reads");
+        let (b, _peer) = UnixStream::pair().unwrap();
+        stop.watch(&b).unwrap();
+        assert_eq!((&b).read(&mut [0u8; 1]).unwrap(), 0, "a socket watched after the stop still reads");
+        assert!(stop.pause(Duration::from_secs(10)) && stop.requested());
+        assert!(!Stop::default().pause(Duration::from_millis(1)));
+    }
 }

@@ -3,7 +3,7 @@
 
 use crate::oci::{LinuxNamespaceType, Spec};
 
-use super::{Inputs, Owner, PlanError, ANNOTATION_ENABLED};
+use super::{Inputs, Note, Owner, PlanError, ANNOTATION_ENABLED};
 use crate::names::{CRIO_CONTAINER_TYPE, CRI_CONTAINER_TYPE, SANDBOX};
 
 /// Whether the hook acts, and why.
@@ -36,27 +36,45 @@ pub(super) fn enablement(inputs: &Inputs<'_>) -> Result<Verdict, PlanError> {
     Ok(Verdict { enabled, why })
 }
 
-/// A container the hook may act on: it names its rootfs and has a mount
-/// namespace of its own (never the runtime's, never a shared one).
+/// A container the hook may act on names its rootfs.
 pub(super) fn check_container(spec: &Spec) -> Result<(), PlanError> {
     if spec.root().as_ref().is_none_or(|r| r.path().as_os_str().is_empty()) {
         return Err(PlanError::NoRoot);
     }
+    Ok(())
+}
+
+/// What the plan's `why` ends with for a container left alone by
+/// [`unserved`].
+pub(crate) const NO_OWN_MOUNT_NAMESPACE: &str = "the container has no mount namespace of its own";
+
+/// Why nothing can be mounted for this container, when nothing can: it has
+/// no mount namespace of its own, so a tmpfs made for it would land in the
+/// runtime's namespace (no `mount` entry in `linux.namespaces`) or in one it
+/// shares (an entry with a `path`). The runtime runs such a container;
+/// the plan leaves it alone, with this warning (docs/design.md#hostile-rootfs).
+/// A path is named as given: it may not be a mount namespace at all.
+pub(super) fn unserved(spec: &Spec) -> Option<Note> {
     let ns = spec
         .linux()
         .as_ref()
         .and_then(|l| l.namespaces().as_ref())
         .and_then(|n| n.iter().find(|n| n.typ() == LinuxNamespaceType::Mount));
-    match ns {
-        None => Err(PlanError::NoMountNamespace),
-        Some(n) => match n.path() {
-            Some(p) if !p.as_os_str().is_empty() => {
-                Err(PlanError::SharedMountNamespace(p.display().to_string()))
-            }
-            _ => Ok(()),
-        },
-    }
+    let reason = match ns.map(|n| n.path()) {
+        None => format!(
+            "{NO_OWN_MOUNT_NAMESPACE} (linux.namespaces has no \"mount\" entry): a tmpfs mounted for it would land in the runtime's; add a \"mount\" entry without a path to get them"
+        ),
+        Some(Some(p)) if !p.as_os_str().is_empty() => format!(
+            "the container's \"mount\" entry in linux.namespaces names an existing namespace (path {}): it would share every tmpfs mounted for it with whatever else is there; drop the path to get them",
+            p.display()
+        ),
+        Some(_) => return None,
+    };
+    Some(Note::warn(UNSERVED_SUBJECT, reason))
 }
+
+/// What a container left alone by [`unserved`] does not get.
+pub(super) const UNSERVED_SUBJECT: &str = "/tmp, the temp dirs and /dev/shm";
 
 /// The host ids the container's uid 0 and gid 0 map to, when it has a user
 /// namespace of its own with mappings that cover them.
@@ -133,19 +151,61 @@ mod tests {
     #[test]
     fn container_check_table() {
         let cases = [
-            ("own mount ns", json!({"path": "r"}), json!([{"type": "mount"}]), Ok(())),
-            ("no mount ns", json!({"path": "r"}), json!([{"type": "pid"}]), Err(PlanError::NoMountNamespace)),
-            (
-                "joined mount ns",
-                json!({"path": "r"}),
-                json!([{"type": "mount", "path": "/proc/1/ns/mnt"}]),
-                Err(PlanError::SharedMountNamespace("/proc/1/ns/mnt".into())),
-            ),
-            ("empty root path", json!({"path": ""}), json!([{"type": "mount"}]), Err(PlanError::NoRoot)),
+            ("own mount ns", json!({"path": "r"}), Ok(())),
+            ("empty root path", json!({"path": ""}), Err(PlanError::NoRoot)),
         ];
-        for (name, root, namespaces, want) in cases {
-            let s = spec(json!({"ociVersion": "1.0.2", "root": root, "linux": {"namespaces": namespaces}}));
+        for (name, root, want) in cases {
+            let s = spec(
+                json!({"ociVersion": "1.0.2", "root": root, "linux": {"namespaces": [{"type": "mount"}]}}),
+            );
             assert_eq!(check_container(&s), want, "{name}");
         }
+    }
+
+    /// A container without a mount namespace of its own is left alone with
+    /// one warning that says why, and names a path as given, without
+    /// claiming what it is.
+    #[test]
+    fn unserved_table() {
+        type Case = (&'static str, serde_json::Value, Option<&'static [&'static str]>);
+        let cases: [Case; 6] = [
+            ("own mount ns", json!([{"type": "pid"}, {"type": "mount"}]), None),
+            ("own mount ns, empty path", json!([{"type": "mount", "path": ""}]), None),
+            (
+                "no mount entry",
+                json!([{"type": "pid"}]),
+                Some(&["no mount namespace of its own", "runtime's"]),
+            ),
+            ("no namespaces", json!([]), Some(&["no \"mount\" entry"])),
+            (
+                "joined mount ns",
+                json!([{"type": "mount", "path": "/proc/1/ns/mnt"}]),
+                Some(&["names an existing namespace (path /proc/1/ns/mnt): it would share"]),
+            ),
+            (
+                "a network namespace as the mount namespace",
+                json!([{"type": "mount", "path": "/proc/self/ns/net"}]),
+                Some(&["(path /proc/self/ns/net)"]),
+            ),
+        ];
+        for (name, namespaces, want) in cases {
+            let s = spec(
+                json!({"ociVersion": "1.0.2", "root": {"path": "r"}, "linux": {"namespaces": namespaces}}),
+            );
+            let note = unserved(&s);
+            match (want, &note) {
+                (None, None) => {}
+                (Some(needles), Some(n)) => {
+                    assert!(n.warn && n.subject == UNSERVED_SUBJECT, "{name}: {n:?}");
+                    for needle in needles {
+                        assert!(n.reason.contains(needle), "{name}: {needle:?} not in {:?}", n.reason);
+                    }
+                    assert!(!n.reason.contains("mount namespace /proc"), "{name}: {:?}", n.reason);
+                }
+                _ => panic!("{name}: {note:?}"),
+            }
+        }
+        let none = spec(json!({"ociVersion": "1.0.2", "root": {"path": "r"}}));
+        assert!(unserved(&none).is_some(), "no linux section: no mount namespace");
     }
 }

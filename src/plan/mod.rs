@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use crate::oci::Spec;
 
 pub use crate::input::HostFacts;
+pub(crate) use enable::NO_OWN_MOUNT_NAMESPACE;
 pub use inputs::Inputs;
 use inputs::SpecMounts;
 pub use model::*;
@@ -53,8 +54,8 @@ pub fn plan_for(
 /// Decides what to mount.
 ///
 /// # Errors
-/// Invalid annotations, or a container that must not be touched although the
-/// hook is enabled for it (no mount namespace of its own).
+/// Invalid annotations, or a container enabled for the hook that names no
+/// rootfs.
 pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
     let verdict = enable::enablement(inputs)?;
     let mut plan = Plan { enabled: verdict.enabled, why: verdict.why, ..Plan::default() };
@@ -63,6 +64,12 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
         return Ok(plan);
     }
     enable::check_container(inputs.spec)?;
+    if let Some(note) = enable::unserved(inputs.spec) {
+        plan.enabled = false;
+        plan.why = format!("{}, but {}", plan.why, enable::NO_OWN_MOUNT_NAMESPACE);
+        plan.notes.push(note);
+        return Ok(plan);
+    }
     plan.owner = enable::container_root_owner(inputs.spec);
     if let Some(limit) = sizes::memory_limit(inputs.spec).filter(|l| l.0 < crate::size::MIN_BYTES) {
         // Every size is capped at the memory limit, and no tmpfs is smaller
@@ -390,15 +397,44 @@ mod tests {
         assert_eq!(tmpfs.size.from, SizeFrom::HostConfig);
     }
 
+    /// Without a mount namespace of its own (no entry, or one with a path)
+    /// nothing can be mounted safely: the container is left alone with one
+    /// warning, not refused.
     #[test]
-    fn mount_namespace_is_required() {
-        let c = with(base(), "/linux/namespaces", json!([{"type": "pid"}]));
-        assert_eq!(decide_with(&c, &Settings::default()), Err(PlanError::NoMountNamespace));
-        let c = with(base(), "/linux/namespaces", json!([{"type": "mount", "path": "/proc/1/ns/mnt"}]));
-        assert!(matches!(decide_with(&c, &Settings::default()), Err(PlanError::SharedMountNamespace(_))));
-        // Not enabled: no error, nothing to do.
+    fn without_an_own_mount_namespace_the_container_is_left_alone() {
+        let cases = [
+            ("no mount entry", json!([{"type": "pid"}]), "no \"mount\" entry"),
+            ("joined", json!([{"type": "mount", "path": "/proc/1/ns/mnt"}]), "(path /proc/1/ns/mnt)"),
+            (
+                "not a mount ns",
+                json!([{"type": "mount", "path": "/proc/self/ns/net"}]),
+                "(path /proc/self/ns/net)",
+            ),
+        ];
+        for (name, namespaces, needle) in cases {
+            for (enabled_by, c) in [
+                ("read-only root", base()),
+                (
+                    "annotation",
+                    with(
+                        with(base(), "/root/readonly", json!(false)),
+                        "/annotations",
+                        json!({ANNOTATION_ENABLED: "true"}),
+                    ),
+                ),
+            ] {
+                let p = plan(&with(c, "/linux/namespaces", namespaces.clone()));
+                assert!(!p.enabled && p.actions.is_empty(), "{name}, {enabled_by}: {p:?}");
+                assert!(p.why.ends_with(enable::NO_OWN_MOUNT_NAMESPACE), "{name}: {}", p.why);
+                let warnings: Vec<&Note> = p.notes.iter().filter(|n| n.warn).collect();
+                assert_eq!(warnings.len(), 1, "{name}, {enabled_by}: {:?}", p.notes);
+                assert!(warnings[0].reason.contains(needle), "{name}: {:?}", warnings[0].reason);
+            }
+        }
+        // Not enabled: no warning, nothing to do.
         let c = with(with(base(), "/linux/namespaces", json!([])), "/root/readonly", json!(false));
-        assert!(!plan(&c).enabled);
+        let p = plan(&c);
+        assert!(!p.enabled && p.notes.is_empty(), "{p:?}");
     }
 
     #[test]

@@ -272,12 +272,6 @@ pub enum PlanError {
     },
     #[error("annotation {ANNOTATION_ENABLED}={0:?}: use \"true\" or \"false\"")]
     Enabled(String),
-    #[error("the container has no mount namespace of its own (no \"mount\" entry in linux.namespaces); refusing to mount into the runtime's namespace")]
-    NoMountNamespace,
-    #[error(
-        "the container joins the existing mount namespace {0}; refusing to mount into a namespace it shares"
-    )]
-    SharedMountNamespace(String),
     #[error("config.json has no root.path")]
     NoRoot,
 }

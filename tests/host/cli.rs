@@ -38,6 +38,42 @@ fn explain_json_and_writable_root() {
     assert_eq!(v["rootfs"], json!(b.rootfs()));
 }
 
+/// A read-only container without a mount namespace of its own: `explain`
+/// says the hook does nothing and why, in one note that names a path as
+/// given (here a network namespace's file), without calling it a mount
+/// namespace.
+#[test]
+fn explain_without_an_own_mount_namespace() {
+    let cases = [
+        (json!([{"type": "pid"}]), "linux.namespaces has no \"mount\" entry"),
+        (
+            json!([{"type": "mount", "path": "/proc/self/ns/net"}]),
+            "names an existing namespace (path /proc/self/ns/net): it would share",
+        ),
+    ];
+    for (namespaces, needle) in cases {
+        let mut b = Bundle::new("explain-ns");
+        b.config["linux"]["namespaces"] = namespaces;
+        b.write();
+        let out = cmd(&["explain", "--bundle", b.dir.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let s = text(&out.stdout);
+        assert!(
+            s.contains(
+                "does nothing (root.readonly is true, but the container has no mount namespace of its own)"
+            ),
+            "{s}"
+        );
+        assert!(s.contains("/tmp, the temp dirs and /dev/shm: ") && s.contains(needle), "{s}");
+        assert!(!s.contains("mount namespace /proc"), "{s}");
+        let v = b.explain();
+        assert_eq!((&v["plan"]["enabled"], &v["plan"]["actions"]), (&json!(false), &json!([])));
+        let notes = v["plan"]["notes"].as_array().unwrap();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(notes[0]["warn"], json!(true));
+    }
+}
+
 #[test]
 fn explain_uses_the_host_config() {
     let b = Bundle::new("explain-config");

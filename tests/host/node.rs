@@ -507,6 +507,51 @@ fn node_failed_first_run_then_good_second_then_uninstall_restores_every_byte() {
     assert_eq!(snapshot_diff(&before, &files_of(&host)), Vec::<String>::new(), "uninstall left differences");
 }
 
+/// `node install --wait` as PID 1 of a fresh pid namespace (the node
+/// DaemonSet's container, where the kernel drops a signal that has no
+/// handler): SIGTERM ends the wait within a second, with exit 0.
+#[test]
+fn node_wait_as_pid_1_exits_within_a_second_of_sigterm() {
+    require_root();
+    let work = TempDir::new("node-wait-pid1");
+    let host = fake_host(&work.0, DEBIAN_CONTAINERD);
+    let out = work.0.join("out");
+    let mut child = Command::new("unshare")
+        .args(["--fork", "--pid", "--mount-proc", "--propagation", "private"])
+        .arg(hook_bin())
+        .args(["node", "install", "--host-root"])
+        .arg(&host)
+        .args(["--restart-mode", "none", "--wait"])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let read = || std::fs::read_to_string(&out).unwrap_or_default();
+    let t0 = Instant::now();
+    while !read().contains("node: waiting for SIGTERM") {
+        assert!(t0.elapsed() < TIMEOUT, "the install did not reach its wait:\n{}", read());
+        assert!(child.try_wait().unwrap().is_none(), "the install exited:\n{}", read());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let unshare = child.id();
+    let children = std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children")).unwrap();
+    let pid1: i32 = children.split_whitespace().next().expect("unshare's child").parse().unwrap();
+    use rustix::process::{kill_process, Pid, Signal};
+    kill_process(Pid::from_raw(pid1).unwrap(), Signal::TERM).unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(1), "still waiting 1s after SIGTERM:\n{}", read());
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    say(&format!("node wait as PID 1: exited {:?} after SIGTERM", t0.elapsed()));
+    assert!(status.success(), "{status}:\n{}", read());
+    assert!(read().ends_with("node: signal received: exiting, the installation stays\n"), "{}", read());
+}
+
 /// `--host-root` a symlink to `/` is this process's own root: refused with
 /// exit 2 and one line, nothing written (no lock file, no state file: the
 /// machine's / is compared before and after).

@@ -48,6 +48,10 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
     let ds = load(&py, &dir.join("daemonset.yaml"));
     let pod = &ds["spec"]["template"]["spec"];
     assert_eq!(pod["priorityClassName"], "system-node-critical");
+    // The plugin exits within a second of SIGTERM (docs/nri.md#stopping):
+    // a grace period of a few seconds only bounds one that does not.
+    let grace = pod["terminationGracePeriodSeconds"].as_u64().unwrap_or(30);
+    assert!((2..=5).contains(&grace), "terminationGracePeriodSeconds {grace}");
     let mut host_paths: Vec<(&str, &str)> = pod["volumes"]
         .as_array()
         .unwrap()

@@ -10,7 +10,9 @@
 //! payload bytes, also for an answer that does not fit one), `--hook-dir`
 //! filled before registration, and malformed and oversized frames
 //! from the socket: the plugin logs one clean error, redials and registers
-//! again, and is never killed by a panic. No root needed.
+//! again, and is never killed by a panic. SIGTERM stops it within a second
+//! with exit 0, connected or not, also as PID 1 of a pid namespace (as in
+//! its DaemonSet's container; that case needs root).
 
 use crate::support::TempDir;
 use std::io::Write;
@@ -67,13 +69,27 @@ impl Fake {
     /// The plugin with `args` after `nri --socket S --config C`; `{dir}` in
     /// an arg is this fake's directory.
     fn start_with(host_config: &str, args: &[&str]) -> Fake {
+        Fake::start_under(&[], host_config, args)
+    }
+
+    /// [`Fake::start_with`], the plugin run by the command `under` (its
+    /// first word the program).
+    fn start_under(under: &[&str], host_config: &str, args: &[&str]) -> Fake {
         let dir = TempDir::new("nri-proto");
         let sock = dir.0.join("nri.sock");
         let listener = UnixListener::bind(&sock).unwrap();
         let config = dir.0.join("config.toml");
         std::fs::write(&config, host_config).unwrap();
         let log = std::fs::File::create(dir.0.join("plugin.log")).unwrap();
-        let plugin = Command::new(crate::support::hook_bin())
+        let mut cmd = match under.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(crate::support::hook_bin());
+                c
+            }
+            None => Command::new(crate::support::hook_bin()),
+        };
+        let plugin = cmd
             .arg("nri")
             .arg("--socket")
             .arg(&sock)
@@ -669,4 +685,132 @@ fn pre_registered_with_no_argument() {
     assert_eq!((name.as_str(), idx.as_str()), ("oci-tmpfs-hook", "90"));
     assert_eq!(configure(&s).events, 0x8);
     assert!(fake.alive(), "{}", fake.log());
+}
+
+/// Sends SIGTERM to `pid`.
+fn sigterm(pid: u32) {
+    use rustix::process::{kill_process, Pid, Signal};
+    kill_process(Pid::from_raw(pid as i32).unwrap(), Signal::TERM).unwrap();
+}
+
+/// Waits up to a second for `child` to exit; its status and how long it took.
+fn exits_within_a_second(child: &mut Child, what: &str, log: &dyn Fn() -> String) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let took = t0.elapsed();
+            assert!(status.success(), "{what}: {status} after SIGTERM:\n{}", log());
+            assert!(!log().contains("panicked"), "{what}:\n{}", log());
+            return took;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(1), "{what}: still running 1s after SIGTERM:\n{}", log());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The runtime's side sees the plugin close the connection: EOF, within a
+/// second.
+fn runtime_sees_eof(s: &Session, what: &str) {
+    use std::io::Read;
+    let mut raw = s.raw.try_clone().unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut buf = [0u8; 64];
+    loop {
+        match raw.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) => panic!("{what}: the connection is still open a second after SIGTERM ({e})"),
+        }
+    }
+}
+
+/// SIGTERM while registered and serving, with the metrics server up: exit 0
+/// within a second, the connection closed, the status file gone.
+#[test]
+fn sigterm_stops_a_connected_plugin_within_a_second() {
+    let mut fake =
+        Fake::start_with("", &["--status-file", "{dir}/status", "--metrics-address", "127.0.0.1:0"]);
+    let (s, _) = fake.accept();
+    configure(&s);
+    s.plugin.create_container(ctx(), &create_request("app")).expect("CreateContainer");
+    let status = fake.dir.0.join("status");
+    probe_until(&status, true, &fake);
+    sigterm(fake.plugin.id());
+    let log = fake.dir.0.join("plugin.log");
+    let took = exits_within_a_second(&mut fake.plugin, "connected", &|| {
+        std::fs::read_to_string(&log).unwrap_or_default()
+    });
+    runtime_sees_eof(&s, "connected");
+    assert!(!status.exists(), "the status file outlived the plugin");
+    eprintln!("nri_protocol: connected, exited {took:?} after SIGTERM");
+}
+
+/// SIGTERM while no runtime listens (the plugin pausing between dials), and
+/// right after the runtime closed the connection (redialling): exit 0
+/// within a second.
+#[test]
+fn sigterm_stops_a_disconnected_plugin_within_a_second() {
+    let dir = TempDir::new("nri-proto");
+    let config = dir.0.join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let log = dir.0.join("plugin.log");
+    let mut plugin = Command::new(crate::support::hook_bin())
+        .args(["nri", "--socket"])
+        .arg(dir.0.join("missing.sock"))
+        .arg("--config")
+        .arg(&config)
+        .env("TMPDIR", &dir.0)
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(matches!(plugin.try_wait(), Ok(None)), "the plugin exited while the socket was missing");
+    sigterm(plugin.id());
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let took = exits_within_a_second(&mut plugin, "no socket", &read);
+    eprintln!("nri_protocol: no socket, exited {took:?} after SIGTERM");
+
+    let mut fake = Fake::start("");
+    let (s, _) = fake.accept();
+    let _ = s.raw.shutdown(std::net::Shutdown::Both);
+    drop(s);
+    let t0 = Instant::now();
+    while !fake.log().contains("redialling") {
+        assert!(t0.elapsed() < TIMEOUT, "the plugin did not see the close:\n{}", fake.log());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    sigterm(fake.plugin.id());
+    let log = fake.dir.0.join("plugin.log");
+    let took = exits_within_a_second(&mut fake.plugin, "redialling", &|| {
+        std::fs::read_to_string(&log).unwrap_or_default()
+    });
+    eprintln!("nri_protocol: redialling, exited {took:?} after SIGTERM");
+}
+
+/// As PID 1 of a fresh pid namespace (its DaemonSet's container), where the
+/// kernel drops a signal that has no handler: SIGTERM from outside still
+/// stops it within a second, with exit 0, connected and serving.
+#[test]
+fn sigterm_stops_the_plugin_as_pid_1() {
+    crate::support::require_root();
+    let under = ["unshare", "--fork", "--pid", "--mount-proc"];
+    let mut fake = Fake::start_under(&under, "", &["--metrics-address", "127.0.0.1:0"]);
+    let (s, _) = fake.accept();
+    configure(&s);
+    s.plugin.create_container(ctx(), &create_request("app")).expect("CreateContainer");
+    let unshare = fake.plugin.id();
+    let children = std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children")).unwrap();
+    let pid1: u32 = children.split_whitespace().next().expect("unshare's child").parse().unwrap();
+    let nspid = std::fs::read_to_string(format!("/proc/{pid1}/status")).unwrap();
+    let nspid = nspid.lines().find(|l| l.starts_with("NSpid:")).unwrap_or_default().to_string();
+    assert!(nspid.ends_with("\t1"), "not PID 1 of its namespace: {nspid}");
+    sigterm(pid1);
+    // unshare --fork exits with its child's status.
+    let log = fake.dir.0.join("plugin.log");
+    let took = exits_within_a_second(&mut fake.plugin, "PID 1", &|| {
+        std::fs::read_to_string(&log).unwrap_or_default()
+    });
+    runtime_sees_eof(&s, "PID 1");
+    eprintln!("nri_protocol: PID 1, exited {took:?} after SIGTERM");
 }

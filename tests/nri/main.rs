@@ -34,6 +34,9 @@ mod boot;
 /// clients get a 4xx or are dropped.
 mod metrics;
 
+/// SIGTERM stops the plugin.
+mod stop;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;

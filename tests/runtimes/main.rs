@@ -15,5 +15,6 @@ mod hostile;
 mod hostile_layouts;
 mod hostile_spec;
 mod manifest;
+mod mount_ns;
 mod pytorch;
 mod setup;

@@ -1,0 +1,279 @@
+//! A read-only container without a mount namespace of its own (no `mount`
+//! entry in `linux.namespaces`, or one with a `path`: what runtime-tools'
+//! `linux_ns_itype` and `linux_ns_path` run), through real runc and crun:
+//! bare, with our hook at each stage, and through the wrapper in spec and
+//! hook mode. Nothing can be mounted there safely, so ours leaves it alone
+//! (docs/design.md#hostile-rootfs): it starts and runs as it does with the
+//! bare runtime, ours writes one warning, and no tmpfs of ours appears in
+//! the container, in the namespace it uses, or on the host.
+//!
+//! A runtime makes its own mounts in whatever namespace the container uses
+//! (crun 1.8.1 without a `mount` entry mounts the spec's `/proc`, `/dev`,
+//! `/sys` in the runtime's namespace and leaves them there; measured), so no
+//! case here runs in the host's: without an entry the runtime itself runs in
+//! a fresh private namespace (`unshare -m`; the spec has no mounts, which no
+//! runtime makes there anyway, and `/proc` is mounted in the rootfs first),
+//! and a joined namespace is a helper process's private one, fresh per run
+//! (the runtime `pivot_root`s inside it).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::host::{hold_host, HostUse};
+use crate::support::*;
+use serde_json::json;
+
+/// The `source` of every tmpfs of ours.
+const OURS: &str = "oci-tmpfs-hook";
+/// The stages a hook of ours may be registered at.
+const STAGES: [&str; 3] = ["prestart", "createRuntime", "createContainer"];
+
+/// How the container gets (or lacks) its mount namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    /// No `mount` entry in `linux.namespaces`.
+    NoEntry,
+    /// A `mount` entry whose `path` is a helper's namespace.
+    Joined,
+}
+
+/// What runs the container.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Way {
+    /// The runtime alone, with a shell hook at each stage that counts its
+    /// runs.
+    Bare,
+    /// Our hook, registered by `inject` at this stage.
+    Hook(&'static str),
+    /// The wrapper in this mode.
+    Wrapper(&'static str),
+}
+
+/// A `sleep` in a fresh private mount namespace: the namespace a `Joined`
+/// container joins.
+struct Helper(Child);
+
+impl Helper {
+    fn new() -> Helper {
+        let own = std::fs::read_link("/proc/self/ns/mnt").unwrap();
+        let child = Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sleep", "600"])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("unshare (util-linux) is installed");
+        let helper = Helper(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::read_link(helper.ns()).ok().is_none_or(|ns| ns == own) {
+            assert!(Instant::now() < deadline, "unshare made no mount namespace");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        helper
+    }
+
+    fn ns(&self) -> String {
+        format!("/proc/{}/ns/mnt", self.0.id())
+    }
+
+    fn mounts(&self) -> Vec<MountInfo> {
+        parse_mountinfo(&std::fs::read_to_string(format!("/proc/{}/mountinfo", self.0.id())).unwrap())
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One finished run.
+struct Ran {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+    /// Our log file's lines (the hook's and the wrapper's).
+    log: Vec<String>,
+    /// What the warning must say.
+    needle: String,
+    /// `config.json` before and after the run.
+    config: (Vec<u8>, Vec<u8>),
+    /// Our tmpfs mounts in the helper's namespace after the run.
+    helper_ours: Vec<MountInfo>,
+    /// The stages whose counting hooks ran, once a line per run ([`Way::Bare`]).
+    hook_runs: Vec<String>,
+}
+
+impl Ran {
+    /// The container's mount table as it printed it: point, type, source, size.
+    fn table(&self) -> Vec<(String, String, String, Option<u64>)> {
+        parse_mountinfo(&self.stdout)
+            .into_iter()
+            .map(|m| (m.mount_point.clone(), m.fstype.clone(), m.source.clone(), m.size()))
+            .collect()
+    }
+}
+
+/// Runs a read-only busybox container of `shape` with `rt`, `way`.
+fn run(rt: Runtime, shape: Shape, way: Way) -> Ran {
+    let mut b = Bundle::new(&format!("ns-{}-{shape:?}", rt.bin()));
+    b.script("cat /proc/self/mountinfo; echo RAN");
+    let helper = (shape == Shape::Joined).then(Helper::new);
+    let needle = match &helper {
+        None => {
+            let linux = b.config["linux"].as_object_mut().unwrap();
+            linux["namespaces"].as_array_mut().unwrap().retain(|n| n["type"] != "mount");
+            // runc refuses these without a mount namespace of its own.
+            linux.remove("maskedPaths");
+            linux.remove("readonlyPaths");
+            b.config["mounts"] = json!([]);
+            "linux.namespaces has no \"mount\" entry".to_string()
+        }
+        Some(h) => {
+            let ns = b.config["linux"]["namespaces"].as_array_mut().unwrap();
+            let mnt = ns.iter_mut().find(|n| n["type"] == "mount").unwrap();
+            mnt["path"] = json!(h.ns());
+            format!("names an existing namespace (path {})", h.ns())
+        }
+    };
+    let real = which(rt.bin());
+    let log = b.dir.join("ours.log");
+    let cfg = b.dir.join("host.toml");
+    let mode = match way {
+        Way::Wrapper(mode) => mode,
+        _ => "spec",
+    };
+    std::fs::write(&cfg, format!("mode = {mode:?}\nruntime_path = {real:?}\nlog_file = {log:?}\n")).unwrap();
+    match way {
+        Way::Hook(stage) => {
+            b.inject_with_config(stage, &cfg);
+        }
+        Way::Bare => {
+            let runs = b.dir.join("hook-runs");
+            for stage in STAGES {
+                let count = format!("echo {stage} >> {}", runs.display());
+                b.config["hooks"][stage] = json!([{"path": "/bin/sh", "args": ["sh", "-c", count]}]);
+            }
+            b.write();
+        }
+        Way::Wrapper(_) => b.write(),
+    }
+    let config_before = std::fs::read(b.dir.join("config.json")).unwrap();
+    let id = unique("ns-c");
+    let mut argv: Vec<PathBuf> = Vec::new();
+    if shape == Shape::NoEntry {
+        let script = "mount -t proc proc \"$0/proc\" && exec \"$@\"";
+        for a in ["unshare", "-m", "--propagation", "private", "sh", "-c", script] {
+            argv.push(a.into());
+        }
+        argv.push(b.rootfs());
+    }
+    match way {
+        Way::Wrapper(_) => argv.extend([hook_bin(), "runtime".into(), "--".into()]),
+        _ => argv.push(real.clone()),
+    }
+    argv.extend(["run".into(), "--bundle".into(), b.dir.clone(), PathBuf::from(&id)]);
+    let _guard = ContainerGuard { runtime: rt, id: id.clone() };
+    let child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .env("OCI_TMPFS_HOOK_CONFIG", &cfg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_timeout(child, Duration::from_secs(60)).unwrap_or_else(|| panic!("{argv:?} timed out"));
+    let helper_ours = helper.as_ref().map(Helper::mounts).unwrap_or_default();
+    Ran {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        log: std::fs::read_to_string(&log).unwrap_or_default().lines().map(String::from).collect(),
+        needle,
+        config: (config_before, std::fs::read(b.dir.join("config.json")).unwrap()),
+        helper_ours: helper_ours.into_iter().filter(|m| m.source == OURS).collect(),
+        hook_runs: std::fs::read_to_string(b.dir.join("hook-runs"))
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect(),
+    }
+}
+
+/// Our mounts in the host's mount table (pid 1's and ours), and any mount
+/// under the test bundles.
+fn host_ours() -> Vec<MountInfo> {
+    let bundles = std::env::temp_dir().join("oci-tmpfs-hook-tests").display().to_string();
+    ["1", "self"]
+        .iter()
+        .flat_map(|pid| parse_mountinfo(&std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap()))
+        .filter(|m| m.source == OURS || Path::new(&m.mount_point).starts_with(&bundles))
+        .collect()
+}
+
+fn left_alone(rt: Runtime) {
+    require_root();
+    let _watch = hold_host(HostUse::Watch);
+    crun_cgroup_fix();
+    let before = host_ours();
+    for shape in [Shape::NoEntry, Shape::Joined] {
+        let bare = run(rt, shape, Way::Bare);
+        let what = format!("{} {shape:?} bare", rt.bin());
+        assert!(bare.ok && bare.stdout.contains("RAN"), "{what}: {}\n{}", bare.stdout, bare.stderr);
+        assert!(bare.log.is_empty(), "{what}: {:?}", bare.log);
+        assert!(bare.table().iter().any(|m| m.0 == "/proc"), "{what}: {}", bare.stdout);
+        // How often the runtime runs a hook of each stage: runc 1.1.5 runs
+        // prestart and createRuntime hooks twice for a container without a
+        // mount entry (measured), and ours warns at each run.
+        let runs = |stage: &str| bare.hook_runs.iter().filter(|s| *s == stage).count();
+        assert!(STAGES.iter().all(|s| runs(s) > 0), "{what}: hooks ran {:?}", bare.hook_runs);
+        let ways = STAGES.map(Way::Hook).into_iter().chain([Way::Wrapper("spec"), Way::Wrapper("hook")]);
+        for way in ways {
+            let r = run(rt, shape, way);
+            let what = format!("{} {shape:?} {way:?}", rt.bin());
+            assert!(
+                r.ok && r.stdout.contains("RAN"),
+                "{what}: the container did not run:\n{}\n{}",
+                r.stdout,
+                r.stderr
+            );
+            assert_eq!(r.table(), bare.table(), "{what}: mounts differ from the bare runtime's");
+            assert!(
+                !parse_mountinfo(&r.stdout).iter().any(|m| m.source == OURS),
+                "{what}: a tmpfs of ours in the container:\n{}",
+                r.stdout
+            );
+            assert!(r.helper_ours.is_empty(), "{what}: ours in the joined namespace: {:?}", r.helper_ours);
+            let ours_ran = match way {
+                Way::Hook(stage) => runs(stage),
+                Way::Wrapper("hook") => runs("prestart"),
+                _ => 1,
+            };
+            assert_eq!(r.log.len(), ours_ran, "{what}: one warning a run of ours: {:?}", r.log);
+            let line = &r.log[0];
+            assert!(r.log.iter().all(|l| l == line), "{what}: {:?}", r.log);
+            assert!(
+                line.contains(": warning: /tmp, the temp dirs and /dev/shm left alone: "),
+                "{what}: {line}"
+            );
+            assert!(line.contains(&r.needle), "{what}: {:?} not in {line}", r.needle);
+            for l in r.stderr.lines().filter(|l| l.contains("oci-tmpfs-hook")) {
+                assert_eq!(l, line, "{what}: stderr: {}", r.stderr);
+            }
+            if way == Way::Wrapper("spec") {
+                assert!(r.config.0 == r.config.1, "{what}: config.json changed");
+            }
+            assert_eq!(host_ours(), before, "{what}: the host's mount table");
+        }
+    }
+}
+
+#[test]
+fn runc_no_own_mount_namespace_is_left_alone() {
+    left_alone(Runtime::Runc);
+}
+
+#[test]
+fn crun_no_own_mount_namespace_is_left_alone() {
+    left_alone(Runtime::Crun);
+}
