@@ -5,7 +5,7 @@
 //! time it exits 0 within a second, and a container created after the stop
 //! starts without our hook, at once.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use super::*;
@@ -40,22 +40,7 @@ fn exits_within_a_second(child: &mut Child, node: &Node, what: &str) -> Duration
 /// registration. Returns the `unshare` (which exits with the plugin's
 /// status) and the plugin's pid.
 fn start_as_pid_1(node: &mut Node) -> (Child, u32) {
-    let before = node.registrations();
-    let log = std::fs::File::options().create(true).append(true).open(node.dir.join("plugin.log")).unwrap();
-    let child = Command::new("nsenter")
-        .arg(format!("--mount=/proc/{}/ns/mnt", node.holder.id()))
-        .args(["--", "unshare", "--fork", "--pid", "--mount-proc"])
-        .arg(plugin_bin())
-        .args(["nri", "--socket", "/var/run/nri/nri.sock"])
-        .env("OCI_TMPFS_HOOK_LOG", "debug")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("nsenter (util-linux)");
-    let unshare = child.id();
-    node.plugin = Some(child);
-    node.wait_registered(before + 1);
+    let unshare = node.start_plugin_under(&["unshare", "--fork", "--pid", "--mount-proc"], &[]);
     let children = std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children")).unwrap();
     let pid: u32 = children.split_whitespace().next().expect("unshare's child").parse().unwrap();
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

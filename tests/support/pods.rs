@@ -515,11 +515,19 @@ impl Node {
 
     /// [`Node::start_plugin`] with `args` after `nri --socket ...`.
     pub fn start_plugin_with(&mut self, args: &[String]) {
+        self.start_plugin_under(&[], args);
+    }
+
+    /// [`Node::start_plugin_with`], the plugin run by the command `under`
+    /// (`unshare --fork --pid`: as PID 1). Returns the pid of what was
+    /// started (`under`'s, or the plugin's).
+    pub fn start_plugin_under(&mut self, under: &[&str], args: &[String]) -> u32 {
         let before = self.registrations();
         let log = File::options().create(true).append(true).open(self.dir.join("plugin.log")).unwrap();
         let child = Command::new("nsenter")
             .arg(format!("--mount=/proc/{}/ns/mnt", self.holder.id()))
             .arg("--")
+            .args(under)
             .arg(plugin_bin())
             .args(["nri", "--socket", "/var/run/nri/nri.sock"])
             .args(args)
@@ -529,8 +537,10 @@ impl Node {
             .stderr(log)
             .spawn()
             .expect("nsenter (util-linux)");
+        let pid = child.id();
         self.plugin = Some(child);
         self.wait_registered(before + 1);
+        pid
     }
 
     /// Waits up to 10 s for the plugin's `n`th registration.
