@@ -201,8 +201,19 @@ fn in_spec(
         Some(h) => foreign_runtime_hooks(config.tree(&["hooks"])?, &h.path),
         None => Vec::new(),
     };
-    let placed = match handover(&plan, cx.temp_to_hook, &foreign) {
-        Some((why, stage)) => {
+    let placing = match handover(&plan, cx.temp_to_hook, &foreign) {
+        Some(to_hook) => Err(to_hook),
+        None => {
+            let rootfs = input::rootfs_path(&parsed, dir).expect("a plan with actions has a root.path");
+            match host::place_targets(&rootfs, &plan)? {
+                host::Placing::Spec(placed) => Ok(placed),
+                host::Placing::Hook(why) => Err((why, Stage::Prestart)),
+            }
+        }
+    };
+    let placed = match placing {
+        Ok(placed) => placed,
+        Err((why, stage)) => {
             let Some(entry) = hook else { return Ok(false) };
             out.hooked = true;
             let at = if stage == Stage::Prestart { String::new() } else { format!(" at {stage}") };
@@ -210,10 +221,6 @@ fn in_spec(
             changed |= bundle::add_hook(config.tree(&["hooks"])?, stage, &entry_at(entry, stage))
                 .map_err(|what| BundleError::Shape { path: path.clone(), what })?;
             host::Placed::default()
-        }
-        None => {
-            let rootfs = input::rootfs_path(&parsed, dir).expect("a plan with actions has a root.path");
-            host::place_targets(&rootfs, &plan)?
         }
     };
     let edit = edit::put_mounts(config.tree(&["mounts"])?, &plan, |t| placed.destination(t), host.ram)?;
