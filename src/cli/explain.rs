@@ -229,6 +229,12 @@ fn executors(out: &mut String, plan: &Plan) {
         "  spec (oci-tmpfs-runtime, inject --mode spec): writes {} into config.json, for the targets the rootfs check lets through",
         mounts.join(", ")
     );
+    if preview.mounts.iter().filter(|m| m.destination != crate::plan::SHM_PATH).count() > 1 {
+        // docs/design.md#spec-race
+        line.push_str(
+            " (when two or more pass, the hook carries them instead: a rename in the image could stack two)",
+        );
+    }
     if let Some(shm) = preview.shm {
         let _ = write!(line, "; {shm}");
     }
