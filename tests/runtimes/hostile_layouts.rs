@@ -4,7 +4,8 @@
 //! each run as a real container through every executor that can see a
 //! bundle: the hook (`inject`, fd-based, in the container's namespace) and
 //! the runtime wrapper in spec mode (`oci-tmpfs-hook runtime -- run`), under
-//! runc and crun. A 200-start rename race runs through both too.
+//! runc and crun. A 200-start rename race runs through both too, and one of
+//! the spec executor alone (docs/design.md#spec-race).
 //!
 //! After each case: no tmpfs of ours in the host's mount tables
 //! (`/proc/1/mountinfo`, `/proc/self/mountinfo`), nothing mounted on or
