@@ -72,10 +72,15 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
                 foreign: &foreign,
             };
             let carrier = route::carrier(&plan, &facts);
-            let routes = crate::spec::host::routes(r, &plan, &carrier)
-                .map_err(|e| log::warn!("{}: the targets are not checked against the rootfs", chain(&e)))
-                .ok();
-            Some((facts.mode, carrier, routes))
+            // The rootfs can move the temp targets to the hook too (two
+            // tmpfs of ours in the image's tree, docs/design.md#spec-race).
+            match crate::spec::host::routes(r, &plan, &carrier) {
+                Ok((carrier, routes)) => Some((facts.mode, carrier, Some(routes))),
+                Err(e) => {
+                    log::warn!("{}: the targets are not checked against the rootfs", chain(&e));
+                    Some((facts.mode, carrier, None))
+                }
+            }
         }
         _ => None,
     };
@@ -261,6 +266,12 @@ fn executors(out: &mut String, plan: &Plan) {
         "  spec (oci-tmpfs-runtime, inject --mode spec): writes {} into config.json, for the targets the rootfs check lets through",
         mounts.join(", ")
     );
+    if preview.mounts.iter().filter(|m| m.destination != crate::plan::SHM_PATH).count() > 1 {
+        // docs/design.md#spec-race
+        line.push_str(
+            " (when two or more pass, the hook carries them instead: a rename in the image could stack two)",
+        );
+    }
     if let Some(shm) = preview.shm {
         let _ = write!(line, "; {shm}");
     }

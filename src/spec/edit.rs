@@ -52,6 +52,12 @@ pub(crate) fn expressible(plan: &Plan) -> bool {
 /// the others (left alone, or left to the hook), and `/dev/shm`. `host_ram`
 /// is what an unsized tmpfs has (half of it), so that it is never lowered.
 ///
+/// The temp targets' entries go before every mount of the spec, in the
+/// plan's order: a rename in the image after the check can lead one to
+/// another directory when the runtime mounts it, and there every later spec
+/// mount (a volume, `/proc`) lands on top of it, never under it
+/// (docs/design.md#spec-race). A fresh `/dev/shm` goes last, after `/dev`.
+///
 /// # Errors
 /// [`ShapeError`] when `mounts` or a `/dev/shm` entry has the wrong JSON type.
 pub(crate) fn put_mounts(
@@ -71,11 +77,13 @@ pub(crate) fn put_mounts(
         .or_insert_with(|| json!([]))
         .as_array_mut()
         .ok_or(ShapeError("mounts"))?;
+    let mut first = 0;
     for action in &plan.actions {
         match action {
             Action::MountTmpfs { target, tmpfs, .. } => {
                 if let Some(dest) = destination(target.as_str()) {
-                    mounts.push(entry(&dest, tmpfs));
+                    mounts.insert(first, entry(&dest, tmpfs));
+                    first += 1;
                     edit.added.push(dest);
                 }
             }
@@ -285,6 +293,15 @@ mod tests {
         // /dev/shm: the spec's 64 MiB raised to 512 MiB (50% of the 1 GiB limit).
         assert_eq!(edit.raised, Some((Some(Bytes(64 * MI)), Bytes(512 * MI))));
         assert_eq!(mount(&out, "/dev/shm")[0]["options"], json!(["nosuid", format!("size={}", 512 * MI)]));
+    }
+
+    #[test]
+    fn temp_targets_go_before_every_spec_mount_and_a_fresh_shm_last() {
+        let proc = json!({"destination": "/proc2", "type": "proc", "source": "proc"});
+        let (out, _) = run(config(proc, &["TMPDIR=/var/tmp"]), &Settings::default(), &[]);
+        let dests: Vec<&str> =
+            out["mounts"].as_array().unwrap().iter().map(|m| m["destination"].as_str().unwrap()).collect();
+        assert_eq!(dests, ["/tmp", "/var/tmp", "/proc", "/dev", "/proc2", "/dev/shm"]);
     }
 
     #[test]

@@ -13,7 +13,8 @@ use rustix::fs::Mode;
 use crate::hook::resolve::Root;
 use crate::hook::{ApplyError, Call};
 use crate::landing;
-use crate::plan::{Action, Note, Plan};
+use crate::plan::{Action, Note, Plan, ShmWay, SHM_PATH};
+use crate::target::TargetPath;
 
 /// Where the spec executor puts each temp target.
 #[derive(Debug, Default)]
@@ -33,6 +34,15 @@ impl Placed {
     }
 }
 
+/// What the spec executor does with the temp targets.
+#[derive(Debug)]
+pub(crate) enum Placing {
+    /// Written into the spec, each where [`Placed`] says.
+    Spec(Placed),
+    /// Handed to the hook, for this reason ([`two_in_image`]).
+    Hook(String),
+}
+
 /// Applies the landing rule (docs/design.md#landing) to every temp target
 /// of `plan` in the prepared `rootfs`, before the runtime mounts anything:
 /// each target is walked in-root, judged against where the spec's mounts
@@ -42,15 +52,35 @@ impl Placed {
 /// before 1.1.8 gives a tmpfs from the spec the mode of the directory it
 /// covers, whatever `mode=` says (docs/design.md#runc-tmpfs-mode).
 ///
+/// When the spec would then hold two or more tmpfs of ours in the image's
+/// own tree, the targets go to the hook instead ([`two_in_image`],
+/// docs/design.md#spec-race): judged before anything is made, and again
+/// after, since a rename between the two can let one more through.
+///
 /// # Errors
 /// A rootfs that cannot be opened, or a failure that is not a property of
 /// the image.
-pub(crate) fn place_targets(rootfs: &Path, plan: &Plan) -> Result<Placed, ApplyError> {
+pub(crate) fn place_targets(rootfs: &Path, plan: &Plan) -> Result<Placing, ApplyError> {
     let mut root = Root::open(rootfs)?;
     let landings = landing::landings(&mut root.tree(), &plan.spec_mounts);
+    let earlier = ours_in_image(&root, plan, &landings);
+    let targets = || {
+        plan.actions.iter().filter_map(|a| match a {
+            Action::MountTmpfs { target, tmpfs, .. } => Some((target, tmpfs)),
+            Action::Shm { .. } => None,
+        })
+    };
+    if earlier + targets().count() > 1 {
+        let passing: Vec<&str> = targets()
+            .filter(|(t, _)| root.judge_target(t, &landings).is_ok())
+            .map(|(t, _)| t.as_str())
+            .collect();
+        if let Some(why) = two_in_image(earlier, &passing) {
+            return Ok(Placing::Hook(why));
+        }
+    }
     let mut out = Placed::default();
-    for action in &plan.actions {
-        let Action::MountTmpfs { target, tmpfs, .. } = action else { continue };
+    for (target, tmpfs) in targets() {
         let what = target.as_str();
         match root.place_target(target, &landings)? {
             Err(note) => out.refused.push((what.to_string(), note)),
@@ -62,7 +92,44 @@ pub(crate) fn place_targets(rootfs: &Path, plan: &Plan) -> Result<Placed, ApplyE
             }
         }
     }
-    Ok(out)
+    let placed: Vec<&str> = out.placed.iter().map(|(t, _)| t.as_str()).collect();
+    if let Some(why) = two_in_image(earlier, &placed) {
+        return Ok(Placing::Hook(why));
+    }
+    Ok(Placing::Spec(out))
+}
+
+/// Why the temp targets `passing` (those the landing rule lets through) go
+/// to the hook rather than into the spec, if they do: with the `earlier`
+/// tmpfs of ours in the image's own tree ([`ours_in_image`]), the spec would
+/// hold two or more there. A runtime mounts each entry at whatever its path
+/// leads to when it gets to it, following the image's symlinks; a rename in
+/// the image after the check can lead two entries' paths to one directory,
+/// and no check made before the runtime mounts can rule that out. The hook
+/// mounts by fd, one mount per directory (docs/design.md#spec-race).
+fn two_in_image(earlier: usize, passing: &[&str]) -> Option<String> {
+    let n = earlier + passing.len();
+    if passing.is_empty() || n < 2 {
+        return None;
+    }
+    let also = match earlier {
+        0 => String::new(),
+        1 => " and one the spec has already".to_string(),
+        e => format!(" and {e} the spec has already"),
+    };
+    Some(format!(
+        "the spec would hold {n} tmpfs of ours in the image's own tree ({}{also}), and a rename in the image before the runtime mounts them could lead two onto one directory",
+        passing.join(", ")
+    ))
+}
+
+/// How many tmpfs of ours the spec holds, or will, in the image's own tree
+/// besides the temp targets: entries of an earlier run that no other spec
+/// mount covers, and a fresh `/dev/shm` when no spec mount (`/dev`) does.
+fn ours_in_image(root: &Root, plan: &Plan, landings: &[landing::Landing]) -> usize {
+    let fresh_shm = plan.actions.iter().any(|a| matches!(a, Action::Shm { way: ShmWay::Fresh, .. }));
+    let shm_in_image = fresh_shm && !landing::inside_a_landing(&mut root.tree(), SHM_PATH, landings);
+    landings.iter().filter(|l| l.ours).count() + usize::from(shm_in_image)
 }
 
 /// Where one temp target goes, read-only (for `explain`).
@@ -77,10 +144,13 @@ pub(crate) enum Route {
     None { why: String, warn: bool },
 }
 
-/// [`Route`] of each temp target of `plan` in `rootfs`: the rootfs check's
-/// verdict (docs/design.md#landing: a target refused there is refused by
-/// the hook too), then `carrier`'s executor ([`super::route::carrier`]).
-/// Nothing is created or changed.
+/// The carrier of `plan`'s temp targets in `rootfs`, and the [`Route`] of
+/// each: the rootfs check's verdict (docs/design.md#landing: a target
+/// refused there is refused by the hook too), then `carrier`'s executor
+/// ([`super::route::carrier`]), which becomes the hook at `prestart` where
+/// the spec would hold two tmpfs of ours in the image's own tree
+/// ([`two_in_image`], as [`place_targets`] judges it). Nothing is created
+/// or changed.
 ///
 /// # Errors
 /// A rootfs that cannot be opened.
@@ -88,23 +158,39 @@ pub(crate) fn routes(
     rootfs: &Path,
     plan: &Plan,
     carrier: &super::route::Carrier,
-) -> Result<Vec<(String, Route)>, ApplyError> {
+) -> Result<(super::route::Carrier, Vec<(String, Route)>), ApplyError> {
     use super::route::Carrier;
     let root = Root::open(rootfs)?;
     let landings = landing::landings(&mut root.tree(), &plan.spec_mounts);
-    let mut out = Vec::new();
-    for action in &plan.actions {
-        let Action::MountTmpfs { target, .. } = action else { continue };
-        let route = match (root.judge_target(target, &landings), carrier) {
+    let judged: Vec<(&str, Result<TargetPath, Note>)> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::MountTmpfs { target, .. } => {
+                Some((target.as_str(), root.judge_target(target, &landings)))
+            }
+            Action::Shm { .. } => None,
+        })
+        .collect();
+    let mut carrier = carrier.clone();
+    if carrier == Carrier::Spec {
+        let passing: Vec<&str> = judged.iter().filter(|(_, j)| j.is_ok()).map(|(t, _)| *t).collect();
+        if let Some(why) = two_in_image(ours_in_image(&root, plan, &landings), &passing) {
+            carrier = Carrier::Hook { stage: crate::stage::Stage::Prestart, why };
+        }
+    }
+    let routes = judged.into_iter().map(|(target, judged)| {
+        let route = match (judged, &carrier) {
             (Err(note), _) => Route::None { why: note.reason, warn: note.warn },
             (Ok(_), Carrier::Hook { stage, why }) => {
                 Route::Hook { stage: stage.to_string(), why: why.clone() }
             }
             (Ok(real), Carrier::Spec) => Route::Spec { destination: real.to_string() },
         };
-        out.push((target.to_string(), route));
-    }
-    Ok(out)
+        (target.to_string(), route)
+    });
+    let routes = routes.collect();
+    Ok((carrier, routes))
 }
 
 /// Gives the directory `fd` (an `O_PATH` fd, chmod'ed through its
@@ -120,5 +206,30 @@ fn set_mode(fd: &OwnedFd, mode: u32, what: &str) -> Result<bool, ApplyError> {
         // A rootfs we may not change: the tmpfs keeps the directory's mode.
         Err(rustix::io::Errno::ROFS | rustix::io::Errno::PERM | rustix::io::Errno::ACCESS) => Ok(false),
         Err(e) => Err(ApplyError::sys(Call::Fchmod, "setting the mode of the mountpoint", what, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_in_image_table() {
+        // (name, earlier tmpfs of ours in the image's tree, targets that pass, to the hook)
+        let cases: [(&str, usize, &[&str], bool); 5] = [
+            ("one target", 0, &["/tmp"], false),
+            ("no target", 2, &[], false),
+            ("two targets", 0, &["/tmp", "/data"], true),
+            ("one target beside an earlier entry of ours or a fresh /dev/shm", 1, &["/tmp"], true),
+            ("two targets and one of ours", 1, &["/tmp", "/var/tmp"], true),
+        ];
+        for (name, earlier, passing, hook) in cases {
+            let got = two_in_image(earlier, passing);
+            assert_eq!(got.is_some(), hook, "{name}: {got:?}");
+            if let Some(why) = got {
+                assert!(passing.iter().all(|t| why.contains(t)), "{name}: names the targets: {why}");
+                assert!(why.contains("onto one directory"), "{name}: {why}");
+            }
+        }
     }
 }

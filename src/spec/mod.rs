@@ -135,8 +135,20 @@ fn in_spec(
         None => Vec::new(),
     };
     let facts = route::Facts { mode: Mode::Spec, runtime_unsafe: cx.runtime_unsafe, foreign: &foreign };
-    let placed = match route::carrier(&plan, &facts) {
-        route::Carrier::Hook { stage, why } => {
+    let placing = match route::carrier(&plan, &facts) {
+        route::Carrier::Hook { stage, why } => Err((why, stage)),
+        route::Carrier::Spec => {
+            let rootfs = input::rootfs_path(&parsed, dir).expect("a plan with actions has a root.path");
+            match host::place_targets(&rootfs, &plan)? {
+                host::Placing::Spec(placed) => Ok(placed),
+                // No foreign hook (the carrier would be the hook): prestart.
+                host::Placing::Hook(why) => Err((why, route::hook_stage(&foreign))),
+            }
+        }
+    };
+    let placed = match placing {
+        Ok(placed) => placed,
+        Err((why, stage)) => {
             let Some(entry) = hook else { return Ok(false) };
             out.hooked = true;
             let at = if stage == Stage::Prestart { String::new() } else { format!(" at {stage}") };
@@ -144,10 +156,6 @@ fn in_spec(
             changed |= bundle::add_hook(config.tree(&["hooks"])?, stage, &entry_at(entry, stage))
                 .map_err(|what| BundleError::Shape { path: path.clone(), what })?;
             host::Placed::default()
-        }
-        route::Carrier::Spec => {
-            let rootfs = input::rootfs_path(&parsed, dir).expect("a plan with actions has a root.path");
-            host::place_targets(&rootfs, &plan)?
         }
     };
     let edit = edit::put_mounts(config.tree(&["mounts"])?, &plan, |t| placed.destination(t), host.ram)?;

@@ -25,6 +25,17 @@ fn explain_text_lists_actions_and_skips() {
     assert!(s.contains("TEMP=../etc: not a usable temp dir: is not an absolute path"), "{s}");
     assert!(s.contains("hook (Podman, CRI-O, inject"), "{s}");
     assert!(s.contains("spec (oci-tmpfs-runtime, inject --mode spec): writes a tmpfs entry for /tmp"), "{s}");
+    assert!(s.contains("when two or more pass, the hook carries them instead"), "{s}");
+    // For a runtime the spec executor trusts, both targets pass in this
+    // rootfs: two tmpfs of ours in the image's own tree, so the hook carries
+    // them (docs/design.md#spec-race).
+    let crun = b.dir.join("crun");
+    std::fs::write(&crun, "#!/bin/sh\necho crun version 1.28\n").unwrap();
+    std::fs::set_permissions(&crun, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = cmd(&["explain", "--runtime", crun.to_str().unwrap(), "--bundle", b.dir.to_str().unwrap()]);
+    let s = text(&out.stdout);
+    let hook = "by the hook, also under the wrapper: the spec would hold 2 tmpfs of ours in the image's own tree (/tmp, /var/tmp)";
+    assert!(s.contains(&format!("  /tmp: {hook}")) && s.contains(&format!("  /var/tmp: {hook}")), "{s}");
     assert!(s.contains("raises the spec's /dev/shm tmpfs to"), "{s}");
 }
 

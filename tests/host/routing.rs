@@ -6,7 +6,8 @@
 //! `createContainer` hooks as an engine puts them into the spec, the hooks
 //! dir's vendor hooks after ours, NVIDIA's legacy `prestart` hook, Docker's
 //! `libnetwork-setkey`), rootfs layouts (a plain `/tmp`, a nested
-//! `TMPDIR=/tmp/job`, `/tmp` a symlink to `/etc` or to `../var/tmp`), and
+//! `TMPDIR=/tmp/job`, a second temp dir `TMPDIR=/var/tmp`, `/tmp` a symlink
+//! to `/etc` or to `../var/tmp`), and
 //! the runtime versions that move temp targets to the hook (runc before and
 //! after 1.1.8, crun 1.29.0 and 1.29.1: docs/design.md#runtimes). The
 //! runtime is a script that answers `--version` as that release does and
@@ -62,6 +63,7 @@ fn rootfs_layouts() -> Vec<Layout> {
     vec![
         ("a plain /tmp", &[], |_| {}),
         ("TMPDIR=/tmp/job, nested", &["TMPDIR=/tmp/job"], |_| {}),
+        ("TMPDIR=/var/tmp, two tmpfs of ours in the image", &["TMPDIR=/var/tmp"], |_| {}),
         ("/tmp -> /etc, TMPDIR=/scratch", &["TMPDIR=/scratch"], |r| {
             std::fs::remove_dir(r.join("tmp")).unwrap();
             std::os::unix::fs::symlink("/etc", r.join("tmp")).unwrap();
