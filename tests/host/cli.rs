@@ -34,7 +34,7 @@ fn explain_text_lists_actions_and_skips() {
     std::fs::set_permissions(&crun, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let out = cmd(&["explain", "--runtime", crun.to_str().unwrap(), "--bundle", b.dir.to_str().unwrap()]);
     let s = text(&out.stdout);
-    let hook = "by the hook, also under the wrapper: the spec would hold 2 tmpfs of ours in the image's own tree (/tmp, /var/tmp)";
+    let hook = "by the hook at prestart (by fd): the spec would hold 2 tmpfs of ours in the image's own tree (/tmp, /var/tmp)";
     assert!(s.contains(&format!("  /tmp: {hook}")) && s.contains(&format!("  /var/tmp: {hook}")), "{s}");
     assert!(s.contains("raises the spec's /dev/shm tmpfs to"), "{s}");
 }
