@@ -210,8 +210,9 @@ impl Settings {
     /// Parses and validates the TOML text of a host config.
     ///
     /// # Errors
-    /// Syntax errors (with line and column), unknown keys, invalid sizes or
-    /// targets, `nr_inodes = 0`, relative paths.
+    /// Syntax errors (with line and column), unknown keys, invalid sizes,
+    /// targets or `env_targets` names (with the line), `nr_inodes = 0`,
+    /// relative paths.
     pub fn parse(text: &str) -> Result<Settings, SettingsError> {
         let raw: RawSettings =
             toml::from_str(text).map_err(|e| SettingsError::Toml(one_line(&e.to_string())))?;
