@@ -213,6 +213,7 @@ mod tests {
                 "annotations",
                 "mode",
                 "extra_targets",
+                "env_targets",
                 "noexec",
                 "nr_inodes",
                 "on_error",
@@ -223,6 +224,8 @@ mod tests {
         );
         assert!(lines.contains(&"tmp_size = 25%".to_string()), "{lines:?}");
         assert!(lines.contains(&"runtime_path = (unset)".to_string()), "{lines:?}");
+        let env = lines.iter().find(|l| l.starts_with("env_targets = ")).unwrap();
+        assert!(env.starts_with("env_targets = [\"TRITON_CACHE_DIR\",\"TRITON_HOME\","), "{env}");
     }
 
     #[test]

@@ -7,12 +7,14 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use crate::size::Size;
-use crate::target::{self, TargetPath};
+use crate::target::{self, EnvVar, TargetPath};
 
 /// Default size of `/tmp` and the other temp targets.
 pub const DEFAULT_TMP_SIZE: Size = Size::Percent(25);
 /// Default size of `/dev/shm`.
 pub const DEFAULT_SHM_SIZE: Size = Size::Percent(50);
+/// The most variables `env_targets` may name.
+pub const MAX_ENV_TARGETS: usize = 64;
 
 /// What to do when the hook cannot do its job.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -86,6 +88,7 @@ struct RawSettings {
     mode: Mode,
     #[serde(default)]
     extra_targets: Vec<String>,
+    env_targets: Option<EnvTargets>,
     #[serde(default)]
     noexec: bool,
     nr_inodes: Option<u64>,
@@ -95,6 +98,30 @@ struct RawSettings {
     #[serde(default)]
     log_level: LogLevel,
     runtime_path: Option<PathBuf>,
+}
+
+/// `env_targets` as written: valid names, at most [`MAX_ENV_TARGETS`],
+/// checked while parsing so that the error names the line.
+#[derive(Debug)]
+struct EnvTargets(Vec<EnvVar>);
+
+impl<'de> Deserialize<'de> for EnvTargets {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let vars = Vec::<EnvVar>::deserialize(d)?;
+        if vars.len() > MAX_ENV_TARGETS {
+            return Err(serde::de::Error::custom(format!(
+                "env_targets names {} variables, more than {MAX_ENV_TARGETS}",
+                vars.len()
+            )));
+        }
+        let mut out: Vec<EnvVar> = Vec::new();
+        for v in vars {
+            if !out.contains(&v) {
+                out.push(v);
+            }
+        }
+        Ok(EnvTargets(out))
+    }
 }
 
 /// The effective host settings.
@@ -120,6 +147,10 @@ pub struct Settings {
     /// The runtime wrapper's executor.
     pub mode: Mode,
     pub extra_targets: Vec<TargetPath>,
+    /// Variables of the container's environment that name a cache dir to
+    /// mount like a temp dir (`TMPDIR` and the other temp variables are
+    /// always read).
+    pub env_targets: Vec<EnvVar>,
     pub noexec: bool,
     pub nr_inodes: Option<u64>,
     pub on_error: OnError,
@@ -151,6 +182,7 @@ impl Default for Settings {
             annotations: AnnotationPolicy::Allow,
             mode: Mode::Spec,
             extra_targets: Vec::new(),
+            env_targets: target::default_env_targets(),
             noexec: false,
             nr_inodes: None,
             on_error: OnError::Fail,
@@ -178,8 +210,9 @@ impl Settings {
     /// Parses and validates the TOML text of a host config.
     ///
     /// # Errors
-    /// Syntax errors (with line and column), unknown keys, invalid sizes or
-    /// targets, `nr_inodes = 0`, relative paths.
+    /// Syntax errors (with line and column), unknown keys, invalid sizes,
+    /// targets or `env_targets` names (with the line), `nr_inodes = 0`,
+    /// relative paths.
     pub fn parse(text: &str) -> Result<Settings, SettingsError> {
         let raw: RawSettings =
             toml::from_str(text).map_err(|e| SettingsError::Toml(one_line(&e.to_string())))?;
@@ -210,6 +243,7 @@ impl Settings {
             annotations: raw.annotations,
             mode: raw.mode,
             extra_targets,
+            env_targets: raw.env_targets.map_or_else(target::default_env_targets, |e| e.0),
             noexec: raw.noexec,
             nr_inodes: raw.nr_inodes,
             on_error: raw.on_error,
@@ -246,6 +280,7 @@ mod tests {
             tmp_size = "2Gi"
             shm_size = "75%"
             extra_targets = ["/var/tmp", "/run", "/var/tmp/"]
+            env_targets = ["TRITON_CACHE_DIR", "MY_CACHE", "TRITON_CACHE_DIR"]
             noexec = true
             nr_inodes = 100000
             on_error = "warn"
@@ -259,6 +294,8 @@ mod tests {
         assert_eq!(s.shm_size, Size::Percent(75));
         let targets: Vec<_> = s.extra_targets.iter().map(|t| t.as_str()).collect();
         assert_eq!(targets, ["/var/tmp", "/run"]);
+        let vars: Vec<_> = s.env_targets.iter().map(|v| v.as_str()).collect();
+        assert_eq!(vars, ["TRITON_CACHE_DIR", "MY_CACHE"]);
         assert!(s.noexec);
         assert_eq!(s.nr_inodes, Some(100000));
         assert_eq!(s.on_error, OnError::Warn);
@@ -282,6 +319,8 @@ mod tests {
             ("relative log", "log_file = \"x.log\""),
             ("not toml", "this is not toml"),
             ("wrong type", "noexec = \"yes\""),
+            ("env_targets not a list", "env_targets = \"HF_HOME\""),
+            ("env_targets not names", "env_targets = [1]"),
         ];
         for (name, text) in cases {
             let err = Settings::parse(text).expect_err(name);
@@ -306,8 +345,30 @@ mod tests {
             .join("\n");
         let s = Settings::parse(&uncommented).unwrap();
         assert_eq!(s.extra_targets.len(), 2);
+        assert_eq!(s.env_targets, Settings::default().env_targets, "the comment shows the default");
         assert_eq!(s.nr_inodes, Some(1048576));
         assert!(s.log_file.is_some());
+    }
+
+    #[test]
+    fn env_targets_default_empty_and_bad_names() {
+        let defaults: Vec<String> = Settings::default().env_targets.iter().map(|v| v.to_string()).collect();
+        assert_eq!(defaults, target::DEFAULT_ENV_TARGETS);
+        assert!(Settings::parse("env_targets = []").unwrap().env_targets.is_empty());
+        let too_many: Vec<String> = (0..=MAX_ENV_TARGETS).map(|i| format!("\"V{i}\"")).collect();
+        let too_many = format!("noexec = true\nenv_targets = [{}]\n", too_many.join(", "));
+        let cases = [
+            ("noexec = true\nenv_targets = [\"HF_HOME\", \"TRITON-CACHE\"]\n", "TRITON-CACHE"),
+            ("noexec = true\nenv_targets = [\"\"]\n", "not an environment variable name"),
+            ("noexec = true\nenv_targets = [\"1X\"]\n", "not an environment variable name"),
+            ("noexec = true\nenv_targets = [\"A=B\"]\n", "not an environment variable name"),
+            (too_many.as_str(), "more than 64"),
+        ];
+        for (text, want) in cases {
+            let msg = Settings::parse(text).expect_err(text).to_string();
+            assert!(msg.contains("line 2") && msg.contains(want), "{text}: {msg}");
+            assert!(!msg.contains('\n'), "{msg:?}");
+        }
     }
 
     #[test]

@@ -8,6 +8,72 @@ use std::fmt;
 /// Environment variables that name a temp dir, in the order we read them.
 pub const TEMP_VARS: [&str; 4] = ["TMPDIR", "TEMP", "TMP", "TEMPDIR"];
 
+/// The host config's default `env_targets`: variables naming a cache dir
+/// that ML libraries write to instead of the temp dir (Triton, Inductor,
+/// CuPy, Numba, Hugging Face, torch.hub, the CUDA JIT cache, Matplotlib,
+/// the XDG cache; docs/design.md#home-triton).
+pub const DEFAULT_ENV_TARGETS: [&str; 10] = [
+    "TRITON_CACHE_DIR",
+    "TRITON_HOME",
+    "TORCHINDUCTOR_CACHE_DIR",
+    "CUPY_CACHE_DIR",
+    "XDG_CACHE_HOME",
+    "HF_HOME",
+    "TORCH_HOME",
+    "CUDA_CACHE_PATH",
+    "NUMBA_CACHE_DIR",
+    "MPLCONFIGDIR",
+];
+
+/// Longest variable name we accept in the host config.
+const ENV_VAR_MAX: usize = 128;
+
+/// The name of an environment variable: `[A-Za-z_][A-Za-z0-9_]*`, at most
+/// 128 bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub struct EnvVar(String);
+
+impl EnvVar {
+    /// Checks a variable's name.
+    ///
+    /// # Errors
+    /// Why the name is not one.
+    pub fn parse(name: &str) -> Result<EnvVar, String> {
+        let mut chars = name.chars();
+        let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(format!("{name:?} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"));
+        }
+        if name.len() > ENV_VAR_MAX {
+            return Err(format!("a variable name longer than {ENV_VAR_MAX} bytes"));
+        }
+        Ok(EnvVar(name.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// True for `TMPDIR`, `TEMP`, `TMP` and `TEMPDIR`.
+    pub fn is_temp_var(&self) -> bool {
+        TEMP_VARS.contains(&self.0.as_str())
+    }
+}
+
+impl fmt::Display for EnvVar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for EnvVar {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        EnvVar::parse(&name).map_err(serde::de::Error::custom)
+    }
+}
+
 /// Trees that never get a tmpfs: system directories and kernel filesystems.
 const DENIED: [&str; 7] = ["proc", "sys", "dev", "etc", "usr", "bin", "sbin"];
 
@@ -108,22 +174,29 @@ pub fn denied(normal: &str) -> bool {
     first.is_empty() || DENIED.contains(&first) || first.starts_with("lib") || first == "boot"
 }
 
-/// A temp dir named by the container's environment, or why it was skipped.
+/// A directory named by the container's environment, or why it was skipped.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EnvTarget {
-    Ok { var: &'static str, path: TargetPath },
-    Skipped { var: &'static str, value: String, reason: Reject },
+    Ok { var: EnvVar, path: TargetPath },
+    Skipped { var: EnvVar, value: String, reason: Reject },
 }
 
-/// Reads `TMPDIR`, `TEMP`, `TMP`, `TEMPDIR` from `process.env` (first
-/// occurrence of each, entries without `=` ignored) and validates them.
-pub fn from_env<'a>(env: impl IntoIterator<Item = &'a str> + Clone) -> Vec<EnvTarget> {
-    TEMP_VARS
-        .iter()
-        .filter_map(|&var| {
+/// Reads `TMPDIR`, `TEMP`, `TMP`, `TEMPDIR` and then `cache_vars` (the host
+/// config's `env_targets`; one already read is not read again) from
+/// `process.env`, first occurrence of each, entries without `=` ignored,
+/// and validates them.
+pub fn from_env<'a>(cache_vars: &[EnvVar], env: impl IntoIterator<Item = &'a str> + Clone) -> Vec<EnvTarget> {
+    let mut vars: Vec<EnvVar> = TEMP_VARS.iter().map(|v| EnvVar((*v).to_string())).collect();
+    for v in cache_vars {
+        if !vars.contains(v) {
+            vars.push(v.clone());
+        }
+    }
+    vars.into_iter()
+        .filter_map(|var| {
             let value = env.clone().into_iter().find_map(|entry| {
                 let (k, v) = entry.split_once('=')?;
-                (k == var).then_some(v)
+                (k == var.as_str()).then_some(v)
             })?;
             Some(match validate(value) {
                 Ok(path) => EnvTarget::Ok { var, path },
@@ -131,6 +204,11 @@ pub fn from_env<'a>(env: impl IntoIterator<Item = &'a str> + Clone) -> Vec<EnvTa
             })
         })
         .collect()
+}
+
+/// The default `env_targets`, as names.
+pub fn default_env_targets() -> Vec<EnvVar> {
+    DEFAULT_ENV_TARGETS.iter().map(|v| EnvVar((*v).to_string())).collect()
 }
 
 /// Keeps log lines short when a value is huge.
@@ -199,28 +277,66 @@ mod tests {
             "TEMPDIR=../etc",
             "tmpdir=/lower",
         ];
-        let got = from_env(env.iter().copied());
+        let got = from_env(&[], env.iter().copied());
         assert_eq!(
             got,
             vec![
-                EnvTarget::Ok { var: "TMPDIR", path: TargetPath("/scratch".into()) },
-                EnvTarget::Ok { var: "TEMP", path: TargetPath("/var/tmp".into()) },
-                EnvTarget::Skipped { var: "TMP", value: String::new(), reason: Reject::Empty },
-                EnvTarget::Skipped { var: "TEMPDIR", value: "../etc".into(), reason: Reject::Relative },
+                EnvTarget::Ok { var: var("TMPDIR"), path: TargetPath("/scratch".into()) },
+                EnvTarget::Ok { var: var("TEMP"), path: TargetPath("/var/tmp".into()) },
+                EnvTarget::Skipped { var: var("TMP"), value: String::new(), reason: Reject::Empty },
+                EnvTarget::Skipped { var: var("TEMPDIR"), value: "../etc".into(), reason: Reject::Relative },
             ]
         );
     }
 
+    fn var(name: &str) -> EnvVar {
+        EnvVar::parse(name).unwrap()
+    }
+
+    /// The cache variables come after the temp ones, in the list's order;
+    /// a temp variable in the list is read once, in its place.
+    #[test]
+    fn reads_cache_vars_after_the_temp_vars() {
+        let env = ["XDG_CACHE_HOME=/root/.cache", "TMPDIR=/scratch", "TRITON_CACHE_DIR=/cache/triton"];
+        let vars = [var("TRITON_CACHE_DIR"), var("TMPDIR"), var("XDG_CACHE_HOME"), var("HF_HOME")];
+        let got: Vec<(String, String)> = from_env(&vars, env.iter().copied())
+            .into_iter()
+            .map(|t| match t {
+                EnvTarget::Ok { var, path } => (var.to_string(), path.to_string()),
+                EnvTarget::Skipped { .. } => panic!("{t:?}"),
+            })
+            .collect();
+        let want = [
+            ("TMPDIR", "/scratch"),
+            ("TRITON_CACHE_DIR", "/cache/triton"),
+            ("XDG_CACHE_HOME", "/root/.cache"),
+        ];
+        assert_eq!(got, want.map(|(k, v)| (k.to_string(), v.to_string())));
+    }
+
+    #[test]
+    fn env_var_names() {
+        for good in ["TMPDIR", "_x", "a1_B2", "TRITON_CACHE_DIR"] {
+            assert_eq!(EnvVar::parse(good).map(|v| v.to_string()), Ok(good.to_string()));
+        }
+        let long = "A".repeat(129);
+        for bad in ["", "1X", "A-B", "A=B", "A B", "É", "$HOME", long.as_str()] {
+            assert!(EnvVar::parse(bad).is_err(), "{bad:?}");
+        }
+        assert!(var("TEMP").is_temp_var() && !var("XDG_CACHE_HOME").is_temp_var());
+        assert!(default_env_targets().iter().all(|v| !v.is_temp_var()));
+    }
+
     #[test]
     fn no_env_no_targets() {
-        assert!(from_env(std::iter::empty::<&str>()).is_empty());
-        assert!(from_env(["TMPDIR"].iter().copied()).is_empty());
+        assert!(from_env(&default_env_targets(), std::iter::empty::<&str>()).is_empty());
+        assert!(from_env(&[], ["TMPDIR"].iter().copied()).is_empty());
     }
 
     #[test]
     fn long_values_are_shortened_in_notes() {
         let long = format!("TMPDIR=rel{}", "é".repeat(3000));
-        let got = from_env([long.as_str()].iter().copied());
+        let got = from_env(&[], [long.as_str()].iter().copied());
         let EnvTarget::Skipped { value, .. } = &got[0] else { panic!("{got:?}") };
         assert!(value.len() <= 80 && value.ends_with("..."));
     }

@@ -259,7 +259,7 @@ pub(crate) fn explain(w: &Workload, settings: &Settings, ram: Bytes) -> PodRepor
             memory_limit: c.memory_limit.map(Bytes),
             plan,
             volumes,
-            unknown: unknown(c),
+            unknown: unknown(c, settings),
             shm_left_alone,
         });
     }
@@ -274,17 +274,23 @@ pub(crate) fn explain(w: &Workload, settings: &Settings, ram: Bytes) -> PodRepor
     }
 }
 
-/// The temp-dir inputs a manifest cannot show: `valueFrom` and `envFrom`
-/// values, and the image's own `ENV` (containerd puts it first).
-fn unknown(c: &Container) -> Vec<String> {
+/// The temp- and cache-dir inputs a manifest cannot show: `valueFrom` and
+/// `envFrom` values, and the image's own `ENV` (containerd puts it first).
+fn unknown(c: &Container, settings: &Settings) -> Vec<String> {
+    let named = |k: &str| {
+        crate::target::TEMP_VARS.contains(&k) || settings.env_targets.iter().any(|v| v.as_str() == k)
+    };
     let mut out: Vec<String> = c
         .env
         .iter()
-        .filter(|(k, v)| v.is_none() && crate::target::TEMP_VARS.contains(&k.as_str()))
+        .filter(|(k, v)| v.is_none() && named(k))
         .map(|(k, _)| format!("{k} comes from valueFrom: its directory would be a target too"))
         .collect();
+    let cache = if settings.env_targets.is_empty() { "" } else { " or an env_targets variable" };
     for from in &c.env_from {
-        out.push(format!("envFrom {from}: a TMPDIR, TEMP, TMP or TEMPDIR there would be a target too"));
+        out.push(format!(
+            "envFrom {from}: a TMPDIR, TEMP, TMP or TEMPDIR{cache} there would be a target too"
+        ));
     }
     out
 }

@@ -220,6 +220,41 @@ fn deployment_sizes_and_the_pod_shm() {
     assert_eq!(job.shm, PodShm::Host);
 }
 
+/// A cache dir named by an `env_targets` variable in a container's env
+/// is a target in the manifest path as in the NRI path; one from
+/// `valueFrom` is named as unknown; `env_targets = []` turns it off.
+#[test]
+fn cache_dirs_in_the_env_are_targets() {
+    let yaml = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: train}
+spec:
+  containers:
+  - name: triton
+    image: busybox
+    securityContext: {readOnlyRootFilesystem: true}
+    resources: {limits: {memory: 4Gi}}
+    env:
+    - {name: TRITON_CACHE_DIR, value: /cache/triton}
+    - {name: XDG_CACHE_HOME, value: /tmp/xdg}
+    - {name: HF_HOME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+"#;
+    let r = agree(yaml, &Settings::default());
+    let c = &r[0].containers[0];
+    assert_eq!(sizes(c), [("/tmp".into(), GI), ("/cache/triton".into(), GI), ("/dev/shm".into(), 2 * GI)]);
+    let plan = c.plan.as_ref().unwrap();
+    let plan::Action::MountTmpfs { subdirs, origins, .. } = &plan.actions[0] else { panic!("{plan:?}") };
+    assert_eq!(subdirs, &["xdg".to_string()]);
+    assert_eq!(origins.len(), 2, "{origins:?}");
+    assert_eq!(c.unknown, ["HF_HOME comes from valueFrom: its directory would be a target too"]);
+    let off = Settings::parse("env_targets = []").unwrap();
+    let r = agree(yaml, &off);
+    let c = &r[0].containers[0];
+    assert_eq!(sizes(c), [("/tmp".into(), GI), ("/dev/shm".into(), 2 * GI)]);
+    assert!(c.unknown.is_empty(), "{:?}", c.unknown);
+}
+
 #[test]
 fn pod_level_read_only_root_is_not_a_kubernetes_field() {
     let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  securityContext: {readOnlyRootFilesystem: true}\n  containers: [{name: a, image: b}]\n";

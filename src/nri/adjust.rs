@@ -381,6 +381,32 @@ mod tests {
         assert_eq!(adjustment(&p, None, &c, &site()).hooks.create_runtime.len(), 1);
     }
 
+    /// A cache dir named in the env is a target of the plan, so the hook is
+    /// needed for it alone: here `/tmp` is a volume and `/dev/shm` the
+    /// host's (never grown), and only `TRITON_CACHE_DIR` gives the hook
+    /// something to do.
+    #[test]
+    fn a_cache_dir_in_the_env_needs_the_hook() {
+        let mut c = ctr(true, Some(GI as i64));
+        c.mounts.push(mnt(
+            "/tmp",
+            "bind",
+            "/var/lib/kubelet/pods/u/volumes/tmp",
+            &["rbind", "rprivate", "rw"],
+        ));
+        c.mounts.retain(|m| m.destination != "/dev/shm");
+        c.mounts.push(mnt("/dev/shm", "bind", "/dev/shm", &["rbind", "rprivate", "rw"]));
+        let p = plan(None, &c, &Settings::default());
+        assert!(!needs_hook(&p), "{p:?}");
+        c.env.push("TRITON_CACHE_DIR=/cache/triton".into());
+        let p = plan(None, &c, &Settings::default());
+        assert_eq!(summary(&p), format!("/cache/triton {}", Bytes(256 * MI)));
+        assert!(needs_hook(&p));
+        assert_eq!(adjustment(&p, None, &c, &site()).hooks.create_runtime.len(), 1);
+        let off = Settings::parse("env_targets = []").unwrap();
+        assert!(!needs_hook(&plan(None, &c, &off)));
+    }
+
     /// A container whose mount namespace is an existing one gets no hook
     /// and no error: nothing can be mounted there safely, and the plan
     /// says so in one warning.

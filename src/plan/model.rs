@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::{ANNOTATION_ENABLED, SHM_PATH};
 use crate::size::{Basis, Bytes, SizeError};
-use crate::target::TargetPath;
+use crate::target::{EnvVar, TargetPath};
 
 /// Where a temp target came from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -14,10 +14,22 @@ use crate::target::TargetPath;
 pub enum Origin {
     /// `/tmp`, always.
     Default,
-    /// A variable of the container's environment.
-    Env(&'static str),
+    /// A variable of the container's environment: a temp one (`TMPDIR`...)
+    /// or one of the host config's `env_targets`.
+    Env(EnvVar),
     /// `extra_targets` in the host config.
     HostConfig,
+}
+
+impl Origin {
+    /// True unless the origin is a cache variable (`env_targets`): `/tmp`, a
+    /// temp variable and `extra_targets` are temp dirs.
+    pub fn is_temp_dir(&self) -> bool {
+        match self {
+            Origin::Env(var) => var.is_temp_var(),
+            Origin::Default | Origin::HostConfig => true,
+        }
+    }
 }
 
 /// Where a size setting came from.

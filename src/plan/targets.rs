@@ -1,6 +1,7 @@
 //! Step 3 of the plan: the temp dirs to mount. The candidates (`/tmp`, the
-//! container's `TMPDIR`/`TEMP`/`TMP`/`TEMPDIR`, the host config's
-//! `extra_targets`), deduplicated; those the spec already mounts left alone;
+//! container's `TMPDIR`/`TEMP`/`TMP`/`TEMPDIR`, the cache dirs named by the
+//! variables of the host config's `env_targets`, its `extra_targets`),
+//! deduplicated; those the spec already mounts left alone;
 //! targets nested in another one turned into directories in the outer tmpfs.
 //! Pure: the landing rules that need the rootfs are the executors'
 //! (`hook`, `spec::host`).
@@ -23,8 +24,9 @@ pub(super) struct Nested {
     pub(super) subdirs: Vec<String>,
 }
 
-/// `/tmp`, the environment's temp dirs, the host config's extra targets, in
-/// that order, deduplicated; an unusable environment value is a warning.
+/// `/tmp`, the environment's temp dirs, its cache dirs (`env_targets`), the
+/// host config's extra targets, in that order, deduplicated; an unusable
+/// environment value is a warning.
 pub(super) fn temp_targets(inputs: &Inputs<'_>, notes: &mut Vec<Note>) -> Vec<Candidate> {
     let mut found: Vec<(TargetPath, Origin)> = vec![(tmp(), Origin::Default)];
     let env: Vec<&str> = inputs
@@ -34,11 +36,13 @@ pub(super) fn temp_targets(inputs: &Inputs<'_>, notes: &mut Vec<Note>) -> Vec<Ca
         .and_then(|p| p.env().as_ref())
         .map(|e| e.iter().map(String::as_str).collect())
         .unwrap_or_default();
-    for t in target::from_env(env.iter().copied()) {
+    for t in target::from_env(&inputs.settings.env_targets, env.iter().copied()) {
         match t {
             EnvTarget::Ok { var, path } => found.push((path, Origin::Env(var))),
             EnvTarget::Skipped { var, value, reason } => {
-                notes.push(Note::warn(format!("{var}={value}"), format!("not a usable temp dir: {reason}")));
+                let what = if var.is_temp_var() { "temp" } else { "cache" };
+                notes
+                    .push(Note::warn(format!("{var}={value}"), format!("not a usable {what} dir: {reason}")));
             }
         }
     }
@@ -59,7 +63,8 @@ fn tmp() -> TargetPath {
 }
 
 /// Drops the candidates that the spec mounts, or that lie inside a spec
-/// mount (a volume); warns about paths too long for PyTorch's socket.
+/// mount (a volume); warns about temp dirs too long for PyTorch's socket
+/// (`torch_shm_manager` puts it in the temp dir, never in a cache dir).
 pub(super) fn not_spec_mounted(
     candidates: Vec<Candidate>,
     spec: &SpecMounts<'_>,
@@ -81,7 +86,7 @@ pub(super) fn not_spec_mounted(
             notes.push(Note::warn(subject, reason));
             continue;
         }
-        if c.path.as_str().len() > target::TORCH_SOCKET_MAX {
+        if c.path.as_str().len() > target::TORCH_SOCKET_MAX && c.origins.iter().any(Origin::is_temp_dir) {
             notes.push(Note::warn(
                 subject,
                 format!(
@@ -135,7 +140,7 @@ mod tests {
 
     #[test]
     fn nest_table() {
-        let env = |v| Origin::Env(v);
+        let env = |v: &str| Origin::Env(target::EnvVar::parse(v).unwrap());
         type Case = (&'static str, Vec<Candidate>, Vec<(&'static str, Vec<&'static str>)>);
         let cases: Vec<Case> = vec![
             (

@@ -11,6 +11,21 @@ fn cmd(args: &[&str]) -> std::process::Output {
     Command::new(hook_bin()).args(args).output().unwrap()
 }
 
+/// A cache dir named by a default `env_targets` variable is a target, its
+/// origin the variable; a relative one is a warning.
+#[test]
+fn explain_shows_cache_dirs_from_the_env() {
+    let mut b = Bundle::new("explain-cache");
+    b.env("TRITON_CACHE_DIR=/cache/triton").env("HF_HOME=hf").write();
+    let out = cmd(&["explain", "--bundle", b.dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    let line =
+        s.lines().find(|l| l.contains("mount tmpfs on /cache/triton: size")).unwrap_or_else(|| panic!("{s}"));
+    assert!(line.ends_with("[$TRITON_CACHE_DIR]"), "{line}");
+    assert!(s.contains("HF_HOME=hf: not a usable cache dir: is not an absolute path"), "{s}");
+}
+
 #[test]
 fn explain_text_lists_actions_and_skips() {
     let mut b = Bundle::new("explain");

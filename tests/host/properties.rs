@@ -39,8 +39,10 @@ fn size_text() -> impl Strategy<Value = String> {
 /// Environment entries, mostly for the temp variables.
 fn env_entry() -> impl Strategy<Value = String> {
     prop_oneof![
-        ("(TMPDIR|TEMP|TMP|TEMPDIR)", "[/a-z.]{0,24}").prop_map(|(k, v)| format!("{k}={v}")),
-        ("(TMPDIR|TEMP|TMP|TEMPDIR)", "\\PC{0,40}").prop_map(|(k, v)| format!("{k}={v}")),
+        ("(TMPDIR|TEMP|TMP|TEMPDIR|TRITON_CACHE_DIR|XDG_CACHE_HOME)", "[/a-z.]{0,24}")
+            .prop_map(|(k, v)| format!("{k}={v}")),
+        ("(TMPDIR|TEMP|TMP|TEMPDIR|TRITON_CACHE_DIR|XDG_CACHE_HOME)", "\\PC{0,40}")
+            .prop_map(|(k, v)| format!("{k}={v}")),
         "(TMPDIR|PATH|TERM)",
         "\\PC{0,30}",
     ]
@@ -105,7 +107,7 @@ proptest! {
 
     #[test]
     fn env_targets_are_normal_and_allowed(env in proptest::collection::vec(env_entry(), 0..10)) {
-        for found in target::from_env(env.iter().map(String::as_str)) {
+        for found in target::from_env(&target::default_env_targets(), env.iter().map(String::as_str)) {
             if let EnvTarget::Ok { path, .. } = found {
                 prop_assert!(!target::denied(path.as_str()));
                 prop_assert_eq!(target::validate(path.as_str()), Ok(path.clone()));

@@ -475,3 +475,122 @@ fn mount_label_runc() {
     assert!(!run.output.status.success(), "runc started a labelled container without SELinux: {err}");
     assert!(err.contains("context=") && err.contains("invalid argument"), "{err}");
 }
+
+/// Prints the mount table, then for each of `dirs` its mode and whether a
+/// write there worked.
+fn dir_checks(dirs: &[&str]) -> String {
+    format!(
+        "cat /proc/self/mountinfo; for d in {}; do echo MODE $d $(stat -c %a $d); \
+         touch $d/probe-$(id -u) && echo WRITE_OK $d; done; true",
+        dirs.join(" ")
+    )
+}
+
+/// A read-only bundle run as `uid` whose env names cache dirs the image
+/// does not have: Triton's and the XDG cache (`/root` is absent too).
+fn cache_bundle(name: &str, uid: u32) -> Bundle {
+    let mut b = Bundle::new(name);
+    b.script(&dir_checks(&["/tmp", "/cache/triton", "/root/.cache"]))
+        .env("TRITON_CACHE_DIR=/cache/triton")
+        .env("XDG_CACHE_HOME=/root/.cache");
+    b.config["process"]["user"] = json!({"uid": uid, "gid": uid});
+    b
+}
+
+/// Every planned tmpfs is ours, mode 1777 and written by the container's
+/// user; nothing reached the image.
+fn assert_writable_tmpfs(b: &Bundle, run: &Run, tmpfs: &[(String, u64)], case: &str) {
+    run.assert_ok();
+    let mounts = run.mounts();
+    for (target, size) in tmpfs {
+        assert_hook_tmpfs(&mounts, target, *size);
+    }
+    let out = run.stdout();
+    for (target, _) in tmpfs {
+        assert!(out.contains(&format!("MODE {target} 1777")), "{case}: {out}");
+        assert!(out.contains(&format!("WRITE_OK {target}\n")), "{case}: {out}");
+        assert!(b.rootfs().join(&target[1..]).is_dir(), "{case}: the mountpoint {target} was made");
+    }
+    let leaked: Vec<_> = walk_names(&b.rootfs()).into_iter().filter(|p| p.contains("probe-")).collect();
+    assert!(leaked.is_empty(), "{case}: writes went to the image: {leaked:?}");
+}
+
+/// The names of every file under `dir` (not following symlinks).
+fn walk_names(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = e.path();
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            out.extend(walk_names(&path));
+        }
+        out.push(path.display().to_string());
+    }
+    out
+}
+
+/// The hook: `TRITON_CACHE_DIR` and `XDG_CACHE_HOME` (default
+/// `env_targets`) each get a tmpfs sized like `/tmp`, writable as root and
+/// as uid 1000.
+#[test]
+fn cache_dirs_in_the_env_get_a_tmpfs_from_the_hook() {
+    require_root();
+    for runtime in Runtime::ALL {
+        for uid in [0, 1000] {
+            let case = format!("{} uid {uid}", runtime.bin());
+            let mut b = cache_bundle(&format!("cache-hook-{}-{uid}", runtime.bin()), uid);
+            b.inject("createRuntime");
+            let (tmpfs, _) = planned(&b.explain());
+            let targets: Vec<&str> = tmpfs.iter().map(|t| t.0.as_str()).collect();
+            assert_eq!(targets, ["/tmp", "/cache/triton", "/root/.cache"], "{case}");
+            assert!(tmpfs.iter().all(|t| t.1 == tmpfs[0].1), "{case}: sized like /tmp: {tmpfs:?}");
+            assert_writable_tmpfs(&b, &b.run(runtime), &tmpfs, &case);
+        }
+    }
+}
+
+/// The spec executor (`inject --mode spec`, what the wrapper runs): with
+/// `/tmp` and two cache dirs, three tmpfs of ours in the image's own tree,
+/// the hook carries them (docs/design.md#spec-race); with `/tmp` the spec's
+/// own and one cache dir, the spec carries it (but on runc before 1.1.8:
+/// docs/design.md#runtimes). Writable as root and as uid 1000 either way.
+#[test]
+fn cache_dirs_in_the_env_get_a_tmpfs_in_spec_mode() {
+    require_root();
+    for runtime in Runtime::ALL {
+        for uid in [0, 1000] {
+            let case = format!("{} uid {uid}, two cache dirs", runtime.bin());
+            let mut b = cache_bundle(&format!("cache-spec-{}-{uid}", runtime.bin()), uid);
+            b.write();
+            let (tmpfs, _) = planned(&b.explain());
+            assert_eq!(tmpfs.len(), 3, "{case}: {tmpfs:?}");
+            let printed = inject_spec(&mut b, runtime);
+            assert!(printed.contains("the hook carries the temp targets"), "{case}: {printed}");
+            assert_writable_tmpfs(&b, &b.run(runtime), &tmpfs, &case);
+
+            let case = format!("{} uid {uid}, one cache dir", runtime.bin());
+            let mut b = Bundle::new(&format!("cache-spec1-{}-{uid}", runtime.bin()));
+            b.script(&dir_checks(&["/cache/triton"])).env("TRITON_CACHE_DIR=/cache/triton");
+            b.config["process"]["user"] = json!({"uid": uid, "gid": uid});
+            b.config["mounts"].as_array_mut().unwrap().push(
+                json!({"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777"]}),
+            );
+            b.write();
+            let (tmpfs, _) = planned(&b.explain());
+            assert_eq!(tmpfs.iter().map(|t| t.0.as_str()).collect::<Vec<_>>(), ["/cache/triton"], "{case}");
+            let printed = inject_spec(&mut b, runtime);
+            if runc_before_1_1_8(runtime) {
+                assert!(
+                    printed.contains("the hook carries the temp targets: runc 1.1."),
+                    "{case}: {printed}"
+                );
+            } else {
+                assert!(
+                    printed.contains("wrote a tmpfs mount for /cache/triton into the spec"),
+                    "{case}: {printed}"
+                );
+                assert_eq!(b.config["hooks"], Value::Null, "{case}: spec mode adds no hook");
+            }
+            assert_writable_tmpfs(&b, &b.run(runtime), &tmpfs, &case);
+        }
+    }
+}
