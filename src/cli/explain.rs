@@ -266,11 +266,20 @@ fn executors(out: &mut String, plan: &Plan) {
         "  spec (oci-tmpfs-runtime, inject --mode spec): writes {} into config.json, for the targets the rootfs check lets through",
         mounts.join(", ")
     );
-    if preview.mounts.iter().filter(|m| m.destination != crate::plan::SHM_PATH).count() > 1 {
+    let temp = preview.mounts.iter().filter(|m| m.destination != crate::plan::SHM_PATH).count();
+    let mut instead = Vec::new();
+    if temp > 1 {
         // docs/design.md#spec-race
-        line.push_str(
-            " (when two or more pass, the hook carries them instead: a rename in the image could stack two)",
+        instead.push(
+            "when two or more pass, the hook carries them instead: a rename in the image could stack two",
         );
+    }
+    if temp > 0 {
+        // docs/design.md#image-files
+        instead.push("when one's directory holds files in the image, the hook carries them instead and copies the files up");
+    }
+    if !instead.is_empty() {
+        let _ = write!(line, " ({})", instead.join("; "));
     }
     if let Some(shm) = preview.shm {
         let _ = write!(line, "; {shm}");

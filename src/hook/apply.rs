@@ -8,7 +8,9 @@
 //! The order is all-or-nothing where the kernel allows it: enter the mount
 //! namespace, open the rootfs, prepare every mount (resolve targets, build
 //! detached tmpfs instances, each filled with what its directory held:
-//! [`Mounter::copy_up`]), and only then attach them one after another. A
+//! [`Mounter::copy_up`]; a target whose contents cannot be copied whole is
+//! left alone and its tmpfs dropped), and only then attach them one after
+//! another. A
 //! failure before the first attach changes nothing; a failure while attaching
 //! detaches what was attached.
 
@@ -95,18 +97,19 @@ pub(crate) trait Mounter {
     /// Copies what the directory under a prepared tmpfs holds (the image's
     /// files, or a vendor hook's that ran before ours) into the still
     /// detached tmpfs, so attaching it hides nothing
-    /// (docs/design.md#copy-up). A copy that cannot be made whole leaves the
-    /// tmpfs empty; the note says so.
+    /// (docs/design.md#copy-up). `Ok`: copied whole (or nothing to copy),
+    /// with a warning for what was left out.
     ///
     /// # Errors
-    /// Rebuilding the empty tmpfs after a failed copy failed.
+    /// The note for a target whose contents cannot be copied whole (past a
+    /// bound, or a failed call): it is left alone, since an empty tmpfs
+    /// would hide the image's files.
     fn copy_up(
         &mut self,
         pending: &mut Self::Pending,
         target: &TargetPath,
         tmpfs: &Tmpfs,
-        subdirs: &[String],
-    ) -> Result<Option<Note>, ApplyError>;
+    ) -> Result<Option<Note>, Note>;
     /// Prepares `/dev/shm` to be at least `tmpfs.size`.
     ///
     /// # Errors
@@ -157,10 +160,15 @@ pub(crate) fn apply<M: Mounter>(
         let prepared = match action {
             Action::MountTmpfs { target, tmpfs, subdirs, .. } => {
                 match m.prepare_tmpfs(&mut root, target, tmpfs, subdirs)? {
-                    Prepared::Ready(mut p, done) => {
-                        report.notes.extend(m.copy_up(&mut p, target, tmpfs, subdirs)?);
-                        Prepared::Ready(p, done)
-                    }
+                    Prepared::Ready(mut p, done) => match m.copy_up(&mut p, target, tmpfs) {
+                        Ok(note) => {
+                            report.notes.extend(note);
+                            Prepared::Ready(p, done)
+                        }
+                        // Never an empty tmpfs over the image's files: the
+                        // detached tmpfs is dropped with `p`.
+                        Err(note) => Prepared::Skip(note),
+                    },
                     skip => skip,
                 }
             }
@@ -234,10 +242,12 @@ mod tests {
             pending: &mut String,
             target: &TargetPath,
             _: &Tmpfs,
-            _: &[String],
-        ) -> Result<Option<Note>, ApplyError> {
+        ) -> Result<Option<Note>, Note> {
             self.calls.push(format!("copy_up {pending}"));
-            Ok(self.fail_copy.contains(&target.as_str()).then(|| Note::warn(target.as_str(), "not copied")))
+            match self.fail_copy.contains(&target.as_str()) {
+                true => Err(Note::warn(target.as_str(), "left alone")),
+                false => Ok(None),
+            }
         }
         fn prepare_shm(
             &mut self,
@@ -399,13 +409,28 @@ mod tests {
     }
 
     #[test]
-    fn a_copy_that_fails_is_a_warning_and_the_mount_goes_ahead() {
+    fn a_copy_that_cannot_be_whole_leaves_the_target_alone() {
         let mut r = Recorder { fail_copy: vec!["/var/tmp"], skip: vec!["/tmp"], ..Recorder::default() };
         let report = run(&mut r, Stage::CreateContainer).unwrap();
-        // A skipped target is not copied up; a failed copy still commits (empty).
-        assert!(!r.calls.contains(&"copy_up /tmp".to_string()), "{:?}", r.calls);
-        assert!(r.calls.contains(&"commit /var/tmp".to_string()), "{:?}", r.calls);
-        assert_eq!(report.notes[1], Note::warn("/var/tmp", "not copied"));
+        // A skipped target is not copied up; one whose copy stopped is not
+        // committed at all (no empty tmpfs over its files), and the rest goes ahead.
+        assert_eq!(
+            r.calls,
+            [
+                "enter createContainer Some(42)",
+                "open_root /b/rootfs",
+                "prepare /tmp 1Gi in /b/rootfs",
+                "prepare /var/tmp 1Gi in /b/rootfs",
+                "copy_up /var/tmp",
+                "prepare shm Fresh 2Gi",
+                "commit /dev/shm",
+            ]
+        );
+        assert_eq!(
+            report.notes,
+            [Note::info("/tmp", "already a mount point"), Note::warn("/var/tmp", "left alone")]
+        );
+        assert_eq!(report.done.len(), 1);
     }
 
     #[test]

@@ -12,10 +12,12 @@
 //! hard link is copied as a file of its own (its identity is lost), each
 //! counted into one warning. The work is bounded: at most [`MAX_ENTRIES`]
 //! entries, [`MAX_DEPTH`] levels and [`Limits::bytes`] bytes of file data (the
-//! tmpfs' size, at most [`MAX_BYTES`]); past a bound the copy stops with an
-//! error and the caller mounts an empty tmpfs instead, so a target is never
-//! half copied. An empty directory costs one `openat` and the `getdents64`
-//! calls that read its end. Extended attributes are not copied.
+//! tmpfs' size, at most [`MAX_BYTES`]); past a bound, or on any other
+//! failure, the copy stops with an error and the caller leaves the target
+//! alone ([`CopyError::left_alone`]): the detached tmpfs is dropped, never
+//! attached empty over the image's files, and never half copied. An empty
+//! directory costs one `openat` and the `getdents64` calls that read its
+//! end. Extended attributes are not copied.
 //!
 //! Only this copy: where the source and the tmpfs come from, and what to do
 //! on failure, is [`super::system`]'s.
@@ -27,6 +29,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, Dir, FileType, Gid, Mode, OFlags, Stat, Timespec, Timestamps, Uid};
 use rustix::io::Errno;
 
+use crate::plan::Note;
 use crate::size::Bytes;
 
 /// At most this many entries are copied (a hostile `/tmp` of a million files
@@ -99,6 +102,24 @@ pub(crate) enum CopyError {
     Sys { call: &'static str, path: String, errno: Errno },
 }
 
+impl CopyError {
+    /// The one warning for the target `what` whose copy stopped: nothing of
+    /// the image is ever hidden, so the target is left alone rather than
+    /// covered by an empty tmpfs (docs/design.md#copy-up).
+    pub(crate) fn left_alone(&self, what: &str) -> Note {
+        let why = match self {
+            CopyError::Sys { .. } => format!("its contents cannot be copied into the tmpfs ({self})"),
+            bound => format!("{bound}, past what copy-up takes"),
+        };
+        Note::warn(
+            what,
+            format!(
+                "{why}: left alone, its files stay visible and it stays read-only; make it a volume, or empty it in the image"
+            ),
+        )
+    }
+}
+
 impl fmt::Display for CopyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -116,7 +137,7 @@ impl fmt::Display for CopyError {
 ///
 /// # Errors
 /// A bound was passed or a system call failed; what was copied so far stays
-/// in `dst`, which the caller then drops.
+/// in `dst`, which the caller then drops, leaving the target alone.
 pub(crate) fn copy_up(src: &OwnedFd, dst: &OwnedFd, limits: Limits) -> Result<Option<Copied>, CopyError> {
     let dir = open_dir(src, c".", ".")?;
     let mut copier = Copier { limits, dev: 0, done: Copied::default(), buf: Vec::new() };
@@ -415,5 +436,31 @@ mod tests {
         assert_eq!(copy(&src3, &dst3, Limits { depth: 2, ..BIG }), Err(CopyError::TooDeep(2)));
         let (_, dst4) = dirs("deep-enough");
         assert!(copy(&src3, &dst4, Limits { depth: 3, ..BIG }).is_ok());
+    }
+
+    #[test]
+    fn a_stopped_copy_leaves_the_target_alone_and_says_why() {
+        let sys = CopyError::Sys { call: "openat", path: "d/f".into(), errno: Errno::ACCESS };
+        let cases = [
+            (CopyError::TooMany(MAX_ENTRIES), "it has more than 4096 entries, past what copy-up takes"),
+            (CopyError::TooDeep(MAX_DEPTH), "it is more than 16 directories deep, past what copy-up takes"),
+            (
+                CopyError::TooBig(Bytes(MAX_BYTES)),
+                "it holds more than 64Mi of file data, past what copy-up takes",
+            ),
+            (sys, "its contents cannot be copied into the tmpfs (openat(2) on d/f: "),
+        ];
+        for (e, why) in cases {
+            let note = e.left_alone("/root");
+            assert!(note.warn, "{e}: a warning");
+            assert_eq!(note.subject, "/root");
+            assert!(note.reason.starts_with(why), "{e}: {}", note.reason);
+            assert!(
+                note.reason.contains("left alone, its files stay visible and it stays read-only")
+                    && note.reason.ends_with("make it a volume, or empty it in the image"),
+                "{e}: says what happens and what to do: {}",
+                note.reason
+            );
+        }
     }
 }

@@ -228,6 +228,23 @@ impl Root {
         Ok(real)
     }
 
+    /// Whether the real in-root path `real` ([`Root::judge_target`]'s)
+    /// holds any entry in the image, read-only (for `explain`, as
+    /// [`holds_entries`] on the fd the placing gets): a directory not there
+    /// yet, which the placing makes empty, or one the placing refuses (a
+    /// property of the image), holds none.
+    ///
+    /// # Errors
+    /// The `openat2`/`getdents64` errno otherwise.
+    pub(crate) fn holds_entries_at(&self, real: &TargetPath) -> Result<bool, Errno> {
+        match resolve(&self.fd, real.relative(), REAL) {
+            Ok(fd) => holds_entries(&fd),
+            Err(Errno::NOENT) => Ok(false),
+            Err(e) if skip_reason(e).is_some() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The spec's mount destinations `dests` as they landed in this
     /// (mounted) root: the hook's view of the final layout. A destination
     /// that cannot be opened is left out (the runtime did not mount it).
@@ -272,6 +289,26 @@ impl Root {
         self.claimed.push((id, what.to_string()));
         Ok(None)
     }
+}
+
+/// Whether the directory `fd` (an `O_PATH` fd of a resolved directory)
+/// holds any entry besides `.` and `..`: `fd` reopened `O_RDONLY |
+/// O_DIRECTORY` by `openat2(fd, ".")` in-root (no symlink or mount crossed),
+/// then `getdents64(2)` up to its first entry (one call for a directory
+/// that holds something; an empty one takes a second, which reads the end).
+///
+/// # Errors
+/// The `openat2`/`getdents64` errno.
+pub(crate) fn holds_entries(fd: &OwnedFd) -> Result<bool, Errno> {
+    let dir = open_in(fd, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, REAL)?;
+    let mut dir = rustix::fs::Dir::new(dir)?;
+    while let Some(entry) = dir.read() {
+        let name = entry?.file_name().to_owned();
+        if name.as_c_str() != c"." && name.as_c_str() != c".." {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// `openat2(root, rel, O_PATH|O_DIRECTORY)` inside the root, retried on `EAGAIN`.

@@ -140,8 +140,7 @@ impl Mounter for System {
         pending: &mut Pending,
         target: &TargetPath,
         tmpfs: &Tmpfs,
-        subdirs: &[String],
-    ) -> Result<Option<Note>, ApplyError> {
+    ) -> Result<Option<Note>, Note> {
         let Pending::Attach { mnt, target: dir, .. } = pending else { return Ok(None) };
         let what = target.as_str();
         match copyup::copy_up(dir, mnt, Limits::for_size(tmpfs.size.bytes)) {
@@ -154,12 +153,9 @@ impl Mounter for System {
                 );
                 Ok(copied.warning().map(|w| Note::warn(format!("some contents of {what}"), w)))
             }
-            Err(e) => {
-                // Never half copied: a fresh, empty tmpfs instead.
-                *mnt = mount::build(tmpfs, subdirs, what, self.selinux)?;
-                let reason = format!("{e}: the tmpfs was mounted empty over them");
-                Ok(Some(Note::warn(format!("the contents of {what}"), reason)))
-            }
+            // Never half copied, never an empty tmpfs over the image's
+            // files: the caller drops the detached tmpfs.
+            Err(e) => Err(e.left_alone(what)),
         }
     }
 

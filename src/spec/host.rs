@@ -10,7 +10,7 @@ use std::path::Path;
 
 use rustix::fs::Mode;
 
-use crate::hook::resolve::Root;
+use crate::hook::resolve::{self, Root};
 use crate::hook::{ApplyError, Call};
 use crate::landing;
 use crate::plan::{Action, Note, Plan, ShmWay, SHM_PATH};
@@ -55,7 +55,10 @@ pub(crate) enum Placing {
 /// When the spec would then hold two or more tmpfs of ours in the image's
 /// own tree, the targets go to the hook instead ([`two_in_image`],
 /// docs/design.md#spec-race): judged before anything is made, and again
-/// after, since a rename between the two can let one more through.
+/// after, since a rename between the two can let one more through. So do
+/// they when a target's directory holds files in the image
+/// ([`image_files`]: read by fd as it is placed, before its mode is set),
+/// which a spec tmpfs would hide.
 ///
 /// # Errors
 /// A rootfs that cannot be opened, or a failure that is not a property of
@@ -80,17 +83,25 @@ pub(crate) fn place_targets(rootfs: &Path, plan: &Plan) -> Result<Placing, Apply
         }
     }
     let mut out = Placed::default();
+    let mut holding = Vec::new();
     for (target, tmpfs) in targets() {
         let what = target.as_str();
         match root.place_target(target, &landings)? {
             Err(note) => out.refused.push((what.to_string(), note)),
             Ok((real, fd)) => {
+                if resolve::holds_entries(&fd).map_err(|e| read_error(real.as_str(), e))? {
+                    holding.push(real.to_string());
+                    continue;
+                }
                 if set_mode(&fd, tmpfs.mode, real.as_str())? {
                     out.chmodded.push(real.to_string());
                 }
                 out.placed.push((what.to_string(), real.to_string()));
             }
         }
+    }
+    if let Some(why) = image_files(&holding) {
+        return Ok(Placing::Hook(why));
     }
     let placed: Vec<&str> = out.placed.iter().map(|(t, _)| t.as_str()).collect();
     if let Some(why) = two_in_image(earlier, &placed) {
@@ -123,6 +134,28 @@ fn two_in_image(earlier: usize, passing: &[&str]) -> Option<String> {
     ))
 }
 
+/// Why the temp targets go to the hook rather than into the spec for what
+/// the image holds, if they do: the real directories `holding` hold files
+/// in the image, and a spec tmpfs over them would hide those (runtimes copy
+/// nothing, and `tmpcopyup` would copy without bounds). The hook copies
+/// them into its tmpfs, within its bounds, and past those leaves the target
+/// alone (docs/design.md#copy-up).
+fn image_files(holding: &[String]) -> Option<String> {
+    let (first, rest) = holding.split_first()?;
+    let (names, verb) = match rest {
+        [] => (first.clone(), "holds"),
+        _ => (holding.join(", "), "hold"),
+    };
+    Some(format!(
+        "the image's {names} {verb} files, which a tmpfs from the spec would hide; the hook copies them up"
+    ))
+}
+
+/// The error for a mountpoint directory that cannot be read.
+fn read_error(what: &str, e: rustix::io::Errno) -> ApplyError {
+    ApplyError::sys(Call::Getdents64, "reading the mountpoint", what, e)
+}
+
 /// How many tmpfs of ours the spec holds, or will, in the image's own tree
 /// besides the temp targets: entries of an earlier run that no other spec
 /// mount covers, and a fresh `/dev/shm` when no spec mount (`/dev`) does.
@@ -149,8 +182,9 @@ pub(crate) enum Route {
 /// refused there is refused by the hook too), then `carrier`'s executor
 /// ([`super::route::carrier`]), which becomes the hook at `prestart` where
 /// the spec would hold two tmpfs of ours in the image's own tree
-/// ([`two_in_image`], as [`place_targets`] judges it). Nothing is created
-/// or changed.
+/// ([`two_in_image`], as [`place_targets`] judges it) or where a target's
+/// directory holds files in the image ([`image_files`]). Nothing is
+/// created or changed.
 ///
 /// # Errors
 /// A rootfs that cannot be opened.
@@ -175,8 +209,21 @@ pub(crate) fn routes(
     let mut carrier = carrier.clone();
     if carrier == Carrier::Spec {
         let passing: Vec<&str> = judged.iter().filter(|(_, j)| j.is_ok()).map(|(t, _)| *t).collect();
-        if let Some(why) = two_in_image(ours_in_image(&root, plan, &landings), &passing) {
-            carrier = Carrier::Hook { stage: crate::stage::Stage::Prestart, why };
+        let why = match two_in_image(ours_in_image(&root, plan, &landings), &passing) {
+            Some(why) => Some(why),
+            None => {
+                let mut holding = Vec::new();
+                for real in judged.iter().filter_map(|(_, j)| j.as_ref().ok()) {
+                    if root.holds_entries_at(real).map_err(|e| read_error(real.as_str(), e))? {
+                        holding.push(real.to_string());
+                    }
+                }
+                image_files(&holding)
+            }
+        };
+        if let Some(why) = why {
+            // The carrier is the spec: no other party's runtime-namespace hook.
+            carrier = Carrier::Hook { stage: super::route::hook_stage(&[]), why };
         }
     }
     let routes = judged.into_iter().map(|(target, judged)| {
@@ -212,6 +259,15 @@ fn set_mode(fd: &OwnedFd, mode: u32, what: &str) -> Result<bool, ApplyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn image_files_names_the_directories() {
+        assert_eq!(image_files(&[]), None);
+        let one = image_files(&["/tmp".to_string()]).unwrap();
+        assert!(one.starts_with("the image's /tmp holds files"), "{one}");
+        let two = image_files(&["/tmp".to_string(), "/var/tmp".to_string()]).unwrap();
+        assert!(two.starts_with("the image's /tmp, /var/tmp hold files"), "{two}");
+    }
 
     #[test]
     fn two_in_image_table() {

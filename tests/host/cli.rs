@@ -41,6 +41,10 @@ fn explain_text_lists_actions_and_skips() {
     assert!(s.contains("hook (Podman, CRI-O, inject"), "{s}");
     assert!(s.contains("spec (oci-tmpfs-runtime, inject --mode spec): writes a tmpfs entry for /tmp"), "{s}");
     assert!(s.contains("when two or more pass, the hook carries them instead"), "{s}");
+    assert!(
+        s.contains("when one's directory holds files in the image, the hook carries them instead"),
+        "{s}"
+    );
     // For a runtime the spec executor trusts, both targets pass in this
     // rootfs: two tmpfs of ours in the image's own tree, so the hook carries
     // them (docs/design.md#spec-race).

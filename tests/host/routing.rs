@@ -7,7 +7,7 @@
 //! dir's vendor hooks after ours, NVIDIA's legacy `prestart` hook, Docker's
 //! `libnetwork-setkey`), rootfs layouts (a plain `/tmp`, a nested
 //! `TMPDIR=/tmp/job`, a second temp dir `TMPDIR=/var/tmp`, `/tmp` a symlink
-//! to `/etc` or to `../var/tmp`), and
+//! to `/etc` or to `../var/tmp`, files in the image's `/tmp`), and
 //! the runtime versions that move temp targets to the hook (runc before and
 //! after 1.1.8, crun 1.29.0 and 1.29.1: docs/design.md#runtimes). The
 //! runtime is a script that answers `--version` as that release does and
@@ -67,6 +67,10 @@ fn rootfs_layouts() -> Vec<Layout> {
         ("/tmp -> /etc, TMPDIR=/scratch", &["TMPDIR=/scratch"], |r| {
             std::fs::remove_dir(r.join("tmp")).unwrap();
             std::os::unix::fs::symlink("/etc", r.join("tmp")).unwrap();
+        }),
+        ("files in the image's /tmp (the hook copies them up)", &[], |r| {
+            std::fs::write(r.join("tmp/.dotfile"), b"image").unwrap();
+            std::fs::create_dir(r.join("tmp/sub")).unwrap();
         }),
         ("/tmp -> ../var/tmp", &[], |r| {
             std::fs::create_dir_all(r.join("var/tmp")).unwrap();

@@ -1527,3 +1527,87 @@ fn case16_missing_kernel_features_are_a_clean_refusal() {
         before.assert_untouched(&case);
     }
 }
+
+// ---------------------------------------------------------------------------
+// 17. An image /tmp past copy-up's bounds
+
+/// The md5 of `path` on the host, as busybox `md5sum` prints it.
+fn md5_on_host(path: &Path) -> String {
+    let out = Command::new("md5sum").arg(path).output().unwrap();
+    assert!(out.status.success(), "md5sum {}", path.display());
+    String::from_utf8_lossy(&out.stdout).split(' ').next().unwrap().to_string()
+}
+
+#[test]
+fn case17_an_image_tmp_past_the_copy_up_bounds_is_left_alone() {
+    require_root();
+    let before = host(&[]);
+    // (name, what the image's /tmp holds, what the container prints, the bound in the warning)
+    type Fill = fn(&Path) -> String;
+    let cases: [(&str, Fill, &str); 2] = [
+        (
+            "a 100 MiB file (past 64 MiB of data)",
+            |tmp| {
+                // Not sparse: every byte is data, so only the byte bound trips.
+                let chunk: Vec<u8> = (0..MI).map(|i| (i % 251) as u8 + 1).collect();
+                let mut f = std::fs::File::create(tmp.join("big")).unwrap();
+                for _ in 0..100 {
+                    std::io::Write::write_all(&mut f, &chunk).unwrap();
+                }
+                format!("SIZE={} {}", 100 * MI, md5_on_host(&tmp.join("big")))
+            },
+            "more than 64Mi of file data",
+        ),
+        (
+            "5000 empty files (past 4096 entries)",
+            |tmp| {
+                for i in 0..5000 {
+                    std::fs::File::create(tmp.join(format!("f{i}"))).unwrap();
+                }
+                "ENTRIES=5000".to_string()
+            },
+            "more than 4096 entries",
+        ),
+    ];
+    for rt in Runtime::ALL {
+        for (name, fill, bound) in cases {
+            let case = format!("case 17 the image's /tmp holds {name} ({rt:?})");
+            let mut b = Bundle::new("c17");
+            let log = b.dir.join("hook.log");
+            let conf = b.dir.join("host.toml");
+            std::fs::write(
+                &conf,
+                format!("log_file = {}\nlog_level = \"warn\"\n", toml_string(log.to_str().unwrap())),
+            )
+            .unwrap();
+            symlink("busybox", b.rootfs().join("bin/md5sum")).unwrap();
+            let want = fill(&b.rootfs().join("tmp"));
+            // A tmpfs big enough for the file: only copy-up's own bound trips.
+            b.script(
+                "cat /proc/self/mountinfo; \
+                 if [ -f /tmp/big ]; then echo SIZE=$(stat -c %s /tmp/big) $(md5sum /tmp/big); \
+                 else echo ENTRIES=$(ls /tmp | wc -l); fi; \
+                 touch /tmp/new 2>/dev/null && echo WRITABLE; true",
+            )
+            .annotate("oci-tmpfs-hook/tmp-size", "1Gi");
+            b.inject_with_config(stage_for(rt), &conf);
+            let r = run(&b, rt, &case);
+            r.assert_ok();
+            // Nothing of the image hidden: no tmpfs of ours over /tmp (it
+            // stays the image's, read-only), every byte of it still there.
+            assert_hook_mounts_within(&r, &case, &[]);
+            let stdout = r.stdout();
+            let got = stdout.lines().find(|l| l.starts_with("SIZE=") || l.starts_with("ENTRIES="));
+            let got = got.map(|l| l.trim_end_matches(" /tmp/big").to_string());
+            assert_eq!(got.as_deref(), Some(want.as_str()), "{case}: {stdout}");
+            assert!(!stdout.contains("WRITABLE"), "{case}: /tmp stays the image's, read-only");
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let warnings: Vec<&str> = text.lines().filter(|l| l.contains("warning")).collect();
+            assert_eq!(warnings.len(), 1, "{case}: one warning: {text}");
+            for needle in ["/tmp", bound, "left alone", "make it a volume, or empty it in the image"] {
+                assert!(warnings[0].contains(needle), "{case}: the warning says {needle:?}: {text}");
+            }
+            before.assert_untouched(&case);
+        }
+    }
+}

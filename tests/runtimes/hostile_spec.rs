@@ -98,6 +98,48 @@ fn run_wrapped(b: &Bundle, rt: Runtime, case: &str) -> (String, String) {
 
 /// [`run_wrapped`] as container `id`.
 fn run_wrapped_as(b: &Bundle, rt: Runtime, case: &str, id: &str) -> (String, String) {
+    let (stdout, stderr, config) = wrap(b, rt, case, id);
+    if runc_before_1_1_8(rt) {
+        // runc < 1.1.8 chmods a tmpfs mountpoint by path after mounting it:
+        // the wrapper hands the temp targets to our hook there
+        // (docs/design.md#runtimes), so spec mode shows our hook.
+        assert_eq!(
+            our_hook_stages(&config),
+            ["prestart"],
+            "{case}: runc {:?} in spec mode: our hook in {}",
+            runtime_version(rt),
+            config["hooks"]
+        );
+    } else {
+        assert_eq!(config["hooks"], Value::Null, "{case}: spec mode adds no hook");
+    }
+    (stdout, stderr)
+}
+
+/// The stages at which `config` runs our hook.
+fn our_hook_stages(config: &Value) -> Vec<String> {
+    let ours = hook_bin().display().to_string();
+    let hooks = config["hooks"].as_object().into_iter().flatten();
+    hooks
+        .filter(|(_, list)| list.as_array().is_some_and(|l| l.iter().any(|h| h["path"] == ours.as_str())))
+        .map(|(stage, _)| stage.clone())
+        .collect()
+}
+
+/// The destinations of the tmpfs entries of ours in `config`.
+fn our_spec_entries(config: &Value) -> Vec<String> {
+    let mounts = config["mounts"].as_array().into_iter().flatten();
+    mounts
+        .filter(|m| m["source"] == OURS)
+        .filter_map(|m| m["destination"].as_str())
+        .map(String::from)
+        .collect()
+}
+
+/// Runs `b` through the wrapper in spec mode as container `id`: its
+/// stdout, its stderr with the hook's log lines, and the `config.json` the
+/// wrapper left.
+fn wrap(b: &Bundle, rt: Runtime, case: &str, id: &str) -> (String, String, Value) {
     if rt == Runtime::Crun {
         crun_cgroup_fix();
     }
@@ -139,24 +181,7 @@ fn run_wrapped_as(b: &Bundle, rt: Runtime, case: &str, id: &str) -> (String, Str
     assert!(out.status.success(), "{case}: {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
     assert!(!stderr.contains("panicked"), "{case}: {stderr}");
     let config: Value = serde_json::from_slice(&std::fs::read(b.dir.join("config.json")).unwrap()).unwrap();
-    if runc_before_1_1_8(rt) {
-        // runc < 1.1.8 chmods a tmpfs mountpoint by path after mounting it:
-        // the wrapper hands the temp targets to our hook there
-        // (docs/design.md#runtimes), so spec mode shows our hook.
-        let ours = hook_bin().display().to_string();
-        let hooked = config["hooks"]["prestart"]
-            .as_array()
-            .is_some_and(|l| l.iter().any(|h| h["path"].as_str() == Some(ours.as_str())));
-        assert!(
-            hooked,
-            "{case}: runc {:?} in spec mode: our hook in {}",
-            runtime_version(rt),
-            config["hooks"]
-        );
-    } else {
-        assert_eq!(config["hooks"], Value::Null, "{case}: spec mode adds no hook");
-    }
-    (stdout, stderr)
+    (stdout, stderr, config)
 }
 
 fn mounts_of(stdout: &str) -> Vec<MountInfo> {
@@ -255,6 +280,58 @@ fn spec_mode_refuses_what_lands_in_a_system_dir_or_is_not_a_dir() {
             }
             host.assert_untouched(&marker, &case);
         }
+    }
+}
+
+/// Nothing of the image is hidden (docs/design.md#image-files): an image
+/// `/tmp` that holds files (a dotfile, a subdirectory, a symlink) goes to
+/// our hook at `prestart`, whose copy-up puts them into the tmpfs; an empty
+/// one still goes into the spec, as before.
+#[test]
+fn spec_mode_gives_an_image_tmp_that_holds_files_to_the_hook() {
+    require_root();
+    let marker = Marker::new();
+    const LOOK: &str = "cat /proc/self/mountinfo; echo END-MOUNTS; cat /tmp/.dotfile /tmp/sub/f; echo; \
+        ls -l /tmp/link; touch /tmp/new && echo WRITABLE; true";
+    for rt in Runtime::ALL {
+        let case = format!("an image /tmp that holds files ({rt:?})");
+        let host = before(&marker);
+        let mut b = Bundle::new("spec-files");
+        b.script(LOOK).annotate("oci-tmpfs-hook/tmp-size", "32Mi");
+        let tmp = b.rootfs().join("tmp");
+        std::fs::write(tmp.join(".dotfile"), b"image-dot").unwrap();
+        std::fs::create_dir(tmp.join("sub")).unwrap();
+        std::fs::write(tmp.join("sub/f"), b"image-sub").unwrap();
+        symlink("/etc/passwd", tmp.join("link")).unwrap();
+        let (stdout, stderr, config) = wrap(&b, rt, &case, &unique("spec"));
+        assert_eq!(our_hook_stages(&config), ["prestart"], "{case}: our hook carries /tmp: {stderr}");
+        assert_eq!(our_spec_entries(&config), Vec::<String>::new(), "{case}: no spec tmpfs for /tmp");
+        if !runc_before_1_1_8(rt) {
+            // Else the runtime's version already sends the temp targets to the hook.
+            assert!(stderr.contains("the image's /tmp holds files"), "{case}: says why: {stderr}");
+        }
+        assert_eq!(ours_at(&stdout), ["/tmp"], "{case}: {stdout}");
+        let after = stdout.split("END-MOUNTS").nth(1).unwrap_or("");
+        assert!(after.contains("image-dotimage-sub"), "{case}: the image's files: {after}");
+        assert!(after.contains("link -> /etc/passwd"), "{case}: the symlink, as a symlink: {after}");
+        assert!(after.contains("WRITABLE"), "{case}: /tmp writable: {after}");
+        assert!(!tmp.join("new").exists(), "{case}: the write went to the tmpfs, not the image");
+        host.assert_untouched(&marker, &case);
+
+        let case = format!("an empty image /tmp ({rt:?})");
+        let mut b = Bundle::new("spec-files");
+        b.script(LOOK).annotate("oci-tmpfs-hook/tmp-size", "32Mi");
+        let (stdout, stderr, config) = wrap(&b, rt, &case, &unique("spec"));
+        if runc_before_1_1_8(rt) {
+            assert_eq!(our_hook_stages(&config), ["prestart"], "{case}: {stderr}");
+        } else {
+            assert_eq!(config["hooks"], Value::Null, "{case}: no hook: {stderr}");
+            assert_eq!(our_spec_entries(&config), ["/tmp"], "{case}: the spec carries /tmp: {stderr}");
+        }
+        assert!(!stderr.contains("holds files"), "{case}: {stderr}");
+        assert_eq!(ours_at(&stdout), ["/tmp"], "{case}: {stdout}");
+        assert!(stdout.contains("WRITABLE"), "{case}: /tmp writable: {stdout}");
+        host.assert_untouched(&marker, &case);
     }
 }
 
