@@ -37,6 +37,10 @@ mod metrics;
 /// SIGTERM stops the plugin.
 mod stop;
 
+/// The burst bench: pods placed at once, with the plugin, without it, and
+/// through the wrapper in hook and spec mode.
+mod burst;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;

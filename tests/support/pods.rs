@@ -114,6 +114,10 @@ pub struct NodeOpts {
     pub symlinked_state: bool,
     /// An NRI node whose plugin the test starts itself.
     pub without_plugin: bool,
+    /// An NRI node that also registers the wrapper's two handlers (the
+    /// burst bench's arms without NRI), their wrapper and hook being
+    /// [`plugin_bin`], the plugin's own binary.
+    pub handlers: bool,
 }
 
 /// One node: a private mount namespace, a containerd in it, the images.
@@ -138,6 +142,8 @@ pub struct Node {
     pub hook: PathBuf,
     /// The way in of what the node does next: pods run with its handler.
     pub way: Way,
+    /// An NRI node with the wrapper's handlers too ([`NodeOpts::handlers`]).
+    pub handlers: bool,
 }
 
 /// The plugin's binary: `$OCI_TMPFS_HOOK_NRI_BIN` (the bench runs the
@@ -196,6 +202,7 @@ impl Node {
     /// The ways into this node.
     pub fn ways(&self) -> Vec<Way> {
         match self.way {
+            Way::Nri if self.handlers => vec![Way::Nri, Way::Spec, Way::Hook],
             Way::Nri => vec![Way::Nri],
             Way::Spec | Way::Hook => Way::WRAPPER.to_vec(),
         }
@@ -228,6 +235,7 @@ impl Node {
             case: case.to_string(),
             hook: hook.canonicalize().expect("the hook's binary"),
             way,
+            handlers: way == Way::Nri && opts.handlers,
         };
         if opts.symlinked_state {
             std::fs::create_dir(node.dir.join("state-real")).unwrap();
@@ -242,8 +250,11 @@ impl Node {
                 "the NRI suite needs containerd 2.x (NRI on by default), found {}",
                 node.ctd.version
             );
-        } else {
-            node.register_handlers();
+        }
+        if way != Way::Nri {
+            node.register_handlers(&hook_bin());
+        } else if node.handlers {
+            node.register_handlers(&plugin_bin());
         }
         node.start_daemon();
         if way == Way::Nri && !opts.without_plugin {
@@ -268,12 +279,13 @@ impl Node {
     /// containerd` writes `oci-tmpfs`; its hook-mode twin is the same
     /// entries under another name, whose binary is a script that names the
     /// hook-mode config (`OCI_TMPFS_HOOK_CONFIG`) and execs the wrapper.
-    fn register_handlers(&self) {
+    /// `bin` is the wrapper's and the hook's binary.
+    fn register_handlers(&self, bin: &Path) {
         let wrapper = self.dir.join("oci-tmpfs-runtime");
-        std::os::unix::fs::symlink(hook_bin(), &wrapper).unwrap();
+        std::os::unix::fs::symlink(bin, &wrapper).unwrap();
         let mut setup = Command::new(hook_bin());
         setup.args(["setup", "containerd", "--containerd-config"]).arg(&self.config);
-        setup.arg("--hook-path").arg(hook_bin()).arg("--runtime-path").arg(&wrapper);
+        setup.arg("--hook-path").arg(bin).arg("--runtime-path").arg(&wrapper);
         ok(&mut setup);
         let twin = self.dir.join("oci-tmpfs-runtime-hookmode");
         let script = format!(

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Pods placed at once (BENCHMARKS.md#nri-burst): a batch of pods, each one
+# read-only container with a 256 MiB limit, created together through
+# containerd 2.1's CRI in the sid environment, as root, in four arms on one
+# containerd, alternating within each round: without the plugin, with it,
+# the wrapper in hook mode (the same hook, no NRI) and the wrapper in spec
+# mode (no hook process). Per arm: p50 and p99 of RunPodSandbox,
+# CreateContainer, StartContainer and each pod's total, the burst's wall
+# time, and the ratios to "without".
+# The bench is tests/nri/burst.rs's bench_nri_burst (ignored in the suite's
+# default run); the plugin, wrapper and hook are the static release binary.
+#
+#   bench/burst.sh                                  10 and 20 pods, 3 rounds
+#   NRI_BURST_PODS=10,20,50 NRI_BURST_ROUNDS=5 bench/burst.sh
+#   NRI_BURST_PODS=4 NRI_BURST_ROUNDS=1 bench/burst.sh    the smoke run (fails only when
+#                                                   a pod did not start or the plugin
+#                                                   missed a CreateContainer)
+set -Eeuo pipefail
+cd "$(dirname "$0")/.."
+exec tests/env/nri.sh bench_nri_burst --ignored --nocapture

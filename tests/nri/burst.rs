@@ -1,0 +1,185 @@
+//! The burst bench (run with `--ignored`: `bench/burst.sh`): pods placed at
+//! once, as kubelet places a batch, through containerd's CRI, in four arms
+//! on one containerd, alternating within each round:
+//! - `without`: runc, the plugin stopped;
+//! - `plugin`: runc, the plugin registered (its adjustment: our hook at
+//!   createRuntime, which mounts `/tmp` and grows the pod's `/dev/shm`);
+//! - `hook`: the wrapper in hook mode (the handler `oci-tmpfs-hookmode`, the
+//!   plugin stopped): the same hook process, no NRI;
+//! - `spec`: the wrapper in spec mode (the handler `oci-tmpfs`): the mounts
+//!   written into `config.json`, no hook process; the yardstick of what
+//!   mounting alone costs.
+//!
+//! Each burst: `NRI_BURST_PODS` pods (a comma list, default `10,20`), each
+//! one read-only container with a 256 MiB limit (tests/nri/bench.py
+//! `burst`). Each of `NRI_BURST_ROUNDS` rounds (default 3) runs every size
+//! in every arm, the arms' order rotated by one each round. The wrapper and
+//! the hook of every arm are the plugin's binary (the static release build,
+//! `OCI_TMPFS_HOOK_NRI_BIN`).
+//!
+//! Printed: per size and arm, p50 and p99 over every pod of every round of
+//! RunPodSandbox, CreateContainer, StartContainer and the pod's total, the
+//! burst's wall time (median over rounds), and each p50's ratio to
+//! `without`. It fails only when a pod did not start, or the plugin did not
+//! answer each of its arm's CreateContainer exactly once: no bound on a
+//! time (the ratios are what it is for).
+
+use std::fmt::Write as _;
+
+use serde_json::json;
+
+use super::support::cri::*;
+use super::support::pods::*;
+use super::support::*;
+use super::{bench_py, plugin_times, quantile};
+
+/// The bench's arms, in the first round's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Arm {
+    Without,
+    Plugin,
+    Hook,
+    Spec,
+}
+
+impl Arm {
+    const ALL: [Arm; 4] = [Arm::Without, Arm::Plugin, Arm::Hook, Arm::Spec];
+
+    fn name(self) -> &'static str {
+        match self {
+            Arm::Without => "without",
+            Arm::Plugin => "plugin",
+            Arm::Hook => "hook",
+            Arm::Spec => "spec",
+        }
+    }
+
+    fn handler(self) -> &'static str {
+        match self {
+            Arm::Without | Arm::Plugin => Way::Nri.handler(),
+            Arm::Hook => Way::Hook.handler(),
+            Arm::Spec => Way::Spec.handler(),
+        }
+    }
+}
+
+/// The CRI calls timed per pod (bench.py's keys), and the burst's wall time.
+const CALLS: [&str; 4] = ["run", "create", "start", "total"];
+
+/// What one arm saw at one size, over all rounds (seconds).
+#[derive(Default)]
+struct Seen {
+    per_call: [Vec<f64>; 4],
+    walls: Vec<f64>,
+}
+
+fn p(v: &[f64], q: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    quantile(&s, q)
+}
+
+#[test]
+#[ignore]
+fn bench_nri_burst() {
+    let rounds: usize = std::env::var("NRI_BURST_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let sizes: Vec<usize> = std::env::var("NRI_BURST_PODS")
+        .unwrap_or_else(|_| "10,20".into())
+        .split(',')
+        .map(|n| n.trim().parse().expect("NRI_BURST_PODS: a comma list of pod counts"))
+        .collect();
+    let mut node = Node::start_with("burst", Way::Nri, &NodeOpts { handlers: true, ..NodeOpts::default() });
+    // The pod and container every burst copies (bench.py makes the pods unique).
+    let pod =
+        node.run_pod("burst", &PodOpts { memory: 256 * MI, ..PodOpts::default() }).expect("RunPodSandbox");
+    let mut request = node.container_request(&pod, &CtrOpts::ro("burst", 256 * MI));
+    node.teardown(&pod, &[]).expect("the template pod's teardown");
+    // Warm-up: the image's first unpack, each handler's first shim.
+    for arm in [Arm::Plugin, Arm::Hook, Arm::Spec] {
+        request["runtime_handler"] = json!(arm.handler());
+        bench_py(&node, &["burst", "2"], &request);
+    }
+    let mut seen: Vec<Vec<Seen>> =
+        sizes.iter().map(|_| Arm::ALL.iter().map(|_| Seen::default()).collect()).collect();
+    let mut broken = Vec::new();
+    for round in 0..rounds {
+        for (si, &n) in sizes.iter().enumerate() {
+            for k in 0..Arm::ALL.len() {
+                let arm = Arm::ALL[(k + round) % Arm::ALL.len()];
+                let running = node.plugin.is_some();
+                if arm == Arm::Plugin && !running {
+                    node.start_plugin();
+                } else if arm != Arm::Plugin && running {
+                    node.stop_plugin();
+                }
+                let mark = plugin_times(&node).len();
+                request["runtime_handler"] = json!(arm.handler());
+                let out = bench_py(&node, &["burst", &n.to_string()], &request);
+                let answers = plugin_times(&node).len() - mark;
+                if arm == Arm::Plugin && answers != n {
+                    broken.push(format!(
+                        "round {round}, {n} pods: the plugin answered {answers} CreateContainer"
+                    ));
+                }
+                let s = &mut seen[si][arm as usize];
+                let pods = out["pods"].as_array().expect("bench.py burst: pods");
+                if pods.len() != n {
+                    broken.push(format!(
+                        "round {round}, {n} pods, {}: {} pods started",
+                        arm.name(),
+                        pods.len()
+                    ));
+                }
+                for pod in pods {
+                    for (c, call) in CALLS.iter().enumerate() {
+                        s.per_call[c].push(pod[call].as_f64().expect("a time"));
+                    }
+                }
+                s.walls.push(out["seconds"].as_f64().expect("the burst's wall time"));
+                say(&format!(
+                    "nri burst: round {round}, {n} pods, {:<7}: wall {:.0} ms, StartContainer p50 {:.0} ms",
+                    arm.name(),
+                    out["seconds"].as_f64().unwrap_or(0.0) * 1e3,
+                    p(&s.per_call[2][s.per_call[2].len() - pods.len()..], 0.5) * 1e3
+                ));
+            }
+        }
+    }
+    node.stop_plugin();
+    let runc = std::process::Command::new("runc")
+        .arg("--version")
+        .output()
+        .map(|o| text(&o.stdout))
+        .unwrap_or_default();
+    say(&format!(
+        "nri burst: containerd {}, {}, {} CPUs, {rounds} rounds, plugin/wrapper/hook {}",
+        node.ctd.version,
+        runc.lines().next().unwrap_or("runc ?"),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        plugin_bin().display()
+    ));
+    let mut table = String::from(
+        "| pods | arm | RunPodSandbox p50 / p99 | CreateContainer p50 / p99 | StartContainer p50 / p99 | pod total p50 / p99 | burst wall (median) |\n|---|---|---|---|---|---|---|\n",
+    );
+    let mut ratios = String::from(
+        "| pods | arm | RunPodSandbox | CreateContainer | StartContainer | pod total | burst wall |\n|---|---|---|---|---|---|---|\n",
+    );
+    for (si, n) in sizes.iter().enumerate() {
+        let base = &seen[si][Arm::Without as usize];
+        for arm in Arm::ALL {
+            let s = &seen[si][arm as usize];
+            let _ = write!(table, "| {n} | {} |", arm.name());
+            let _ = write!(ratios, "| {n} | {} |", arm.name());
+            for c in 0..CALLS.len() {
+                let v = &s.per_call[c];
+                let _ = write!(table, " {:.0} / {:.0} ms |", p(v, 0.5) * 1e3, p(v, 0.99) * 1e3);
+                let _ = write!(ratios, " {:.2} |", p(v, 0.5) / p(&base.per_call[c], 0.5));
+            }
+            let _ = writeln!(table, " {:.0} ms |", p(&s.walls, 0.5) * 1e3);
+            let _ = writeln!(ratios, " {:.2} |", p(&s.walls, 0.5) / p(&base.walls, 0.5));
+        }
+    }
+    say(&format!("nri burst: per pod over all rounds (ms):\n{table}"));
+    say(&format!("nri burst: p50 (burst wall: median) over `without`'s:\n{ratios}"));
+    assert!(broken.is_empty(), "nri burst:\n  {}", broken.join("\n  "));
+}
