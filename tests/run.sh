@@ -91,6 +91,9 @@ if [[ ,$envs, == *,sid,* ]]; then
     # The NRI bench as a smoke test: a few rounds; generous bounds on the plugin's own
     # time and memory, none on the ratio (BENCHMARKS.md).
     NRI_BENCH_ROUNDS=2 NRI_BENCH_PODS=8 bench/nri.sh 2>&1 | tee -a "$log" || status=1
+    # The burst bench as a smoke test: 4 pods at once, one round of each arm
+    # (BENCHMARKS.md#nri-burst has the measured tables).
+    NRI_BURST_PODS=4 NRI_BURST_ROUNDS=1 bench/burst.sh 2>&1 | tee -a "$log" || status=1
     # The `runtimes` binary built above, run inside sid.
     bin=$(cargo test --locked --test runtimes --no-run --message-format=json 2>/dev/null \
       | grep -o '"executable":"[^"]*/deps/runtimes-[0-9a-f]*"' | sed 's/^"executable":"//; s/"$//' | tail -n1)
