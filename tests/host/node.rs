@@ -208,19 +208,25 @@ fn node_image_installs_on_debian_containerd_16_and_crio() {
 /// containerd 2.1 (Debian sid's binary and shim) on its default config.
 #[test]
 fn node_image_installs_on_containerd_21_default_config() {
-    let sid = Path::new(SID_ROOT);
     let shim_dir = TempDir::new("node-sid-shim");
+    let bins = sid_binaries(&shim_dir);
+    install_serve_reinstall_uninstall("containerd 2.1 (default config)", containerd21_config, bins);
+}
+
+/// Debian sid's containerd and ctr, with its shim first on containerd's
+/// PATH through a link in `shim_dir` (removed with it).
+fn sid_binaries(shim_dir: &TempDir) -> Binaries {
+    let sid = Path::new(SID_ROOT);
     std::os::unix::fs::symlink(
         sid.join("usr/bin/containerd-shim-runc-v2"),
         shim_dir.join("containerd-shim-runc-v2"),
     )
     .unwrap();
-    let bins = Binaries {
+    Binaries {
         containerd: sid.join("usr/bin/containerd"),
         ctr: sid.join("usr/bin/ctr"),
         path_first: Some(shim_dir.0.clone()),
-    };
-    install_serve_reinstall_uninstall("containerd 2.1 (default config)", containerd21_config, bins);
+    }
 }
 
 /// Two installs at once wait on the lock and do the work once; systemd
@@ -584,7 +590,7 @@ fn node_refuses_a_host_root_that_is_its_own_root() {
 /// handler; and a containerd started on the old config (handler not loaded)
 /// is told from one started on the installed config (loaded), through its
 /// real CRI socket.
-fn pending_until_loaded(label: &str, config: fn(&Path, &str) -> String, bins: fn() -> Binaries) {
+fn pending_until_loaded(label: &str, config: fn(&Path, &str) -> String, bins: &Binaries) {
     require_root();
     let work = TempDir::new("node-pending");
     let run_dir = TempDir::new("node-pending-ctd");
@@ -620,7 +626,7 @@ fn pending_until_loaded(label: &str, config: fn(&Path, &str) -> String, bins: fn
     // A containerd on the old config: its CRI answers without the handler.
     let old_config = work.join("old-config.toml");
     std::fs::write(&old_config, &original).unwrap();
-    let ctd = Containerd::start(run_dir, &host, &old_config, bins(), &pod_image);
+    let ctd = Containerd::start(run_dir, &host, &old_config, bins.clone(), &pod_image);
     let out = node(none);
     assert!(out.status.success(), "{}", shown(&out));
     let said = text(&out.stdout);
@@ -637,7 +643,7 @@ fn pending_until_loaded(label: &str, config: fn(&Path, &str) -> String, bins: fn
         TempDir(run_path.clone()),
         &host,
         &host.join("etc/containerd/config.toml"),
-        bins(),
+        bins.clone(),
         &pod_image,
     );
     for (i, args) in [systemd, none].into_iter().enumerate() {
@@ -660,26 +666,12 @@ fn pending_until_loaded(label: &str, config: fn(&Path, &str) -> String, bins: fn
 
 #[test]
 fn node_restart_stays_pending_until_containerd_16_has_loaded_the_handler() {
-    let bins = || Binaries { containerd: "containerd".into(), ctr: "ctr".into(), path_first: None };
-    pending_until_loaded("containerd 1.6", debian_config, bins);
+    let bins = Binaries { containerd: "containerd".into(), ctr: "ctr".into(), path_first: None };
+    pending_until_loaded("containerd 1.6", debian_config, &bins);
 }
 
 #[test]
 fn node_restart_stays_pending_until_containerd_21_has_loaded_the_handler() {
-    fn bins() -> Binaries {
-        let sid = Path::new(SID_ROOT);
-        let shim_dir = std::env::temp_dir().join("oci-tmpfs-hook-tests").join(unique("node-sid-shim"));
-        std::fs::create_dir_all(&shim_dir).unwrap();
-        std::os::unix::fs::symlink(
-            sid.join("usr/bin/containerd-shim-runc-v2"),
-            shim_dir.join("containerd-shim-runc-v2"),
-        )
-        .unwrap();
-        Binaries {
-            containerd: sid.join("usr/bin/containerd"),
-            ctr: sid.join("usr/bin/ctr"),
-            path_first: Some(shim_dir),
-        }
-    }
-    pending_until_loaded("containerd 2.1", containerd21_config, bins);
+    let shim_dir = TempDir::new("node-sid-shim");
+    pending_until_loaded("containerd 2.1", containerd21_config, &sid_binaries(&shim_dir));
 }

@@ -90,6 +90,7 @@ pub fn build_image(dir: &Path, reference: &str) -> PathBuf {
 // ----------------------------------------------- containerd on the host
 
 /// The containerd binaries under test.
+#[derive(Clone, Debug)]
 pub struct Binaries {
     pub containerd: PathBuf,
     pub ctr: PathBuf,
