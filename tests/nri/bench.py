@@ -52,13 +52,7 @@ def one(stub, request, timed):
 def pods(stub, request, count, handler):
     base = json_format.MessageToDict(request.sandbox_config, preserving_proto_field_name=True)
     for i in range(count):
-        cfg = json.loads(json.dumps(base))
-        uid = f"{cfg['metadata']['uid']}-{i}"
-        cfg["metadata"]["name"] = f"{cfg['metadata']['name']}-{i}"
-        cfg["metadata"]["uid"] = uid
-        cfg["labels"]["io.kubernetes.pod.uid"] = uid
-        cfg["linux"]["cgroup_parent"] = f"{cfg['linux']['cgroup_parent']}-{i}"
-        sandbox = json_format.ParseDict(cfg, api_pb2.PodSandboxConfig())
+        sandbox = unique_sandbox(base, i)
         pod = stub.RunPodSandbox(api_pb2.RunPodSandboxRequest(config=sandbox, runtime_handler=handler), timeout=60)
         request.pod_sandbox_id = pod.pod_sandbox_id
         request.sandbox_config.CopyFrom(sandbox)

@@ -940,6 +940,17 @@ fn case09_hostile_sizes_are_refused_before_anything() {
     }
 }
 
+/// A host config in `b`'s directory that logs warnings to a file there
+/// (runc drops a hook's stderr when it succeeds): the config's path and
+/// the log's.
+fn warnings_to_a_file(b: &Bundle) -> (std::path::PathBuf, std::path::PathBuf) {
+    let log = b.dir.join("hook.log");
+    let conf = b.dir.join("host.toml");
+    let text = format!("log_file = {}\nlog_level = \"warn\"\n", toml_string(log.to_str().unwrap()));
+    std::fs::write(&conf, text).unwrap();
+    (conf, log)
+}
+
 fn toml_string(v: &str) -> String {
     let mut out = String::from("\"");
     for c in v.chars() {
@@ -1049,13 +1060,7 @@ fn case10_hostile_temp_env() {
     for (name, env, allowed, warns) in cases {
         let case = format!("case 10 env {name}");
         let mut b = Bundle::new("c10");
-        let log = b.dir.join("hook.log");
-        let conf = b.dir.join("host.toml");
-        std::fs::write(
-            &conf,
-            format!("log_file = {}\nlog_level = \"warn\"\n", toml_string(log.to_str().unwrap())),
-        )
-        .unwrap();
+        let (conf, log) = warnings_to_a_file(&b);
         b.script(SHOW_MOUNTS);
         for e in &env {
             b.env(e);
@@ -1573,13 +1578,7 @@ fn case17_an_image_tmp_past_the_copy_up_bounds_is_left_alone() {
         for (name, fill, bound) in cases {
             let case = format!("case 17 the image's /tmp holds {name} ({rt:?})");
             let mut b = Bundle::new("c17");
-            let log = b.dir.join("hook.log");
-            let conf = b.dir.join("host.toml");
-            std::fs::write(
-                &conf,
-                format!("log_file = {}\nlog_level = \"warn\"\n", toml_string(log.to_str().unwrap())),
-            )
-            .unwrap();
+            let (conf, log) = warnings_to_a_file(&b);
             symlink("busybox", b.rootfs().join("bin/md5sum")).unwrap();
             let want = fill(&b.rootfs().join("tmp"));
             // A tmpfs big enough for the file: only copy-up's own bound trips.
