@@ -186,18 +186,21 @@ pub enum EnvTarget {
 /// `process.env`, first occurrence of each, entries without `=` ignored,
 /// and validates them.
 pub fn from_env<'a>(cache_vars: &[EnvVar], env: impl IntoIterator<Item = &'a str> + Clone) -> Vec<EnvTarget> {
-    let mut vars: Vec<EnvVar> = TEMP_VARS.iter().map(|v| EnvVar((*v).to_string())).collect();
-    for v in cache_vars {
-        if !vars.contains(v) {
-            vars.push(v.clone());
-        }
-    }
-    vars.into_iter()
-        .filter_map(|var| {
+    // Names only: an `EnvVar` is made for a variable the env has (the hook
+    // reads this at every start).
+    let cache = cache_vars.iter().enumerate().map(|(i, v)| (i, v.as_str()));
+    let cache =
+        cache.filter(|&(i, v)| !TEMP_VARS.contains(&v) && !cache_vars[..i].iter().any(|w| w.as_str() == v));
+    TEMP_VARS
+        .iter()
+        .copied()
+        .chain(cache.map(|(_, v)| v))
+        .filter_map(|name| {
             let value = env.clone().into_iter().find_map(|entry| {
                 let (k, v) = entry.split_once('=')?;
-                (k == var.as_str()).then_some(v)
+                (k == name).then_some(v)
             })?;
+            let var = EnvVar(name.to_string());
             Some(match validate(value) {
                 Ok(path) => EnvTarget::Ok { var, path },
                 Err(reason) => EnvTarget::Skipped { var, value: shorten(value), reason },
