@@ -100,14 +100,19 @@ pub(crate) fn place_targets(rootfs: &Path, plan: &Plan) -> Result<Placing, Apply
             }
         }
     }
-    if let Some(why) = image_files(&holding) {
-        return Ok(Placing::Hook(why));
-    }
     let placed: Vec<&str> = out.placed.iter().map(|(t, _)| t.as_str()).collect();
-    if let Some(why) = two_in_image(earlier, &placed) {
-        return Ok(Placing::Hook(why));
+    match to_hook(earlier, &placed, &holding) {
+        Some(why) => Ok(Placing::Hook(why)),
+        None => Ok(Placing::Spec(out)),
     }
-    Ok(Placing::Spec(out))
+}
+
+/// Why what the rootfs holds sends the temp targets to the hook, if it
+/// does: two tmpfs of ours in the image's own tree ([`two_in_image`]), or a
+/// target's directory holding the image's files ([`image_files`]). The one
+/// rule [`place_targets`] applies and [`routes`] reports.
+fn to_hook(earlier: usize, passing: &[&str], holding: &[String]) -> Option<String> {
+    two_in_image(earlier, passing).or_else(|| image_files(holding))
 }
 
 /// Why the temp targets `passing` (those the landing rule lets through) go
@@ -182,9 +187,8 @@ pub(crate) enum Route {
 /// refused there is refused by the hook too), then `carrier`'s executor
 /// ([`super::route::carrier`]), which becomes the hook at `prestart` where
 /// the spec would hold two tmpfs of ours in the image's own tree
-/// ([`two_in_image`], as [`place_targets`] judges it) or where a target's
-/// directory holds files in the image ([`image_files`]). Nothing is
-/// created or changed.
+/// or where a target's directory holds files in the image ([`to_hook`], as
+/// [`place_targets`] judges it). Nothing is created or changed.
 ///
 /// # Errors
 /// A rootfs that cannot be opened.
@@ -209,19 +213,13 @@ pub(crate) fn routes(
     let mut carrier = carrier.clone();
     if carrier == Carrier::Spec {
         let passing: Vec<&str> = judged.iter().filter(|(_, j)| j.is_ok()).map(|(t, _)| *t).collect();
-        let why = match two_in_image(ours_in_image(&root, plan, &landings), &passing) {
-            Some(why) => Some(why),
-            None => {
-                let mut holding = Vec::new();
-                for real in judged.iter().filter_map(|(_, j)| j.as_ref().ok()) {
-                    if root.holds_entries_at(real).map_err(|e| read_error(real.as_str(), e))? {
-                        holding.push(real.to_string());
-                    }
-                }
-                image_files(&holding)
+        let mut holding = Vec::new();
+        for real in judged.iter().filter_map(|(_, j)| j.as_ref().ok()) {
+            if root.holds_entries_at(real).map_err(|e| read_error(real.as_str(), e))? {
+                holding.push(real.to_string());
             }
-        };
-        if let Some(why) = why {
+        }
+        if let Some(why) = to_hook(ours_in_image(&root, plan, &landings), &passing, &holding) {
             // The carrier is the spec: no other party's runtime-namespace hook.
             carrier = Carrier::Hook { stage: super::route::hook_stage(&[]), why };
         }
