@@ -193,8 +193,8 @@ pub(crate) fn apply<M: Mounter>(
 mod tests {
     use super::*;
     use crate::hook::syscall::Call;
-    use crate::plan::{Origin, Owner, ShmSource, SizeFrom, Sizing, TMPFS_MODE};
-    use crate::size::Basis;
+    use crate::plan::fixtures::{mount, tmpfs};
+    use crate::plan::{Owner, ShmSource};
     use crate::stage::Stage;
 
     /// Records every call; fails where told to.
@@ -288,34 +288,8 @@ mod tests {
         }
     }
 
-    fn tmpfs(bytes: u64, owner: Option<Owner>) -> Tmpfs {
-        let size = Sizing {
-            bytes: Bytes(bytes),
-            requested: "x".into(),
-            from: SizeFrom::Default,
-            basis: Basis::Absolute,
-            basis_bytes: None,
-            capped: None,
-        };
-        Tmpfs {
-            size,
-            nr_inodes: None,
-            mode: TMPFS_MODE,
-            nosuid: true,
-            nodev: true,
-            noexec: false,
-            owner,
-            label: None,
-        }
-    }
-
     fn plan_owned(owner: Option<Owner>) -> Plan {
-        let mount = |p: &str| Action::MountTmpfs {
-            target: crate::target::validate(p).unwrap(),
-            origins: vec![Origin::Default],
-            tmpfs: tmpfs(1 << 30, owner),
-            subdirs: vec![],
-        };
+        let mount = |p: &str| mount(p, tmpfs(1 << 30, owner));
         Plan {
             enabled: true,
             why: "test".into(),

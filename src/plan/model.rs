@@ -304,3 +304,42 @@ impl Action {
         }
     }
 }
+
+/// Plans built by hand for the executors' unit tests.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::*;
+
+    /// A tmpfs of `bytes` as the plan makes one for a temp target
+    /// (mode 1777, `nosuid,nodev`), owned by `owner`.
+    pub(crate) fn tmpfs(bytes: u64, owner: Option<Owner>) -> Tmpfs {
+        let size = Sizing {
+            bytes: Bytes(bytes),
+            requested: "x".into(),
+            from: SizeFrom::Default,
+            basis: Basis::Absolute,
+            basis_bytes: None,
+            capped: None,
+        };
+        Tmpfs {
+            size,
+            nr_inodes: None,
+            mode: TMPFS_MODE,
+            nosuid: true,
+            nodev: true,
+            noexec: false,
+            owner,
+            label: None,
+        }
+    }
+
+    /// A tmpfs on `target` (always a target: [`Origin::Default`]).
+    pub(crate) fn mount(target: &str, tmpfs: Tmpfs) -> Action {
+        Action::MountTmpfs {
+            target: crate::target::validate(target).unwrap(),
+            origins: vec![Origin::Default],
+            tmpfs,
+            subdirs: vec![],
+        }
+    }
+}

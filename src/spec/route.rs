@@ -117,6 +117,7 @@ pub(crate) fn foreign_runtime_hooks(hooks: &Value, ours: &Path) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::fixtures::{mount, tmpfs};
     use serde_json::json;
 
     const OURS: &str = "/usr/local/bin/oci-tmpfs-hook";
@@ -131,28 +132,7 @@ mod tests {
                     continue;
                 }
             }
-            p.actions.push(Action::MountTmpfs {
-                target: crate::target::validate(t).unwrap(),
-                origins: vec![crate::plan::Origin::Default],
-                tmpfs: crate::plan::Tmpfs {
-                    size: crate::plan::Sizing {
-                        bytes: crate::size::Bytes(1 << 20),
-                        requested: "1Mi".into(),
-                        from: crate::plan::SizeFrom::Default,
-                        basis: crate::size::Basis::Absolute,
-                        basis_bytes: None,
-                        capped: None,
-                    },
-                    nr_inodes: None,
-                    mode: crate::plan::TMPFS_MODE,
-                    nosuid: true,
-                    nodev: true,
-                    noexec: false,
-                    owner: None,
-                    label: None,
-                },
-                subdirs: vec![],
-            });
+            p.actions.push(mount(t, tmpfs(1 << 20, None)));
         }
         p
     }
