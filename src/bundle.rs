@@ -87,7 +87,7 @@ pub fn inject(bundle: &Path, stage: Stage, entry: &HookEntry) -> Result<bool, Bu
 
 /// The members of `config.json` that any edit of ours changes: the mounts
 /// (the spec executor) and the hooks (the hook entry).
-const EDITED: [&str; 2] = ["mounts", "hooks"];
+const EDITED: [&str; 3] = ["mounts", "hooks", "process"];
 
 /// A bundle's `config.json` as read: its bytes, and, once [`Config::tree`]
 /// asks for them, the members an edit changes (`mounts`, `hooks`) as a JSON
@@ -128,6 +128,8 @@ struct Top<'a> {
     mounts: Raw<'a>,
     #[serde(borrow, default)]
     hooks: Raw<'a>,
+    #[serde(borrow, default)]
+    process: Raw<'a>,
 }
 
 impl Config<'_> {
@@ -180,7 +182,7 @@ impl Config<'_> {
                 start..start + r.get().len()
             })
         };
-        Ok(vec![("mounts", span(top.mounts)), ("hooks", span(top.hooks))])
+        Ok(vec![("mounts", span(top.mounts)), ("hooks", span(top.hooks)), ("process", span(top.process))])
     }
 }
 
@@ -232,6 +234,39 @@ fn splice(original: &str, m: &Members, path: &Path) -> Result<String, BundleErro
         out.replace_range(range, &text);
     }
     Ok(out)
+}
+
+/// Sets `HOME` in `process.env` of the document `config` (its `process`
+/// member): the first `HOME=` entry is replaced (the one the process
+/// gets), or one is added. Whether it changed anything.
+///
+/// # Errors
+/// A `process` or `process.env` of the wrong JSON type.
+pub fn set_home(config: &mut Value, home: &str) -> Result<bool, String> {
+    let process = config
+        .as_object_mut()
+        .ok_or("the document")?
+        .entry("process")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()))
+        .as_object_mut()
+        .ok_or("process")?;
+    let env = process
+        .entry("env")
+        .or_insert_with(|| Value::Array(Vec::new()))
+        .as_array_mut()
+        .ok_or("process.env")?;
+    let entry = Value::String(format!("HOME={home}"));
+    match env.iter_mut().find(|e| e.as_str().is_some_and(|s| s.starts_with("HOME="))) {
+        Some(e) if *e == entry => Ok(false),
+        Some(e) => {
+            *e = entry;
+            Ok(true)
+        }
+        None => {
+            env.push(entry);
+            Ok(true)
+        }
+    }
 }
 
 /// Reads `<bundle>/config.json`, lets `change` edit it (it returns whether

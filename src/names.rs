@@ -14,6 +14,10 @@ pub const ANNOTATION_ENABLED: &str = "oci-tmpfs-hook/enabled";
 pub const ANNOTATION_TMP_SIZE: &str = "oci-tmpfs-hook/tmp-size";
 /// Annotation that sets the size of `/dev/shm`.
 pub const ANNOTATION_SHM_SIZE: &str = "oci-tmpfs-hook/shm-size";
+/// Annotation that turns the container user's `HOME` tmpfs on or off.
+pub const ANNOTATION_HOME: &str = "oci-tmpfs-hook/home";
+/// Annotation that sets the size of the `HOME` tmpfs.
+pub const ANNOTATION_HOME_SIZE: &str = "oci-tmpfs-hook/home-size";
 /// The glob that lets our annotations through containerd's CRI to the spec.
 pub(crate) const ANNOTATION_GLOB: &str = "oci-tmpfs-hook/*";
 

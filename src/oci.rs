@@ -95,11 +95,36 @@ impl Mount {
 pub struct Process {
     #[serde(default)]
     env: Option<Vec<String>>,
+    #[serde(default)]
+    user: User,
 }
 
 impl Process {
     pub fn env(&self) -> &Option<Vec<String>> {
         &self.env
+    }
+
+    pub fn user(&self) -> &User {
+        &self.user
+    }
+}
+
+/// `process.user`: the ids the process runs as (0 when absent).
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct User {
+    #[serde(default)]
+    uid: u32,
+    #[serde(default)]
+    gid: u32,
+}
+
+impl User {
+    pub fn uid(&self) -> u32 {
+        self.uid
+    }
+
+    pub fn gid(&self) -> u32 {
+        self.gid
     }
 }
 

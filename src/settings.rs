@@ -13,6 +13,10 @@ use crate::target::{self, EnvVar, TargetPath};
 pub const DEFAULT_TMP_SIZE: Size = Size::Percent(25);
 /// Default size of `/dev/shm`.
 pub const DEFAULT_SHM_SIZE: Size = Size::Percent(50);
+/// Default size of the container user's `HOME` tmpfs.
+pub const DEFAULT_HOME_SIZE: Size = Size::Percent(25);
+/// Default home of ours for a user the runtime would give `HOME=/`.
+pub const DEFAULT_HOME_FALLBACK: &str = "/home/{uid}";
 /// The most variables `env_targets` may name.
 pub const MAX_ENV_TARGETS: usize = 64;
 
@@ -82,6 +86,10 @@ struct RawSettings {
     shm_size: Option<Size>,
     max_tmp_size: Option<Size>,
     max_shm_size: Option<Size>,
+    home: Option<bool>,
+    home_size: Option<Size>,
+    max_home_size: Option<Size>,
+    home_fallback: Option<HomeFallback>,
     #[serde(default)]
     annotations: AnnotationPolicy,
     #[serde(default)]
@@ -98,6 +106,15 @@ struct RawSettings {
     #[serde(default)]
     log_level: LogLevel,
     runtime_path: Option<PathBuf>,
+}
+
+/// `home_fallback` as written: `false`, `true` (the default template) or a
+/// template with `{uid}`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum HomeFallback {
+    On(bool),
+    Template(String),
 }
 
 /// `env_targets` as written: valid names, at most [`MAX_ENV_TARGETS`],
@@ -143,6 +160,19 @@ pub struct Settings {
     /// The most an annotation may ask for `/dev/shm`.
     #[serde(serialize_with = "display_opt")]
     pub max_shm_size: Option<Size>,
+    /// Give the container user's `HOME` a tmpfs (docs/design.md#home-plan).
+    pub home: bool,
+    #[serde(serialize_with = "display")]
+    pub home_size: Size,
+    /// `home_size` was set in the file.
+    #[serde(skip)]
+    pub home_size_set: bool,
+    /// The most `oci-tmpfs-hook/home-size` may ask for.
+    #[serde(serialize_with = "display_opt")]
+    pub max_home_size: Option<Size>,
+    /// Where an executor that can set the environment points `HOME` when the
+    /// runtime would give `/` (`{uid}`: the process's uid); `None`: off.
+    pub home_fallback: Option<String>,
     pub annotations: AnnotationPolicy,
     /// The runtime wrapper's executor.
     pub mode: Mode,
@@ -179,6 +209,11 @@ impl Default for Settings {
             shm_size_set: false,
             max_tmp_size: None,
             max_shm_size: None,
+            home: true,
+            home_size: DEFAULT_HOME_SIZE,
+            home_size_set: false,
+            max_home_size: None,
+            home_fallback: Some(DEFAULT_HOME_FALLBACK.to_string()),
             annotations: AnnotationPolicy::Allow,
             mode: Mode::Spec,
             extra_targets: Vec::new(),
@@ -204,6 +239,8 @@ pub enum SettingsError {
     NrInodes,
     #[error("{key} must be an absolute path")]
     Relative { key: &'static str },
+    #[error("home_fallback = {0:?}: {1}")]
+    HomeFallback(String, String),
 }
 
 impl Settings {
@@ -233,6 +270,17 @@ impl Settings {
         if raw.runtime_path.as_ref().is_some_and(|p| !p.is_absolute()) {
             return Err(SettingsError::Relative { key: "runtime_path" });
         }
+        let home_fallback = match raw.home_fallback {
+            None | Some(HomeFallback::On(true)) => Some(DEFAULT_HOME_FALLBACK.to_string()),
+            Some(HomeFallback::On(false)) => None,
+            Some(HomeFallback::Template(t)) => {
+                let example = t.replace("{uid}", "1000");
+                if let Err(reason) = target::validate(&example) {
+                    return Err(SettingsError::HomeFallback(t, reason.to_string()));
+                }
+                Some(t)
+            }
+        };
         Ok(Settings {
             tmp_size: raw.tmp_size.unwrap_or(DEFAULT_TMP_SIZE),
             shm_size: raw.shm_size.unwrap_or(DEFAULT_SHM_SIZE),
@@ -240,6 +288,11 @@ impl Settings {
             shm_size_set: raw.shm_size.is_some(),
             max_tmp_size: raw.max_tmp_size,
             max_shm_size: raw.max_shm_size,
+            home: raw.home.unwrap_or(true),
+            home_size: raw.home_size.unwrap_or(DEFAULT_HOME_SIZE),
+            home_size_set: raw.home_size.is_some(),
+            max_home_size: raw.max_home_size,
+            home_fallback,
             annotations: raw.annotations,
             mode: raw.mode,
             extra_targets,
@@ -304,6 +357,22 @@ mod tests {
     }
 
     #[test]
+    fn home_keys() {
+        let d = Settings::default();
+        assert!(d.home && d.home_fallback.as_deref() == Some("/home/{uid}") && d.max_home_size.is_none());
+        let s = Settings::parse(
+            "home = false\nhome_size = \"2Gi\"\nmax_home_size = \"8Gi\"\nhome_fallback = \"/srv/home/{uid}\"",
+        )
+        .unwrap();
+        assert!(!s.home && s.home_size_set);
+        assert_eq!(s.home_size, Size::Absolute(Bytes(2 << 30)));
+        assert_eq!(s.max_home_size, Some(Size::Absolute(Bytes(8 << 30))));
+        assert_eq!(s.home_fallback.as_deref(), Some("/srv/home/{uid}"));
+        assert_eq!(Settings::parse("home_fallback = false").unwrap().home_fallback, None);
+        assert_eq!(Settings::parse("home_fallback = true").unwrap().home_fallback, d.home_fallback);
+    }
+
+    #[test]
     fn rejects_bad_files() {
         let cases: &[(&str, &str)] = &[
             ("unknown key", "tmp_sise = \"1g\""),
@@ -321,6 +390,11 @@ mod tests {
             ("wrong type", "noexec = \"yes\""),
             ("env_targets not a list", "env_targets = \"HF_HOME\""),
             ("env_targets not names", "env_targets = [1]"),
+            ("home not a bool", "home = \"yes\""),
+            ("home_fallback relative", "home_fallback = \"home/{uid}\""),
+            ("home_fallback in /etc", "home_fallback = \"/etc/{uid}\""),
+            ("home_fallback the root", "home_fallback = \"/\""),
+            ("home_fallback a number", "home_fallback = 1"),
         ];
         for (name, text) in cases {
             let err = Settings::parse(text).expect_err(name);

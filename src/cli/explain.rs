@@ -11,7 +11,7 @@ use clap::Args;
 use super::{absolute_path, ConfigArg};
 use crate::error::{chain, Error};
 use crate::input;
-use crate::plan::{self, Action, Origin, Plan, ShmSource, ShmWay, Sizing};
+use crate::plan::{self, Action, HomeFrom, Origin, Plan, ShmSource, ShmWay, Sizing};
 use crate::size::{Basis, Bytes};
 use crate::spec::edit::preview;
 use crate::spec::host::Route;
@@ -59,8 +59,20 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
     let json = args.json;
     let settings = args.config.source(Path::new("/")).read()?;
     let (spec, hooks) = input::read_spec_and_hooks(bundle)?;
-    let plan = plan::plan_for(&spec, None, &settings, input::host_facts()?)?;
+    let host = input::host_facts()?;
     let rootfs = input::rootfs_path(&spec, bundle);
+    // As the runtime wrapper makes it: with the rootfs' /etc/passwd when
+    // HOME depends on it; in spec mode it can set HOME.
+    let sets_env = args.mode.unwrap_or(settings.mode) == crate::settings::Mode::Spec;
+    let mut user = plan::UserFacts { passwd: plan::Passwd::NotRead, sets_env };
+    let mut plan = plan::plan_for(&spec, None, &settings, host, &user)?;
+    if let (Some(uid), Some(r)) = (plan.passwd_uid, &rootfs) {
+        user.passwd = match crate::spec::host::read_passwd(r, &plan, uid) {
+            Ok(p) => p,
+            Err(e) => plan::Passwd::Unreadable(format!("cannot be read: {}", chain(&e))),
+        };
+        plan = plan::plan_for(&spec, None, &settings, host, &user)?;
+    }
     let carried = match (&rootfs, plan.enabled) {
         (Some(r), true) => {
             let runtime_unsafe = crate::wrapper::bundle_runtime_unsafe(args.runtime.as_deref());
@@ -214,6 +226,9 @@ fn action_line(action: &Action) -> String {
                     Origin::Default => "always".to_string(),
                     Origin::Env(v) => format!("${v}"),
                     Origin::HostConfig => "extra_targets".to_string(),
+                    Origin::Home(HomeFrom::Env) => "$HOME".to_string(),
+                    Origin::Home(HomeFrom::Passwd) => "HOME, from /etc/passwd".to_string(),
+                    Origin::Home(HomeFrom::Fallback) => "HOME, home_fallback".to_string(),
                 })
                 .collect();
             format!(

@@ -19,7 +19,7 @@ use std::path::Path;
 
 use super::ns::Entry;
 use super::syscall::ApplyError;
-use crate::plan::{Action, Note, Plan, ShmWay, SpecMount, Tmpfs, SHM_PATH};
+use crate::plan::{Action, Note, Passwd, Plan, PlanError, ShmWay, SpecMount, Tmpfs, SHM_PATH};
 use crate::size::Bytes;
 use crate::target::TargetPath;
 
@@ -83,6 +83,9 @@ pub(crate) trait Mounter {
     /// # Errors
     /// A rootfs that cannot be opened or is the host's root.
     fn open_root(&mut self, rootfs: &Path, spec_mounts: &[SpecMount]) -> Result<Self::Root, ApplyError>;
+    /// What the rootfs' `/etc/passwd` (as the container will see it) says
+    /// of `uid`, read by fd and bounded.
+    fn read_passwd(&mut self, root: &mut Self::Root, uid: u32) -> Passwd;
     /// Resolves `target` inside the rootfs and builds the detached tmpfs.
     ///
     /// # Errors
@@ -137,24 +140,37 @@ pub(crate) struct Report {
     pub notes: Vec<Note>,
 }
 
-/// Executes `plan` for a container whose rootfs is `rootfs`.
+/// Executes `plan` for a container whose rootfs is `rootfs`. A plan that
+/// asks for the image's `/etc/passwd` ([`Plan::passwd_uid`]) is made again
+/// with `again` once the rootfs is open, from what the container will read.
 ///
 /// # Errors
 /// Any [`ApplyError`]; on error nothing stays mounted by this call.
 pub(crate) fn apply<M: Mounter>(
     m: &mut M,
     plan: &Plan,
+    again: &mut dyn FnMut(Passwd) -> Result<Plan, PlanError>,
     entry: Entry,
     pid: Option<i64>,
     rootfs: &Path,
 ) -> Result<Report, ApplyError> {
     let mut report = Report::default();
-    // decide leaves a disabled plan without actions.
-    if plan.actions.is_empty() {
+    // decide leaves a disabled plan without actions or questions.
+    if plan.actions.is_empty() && plan.passwd_uid.is_none() {
         return Ok(report);
     }
     m.enter(entry, pid)?;
     let mut root = m.open_root(rootfs, &plan.spec_mounts)?;
+    let replanned;
+    let plan = match plan.passwd_uid {
+        Some(uid) => {
+            let passwd = m.read_passwd(&mut root, uid);
+            replanned = again(passwd)?;
+            crate::logger::decision(&replanned);
+            &replanned
+        }
+        None => plan,
+    };
     let mut ready = Vec::new();
     for action in &plan.actions {
         let prepared = match action {
@@ -209,6 +225,8 @@ mod tests {
         owners: Vec<Option<Owner>>,
         /// `context=` of each tmpfs prepared.
         labels: Vec<Option<String>>,
+        /// What `read_passwd` finds.
+        passwd: Passwd,
     }
 
     impl Mounter for Recorder {
@@ -264,6 +282,10 @@ mod tests {
                 Done::GrewShm { from: Bytes(1 << 26), to: tmpfs.size.bytes, writable: false },
             )
         }
+        fn read_passwd(&mut self, _: &mut String, uid: u32) -> Passwd {
+            self.calls.push(format!("read_passwd {uid}"));
+            self.passwd.clone()
+        }
         fn commit(&mut self, p: String) -> Result<(), ApplyError> {
             self.calls.push(format!("commit {p}"));
             if self.fail_commit == Some(p.as_str()) {
@@ -288,6 +310,11 @@ mod tests {
         }
     }
 
+    /// The re-plan of a test whose plan never asks for `/etc/passwd`.
+    fn never(_: Passwd) -> Result<Plan, PlanError> {
+        panic!("the plan asked for /etc/passwd")
+    }
+
     fn plan_owned(owner: Option<Owner>) -> Plan {
         let mount = |p: &str| mount(p, tmpfs(1 << 30, owner));
         Plan {
@@ -304,13 +331,12 @@ mod tests {
                     tmpfs: tmpfs(2 << 30, owner),
                 },
             ],
-            notes: vec![],
-            spec_mounts: vec![],
+            ..Plan::default()
         }
     }
 
     fn run(r: &mut Recorder, stage: Stage) -> Result<Report, ApplyError> {
-        apply(r, &plan_owned(None), Entry::at(stage)?, Some(42), Path::new("/b/rootfs"))
+        apply(r, &plan_owned(None), &mut never, Entry::at(stage)?, Some(42), Path::new("/b/rootfs"))
     }
 
     #[test]
@@ -340,7 +366,15 @@ mod tests {
     fn the_plan_owner_reaches_every_mount() {
         let mut r = Recorder::default();
         let owner = Some(Owner { uid: 100000, gid: 100000 });
-        apply(&mut r, &plan_owned(owner), Entry::Join(Stage::Prestart), Some(42), Path::new("/r")).unwrap();
+        apply(
+            &mut r,
+            &plan_owned(owner),
+            &mut never,
+            Entry::Join(Stage::Prestart),
+            Some(42),
+            Path::new("/r"),
+        )
+        .unwrap();
         assert_eq!(r.owners, [owner; 3]);
     }
 
@@ -353,10 +387,11 @@ mod tests {
             tmpfs.label = label.clone();
         }
         let mut r = Recorder::default();
-        apply(&mut r, &plan, Entry::Join(Stage::Prestart), Some(42), Path::new("/r")).unwrap();
+        apply(&mut r, &plan, &mut never, Entry::Join(Stage::Prestart), Some(42), Path::new("/r")).unwrap();
         assert_eq!(r.labels, [label.clone(), label.clone(), label]);
         let mut r = Recorder::default();
-        apply(&mut r, &plan_owned(None), Entry::Join(Stage::Prestart), Some(42), Path::new("/r")).unwrap();
+        apply(&mut r, &plan_owned(None), &mut never, Entry::Join(Stage::Prestart), Some(42), Path::new("/r"))
+            .unwrap();
         assert_eq!(r.labels, [None, None, None]);
     }
 
@@ -411,9 +446,49 @@ mod tests {
     fn nothing_to_do_touches_nothing() {
         let mut r = Recorder::default();
         let empty = Plan { enabled: true, ..Plan::default() };
-        apply(&mut r, &empty, Entry::Join(Stage::Prestart), Some(1), Path::new("/r")).unwrap();
+        apply(&mut r, &empty, &mut never, Entry::Join(Stage::Prestart), Some(1), Path::new("/r")).unwrap();
         // A disabled plan has no actions: plan::decide's tests hold that.
         assert!(r.calls.is_empty());
+    }
+
+    #[test]
+    fn a_plan_that_asks_for_passwd_is_made_again_inside() {
+        // Nothing to mount yet (a volume at /tmp, say), but HOME depends on
+        // the image's /etc/passwd: it is read from the opened rootfs, as
+        // the container will see it, and the new plan is the one carried out.
+        let mut r = Recorder { passwd: Passwd::Entry("/home/app".into()), ..Recorder::default() };
+        let asking = Plan { enabled: true, passwd_uid: Some(1000), ..Plan::default() };
+        let mut asked = Vec::new();
+        let mut again = |p: Passwd| {
+            asked.push(p);
+            Ok(Plan {
+                enabled: true,
+                actions: vec![mount("/home/app", tmpfs(1 << 20, None))],
+                ..Plan::default()
+            })
+        };
+        let report =
+            apply(&mut r, &asking, &mut again, Entry::Join(Stage::Prestart), Some(7), Path::new("/r"))
+                .unwrap();
+        assert_eq!(asked, [Passwd::Entry("/home/app".into())]);
+        assert_eq!(
+            r.calls,
+            [
+                "enter prestart Some(7)",
+                "open_root /r",
+                "read_passwd 1000",
+                "prepare /home/app 1Mi in /r",
+                "copy_up /home/app",
+                "commit /home/app",
+            ]
+        );
+        assert_eq!(report.done.len(), 1);
+        // A failed re-plan fails the apply before anything is prepared.
+        let mut r = Recorder::default();
+        let mut refuse = |_: Passwd| Err(PlanError::NoRoot);
+        let err = apply(&mut r, &asking, &mut refuse, Entry::Join(Stage::Prestart), Some(7), Path::new("/r"));
+        assert!(matches!(err, Err(ApplyError::Plan(PlanError::NoRoot))));
+        assert_eq!(r.calls, ["enter prestart Some(7)", "open_root /r", "read_passwd 1000"]);
     }
 
     #[test]

@@ -51,10 +51,11 @@ pub(crate) fn run(stage: Option<Stage>, settings: &Settings, stdin: impl io::Rea
     // Before the bundle is read: at startContainer nothing can be done.
     let entry = stage.map(ns::Entry::at).transpose()?;
     let spec = input::read_spec(&state.bundle)?;
-    let plan = plan::plan_for(&spec, state.annotations.as_ref(), settings, input::host_facts()?)?;
+    let host = input::host_facts()?;
+    let plan = plan::plan_for(&spec, state.annotations.as_ref(), settings, host, &plan::UserFacts::HOOK)?;
     log::debug!("{}", plan.why);
     crate::logger::decision(&plan);
-    if plan.actions.is_empty() {
+    if plan.actions.is_empty() && plan.passwd_uid.is_none() {
         return Ok(());
     }
     let entry = match entry {
@@ -66,7 +67,12 @@ pub(crate) fn run(stage: Option<Stage>, settings: &Settings, stdin: impl io::Rea
     let labelled = plan.actions.iter().any(|a| match a {
         Action::MountTmpfs { tmpfs, .. } | Action::Shm { tmpfs, .. } => tmpfs.label.is_some(),
     });
-    let report = apply::apply(&mut System::new(engine_shm, labelled), &plan, entry, state.pid, &rootfs)?;
+    let mut again = |passwd| {
+        let user = plan::UserFacts { passwd, sets_env: false };
+        plan::plan_for(&spec, state.annotations.as_ref(), settings, host, &user)
+    };
+    let mut system = System::new(engine_shm, labelled);
+    let report = apply::apply(&mut system, &plan, &mut again, entry, state.pid, &rootfs)?;
     crate::logger::outcome(&report.notes, &report.done);
     Ok(())
 }

@@ -9,13 +9,14 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
-use rustix::fs::{Mode, OFlags, ResolveFlags};
+use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use rustix::mount::OpenTreeFlags;
 
 use super::syscall::{ApplyError, Call};
 use crate::landing::{self, Entry, Landing, Stop, Tree, Walk};
-use crate::plan::{Note, SpecMount};
+use crate::plan::{self, Note, Passwd, SpecMount};
+use crate::size::Bytes;
 use crate::target::{self, TargetPath};
 
 /// How often to retry `openat2` at once when the kernel reports a concurrent
@@ -309,6 +310,78 @@ pub(crate) fn holds_entries(fd: &OwnedFd) -> Result<bool, Errno> {
         }
     }
     Ok(false)
+}
+
+/// procfs' and sysfs' `f_type`: a passwd that leads there is not the image's.
+const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+const SYSFS_MAGIC: i64 = 0x6265_6572;
+
+impl Root {
+    /// What the rootfs' `/etc/passwd` says of `uid` (docs/design.md#home-plan).
+    /// Resolved with `RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS`, so a symlink
+    /// (to the host's `/etc/passwd`, say) stays inside the root, as the
+    /// runtime's own lookup after `pivot_root` does. Only a regular file on
+    /// neither procfs nor sysfs is read (checked on an `O_PATH` fd before it
+    /// is opened for reading, so no device or FIFO is ever opened), at most
+    /// [`plan::PASSWD_MAX`] bytes.
+    pub(crate) fn read_passwd(&self, uid: u32) -> Passwd {
+        const REL: &str = "etc/passwd";
+        let flags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
+        let path = match open_in(&self.fd, REL, OFlags::PATH | OFlags::CLOEXEC, flags) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Passwd::NoEntry,
+            Err(e) => return Passwd::Unreadable(format!("cannot be opened ({e})")),
+        };
+        let st = match rustix::fs::fstat(&path) {
+            Ok(st) => st,
+            Err(e) => return Passwd::Unreadable(format!("cannot be read ({e})")),
+        };
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return Passwd::Unreadable("is not a regular file".into());
+        }
+        // `f_type` is an i64 here, narrower on some other targets.
+        #[allow(clippy::useless_conversion)]
+        if rustix::fs::fstatfs(&path)
+            .is_ok_and(|fs| matches!(i64::from(fs.f_type), PROC_SUPER_MAGIC | SYSFS_MAGIC))
+        {
+            return Passwd::Unreadable("leads into /proc or /sys".into());
+        }
+        let too_big = || Passwd::Unreadable(format!("is larger than {}", Bytes(plan::PASSWD_MAX).approx()));
+        if u64::try_from(st.st_size).unwrap_or(u64::MAX) > plan::PASSWD_MAX {
+            return too_big();
+        }
+        let file = match open_in(
+            &self.fd,
+            REL,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            flags,
+        ) {
+            Ok(fd) => fd,
+            Err(e) => return Passwd::Unreadable(format!("cannot be opened ({e})")),
+        };
+        // The same file as checked, or nothing (a rename in between).
+        match rustix::fs::fstat(&file) {
+            Ok(again) if (again.st_dev, again.st_ino) == (st.st_dev, st.st_ino) => {}
+            _ => return Passwd::Unreadable("changed while it was read".into()),
+        }
+        let mut bytes = Vec::new();
+        let read = std::io::Read::read_to_end(
+            &mut std::io::Read::take(std::fs::File::from(file), plan::PASSWD_MAX + 1),
+            &mut bytes,
+        );
+        match read {
+            Ok(_) if bytes.len() as u64 > plan::PASSWD_MAX => too_big(),
+            Ok(_) => plan::passwd_home(&bytes, uid),
+            Err(e) => Passwd::Unreadable(format!("cannot be read ({e})")),
+        }
+    }
+
+    /// The mode of the directory at `target` when the image has one
+    /// (resolved as a target is, without creating anything).
+    pub(crate) fn dir_mode(&self, target: &TargetPath) -> Option<u32> {
+        let fd = resolve(&self.fd, target.relative(), TARGET).ok()?;
+        rustix::fs::fstat(&fd).ok().map(|st| st.st_mode & 0o7777)
+    }
 }
 
 /// `openat2(root, rel, O_PATH|O_DIRECTORY)` inside the root, retried on `EAGAIN`.

@@ -104,6 +104,8 @@ pub(crate) enum ApplyError {
     Unsupported { call: Call, since: &'static str },
     #[error("the rootfs {0} is the host's root directory; refusing")]
     RootIsHost(PathBuf),
+    #[error(transparent)]
+    Plan(#[from] crate::plan::PlanError),
     #[error("{op} {path}")]
     Sys {
         call: Call,

@@ -16,7 +16,7 @@ use super::resolve::{self, Root};
 use super::syscall::{ApplyError, Call};
 use super::{mount, ns};
 use crate::landing::{self, Landing};
-use crate::plan::{Note, ShmWay, SpecMount, Tmpfs, SHM_PATH};
+use crate::plan::{Note, Passwd, ShmWay, SpecMount, Tmpfs, SHM_PATH};
 use crate::target::TargetPath;
 
 /// A prepared effect.
@@ -104,6 +104,10 @@ impl Mounter for System {
         Root::open(rootfs)
     }
 
+    fn read_passwd(&mut self, root: &mut Root, uid: u32) -> Passwd {
+        root.read_passwd(uid)
+    }
+
     fn prepare_tmpfs(
         &mut self,
         root: &mut Root,
@@ -112,6 +116,9 @@ impl Mounter for System {
         subdirs: &[String],
     ) -> Result<Prepared<Pending>, ApplyError> {
         let what = target.as_str();
+        // A home keeps the mode of the image's directory (read before a
+        // missing one is made).
+        let image_mode = if tmpfs.image_mode { root.dir_mode(target) } else { None };
         // The rules apply to where the path lands, not only to its text.
         let fd = match root.resolve_target(target)? {
             Ok(fd) => fd,
@@ -130,7 +137,10 @@ impl Mounter for System {
                 return Ok(Prepared::Skip(Note::warn(what, reason)));
             }
         }
-        let mnt = mount::build(tmpfs, subdirs, what, self.selinux)?;
+        let mnt = match image_mode {
+            Some(mode) => mount::build(&Tmpfs { mode, ..tmpfs.clone() }, subdirs, what, self.selinux)?,
+            None => mount::build(tmpfs, subdirs, what, self.selinux)?,
+        };
         let done = Done::Mounted { target: what.to_string(), size: tmpfs.size.bytes };
         Ok(Prepared::Ready(Pending::Attach { mnt, target: fd, what: what.to_string() }, done))
     }

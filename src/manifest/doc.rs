@@ -155,6 +155,13 @@ impl<'a> At<'a> {
         self.value.as_str().ok_or_else(|| self.error(format!("must be a string, not {}", kind(self.value))))
     }
 
+    /// A Linux id (`runAsUser`, `runAsGroup`): a whole number below 2^32.
+    pub(crate) fn id(&self) -> Result<u32, ManifestError> {
+        self.value.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| {
+            self.error(format!("must be a whole number from 0 to 4294967295, not {}", self.value))
+        })
+    }
+
     pub(crate) fn bool(&self) -> Result<bool, ManifestError> {
         self.value
             .as_bool()

@@ -60,6 +60,9 @@ pub(crate) struct Container {
     pub read_only: Option<bool>,
     /// `resources.limits.memory` in bytes.
     pub memory_limit: Option<u64>,
+    /// `securityContext.runAsUser` and `runAsGroup`, the container's or else
+    /// the pod's; `None`: the image's user (unknown here: root assumed).
+    pub run_as: (Option<u32>, Option<u32>),
     /// `env` with `$(VAR)` expanded as kubelet does; `None`: from `valueFrom`.
     pub env: Vec<(String, Option<String>)>,
     /// `envFrom` sources, e.g. `configMapRef app-env`.
@@ -134,7 +137,7 @@ pub(crate) fn spec_for(pod: &Pod, ctr: &Container) -> Spec {
     let config = json!({
         "ociVersion": "1.0.2",
         "root": {"path": "rootfs", "readonly": ro},
-        "process": {"cwd": "/", "user": {"uid": 0, "gid": 0}, "args": ["/pause"], "env": env},
+        "process": {"cwd": "/", "user": {"uid": ctr.run_as.0.unwrap_or(0), "gid": ctr.run_as.1.unwrap_or(0)}, "args": ["/pause"], "env": env},
         "mounts": mounts,
         "annotations": annotations,
         "linux": linux,
@@ -191,8 +194,13 @@ pub(crate) fn read(template: &At<'_>, fallback_name: &str, namespace: &str) -> R
         if opt(spec, "hostUsers", At::bool)? == Some(false) {
             notes.push("hostUsers: false: the tmpfs would be owned by the pod's mapped root, which only the node knows".into());
         }
+        let pod_user = opt(spec, "securityContext", |sc| opt(sc, "runAsUser", At::id))?.flatten();
+        let pod_group = opt(spec, "securityContext", |sc| opt(sc, "runAsGroup", At::id))?.flatten();
         let mut containers = each(spec, "initContainers", |c| container(c, true, &volumes))?;
         containers.extend(each(spec, "containers", |c| container(c, false, &volumes))?);
+        for c in &mut containers {
+            c.run_as = (c.run_as.0.or(pod_user), c.run_as.1.or(pod_group));
+        }
         if !containers.iter().any(|c| c.role == Role::App) {
             return Err(ManifestError::Field {
                 doc: Box::new(spec.doc.clone()),
@@ -231,6 +239,10 @@ fn container(c: &At<'_>, init: bool, volumes: &[(String, String)]) -> Result<Con
         (true, false) => Role::Init,
     };
     let read_only = opt(c, "securityContext", |sc| opt(sc, "readOnlyRootFilesystem", At::bool))?.flatten();
+    let run_as = (
+        opt(c, "securityContext", |sc| opt(sc, "runAsUser", At::id))?.flatten(),
+        opt(c, "securityContext", |sc| opt(sc, "runAsGroup", At::id))?.flatten(),
+    );
     let memory_limit =
         opt(c, "resources", |r| opt(r, "limits", |l| opt(l, "memory", memory)))?.flatten().flatten();
     let mut env: Vec<(String, Option<String>)> = Vec::new();
@@ -262,7 +274,17 @@ fn container(c: &At<'_>, init: bool, volumes: &[(String, String)]) -> Result<Con
         let read_only = opt(m, "readOnly", At::bool)?.unwrap_or(false);
         Ok((path, volume, read_only))
     })?;
-    Ok(Container { name, role, field: c.path.to_string(), read_only, memory_limit, env, env_from, mounts })
+    Ok(Container {
+        name,
+        role,
+        field: c.path.to_string(),
+        read_only,
+        memory_limit,
+        run_as,
+        env,
+        env_from,
+        mounts,
+    })
 }
 
 /// kubelet's `$(VAR)` expansion of an env value: a variable defined

@@ -12,6 +12,8 @@ use crate::nri::proto::api;
 const MI: u64 = 1 << 20;
 const GI: u64 = 1 << 30;
 const RAM: Bytes = Bytes(16 * GI);
+/// What `explain --manifest` knows of the image's /etc/passwd.
+const UNKNOWN: plan::UserFacts = plan::UserFacts { passwd: plan::Passwd::Unknown, sets_env: false };
 
 fn manifest(yaml: &str) -> Vec<Workload> {
     let docs = doc::load("t.yaml", yaml).expect("yaml");
@@ -81,11 +83,16 @@ fn agree(yaml: &str, settings: &Settings) -> Vec<PodReport> {
     let mut reports = Vec::new();
     for w in &ws {
         for c in &w.pod.containers {
-            let ours =
-                plan::plan_for(&pod::spec_for(&w.pod, c), None, settings, plan::HostFacts { ram: RAM });
+            let ours = plan::plan_for(
+                &pod::spec_for(&w.pod, c),
+                None,
+                settings,
+                plan::HostFacts { ram: RAM },
+                &UNKNOWN,
+            );
             let (nri_pod, nri_ctr) = nri_request(&w.pod, c);
             let spec = spec_of(Some(&nri_pod), &nri_ctr).expect("nri spec");
-            let theirs = plan::plan_for(&spec, None, settings, plan::HostFacts { ram: RAM });
+            let theirs = plan::plan_for(&spec, None, settings, plan::HostFacts { ram: RAM }, &UNKNOWN);
             match (ours, theirs) {
                 (Ok(a), Ok(b)) => assert_eq!(decision(&a), decision(&b), "{}/{}", w.pod.name, c.name),
                 (Err(a), Err(b)) => assert_eq!(a, b, "{}/{}", w.pod.name, c.name),

@@ -282,8 +282,14 @@ mod tests {
 
     fn plan(pod: Option<&api::PodSandbox>, c: &api::Container, settings: &Settings) -> Plan {
         let spec = spec_of(pod, c).expect("spec");
-        decide(&Inputs { spec: &spec, state_annotations: None, settings, host_ram: Bytes(16 * GI) })
-            .expect("plan")
+        decide(&Inputs {
+            spec: &spec,
+            state_annotations: None,
+            settings,
+            host_ram: Bytes(16 * GI),
+            user: &crate::plan::UserFacts::HOOK,
+        })
+        .expect("plan")
     }
 
     #[test]

@@ -558,7 +558,14 @@ mod tests {
     fn plan_of(config: serde_json::Value) -> Plan {
         let spec: crate::oci::Spec = serde_json::from_value(config).unwrap();
         let host = crate::plan::HostFacts { ram: crate::size::Bytes(8 << 30) };
-        crate::plan::plan_for(&spec, None, &crate::settings::Settings::default(), host).unwrap()
+        crate::plan::plan_for(
+            &spec,
+            None,
+            &crate::settings::Settings::default(),
+            host,
+            &crate::plan::UserFacts::HOOK,
+        )
+        .unwrap()
     }
 
     /// The reasons read the plan's own words: a change of wording there

@@ -176,7 +176,9 @@ impl Handler {
         let who = adjust::who(pod, ctr);
         let planning = Instant::now();
         let spec = adjust::spec_of(pod, ctr).map_err(CreateError::Spec)?;
-        let plan = plan::plan_for(&spec, None, settings, self.host)?;
+        // NRI hands the container to our hook, which reads the image's
+        // /etc/passwd; NRI sees neither the rootfs nor the process's user.
+        let plan = plan::plan_for(&spec, None, settings, self.host, &plan::UserFacts::HOOK)?;
         if let Some(m) = super::metrics::get() {
             m.planned(&plan, planning.elapsed());
         }

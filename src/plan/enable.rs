@@ -80,16 +80,23 @@ pub(super) const UNSERVED_SUBJECT: &str = "/tmp, the temp dirs and /dev/shm";
 /// namespace of its own with mappings that cover them.
 pub(super) fn container_root_owner(spec: &Spec) -> Option<Owner> {
     let linux = spec.linux().as_ref()?;
-    let own_userns = linux.namespaces().as_ref()?.iter().any(|n| {
-        n.typ() == LinuxNamespaceType::User && n.path().as_ref().is_none_or(|p| p.as_os_str().is_empty())
-    });
-    if !own_userns {
+    if !own_user_namespace(linux) {
         return None;
     }
     let root_of = |maps: &Option<Vec<crate::oci::LinuxIdMapping>>| -> Option<u32> {
         maps.as_ref()?.iter().find(|m| m.container_id() == 0 && m.size() > 0).map(|m| m.host_id())
     };
     Some(Owner { uid: root_of(linux.uid_mappings())?, gid: root_of(linux.gid_mappings())? })
+}
+
+/// Whether the container gets a user namespace of its own (an entry
+/// without a path).
+pub(super) fn own_user_namespace(linux: &crate::oci::Linux) -> bool {
+    linux.namespaces().as_ref().is_some_and(|ns| {
+        ns.iter().any(|n| {
+            n.typ() == LinuxNamespaceType::User && n.path().as_ref().is_none_or(|p| p.as_os_str().is_empty())
+        })
+    })
 }
 
 #[cfg(test)]
@@ -142,8 +149,13 @@ mod tests {
                 }
             }
             let s = spec(v);
-            let inputs =
-                Inputs { spec: &s, state_annotations: None, settings: &settings, host_ram: Bytes(1 << 30) };
+            let inputs = Inputs {
+                spec: &s,
+                state_annotations: None,
+                settings: &settings,
+                host_ram: Bytes(1 << 30),
+                user: &crate::plan::UserFacts::HOOK,
+            };
             assert_eq!(enablement(&inputs).map(|v| v.enabled), want, "{name}");
         }
     }

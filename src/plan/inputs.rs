@@ -9,6 +9,7 @@ use crate::oci::Spec;
 
 use super::model::Note;
 use super::{ANNOTATION_ENABLED, ANNOTATION_PREFIX, ANNOTATION_SHM_SIZE, ANNOTATION_TMP_SIZE};
+use crate::names::{ANNOTATION_HOME, ANNOTATION_HOME_SIZE};
 use crate::settings::{AnnotationPolicy, Settings};
 use crate::size::Bytes;
 use crate::target::TargetPath;
@@ -21,6 +22,8 @@ pub struct Inputs<'a> {
     pub state_annotations: Option<&'a HashMap<String, String>>,
     pub settings: &'a Settings,
     pub host_ram: Bytes,
+    /// What the executor knows of the container's user.
+    pub user: &'a super::UserFacts,
 }
 
 impl Inputs<'_> {
@@ -47,7 +50,7 @@ impl Inputs<'_> {
         if self.settings.annotations != AnnotationPolicy::Ignore {
             return Vec::new();
         }
-        [ANNOTATION_ENABLED, ANNOTATION_TMP_SIZE, ANNOTATION_SHM_SIZE]
+        [ANNOTATION_ENABLED, ANNOTATION_TMP_SIZE, ANNOTATION_SHM_SIZE, ANNOTATION_HOME, ANNOTATION_HOME_SIZE]
             .into_iter()
             .filter_map(|key| {
                 let value: String = self.raw_annotation(key)?.chars().take(64).collect();

@@ -13,6 +13,7 @@
 //! [`plan_for`], the one way every caller makes a plan.
 
 mod enable;
+mod home;
 mod inputs;
 mod model;
 mod shm;
@@ -25,11 +26,15 @@ use crate::oci::Spec;
 
 pub use crate::input::HostFacts;
 pub(crate) use enable::NO_OWN_MOUNT_NAMESPACE;
+pub use home::{passwd_home, HomeFrom, Passwd, UserFacts, PASSWD_MAX};
 pub use inputs::Inputs;
 use inputs::SpecMounts;
 pub use model::*;
 
-pub use crate::names::{ANNOTATION_ENABLED, ANNOTATION_SHM_SIZE, ANNOTATION_TMP_SIZE, SHM_PATH};
+pub use crate::names::{
+    ANNOTATION_ENABLED, ANNOTATION_HOME, ANNOTATION_HOME_SIZE, ANNOTATION_SHM_SIZE, ANNOTATION_TMP_SIZE,
+    SHM_PATH,
+};
 use crate::settings::Settings;
 
 /// What every annotation of ours starts with.
@@ -47,8 +52,9 @@ pub fn plan_for(
     state_annotations: Option<&HashMap<String, String>>,
     settings: &Settings,
     host: HostFacts,
+    user: &UserFacts,
 ) -> Result<Plan, PlanError> {
-    decide(&Inputs { spec, state_annotations, settings, host_ram: host.ram })
+    decide(&Inputs { spec, state_annotations, settings, host_ram: host.ram, user })
 }
 
 /// Decides what to mount.
@@ -94,10 +100,28 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
         .collect();
 
     let label = mount_label(inputs.spec);
-    let targets = targets::temp_targets(inputs, &mut plan.notes);
+    let mut targets = targets::temp_targets(inputs, &mut plan.notes);
+    let home = match home::home(inputs, &mut plan.notes)? {
+        home::Step::None => None,
+        home::Step::Ask(uid) => {
+            plan.passwd_uid = Some(uid);
+            None
+        }
+        home::Step::Mount(h) => home_owner(inputs.spec, h, &mut plan.notes),
+    };
+    if let Some((h, _)) = &home {
+        targets::add(&mut targets, h.path.clone(), Origin::Home(h.from));
+    }
     let targets = targets::not_spec_mounted(targets, &spec_mounts, &mut plan.notes);
+    // A home of ours is set in the environment only when it stays a target
+    // or is the spec's own mount.
+    if let Some((h, _)) = home.as_ref().filter(|(h, _)| h.from == home::HomeFrom::Fallback) {
+        if targets.iter().any(|c| c.path == h.path) || spec_mounts.last_at(h.path.as_str()).is_some() {
+            plan.home_env = Some(h.path.to_string());
+        }
+    }
     for nested in targets::nest(targets) {
-        let tmpfs = Tmpfs {
+        let temp = Tmpfs {
             size: sizes.tmp.clone(),
             nr_inodes: inputs.settings.nr_inodes,
             mode: TMPFS_MODE,
@@ -105,7 +129,26 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
             nodev: true,
             noexec: inputs.settings.noexec,
             owner: plan.owner,
+            user: None,
+            image_mode: false,
             label: label.clone(),
+        };
+        // The home's own tmpfs, unless a temp dir shares its path (a temp
+        // dir stays mode 1777 for every user).
+        let tmpfs = match &home {
+            Some((h, owner))
+                if h.path == nested.target && !nested.own_origins.iter().any(Origin::is_temp_dir) =>
+            {
+                Tmpfs {
+                    size: sizes.home.clone(),
+                    mode: HOME_MODE,
+                    owner: Some(*owner),
+                    user: Some(h.user),
+                    image_mode: true,
+                    ..temp
+                }
+            }
+            _ => temp,
         };
         plan.actions.push(Action::MountTmpfs {
             target: nested.target,
@@ -119,6 +162,27 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
         Err(note) => plan.notes.push(note),
     }
     Ok(plan)
+}
+
+/// Mode of a home made for the plan (an image's home keeps its own).
+pub const HOME_MODE: u32 = 0o700;
+
+/// The home with the host ids that own it, or a note when the container's
+/// user namespace does not map the process's ids.
+fn home_owner(spec: &Spec, h: home::Home, notes: &mut Vec<Note>) -> Option<(home::Home, Owner)> {
+    match home::host_owner(spec, h.user) {
+        Some(owner) => Some((h, owner)),
+        None => {
+            notes.push(Note::warn(
+                format!("HOME={}", h.path),
+                format!(
+                    "left alone: the container's user namespace maps no host id to the process's uid {} / gid {}",
+                    h.user.uid, h.user.gid
+                ),
+            ));
+            None
+        }
+    }
 }
 
 /// The spec's `linux.mountLabel`: the SELinux label every tmpfs of the plan
@@ -156,7 +220,13 @@ mod tests {
 
     fn decide_with(config: &serde_json::Value, settings: &Settings) -> Result<Plan, PlanError> {
         let spec: Spec = serde_json::from_value(config.clone()).expect("valid spec");
-        decide(&Inputs { spec: &spec, state_annotations: None, settings, host_ram: RAM })
+        decide(&Inputs {
+            spec: &spec,
+            state_annotations: None,
+            settings,
+            host_ram: RAM,
+            user: &crate::plan::UserFacts::HOOK,
+        })
     }
 
     fn plan(config: &serde_json::Value) -> Plan {
@@ -240,6 +310,7 @@ mod tests {
             state_annotations: Some(&ann),
             settings: &Settings::default(),
             host_ram: RAM,
+            user: &UserFacts::HOOK,
         })
         .unwrap();
         assert_eq!(tmpfs_targets(&p)[0].1, 64 * MI);
@@ -311,6 +382,7 @@ mod tests {
                             Origin::Default => "always".to_string(),
                             Origin::Env(v) => v.to_string(),
                             Origin::HostConfig => "extra_targets".to_string(),
+                            Origin::Home(from) => format!("HOME ({from:?})"),
                         })
                         .collect();
                     Some((target.to_string(), subdirs.clone(), origins))
@@ -688,5 +760,194 @@ mod tests {
         assert!(p.enabled, "the enable annotation is ignored too");
         assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), 4 * GI)]);
         assert_eq!(p.notes.iter().filter(|n| n.reason.contains("ignore")).count(), 2, "{:?}", p.notes);
+    }
+
+    /// A plan made as an executor makes it: with what it read of the
+    /// image's /etc/passwd, able to set the environment or not.
+    fn home_plan(config: &serde_json::Value, settings: &Settings, passwd: Passwd, sets_env: bool) -> Plan {
+        let spec: Spec = serde_json::from_value(config.clone()).expect("valid spec");
+        let user = UserFacts { passwd, sets_env };
+        decide(&Inputs { spec: &spec, state_annotations: None, settings, host_ram: RAM, user: &user })
+            .expect("plan")
+    }
+
+    /// The home tmpfs: its target, size, mode, host owner, container owner.
+    type HomeMount = (String, u64, u32, Option<Owner>, Option<Owner>);
+
+    fn home_of(p: &Plan) -> Option<HomeMount> {
+        p.actions.iter().find_map(|a| match a {
+            Action::MountTmpfs { target, tmpfs, .. } if tmpfs.image_mode => {
+                Some((target.to_string(), tmpfs.size.bytes.0, tmpfs.mode, tmpfs.owner, tmpfs.user))
+            }
+            _ => None,
+        })
+    }
+
+    fn user_env(uid: u32, gid: u32, env: &[&str]) -> serde_json::Value {
+        let mut c = base();
+        c["process"]["user"] = json!({"uid": uid, "gid": gid});
+        c["process"]["env"] = json!(env);
+        c
+    }
+
+    #[test]
+    fn home_comes_from_env_then_passwd_then_fallback() {
+        let s = Settings::default();
+        let o = |uid, gid| Some(Owner { uid, gid });
+        // HOME in the env: no passwd read, whatever the executor.
+        let p = home_plan(&user_env(0, 0, &["HOME=/root"]), &s, Passwd::NotRead, false);
+        assert_eq!(p.passwd_uid, None);
+        assert_eq!(home_of(&p), Some(("/root".into(), 4 * GI, 0o700, o(0, 0), o(0, 0))));
+        // No HOME: the plan asks for uid 1000's entry, and mounts nothing for HOME yet.
+        let c = user_env(1000, 0, &["PATH=/bin"]);
+        let p = home_plan(&c, &s, Passwd::NotRead, false);
+        assert_eq!((p.passwd_uid, home_of(&p)), (Some(1000), None));
+        assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), 4 * GI)], "the rest of the plan stands");
+        let p = home_plan(&c, &s, Passwd::Entry("/home/app".into()), false);
+        assert_eq!(home_of(&p), Some(("/home/app".into(), 4 * GI, 0o700, o(1000, 0), o(1000, 0))));
+        assert_eq!(p.home_env, None);
+        // No entry: the runtime gives HOME=/; our home where the env can be set.
+        let p = home_plan(&c, &s, Passwd::NoEntry, true);
+        assert_eq!(home_of(&p).map(|h| h.0), Some("/home/1000".into()));
+        assert_eq!(p.home_env.as_deref(), Some("/home/1000"));
+        let p = home_plan(&c, &s, Passwd::NoEntry, false);
+        assert_eq!((home_of(&p), &p.home_env), (None, &None));
+        assert!(
+            p.notes.iter().any(|n| n.warn && n.reason.contains("cannot set the environment")),
+            "{:?}",
+            p.notes
+        );
+        // Podman 5 writes HOME=/ for such a user: replaced the same way.
+        let p = home_plan(&user_env(1000, 0, &["HOME=/"]), &s, Passwd::NotRead, true);
+        assert_eq!(p.home_env.as_deref(), Some("/home/1000"));
+        // So is any spelling of / (and it is not refused as a system path).
+        let p = home_plan(&user_env(1000, 0, &["HOME=//."]), &s, Passwd::NotRead, true);
+        assert_eq!(p.home_env.as_deref(), Some("/home/1000"));
+        // A passwd home of / (Podman's added line) too.
+        let p = home_plan(&c, &s, Passwd::Entry("/".into()), true);
+        assert_eq!(p.home_env.as_deref(), Some("/home/1000"));
+        // home_fallback = false, or a template of its own.
+        let off = Settings::parse("home_fallback = false").unwrap();
+        let p = home_plan(&c, &off, Passwd::NoEntry, true);
+        assert_eq!((home_of(&p), &p.home_env), (None, &None));
+        assert!(p.notes.iter().any(|n| n.reason.contains("home_fallback = false")), "{:?}", p.notes);
+        let own = Settings::parse("home_fallback = \"/srv/u{uid}\"").unwrap();
+        assert_eq!(home_plan(&c, &own, Passwd::NoEntry, true).home_env.as_deref(), Some("/srv/u1000"));
+        // Unknown (a manifest) and unreadable: notes, no home.
+        let p = home_plan(&c, &s, Passwd::Unknown, false);
+        assert!(home_of(&p).is_none() && p.notes.iter().any(|n| !n.warn && n.reason.contains("uid 1000")));
+        let p = home_plan(&c, &s, Passwd::Unreadable("is not a regular file".into()), true);
+        assert!(home_of(&p).is_none() && p.notes.iter().any(|n| n.warn && n.reason.contains("regular file")));
+    }
+
+    #[test]
+    fn bad_homes_are_left_alone_with_a_note() {
+        let s = Settings::default();
+        let cases: &[(&[&str], &str)] = &[
+            (&["HOME=/etc"], "system directory"),
+            (&["HOME=/proc/self"], "system directory"),
+            (&["HOME=/usr/local"], "system directory"),
+            (&["HOME=home/u"], "not an absolute path"),
+            (&["HOME=/home/../etc"], "'..'"),
+            (&["HOME="], "is empty"),
+        ];
+        for (env, why) in cases {
+            for sets_env in [false, true] {
+                let p = home_plan(&user_env(1000, 1000, env), &s, Passwd::NotRead, sets_env);
+                assert_eq!((home_of(&p), &p.home_env, p.passwd_uid), (None, &None, None), "{env:?}");
+                assert!(p.notes.iter().any(|n| n.warn && n.reason.contains(why)), "{env:?}: {:?}", p.notes);
+                assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), 4 * GI)], "{env:?}");
+            }
+        }
+        // A passwd home of /../.. (normalises to /) is refused, not replaced.
+        let p = home_plan(&user_env(9, 9, &[]), &s, Passwd::Entry("/../..".into()), true);
+        assert!(home_of(&p).is_none() && p.notes.iter().any(|n| n.reason.contains("'..'")), "{:?}", p.notes);
+        // Two HOME= entries: the first is the one the process gets.
+        let p = home_plan(&user_env(0, 0, &["HOME=/first", "HOME=/second"]), &s, Passwd::NotRead, true);
+        assert_eq!(home_of(&p).map(|h| h.0), Some("/first".into()));
+    }
+
+    #[test]
+    fn home_beside_temp_dirs_volumes_and_user_namespaces() {
+        let s = Settings::default();
+        // HOME=/tmp: one tmpfs, the temp one (mode 1777 for every user).
+        let p = home_plan(&user_env(1000, 0, &["HOME=/tmp"]), &s, Passwd::NotRead, true);
+        assert_eq!(home_of(&p), None);
+        assert_eq!(tmpfs_mounts(&p)[0].2, vec!["always", "HOME (Env)"]);
+        // A cache dir in HOME is a directory of the home's tmpfs.
+        let p = home_plan(
+            &user_env(0, 0, &["HOME=/root", "XDG_CACHE_HOME=/root/.cache"]),
+            &s,
+            Passwd::NotRead,
+            true,
+        );
+        let t = tmpfs_mounts(&p);
+        assert_eq!(
+            t[1],
+            ("/root".into(), vec![".cache".into()], vec!["XDG_CACHE_HOME".into(), "HOME (Env)".into()])
+        );
+        assert_eq!(home_of(&p).map(|h| h.2), Some(HOME_MODE));
+        // A volume at HOME wins; one under HOME keeps HOME from a tmpfs.
+        let mut c = user_env(0, 0, &["HOME=/root"]);
+        c["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"destination": "/root", "type": "bind", "source": "/v"}));
+        let p = home_plan(&c, &s, Passwd::NotRead, true);
+        assert!(home_of(&p).is_none() && p.notes.iter().any(|n| n.reason.contains("already mounts")));
+        let mut c = user_env(1000, 0, &[]);
+        c["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"destination": "/home/1000/data", "type": "bind", "source": "/v"}));
+        let p = home_plan(&c, &s, Passwd::NoEntry, true);
+        assert!(
+            home_of(&p).is_none() && p.notes.iter().any(|n| n.warn && n.reason.contains("/home/1000/data"))
+        );
+        assert_eq!(p.home_env, None, "HOME is not pointed at a directory left read-only");
+        // The fallback's own volume: HOME is set to it, nothing mounted.
+        let mut c = user_env(1000, 0, &[]);
+        c["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"destination": "/home/1000", "type": "bind", "source": "/v"}));
+        let p = home_plan(&c, &s, Passwd::NoEntry, true);
+        assert_eq!((home_of(&p), p.home_env.as_deref()), (None, Some("/home/1000")));
+        // Under a user namespace the host owner is the mapped id.
+        let mut c = user_env(1000, 1000, &["HOME=/home/u"]);
+        c["linux"]["namespaces"].as_array_mut().unwrap().push(json!({"type": "user"}));
+        c["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+        c["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": 200000, "size": 65536}]);
+        let p = home_plan(&c, &s, Passwd::NotRead, false);
+        let h = home_of(&p).unwrap();
+        assert_eq!(
+            (h.3, h.4),
+            (Some(Owner { uid: 101000, gid: 201000 }), Some(Owner { uid: 1000, gid: 1000 }))
+        );
+        c["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 1}]);
+        let p = home_plan(&c, &s, Passwd::NotRead, false);
+        assert!(home_of(&p).is_none() && p.notes.iter().any(|n| n.reason.contains("maps no host id")));
+    }
+
+    #[test]
+    fn home_settings_and_annotations() {
+        let c = user_env(0, 0, &["HOME=/root"]);
+        let off = Settings::parse("home = false").unwrap();
+        assert_eq!(home_of(&home_plan(&c, &off, Passwd::NotRead, true)), None);
+        let on = with(c.clone(), "/annotations", json!({ANNOTATION_HOME: "true"}));
+        assert!(home_of(&home_plan(&on, &off, Passwd::NotRead, true)).is_some());
+        let no = with(c.clone(), "/annotations", json!({ANNOTATION_HOME: "false"}));
+        assert_eq!(home_of(&home_plan(&no, &Settings::default(), Passwd::NotRead, true)), None);
+        let bad = with(c.clone(), "/annotations", json!({ANNOTATION_HOME: "yes"}));
+        assert!(decide_with(&bad, &Settings::default()).unwrap_err().to_string().contains(ANNOTATION_HOME));
+        // The size: the setting, the annotation within max_home_size, the memory limit.
+        let s = Settings::parse("home_size = \"2Gi\"\nmax_home_size = \"3Gi\"").unwrap();
+        assert_eq!(home_of(&home_plan(&c, &s, Passwd::NotRead, true)).unwrap().1, 2 * GI);
+        let big = with(c.clone(), "/annotations", json!({ANNOTATION_HOME_SIZE: "10Gi"}));
+        let p = home_plan(&big, &s, Passwd::NotRead, true);
+        assert_eq!(home_of(&p).unwrap().1, 3 * GI);
+        let mut limited = big.clone();
+        limited["linux"]["resources"] = json!({"memory": {"limit": GI}});
+        assert_eq!(home_of(&home_plan(&limited, &s, Passwd::NotRead, true)).unwrap().1, GI);
     }
 }

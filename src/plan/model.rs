@@ -19,6 +19,8 @@ pub enum Origin {
     Env(EnvVar),
     /// `extra_targets` in the host config.
     HostConfig,
+    /// The container user's `HOME`, and where it came from.
+    Home(super::HomeFrom),
 }
 
 impl Origin {
@@ -28,6 +30,7 @@ impl Origin {
         match self {
             Origin::Env(var) => var.is_temp_var(),
             Origin::Default | Origin::HostConfig => true,
+            Origin::Home(_) => false,
         }
     }
 }
@@ -121,8 +124,18 @@ pub struct Tmpfs {
     pub nosuid: bool,
     pub nodev: bool,
     pub noexec: bool,
-    /// Owner of its root (and of directories made in it); `None`: root.
+    /// Owner of its root (and of directories made in it), in host ids;
+    /// `None`: root.
     pub owner: Option<Owner>,
+    /// For a home: the process's container-side ids, which own its root
+    /// where the runtime mounts it (a spec entry, made inside the
+    /// container's user namespace); `None`: its root.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<Owner>,
+    /// For a home: the root takes the mode of the image's directory when
+    /// there is one (`mode` is for a directory made for it).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub image_mode: bool,
     /// The SELinux label of its files, the spec's `linux.mountLabel`, which
     /// the hook passes as `context=` (docs/design.md#selinux); `None`: none.
     pub label: Option<String>,
@@ -161,12 +174,13 @@ impl Tmpfs {
     }
 
     /// The options of its entry in a spec's `mounts`: [`Tmpfs::options`]
-    /// but the owner (a runtime mounts spec entries inside the container's
-    /// user namespace, where a fresh tmpfs already belongs to its root) and
+    /// with the container-side owner for the host's (a runtime mounts spec
+    /// entries inside the container's user namespace, where a fresh tmpfs
+    /// already belongs to its root; a home is the process's) and
     /// the label (the runtime adds `context=` from `linux.mountLabel` to
     /// every spec mount itself: docs/design.md#selinux), then `size=`.
     pub fn spec_options(&self) -> Vec<String> {
-        let mut opts = Tmpfs { owner: None, label: None, ..self.clone() }.options();
+        let mut opts = Tmpfs { owner: self.user, label: None, ..self.clone() }.options();
         opts.push(format!("size={}", self.size.bytes.0));
         opts
     }
@@ -261,6 +275,15 @@ pub struct Plan {
     /// (docs/design.md#landing).
     #[serde(skip)]
     pub spec_mounts: Vec<SpecMount>,
+    /// `HOME` depends on the image's `/etc/passwd` entry for this uid: an
+    /// executor that can read the rootfs reads it and makes the plan again
+    /// with the answer ([`super::UserFacts`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passwd_uid: Option<u32>,
+    /// Set `HOME` to this in `process.env` (the runtime would give `/`;
+    /// the host config's `home_fallback`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub home_env: Option<String>,
 }
 
 /// A mount of the spec, as the landing rule needs it.
@@ -284,6 +307,8 @@ pub enum PlanError {
     },
     #[error("annotation {ANNOTATION_ENABLED}={0:?}: use \"true\" or \"false\"")]
     Enabled(String),
+    #[error("annotation {key}={value:?}: use \"true\" or \"false\"")]
+    Flag { key: &'static str, value: String },
     #[error("config.json has no root.path")]
     NoRoot,
 }
@@ -329,6 +354,8 @@ pub(crate) mod fixtures {
             nodev: true,
             noexec: false,
             owner,
+            user: None,
+            image_mode: false,
             label: None,
         }
     }

@@ -38,6 +38,8 @@ pub(super) fn shm(
         size,
         nr_inodes: None,
         mode: TMPFS_MODE,
+        user: None,
+        image_mode: false,
         nosuid: true,
         nodev: true,
         noexec: true,

@@ -6,6 +6,7 @@
 //! Pure.
 
 use super::{Cap, Inputs, PlanError, SizeFrom, Sizing, ANNOTATION_SHM_SIZE, ANNOTATION_TMP_SIZE};
+use crate::names::ANNOTATION_HOME_SIZE;
 use crate::size::{Basis, Bytes, Size};
 
 /// The two sizes a plan uses.
@@ -13,6 +14,7 @@ use crate::size::{Basis, Bytes, Size};
 pub(super) struct Sizes {
     pub(super) tmp: Sizing,
     pub(super) shm: Sizing,
+    pub(super) home: Sizing,
 }
 
 pub(super) fn sizes(inputs: &Inputs<'_>) -> Result<Sizes, PlanError> {
@@ -32,7 +34,18 @@ pub(super) fn sizes(inputs: &Inputs<'_>) -> Result<Sizes, PlanError> {
         max: s.max_shm_size,
         max_key: "max_shm_size",
     };
-    Ok(Sizes { tmp: sizing(inputs, limit, &tmp)?, shm: sizing(inputs, limit, &shm)? })
+    let home = Setting {
+        key: ANNOTATION_HOME_SIZE,
+        size: s.home_size,
+        set: s.home_size_set,
+        max: s.max_home_size,
+        max_key: "max_home_size",
+    };
+    Ok(Sizes {
+        tmp: sizing(inputs, limit, &tmp)?,
+        shm: sizing(inputs, limit, &shm)?,
+        home: sizing(inputs, limit, &home)?,
+    })
 }
 
 /// `linux.resources.memory.limit`, when positive.
@@ -112,8 +125,14 @@ mod tests {
             v["linux"] = json!({"resources": {"memory": {"limit": l}}});
         }
         let spec = serde_json::from_value(v).unwrap();
-        sizes(&Inputs { spec: &spec, state_annotations: None, settings: &settings, host_ram: Bytes(16 * GI) })
-            .unwrap()
+        sizes(&Inputs {
+            spec: &spec,
+            state_annotations: None,
+            settings: &settings,
+            host_ram: Bytes(16 * GI),
+            user: &crate::plan::UserFacts::HOOK,
+        })
+        .unwrap()
     }
 
     #[test]

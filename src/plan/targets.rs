@@ -21,6 +21,8 @@ pub(super) struct Candidate {
 pub(super) struct Nested {
     pub(super) target: TargetPath,
     pub(super) origins: Vec<Origin>,
+    /// The origins of `target` itself (not of the dirs nested in it).
+    pub(super) own_origins: Vec<Origin>,
     pub(super) subdirs: Vec<String>,
 }
 
@@ -49,13 +51,18 @@ pub(super) fn temp_targets(inputs: &Inputs<'_>, notes: &mut Vec<Note>) -> Vec<Ca
     found.extend(inputs.settings.extra_targets.iter().map(|p| (p.clone(), Origin::HostConfig)));
     let mut out: Vec<Candidate> = Vec::new();
     for (path, origin) in found {
-        match out.iter_mut().find(|c| c.path == path) {
-            Some(c) if !c.origins.contains(&origin) => c.origins.push(origin),
-            Some(_) => {}
-            None => out.push(Candidate { path, origins: vec![origin] }),
-        }
+        add(&mut out, path, origin);
     }
     out
+}
+
+/// Adds a target, or one more origin to a target already there.
+pub(super) fn add(candidates: &mut Vec<Candidate>, path: TargetPath, origin: Origin) {
+    match candidates.iter_mut().find(|c| c.path == path) {
+        Some(c) if !c.origins.contains(&origin) => c.origins.push(origin),
+        Some(_) => {}
+        None => candidates.push(Candidate { path, origins: vec![origin] }),
+    }
 }
 
 fn tmp() -> TargetPath {
@@ -125,7 +132,7 @@ pub(super) fn nest(candidates: Vec<Candidate>) -> Vec<Nested> {
             }
         }
         subdirs.sort();
-        out.push(Nested { target: top.path.clone(), origins, subdirs });
+        out.push(Nested { target: top.path.clone(), origins, own_origins: top.origins.clone(), subdirs });
     }
     out
 }

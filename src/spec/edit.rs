@@ -264,7 +264,14 @@ mod tests {
 
     fn plan_of(config: &Value, settings: &Settings) -> Plan {
         let spec = serde_json::from_value(config.clone()).unwrap();
-        decide(&Inputs { spec: &spec, state_annotations: None, settings, host_ram: Bytes(16 * GI) }).unwrap()
+        decide(&Inputs {
+            spec: &spec,
+            state_annotations: None,
+            settings,
+            host_ram: Bytes(16 * GI),
+            user: &crate::plan::UserFacts::HOOK,
+        })
+        .unwrap()
     }
 
     fn run(mut config: Value, settings: &Settings, refused: &[&str]) -> (Value, Edit) {

@@ -13,7 +13,7 @@ use rustix::fs::Mode;
 use crate::hook::resolve::{self, Root};
 use crate::hook::{ApplyError, Call};
 use crate::landing;
-use crate::plan::{Action, Note, Plan, ShmWay, SHM_PATH};
+use crate::plan::{Action, Note, Passwd, Plan, ShmWay, SHM_PATH};
 use crate::target::TargetPath;
 
 /// Where the spec executor puts each temp target.
@@ -25,6 +25,8 @@ pub(crate) struct Placed {
     pub refused: Vec<(String, Note)>,
     /// Mountpoint directories whose mode was set to the tmpfs' mode.
     pub chmodded: Vec<String>,
+    /// Homes whose tmpfs takes the image directory's mode, with that mode.
+    pub modes: Vec<(String, u32)>,
 }
 
 impl Placed {
@@ -84,6 +86,12 @@ pub(crate) fn place_targets(rootfs: &Path, plan: &Plan) -> Result<Placing, Apply
     }
     let mut out = Placed::default();
     let mut holding = Vec::new();
+    // A home keeps the mode of the image's directory: read before a missing
+    // one is made.
+    let image_modes: Vec<(&str, Option<u32>)> = targets()
+        .filter(|(_, t)| t.image_mode)
+        .map(|(target, _)| (target.as_str(), root.dir_mode(target)))
+        .collect();
     for (target, tmpfs) in targets() {
         let what = target.as_str();
         match root.place_target(target, &landings)? {
@@ -93,7 +101,16 @@ pub(crate) fn place_targets(rootfs: &Path, plan: &Plan) -> Result<Placing, Apply
                     holding.push(real.to_string());
                     continue;
                 }
-                if set_mode(&fd, tmpfs.mode, real.as_str())? {
+                let mode = match image_modes.iter().find(|(t, _)| *t == what) {
+                    Some((_, Some(m))) => {
+                        if *m != tmpfs.mode {
+                            out.modes.push((what.to_string(), *m));
+                        }
+                        *m
+                    }
+                    _ => tmpfs.mode,
+                };
+                if set_mode(&fd, mode, real.as_str())? {
                     out.chmodded.push(real.to_string());
                 }
                 out.placed.push((what.to_string(), real.to_string()));
@@ -105,6 +122,35 @@ pub(crate) fn place_targets(rootfs: &Path, plan: &Plan) -> Result<Placing, Apply
         Some(why) => Ok(Placing::Hook(why)),
         None => Ok(Placing::Spec(out)),
     }
+}
+
+/// `plan` with each home in `modes` taking its image directory's mode.
+pub(crate) fn with_image_modes(mut plan: Plan, modes: &[(String, u32)]) -> Plan {
+    for action in &mut plan.actions {
+        if let Action::MountTmpfs { target, tmpfs, .. } = action {
+            if let Some((_, m)) = modes.iter().find(|(t, _)| t == target.as_str()) {
+                tmpfs.mode = *m;
+            }
+        }
+    }
+    plan
+}
+
+/// What the prepared rootfs' `/etc/passwd` says of `uid`, read by fd as the
+/// hook reads it (docs/design.md#home-plan). A spec mount at `/etc` or
+/// `/etc/passwd` (a volume, only there once the container starts) makes it
+/// unknown here.
+///
+/// # Errors
+/// A rootfs that cannot be opened.
+pub(crate) fn read_passwd(rootfs: &Path, plan: &Plan, uid: u32) -> Result<Passwd, ApplyError> {
+    if let Some(m) = plan.spec_mounts.iter().find(|m| m.dest == "/etc" || m.dest == "/etc/passwd") {
+        return Ok(Passwd::Unreadable(format!(
+            "comes from the spec's mount at {}, which is there only when the container starts",
+            m.dest
+        )));
+    }
+    Ok(Root::open(rootfs)?.read_passwd(uid))
 }
 
 /// Why what the rootfs holds sends the temp targets to the hook, if it

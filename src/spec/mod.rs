@@ -122,7 +122,12 @@ fn in_spec(
         }
     };
     let host = input::host_facts()?;
-    let plan = plan::plan_for(&parsed, None, settings, host)?;
+    let user = plan::UserFacts { passwd: plan::Passwd::NotRead, sets_env: true };
+    let mut plan = plan::plan_for(&parsed, None, settings, host, &user)?;
+    if let (Some(uid), Some(rootfs)) = (plan.passwd_uid, input::rootfs_path(&parsed, dir)) {
+        let user = plan::UserFacts { passwd: host::read_passwd(&rootfs, &plan, uid)?, sets_env: true };
+        plan = plan::plan_for(&parsed, None, settings, host, &user)?;
+    }
     log::debug!("{}", plan.why);
     crate::logger::decision(&plan);
     if plan.actions.is_empty() {
@@ -130,6 +135,14 @@ fn in_spec(
     }
     let path = config.path.to_path_buf();
     let mut changed = false;
+    if let Some(home) = &plan.home_env {
+        if bundle::set_home(config.tree(&["process"])?, home)
+            .map_err(|what| BundleError::Shape { path: path.clone(), what: what.to_string() })?
+        {
+            changed = true;
+            out.done.push(format!("set HOME={home} in process.env (the runtime would give /)"));
+        }
+    }
     let foreign = match hook {
         Some(h) => route::foreign_runtime_hooks(&config.tree(&["hooks"])?["hooks"], &h.path),
         None => Vec::new(),
@@ -158,6 +171,7 @@ fn in_spec(
             host::Placed::default()
         }
     };
+    let plan = host::with_image_modes(plan, &placed.modes);
     let edit = edit::put_mounts(config.tree(&["mounts"])?, &plan, |t| placed.destination(t), host.ram)?;
     for (target, dest) in &placed.placed {
         let at = if target == dest { String::new() } else { format!(" at {dest}, where {target} resolves") };

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use oci_tmpfs_hook::bundle::{self, HookEntry};
 use oci_tmpfs_hook::input::read_state;
-use oci_tmpfs_hook::plan::{decide, Action, Inputs, PlanError, SizeFrom};
+use oci_tmpfs_hook::plan::{decide, Action, Inputs, Passwd, PlanError, SizeFrom, UserFacts};
 use oci_tmpfs_hook::settings::{AnnotationPolicy, Settings};
 use oci_tmpfs_hook::size::{Bytes, Size, MIN_BYTES};
 use oci_tmpfs_hook::stage::Stage;
@@ -151,8 +151,22 @@ fn valid_size() -> impl Strategy<Value = Size> {
 fn valid_env_entry() -> impl Strategy<Value = String> {
     prop_oneof![
         3 => ("(TMPDIR|TEMP|TMP|TEMPDIR)", DIRS).prop_map(|(k, v)| format!("{k}={v}")),
+        1 => ("HOME", prop_oneof![DIRS, "/(home|root)(/[a-z]{1,4})?", "(/|/etc|/proc/self|x|)"]).prop_map(|(k, v)| format!("{k}={v}")),
         1 => env_entry(),
     ]
+}
+
+/// What an executor read of the image's /etc/passwd, and whether it can
+/// set the environment.
+fn valid_user() -> impl Strategy<Value = UserFacts> {
+    let passwd = prop_oneof![
+        Just(Passwd::NotRead),
+        Just(Passwd::NoEntry),
+        Just(Passwd::Unknown),
+        Just(Passwd::Unreadable("is not a regular file".into())),
+        prop_oneof![DIRS, "/(home|root)(/[a-z]{1,4})?", "(/|/../..|/usr|)"].prop_map(Passwd::Entry),
+    ];
+    (passwd, any::<bool>()).prop_map(|(passwd, sets_env)| UserFacts { passwd, sets_env })
 }
 
 /// `linux.resources.memory.limit`: mostly none or one a tmpfs fits in;
@@ -229,6 +243,7 @@ prop_compose! {
         shm in proptest::option::of(valid_size()),
         max_tmp in proptest::option::of(valid_size()),
         max_shm in proptest::option::of(valid_size()),
+        max_home in proptest::option::of(valid_size()),
         allow in proptest::bool::weighted(0.9),
         noexec in any::<bool>(),
         nr_inodes in proptest::option::of(1u64..1 << 24),
@@ -242,6 +257,7 @@ prop_compose! {
             shm_size_set: shm.is_some(),
             max_tmp_size: max_tmp,
             max_shm_size: max_shm,
+            max_home_size: max_home,
             annotations: if allow { AnnotationPolicy::Allow } else { AnnotationPolicy::Ignore },
             noexec,
             nr_inodes,
@@ -262,9 +278,9 @@ prop_compose! {
 fn decide_accepts_valid_input_and_plans_only_safe_mounts() {
     let (cases, reached) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let mut runner = TestRunner::new(config(512));
-    let result = runner.run(&(valid_config(), valid_settings()), |(config, settings)| {
+    let result = runner.run(&(valid_config(), valid_settings(), valid_user()), |(config, settings, user)| {
         cases.fetch_add(1, Ordering::Relaxed);
-        if check_plan(config, &settings)? {
+        if check_plan(config, &settings, &user)? {
             reached.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
@@ -282,9 +298,9 @@ fn decide_accepts_valid_input_and_plans_only_safe_mounts() {
 }
 
 /// The plan for one valid case, checked; true when it had mounts to check.
-fn check_plan(config: Value, settings: &Settings) -> Result<bool, TestCaseError> {
+fn check_plan(config: Value, settings: &Settings, user: &UserFacts) -> Result<bool, TestCaseError> {
     let spec: oci_tmpfs_hook::oci::Spec = serde_json::from_value(config).unwrap();
-    let plan = decide(&Inputs { spec: &spec, state_annotations: None, settings, host_ram: RAM });
+    let plan = decide(&Inputs { spec: &spec, state_annotations: None, settings, host_ram: RAM, user });
     let plan = plan.map_err(|e| TestCaseError::fail(format!("decide refused valid input: {e}")))?;
     if !plan.enabled {
         prop_assert!(plan.actions.is_empty());
@@ -314,6 +330,7 @@ fn check_plan(config: Value, settings: &Settings) -> Result<bool, TestCaseError>
             size.bytes
         );
         let max = match action {
+            Action::MountTmpfs { tmpfs, .. } if tmpfs.image_mode => settings.max_home_size,
             Action::MountTmpfs { .. } => settings.max_tmp_size,
             Action::Shm { .. } => settings.max_shm_size,
         };
@@ -348,6 +365,16 @@ fn check_plan(config: Value, settings: &Settings) -> Result<bool, TestCaseError>
             }
             Action::Shm { .. } => prop_assert!(tmpfs.noexec),
         }
+    }
+    // HOME is set only to a home of ours, never to a system path, and
+    // only by an executor that can.
+    if let Some(home) = &plan.home_env {
+        prop_assert!(user.sets_env);
+        prop_assert_eq!(target::validate(home).map(|t| t.to_string()), Ok(home.clone()));
+    }
+    // The plan asks for /etc/passwd only when it was not read.
+    if plan.passwd_uid.is_some() {
+        prop_assert_eq!(&user.passwd, &Passwd::NotRead);
     }
     Ok(!plan.actions.is_empty())
 }
@@ -415,7 +442,7 @@ proptest! {
         }
         let spec: oci_tmpfs_hook::oci::Spec = serde_json::from_value(config).unwrap();
         let settings = Settings::default();
-        let result = decide(&Inputs { spec: &spec, state_annotations: None, settings: &settings, host_ram: RAM });
+        let result = decide(&Inputs { spec: &spec, state_annotations: None, settings: &settings, host_ram: RAM, user: &UserFacts::HOOK });
         let named = match (&defect, &result) {
             (Defect::Enabled(v), Err(PlanError::Enabled(got))) => v == got,
             (Defect::Size(key, _), Err(PlanError::Size { key: got, .. })) => key == got,

@@ -1,13 +1,17 @@
 //! `explain` says what the wrapper does: on the same bundles, the executor
 //! and stage that `explain --json` gives each temp target are the ones the
 //! wrapper (`oci-tmpfs-runtime create`, in spec and in hook mode) and
-//! `inject --mode spec` write into `config.json`. The bundles cover the
+//! `inject --mode spec` write into `config.json`, `HOME` in `process.env`
+//! included. The bundles cover the
 //! other parties' hooks of the GPU suite (a CDI spec's `createRuntime` and
 //! `createContainer` hooks as an engine puts them into the spec, the hooks
 //! dir's vendor hooks after ours, NVIDIA's legacy `prestart` hook, Docker's
 //! `libnetwork-setkey`), rootfs layouts (a plain `/tmp`, a nested
 //! `TMPDIR=/tmp/job`, a second temp dir `TMPDIR=/var/tmp`, `/tmp` a symlink
-//! to `/etc` or to `../var/tmp`, files in the image's `/tmp`), and
+//! to `/etc` or to `../var/tmp`, files in the image's `/tmp`, a rootfs
+//! without `/etc/passwd`, whose `HOME=/` the spec executor replaces, and
+//! `HOME=/root` holding the image's dotfile; root's home is `/tmp` in the
+//! others), and
 //! the runtime versions that move temp targets to the hook (runc before and
 //! after 1.1.8, crun 1.29.0 and 1.29.1: docs/design.md#runtimes). The
 //! runtime is a script that answers `--version` as that release does and
@@ -77,6 +81,13 @@ fn rootfs_layouts() -> Vec<Layout> {
             std::fs::remove_dir(r.join("tmp")).unwrap();
             std::os::unix::fs::symlink("../var/tmp", r.join("tmp")).unwrap();
         }),
+        ("no /etc/passwd: HOME=/, replaced by /home/0 in spec mode", &[], |r| {
+            std::fs::remove_file(r.join("etc/passwd")).unwrap();
+        }),
+        ("HOME=/root, holding the image's dotfile", &["HOME=/root"], |r| {
+            std::fs::create_dir(r.join("root")).unwrap();
+            std::fs::write(r.join("root/.profile"), b"image").unwrap();
+        }),
     ]
 }
 
@@ -91,6 +102,16 @@ const RUNTIMES: [&str; 4] =
 struct Carried {
     spec: BTreeSet<String>,
     hook: BTreeSet<String>,
+    /// The first `HOME=` of `process.env`.
+    home: Option<String>,
+}
+
+/// The first `HOME=` of a config's `process.env`.
+fn home_of(config: &Value) -> Option<String> {
+    config["process"]["env"]
+        .as_array()?
+        .iter()
+        .find_map(|e| e.as_str()?.strip_prefix("HOME=").map(String::from))
 }
 
 fn carried(bundle: &Path) -> Carried {
@@ -111,12 +132,12 @@ fn carried(bundle: &Path) -> Carried {
         .filter(|(_, h)| h["path"] == ours.as_str())
         .map(|(stage, _)| stage.clone())
         .collect();
-    Carried { spec, hook }
+    Carried { spec, hook, home: home_of(&config) }
 }
 
 /// What `explain --json` says the wrapper will carry, in the same terms.
-/// `before`: the stages our hook already had in the bundle.
-fn explained(doc: &Value, before: &BTreeSet<String>) -> Carried {
+/// `before`: the stages our hook already had in the bundle, `home` its HOME.
+fn explained(doc: &Value, before: &BTreeSet<String>, home: Option<String>) -> Carried {
     let targets = doc["targets"].as_array().cloned().unwrap_or_default();
     let spec = targets
         .iter()
@@ -130,7 +151,8 @@ fn explained(doc: &Value, before: &BTreeSet<String>) -> Carried {
     for t in targets.iter().filter(|t| t["executor"] == "hook") {
         assert_eq!(t["stage"], doc["wrapper"]["stage"], "a target's stage is the wrapper's: {doc}");
     }
-    Carried { spec, hook }
+    let home = doc["plan"]["home_env"].as_str().map(String::from).or(home);
+    Carried { spec, hook, home }
 }
 
 fn script(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
@@ -171,6 +193,8 @@ fn explain_the_wrapper_and_inject_agree_on_every_route() {
                             for d in ["bin", "proc", "sys", "dev", "etc", "tmp", "var"] {
                                 std::fs::create_dir_all(b.join("rootfs").join(d)).unwrap();
                             }
+                            std::fs::write(b.join("rootfs/etc/passwd"), "root:x:0:0:root:/tmp:/bin/sh\n")
+                                .unwrap();
                             make(&b.join("rootfs"));
                             let mut c = template.config.clone();
                             for e in env {
@@ -185,7 +209,7 @@ fn explain_the_wrapper_and_inject_agree_on_every_route() {
                         })
                         .collect();
                     n += 1;
-                    let before = carried(&bundles[0]).hook;
+                    let before = carried(&bundles[0]);
                     let out = ok(Command::new(hook_bin())
                         .args(["explain", "--json", "--config"])
                         .arg(&config)
@@ -195,7 +219,7 @@ fn explain_the_wrapper_and_inject_agree_on_every_route() {
                         .arg(&bundles[0]));
                     let doc: Value = serde_json::from_str(&out).unwrap();
                     assert_eq!(doc["wrapper"]["mode"], mode, "{case}: {doc}");
-                    let want = explained(&doc, &before);
+                    let want = explained(&doc, &before.hook, before.home);
 
                     let id = format!("routing-{n}");
                     ok(Command::new(&wrapper)

@@ -103,9 +103,12 @@ impl Bundle {
         for a in APPLETS {
             std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(a)).unwrap();
         }
+        // root's home is /tmp: the HOME every runtime gives it is then
+        // covered by /tmp's tmpfs, and the suites about other targets see
+        // no HOME of its own (tests/runtimes/home.rs has those).
         std::fs::write(
             rootfs.join("etc/passwd"),
-            "root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n",
+            "root:x:0:0:root:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n",
         )
         .unwrap();
         std::fs::write(rootfs.join("etc/group"), "root:x:0:\nnogroup:x:65534:\n").unwrap();
