@@ -237,8 +237,9 @@ fn splice(original: &str, m: &Members, path: &Path) -> Result<String, BundleErro
 }
 
 /// Sets `HOME` in `process.env` of the document `config` (its `process`
-/// member): the first `HOME=` entry is replaced (the one the process
-/// gets), or one is added. Whether it changed anything.
+/// member): every `HOME=` entry goes and one is added at the end (the
+/// process gets the last: docs/design.md#env-last). Whether it changed
+/// anything.
 ///
 /// # Errors
 /// A `process` or `process.env` of the wrong JSON type.
@@ -256,17 +257,13 @@ pub fn set_home(config: &mut Value, home: &str) -> Result<bool, String> {
         .as_array_mut()
         .ok_or("process.env")?;
     let entry = Value::String(format!("HOME={home}"));
-    match env.iter_mut().find(|e| e.as_str().is_some_and(|s| s.starts_with("HOME="))) {
-        Some(e) if *e == entry => Ok(false),
-        Some(e) => {
-            *e = entry;
-            Ok(true)
-        }
-        None => {
-            env.push(entry);
-            Ok(true)
-        }
+    let is_home = |e: &Value| e.as_str().is_some_and(|s| s.starts_with("HOME="));
+    if env.iter().filter(|e| is_home(e)).count() == 1 && env.iter().any(|e| *e == entry) {
+        return Ok(false);
     }
+    env.retain(|e| !is_home(e));
+    env.push(entry);
+    Ok(true)
 }
 
 /// Reads `<bundle>/config.json`, lets `change` edit it (it returns whether

@@ -183,8 +183,8 @@ pub enum EnvTarget {
 
 /// Reads `TMPDIR`, `TEMP`, `TMP`, `TEMPDIR` and then `cache_vars` (the host
 /// config's `env_targets`; one already read is not read again) from
-/// `process.env`, first occurrence of each, entries without `=` ignored,
-/// and validates them.
+/// `process.env`, the last occurrence of each (what the process gets:
+/// docs/design.md#env-last), entries without `=` ignored, and validates them.
 pub fn from_env<'a>(cache_vars: &[EnvVar], env: impl IntoIterator<Item = &'a str> + Clone) -> Vec<EnvTarget> {
     // Names only: an `EnvVar` is made for a variable the env has (the hook
     // reads this at every start).
@@ -196,10 +196,16 @@ pub fn from_env<'a>(cache_vars: &[EnvVar], env: impl IntoIterator<Item = &'a str
         .copied()
         .chain(cache.map(|(_, v)| v))
         .filter_map(|name| {
-            let value = env.clone().into_iter().find_map(|entry| {
-                let (k, v) = entry.split_once('=')?;
-                (k == name).then_some(v)
-            })?;
+            // The last entry: runc and crun set each in turn, so the
+            // process gets the last (docs/design.md#env-last).
+            let value = env
+                .clone()
+                .into_iter()
+                .filter_map(|entry| {
+                    let (k, v) = entry.split_once('=')?;
+                    (k == name).then_some(v)
+                })
+                .last()?;
             let var = EnvVar(name.to_string());
             Some(match validate(value) {
                 Ok(path) => EnvTarget::Ok { var, path },
@@ -269,11 +275,11 @@ mod tests {
     }
 
     #[test]
-    fn reads_env_in_order_first_occurrence() {
+    fn reads_env_in_order_last_occurrence() {
         let env = [
             "PATH=/bin",
+            "TMPDIR=/first",
             "TMPDIR=/scratch",
-            "TMPDIR=/second",
             "TEMP=/var/tmp",
             "NOEQUALS",
             "TMP=",

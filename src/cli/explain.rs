@@ -67,7 +67,7 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
     let mut user = plan::UserFacts { passwd: plan::Passwd::NotRead, sets_env };
     let mut plan = plan::plan_for(&spec, None, &settings, host, &user)?;
     if let (Some(uid), Some(r)) = (plan.passwd_uid, &rootfs) {
-        user.passwd = match crate::spec::host::read_passwd(r, &plan, uid) {
+        user.passwd = match crate::spec::host::read_passwd(r, &spec, uid) {
             Ok(p) => p,
             Err(e) => plan::Passwd::Unreadable(format!("cannot be read: {}", chain(&e))),
         };

@@ -325,55 +325,7 @@ impl Root {
     /// is opened for reading, so no device or FIFO is ever opened), at most
     /// [`plan::PASSWD_MAX`] bytes.
     pub(crate) fn read_passwd(&self, uid: u32) -> Passwd {
-        const REL: &str = "etc/passwd";
-        let flags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
-        let path = match open_in(&self.fd, REL, OFlags::PATH | OFlags::CLOEXEC, flags) {
-            Ok(fd) => fd,
-            Err(Errno::NOENT) => return Passwd::NoEntry,
-            Err(e) => return Passwd::Unreadable(format!("cannot be opened ({e})")),
-        };
-        let st = match rustix::fs::fstat(&path) {
-            Ok(st) => st,
-            Err(e) => return Passwd::Unreadable(format!("cannot be read ({e})")),
-        };
-        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-            return Passwd::Unreadable("is not a regular file".into());
-        }
-        // `f_type` is an i64 here, narrower on some other targets.
-        #[allow(clippy::useless_conversion)]
-        if rustix::fs::fstatfs(&path)
-            .is_ok_and(|fs| matches!(i64::from(fs.f_type), PROC_SUPER_MAGIC | SYSFS_MAGIC))
-        {
-            return Passwd::Unreadable("leads into /proc or /sys".into());
-        }
-        let too_big = || Passwd::Unreadable(format!("is larger than {}", Bytes(plan::PASSWD_MAX).approx()));
-        if u64::try_from(st.st_size).unwrap_or(u64::MAX) > plan::PASSWD_MAX {
-            return too_big();
-        }
-        let file = match open_in(
-            &self.fd,
-            REL,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
-            flags,
-        ) {
-            Ok(fd) => fd,
-            Err(e) => return Passwd::Unreadable(format!("cannot be opened ({e})")),
-        };
-        // The same file as checked, or nothing (a rename in between).
-        match rustix::fs::fstat(&file) {
-            Ok(again) if (again.st_dev, again.st_ino) == (st.st_dev, st.st_ino) => {}
-            _ => return Passwd::Unreadable("changed while it was read".into()),
-        }
-        let mut bytes = Vec::new();
-        let read = std::io::Read::read_to_end(
-            &mut std::io::Read::take(std::fs::File::from(file), plan::PASSWD_MAX + 1),
-            &mut bytes,
-        );
-        match read {
-            Ok(_) if bytes.len() as u64 > plan::PASSWD_MAX => too_big(),
-            Ok(_) => plan::passwd_home(&bytes, uid),
-            Err(e) => Passwd::Unreadable(format!("cannot be read ({e})")),
-        }
+        passwd_in(&self.fd, "etc/passwd", uid)
     }
 
     /// The mode of the directory at `target` when the image has one
@@ -381,6 +333,59 @@ impl Root {
     pub(crate) fn dir_mode(&self, target: &TargetPath) -> Option<u32> {
         let fd = resolve(&self.fd, target.relative(), TARGET).ok()?;
         rustix::fs::fstat(&fd).ok().map(|st| st.st_mode & 0o7777)
+    }
+}
+
+/// What the passwd file `rel` under the directory `dir` says of `uid`, read
+/// as [`Root::read_passwd`] says: `rel` resolved with `dir` as its root.
+pub(crate) fn passwd_in(dir: &OwnedFd, rel: &str, uid: u32) -> Passwd {
+    let flags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
+    let path = match open_in(dir, rel, OFlags::PATH | OFlags::CLOEXEC, flags) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Passwd::NoEntry,
+        Err(e) => return Passwd::Unreadable(format!("cannot be opened ({e})")),
+    };
+    let st = match rustix::fs::fstat(&path) {
+        Ok(st) => st,
+        Err(e) => return Passwd::Unreadable(format!("cannot be read ({e})")),
+    };
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Passwd::Unreadable("is not a regular file".into());
+    }
+    // `f_type` is an i64 here, narrower on some other targets.
+    #[allow(clippy::useless_conversion)]
+    if rustix::fs::fstatfs(&path)
+        .is_ok_and(|fs| matches!(i64::from(fs.f_type), PROC_SUPER_MAGIC | SYSFS_MAGIC))
+    {
+        return Passwd::Unreadable("leads into /proc or /sys".into());
+    }
+    let too_big = || Passwd::Unreadable(format!("is larger than {}", Bytes(plan::PASSWD_MAX).approx()));
+    if u64::try_from(st.st_size).unwrap_or(u64::MAX) > plan::PASSWD_MAX {
+        return too_big();
+    }
+    let file = match open_in(
+        dir,
+        rel,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        flags,
+    ) {
+        Ok(fd) => fd,
+        Err(e) => return Passwd::Unreadable(format!("cannot be opened ({e})")),
+    };
+    // The same file as checked, or nothing (a rename in between).
+    match rustix::fs::fstat(&file) {
+        Ok(again) if (again.st_dev, again.st_ino) == (st.st_dev, st.st_ino) => {}
+        _ => return Passwd::Unreadable("changed while it was read".into()),
+    }
+    let mut bytes = Vec::new();
+    let read = std::io::Read::read_to_end(
+        &mut std::io::Read::take(std::fs::File::from(file), plan::PASSWD_MAX + 1),
+        &mut bytes,
+    );
+    match read {
+        Ok(_) if bytes.len() as u64 > plan::PASSWD_MAX => too_big(),
+        Ok(_) => plan::passwd_home(&bytes, uid),
+        Err(e) => Passwd::Unreadable(format!("cannot be read ({e})")),
     }
 }
 

@@ -1,6 +1,6 @@
 //! Step 4 of the plan: the container user's `HOME` (docs/design.md#home-plan).
-//! `HOME` is what the runtime will set: the first `HOME=` of
-//! `process.env`, else the home field of the process uid's entry in the
+//! `HOME` is what the runtime will set: the last `HOME=` of
+//! `process.env` (runc and crun keep the last: docs/design.md#env-last), else the home field of the process uid's entry in the
 //! image's `/etc/passwd` (which only an executor can read: the plan asks for
 //! it with [`super::Plan::passwd_uid`] and is made again with the answer),
 //! else `/`. A home of `/` is replaced by the host config's
@@ -56,7 +56,7 @@ impl UserFacts {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HomeFrom {
-    /// `HOME=` in `process.env`.
+    /// `HOME=` in `process.env` (its last).
     Env,
     /// The uid's `/etc/passwd` entry in the image.
     Passwd,
@@ -115,7 +115,7 @@ pub(super) fn home(inputs: &Inputs<'_>, notes: &mut Vec<Note>) -> Result<Step, P
         .process()
         .as_ref()
         .and_then(|p| p.env().as_ref())
-        .and_then(|env| env.iter().find_map(|e| e.strip_prefix("HOME=")));
+        .and_then(|env| env.iter().rev().find_map(|e| e.strip_prefix("HOME=")));
     let (value, from) = match (env_home, &inputs.user.passwd) {
         (Some(v), _) => (v, HomeFrom::Env),
         (None, Passwd::NotRead) => return Ok(Step::Ask(user.uid)),
@@ -135,7 +135,7 @@ pub(super) fn home(inputs: &Inputs<'_>, notes: &mut Vec<Note>) -> Result<Step, P
         (None, Passwd::Unreadable(why)) => {
             notes.push(Note::warn(
                 "HOME",
-                format!("left alone: the image's /etc/passwd {why}; set HOME in the container's environment"),
+                format!("the image's /etc/passwd {why}; set HOME in the container's environment"),
             ));
             return Ok(Step::None);
         }
@@ -158,7 +158,7 @@ pub(super) fn home(inputs: &Inputs<'_>, notes: &mut Vec<Note>) -> Result<Step, P
             notes.push(Note::warn(
                 subject,
                 format!(
-                    "left alone: HOME {reason}; give the user a home of its own (HOME in the environment or its /etc/passwd entry) or mount a volume there"
+                    "HOME {reason}; give the user a home of its own (HOME in the environment or its /etc/passwd entry) or mount a volume there"
                 ),
             ));
             Ok(Step::None)
@@ -183,7 +183,7 @@ fn fallback(
     let Some(template) = &inputs.settings.home_fallback else {
         notes.push(Note::info(
             subject,
-            "left alone: a tmpfs over / would hide the image (home_fallback = false); set HOME in the container's environment",
+            "a tmpfs over / would hide the image (home_fallback = false); set HOME in the container's environment",
         ));
         return Ok(Step::None);
     };
@@ -192,7 +192,7 @@ fn fallback(
         notes.push(Note::warn(
             subject,
             format!(
-                "left alone: a tmpfs over / would hide the image, and the hook cannot set the environment; the runtime wrapper in spec mode (or `inject --mode spec`) sets HOME={path} and mounts it, or set HOME in the container's environment"
+                "a tmpfs over / would hide the image, and the hook cannot set the environment; the runtime wrapper in spec mode (or `inject --mode spec`) sets HOME={path} and mounts it, or set HOME in the container's environment"
             ),
         ));
         return Ok(Step::None);
@@ -205,10 +205,7 @@ fn fallback(
         // Settings checked the template with uid 1000; a uid cannot make it
         // relative or `..`, but keep the note for any other reason.
         Err(reason) => {
-            notes.push(Note::warn(
-                subject,
-                format!("left alone: home_fallback gives {path:?}, which {reason}"),
-            ));
+            notes.push(Note::warn(subject, format!("home_fallback gives {path:?}, which {reason}")));
             Ok(Step::None)
         }
     }

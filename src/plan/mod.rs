@@ -176,7 +176,7 @@ fn home_owner(spec: &Spec, h: home::Home, notes: &mut Vec<Note>) -> Option<(home
             notes.push(Note::warn(
                 format!("HOME={}", h.path),
                 format!(
-                    "left alone: the container's user namespace maps no host id to the process's uid {} / gid {}",
+                    "the container's user namespace maps no host id to the process's uid {} / gid {}",
                     h.user.uid, h.user.gid
                 ),
             ));
@@ -348,11 +348,11 @@ mod tests {
             base(),
             "/process/env",
             json!([
+                "TMPDIR=/ignored-first",
                 "TMPDIR=/var/tmp",
                 "TEMP=/var/tmp/",
                 "TMP=/tmp",
                 "TEMPDIR=/etc",
-                "TMPDIR=/ignored-second",
                 "PATH=/bin"
             ]),
         );
@@ -455,10 +455,10 @@ mod tests {
             vec![],
         );
         case(
-            "the first occurrence of a var counts",
+            "the last occurrence of a var counts, as the runtimes give it",
             &["HF_HOME=/hf", "HF_HOME=/second"],
             None,
-            vec![tmp(), mounted("/hf", &[], &["HF_HOME"])],
+            vec![tmp(), mounted("/second", &[], &["HF_HOME"])],
             vec![],
         );
         case(
@@ -862,9 +862,9 @@ mod tests {
         // A passwd home of /../.. (normalises to /) is refused, not replaced.
         let p = home_plan(&user_env(9, 9, &[]), &s, Passwd::Entry("/../..".into()), true);
         assert!(home_of(&p).is_none() && p.notes.iter().any(|n| n.reason.contains("'..'")), "{:?}", p.notes);
-        // Two HOME= entries: the first is the one the process gets.
+        // Two HOME= entries: the last is the one the process gets.
         let p = home_plan(&user_env(0, 0, &["HOME=/first", "HOME=/second"]), &s, Passwd::NotRead, true);
-        assert_eq!(home_of(&p).map(|h| h.0), Some("/first".into()));
+        assert_eq!(home_of(&p).map(|h| h.0), Some("/second".into()));
     }
 
     #[test]

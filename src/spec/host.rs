@@ -136,21 +136,43 @@ pub(crate) fn with_image_modes(mut plan: Plan, modes: &[(String, u32)]) -> Plan 
     plan
 }
 
-/// What the prepared rootfs' `/etc/passwd` says of `uid`, read by fd as the
-/// hook reads it (docs/design.md#home-plan). A spec mount at `/etc` or
-/// `/etc/passwd` (a volume, only there once the container starts) makes it
-/// unknown here.
+/// What `/etc/passwd` will say of `uid` in the container, read by fd as the
+/// hook reads it (docs/design.md#home-plan): the prepared rootfs' own, or,
+/// when the spec's last mount there is a bind of a host path at `/etc` or
+/// `/etc/passwd` (Podman's, a user's volume), that source's. Another spec
+/// mount there makes it unknown here.
 ///
 /// # Errors
 /// A rootfs that cannot be opened.
-pub(crate) fn read_passwd(rootfs: &Path, plan: &Plan, uid: u32) -> Result<Passwd, ApplyError> {
-    if let Some(m) = plan.spec_mounts.iter().find(|m| m.dest == "/etc" || m.dest == "/etc/passwd") {
-        return Ok(Passwd::Unreadable(format!(
-            "comes from the spec's mount at {}, which is there only when the container starts",
-            m.dest
-        )));
+pub(crate) fn read_passwd(rootfs: &Path, spec: &crate::oci::Spec, uid: u32) -> Result<Passwd, ApplyError> {
+    let mounts = spec.mounts().as_deref().unwrap_or_default();
+    let covering = mounts.iter().rev().find_map(|m| {
+        let dest = crate::target::normalise(&m.destination().to_string_lossy());
+        (dest == "/etc" || dest == "/etc/passwd").then_some((dest, m))
+    });
+    let Some((dest, m)) = covering else { return Ok(Root::open(rootfs)?.read_passwd(uid)) };
+    let bind = m.typ().as_deref() == Some("bind")
+        || m.options().iter().flatten().any(|o| o == "bind" || o == "rbind");
+    let source = m.source().as_deref().filter(|s| s.is_absolute());
+    let unknown = |why: &str| Ok(Passwd::Unreadable(format!("comes from the spec's mount at {dest}, {why}")));
+    let (Some(source), true) = (source, bind) else {
+        return unknown("which is not a bind of a host path");
+    };
+    let (dir, rel) = match dest.as_str() {
+        "/etc" => (source, "passwd".to_string()),
+        _ => match (source.parent(), source.file_name()) {
+            (Some(p), Some(n)) => (p, n.to_string_lossy().into_owned()),
+            _ => return unknown("whose source has no parent"),
+        },
+    };
+    match rustix::fs::open(
+        dir,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => Ok(resolve::passwd_in(&fd, &rel, uid)),
+        Err(e) => unknown(&format!("whose source {} cannot be opened ({e})", dir.display())),
     }
-    Ok(Root::open(rootfs)?.read_passwd(uid))
 }
 
 /// Why what the rootfs holds sends the temp targets to the hook, if it

@@ -125,7 +125,7 @@ fn in_spec(
     let user = plan::UserFacts { passwd: plan::Passwd::NotRead, sets_env: true };
     let mut plan = plan::plan_for(&parsed, None, settings, host, &user)?;
     if let (Some(uid), Some(rootfs)) = (plan.passwd_uid, input::rootfs_path(&parsed, dir)) {
-        let user = plan::UserFacts { passwd: host::read_passwd(&rootfs, &plan, uid)?, sets_env: true };
+        let user = plan::UserFacts { passwd: host::read_passwd(&rootfs, &parsed, uid)?, sets_env: true };
         plan = plan::plan_for(&parsed, None, settings, host, &user)?;
     }
     log::debug!("{}", plan.why);

@@ -940,31 +940,6 @@ fn case09_hostile_sizes_are_refused_before_anything() {
     }
 }
 
-/// A host config in `b`'s directory that logs warnings to a file there
-/// (runc drops a hook's stderr when it succeeds): the config's path and
-/// the log's.
-fn warnings_to_a_file(b: &Bundle) -> (std::path::PathBuf, std::path::PathBuf) {
-    let log = b.dir.join("hook.log");
-    let conf = b.dir.join("host.toml");
-    let text = format!("log_file = {}\nlog_level = \"warn\"\n", toml_string(log.to_str().unwrap()));
-    std::fs::write(&conf, text).unwrap();
-    (conf, log)
-}
-
-fn toml_string(v: &str) -> String {
-    let mut out = String::from("\"");
-    for c in v.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 #[test]
 fn case09_sizes_in_containers_are_exact_or_refused() {
     require_root();

@@ -337,3 +337,29 @@ pub fn runc_before_1_1_8(runtime: Runtime) -> bool {
         version.split(['.', '+', '-', '~']).take(3).map(|p| p.parse().unwrap_or(0)).collect();
     parts < vec![1, 1, 8]
 }
+
+/// A host config in `b`'s directory that logs warnings to a file there
+/// (runc drops a hook's stderr when it succeeds): the config's path and
+/// the log's.
+pub fn warnings_to_a_file(b: &Bundle) -> (std::path::PathBuf, std::path::PathBuf) {
+    let log = b.dir.join("hook.log");
+    let conf = b.dir.join("host.toml");
+    let text = format!("log_file = {}\nlog_level = \"warn\"\n", toml_string(log.to_str().unwrap()));
+    std::fs::write(&conf, text).unwrap();
+    (conf, log)
+}
+
+/// `v` as a TOML basic string.
+pub fn toml_string(v: &str) -> String {
+    let mut out = String::from("\"");
+    for c in v.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}

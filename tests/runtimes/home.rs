@@ -1,0 +1,529 @@
+//! The container user's `HOME` in real runc and crun containers with a
+//! read-only root (docs/design.md#home-plan), through each executor: none
+//! (the problem: `HOME` is not writable), the hook (`inject --stage
+//! prestart`) and the spec executor (`inject --mode spec`, what the runtime
+//! wrapper does in spec mode). The container prints its `HOME`, whether it
+//! can write there, the directory's mode and owner, the image's dotfile and
+//! the mount at `HOME`.
+//!
+//! - root, `HOME` from the image's `/etc/passwd` (`/root`, mode 0750, holding
+//!   `.profile`): a tmpfs at `/root` with the dotfile copied up, mode 0750,
+//!   owner 0;
+//! - uid 1000 whose passwd home `/home/app` the image lacks: made by fd,
+//!   a tmpfs of mode 0700 owned by 1000:1000;
+//! - uid 1000 with no passwd entry: the runtime gives `HOME=/` (crun 1.8.1
+//!   none at all); the hook, which cannot set the environment, leaves it
+//!   with a warning, and the spec executor sets `HOME=/home/1000` and mounts it;
+//! - a volume at `HOME` wins.
+//!
+//! The hostile `HOME`s and passwd files of [`hostile_homes_are_left_alone`]
+//! run through both executors and both runtimes: each gets its note, no tmpfs
+//! of ours covers a volume, and nothing is made outside the rootfs.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::support::*;
+use serde_json::json;
+
+/// Prints what the assertions read: `HOME=`, `WRITABLE`/`READONLY`, `STAT
+/// mode uid gid`, `PROFILE` lines, and the mountinfo line at `HOME`.
+const PROBE: &str = r#"echo "HOME=${HOME-(unset)}"; h=${HOME:-/}
+if touch "$h/.probe" 2>/dev/null; then echo WRITABLE; else echo READONLY; fi
+echo "STAT $(stat -c '%a %u %g' "$h")"
+if [ -f "$h/.profile" ]; then echo "PROFILE $(cat "$h/.profile")"; fi
+while read -r _ _ _ _ at rest; do if [ "$at" = "$h" ]; then echo "MOUNT $rest"; fi; done </proc/self/mountinfo
+true"#;
+
+/// Root's passwd line with a home of its own.
+const ROOT_LINE: &str = "root:x:0:0:root:/root:/bin/sh\n";
+
+/// How the container gets our mounts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Executor {
+    None,
+    Hook,
+    Spec,
+}
+
+const EXECUTORS: [Executor; 3] = [Executor::None, Executor::Hook, Executor::Spec];
+
+/// What one container showed.
+#[derive(Debug)]
+struct Seen {
+    home: String,
+    writable: bool,
+    stat: String,
+    profile: Option<String>,
+    /// The filesystem type of the mount at `HOME`, if `HOME` is one.
+    mount: Option<String>,
+    /// The last `HOME=` of config.json's `process.env` (the one the process
+    /// gets) after the executor ran.
+    env_home: Option<String>,
+    /// The hook's warnings (its log file).
+    log: String,
+    /// What `inject --mode spec` printed (its notes, on stdout and stderr).
+    inject: String,
+    /// Everything, for failure messages.
+    context: String,
+}
+
+/// A busybox bundle running [`PROBE`] as `uid:gid`, with `passwd` as the
+/// image's `/etc/passwd` and `env` added to `process.env`.
+fn bundle(name: &str, uid: u32, gid: u32, passwd: &str, env: &[&str]) -> Bundle {
+    let mut b = Bundle::new(name);
+    std::fs::write(b.rootfs().join("etc/passwd"), passwd).unwrap();
+    b.config["process"]["user"] = json!({"uid": uid, "gid": gid});
+    for e in env {
+        b.env(e);
+    }
+    b.script(PROBE);
+    b
+}
+
+/// Registers `executor` (the hook's warnings to a log file), runs the
+/// bundle with `rt`, and reads what the container printed.
+fn start(b: &mut Bundle, executor: Executor, rt: Runtime) -> Seen {
+    let (conf, log) = warnings_to_a_file(b);
+    let inject = match executor {
+        Executor::None => {
+            b.write();
+            String::new()
+        }
+        Executor::Hook => {
+            b.inject_with_config("prestart", &conf);
+            String::new()
+        }
+        Executor::Spec => {
+            b.write();
+            let out = std::process::Command::new(hook_bin())
+                .args(["inject", "--mode", "spec", "--config"])
+                .arg(&conf)
+                .arg("--runtime")
+                .arg(which(rt.bin()))
+                .arg("--bundle")
+                .arg(&b.dir)
+                .output()
+                .unwrap();
+            let status = out.status;
+            let out =
+                format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert!(status.success(), "inject --mode spec: {status}: {out}");
+            b.config = serde_json::from_slice(&std::fs::read(b.dir.join("config.json")).unwrap()).unwrap();
+            out
+        }
+    };
+    let run = b.run_timeout(rt, Duration::from_secs(60));
+    let out = run.stdout();
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    let context = format!(
+        "{rt:?}, {executor:?}\n--- inject:\n{inject}\n--- stdout:\n{out}\n--- stderr:\n{}\n--- hook log:\n{log}\n--- config:\n{}",
+        run.stderr(),
+        serde_json::to_string_pretty(&b.config).unwrap()
+    );
+    assert!(run.output.status.success(), "the container failed: {context}");
+    let line = |prefix: &str| out.lines().find_map(|l| l.strip_prefix(prefix)).map(str::to_string);
+    let mount =
+        out.lines().filter_map(|l| l.strip_prefix("MOUNT ")).last().map(|l| {
+            l.split(" - ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or("?").to_string()
+        });
+    let env_home = b.config["process"]["env"]
+        .as_array()
+        .and_then(|e| e.iter().rev().find_map(|v| v.as_str()?.strip_prefix("HOME=").map(String::from)));
+    Seen {
+        home: line("HOME=").unwrap_or_else(|| panic!("no HOME line: {context}")),
+        writable: out.lines().any(|l| l == "WRITABLE"),
+        stat: line("STAT ").unwrap_or_default(),
+        profile: line("PROFILE "),
+        mount,
+        env_home,
+        log,
+        inject,
+        context,
+    }
+}
+
+/// Root with an image home: a tmpfs at `/root` keeps the dotfile and the
+/// directory's mode; without us `HOME` is read-only.
+#[test]
+fn root_gets_a_writable_home_with_the_images_files() {
+    require_root();
+    for rt in Runtime::ALL {
+        for ex in EXECUTORS {
+            let mut b = bundle("home-root", 0, 0, ROOT_LINE, &[]);
+            std::fs::create_dir(b.rootfs().join("root")).unwrap();
+            std::fs::write(b.rootfs().join("root/.profile"), "image profile").unwrap();
+            std::fs::set_permissions(
+                b.rootfs().join("root"),
+                std::os::unix::fs::PermissionsExt::from_mode(0o750),
+            )
+            .unwrap();
+            let s = start(&mut b, ex, rt);
+            assert_eq!(s.home, "/root", "{}", s.context);
+            assert_eq!(s.profile.as_deref(), Some("image profile"), "the image's dotfile: {}", s.context);
+            assert_eq!(s.stat, "750 0 0", "the image directory's mode: {}", s.context);
+            assert_eq!(s.env_home, None, "HOME came from /etc/passwd, nothing set: {}", s.context);
+            match ex {
+                Executor::None => {
+                    assert!(!s.writable && s.mount.is_none(), "without us HOME is read-only: {}", s.context);
+                }
+                Executor::Hook | Executor::Spec => {
+                    assert!(s.writable, "HOME is writable: {}", s.context);
+                    assert_eq!(s.mount.as_deref(), Some("tmpfs"), "{}", s.context);
+                }
+            }
+            // The image's own file is unchanged.
+            assert_eq!(std::fs::read_to_string(b.rootfs().join("root/.profile")).unwrap(), "image profile");
+            assert!(!b.rootfs().join("root/.probe").exists(), "nothing written into the image");
+        }
+    }
+}
+
+/// A user whose passwd home the image lacks gets it made (by fd, in the
+/// rootfs), mode 0700, owned by its uid and gid.
+#[test]
+fn a_missing_home_is_made_and_owned_by_the_user() {
+    require_root();
+    let passwd = format!("{ROOT_LINE}app:x:1000:1000::/home/app:/bin/sh\n");
+    for rt in Runtime::ALL {
+        for ex in EXECUTORS {
+            let mut b = bundle("home-missing", 1000, 1000, &passwd, &[]);
+            let s = start(&mut b, ex, rt);
+            assert_eq!(s.home, "/home/app", "{}", s.context);
+            if ex == Executor::None {
+                assert!(!s.writable, "without us: {}", s.context);
+                continue;
+            }
+            assert!(s.writable, "{}", s.context);
+            assert_eq!(s.stat, "700 1000 1000", "{}", s.context);
+            assert_eq!(s.mount.as_deref(), Some("tmpfs"), "{}", s.context);
+        }
+    }
+}
+
+/// No passwd entry and no `HOME`: the runtime would give `/`. The spec
+/// executor sets `HOME=/home/1000` and mounts it; the hook cannot set the
+/// environment and says so.
+#[test]
+fn a_user_without_a_home_gets_one_where_the_environment_can_be_set() {
+    require_root();
+    for rt in Runtime::ALL {
+        let crun_181 = rt == Runtime::Crun && runtime_version(rt) < (1, 9);
+        for ex in EXECUTORS {
+            let mut b = bundle("home-none", 1000, 0, ROOT_LINE, &[]);
+            let s = start(&mut b, ex, rt);
+            match ex {
+                Executor::None | Executor::Hook => {
+                    // crun 1.8.1 leaves HOME out of the environment (docs/design.md#home).
+                    let want = if crun_181 { "(unset)" } else { "/" };
+                    assert_eq!(s.home, want, "{}", s.context);
+                    assert!(!s.writable && s.env_home.is_none(), "{}", s.context);
+                }
+                Executor::Spec => {
+                    assert_eq!(s.env_home.as_deref(), Some("/home/1000"), "{}", s.context);
+                    assert_eq!(s.home, "/home/1000", "{}", s.context);
+                    assert!(s.writable, "{}", s.context);
+                    assert_eq!(s.stat, "700 1000 0", "{}", s.context);
+                    assert_eq!(s.mount.as_deref(), Some("tmpfs"), "{}", s.context);
+                }
+            }
+            if ex == Executor::Hook {
+                assert!(
+                    s.log.contains("uid 1000 has no /etc/passwd entry")
+                        && s.log.contains("the hook cannot set the environment"),
+                    "the hook's warning: {}",
+                    s.context
+                );
+            }
+        }
+    }
+}
+
+/// A volume at `HOME` is the user's: nothing of ours is mounted over it.
+#[test]
+fn a_volume_at_home_wins() {
+    require_root();
+    for rt in Runtime::ALL {
+        for ex in [Executor::Hook, Executor::Spec] {
+            let vol = TempDir::new("home-vol");
+            std::fs::write(vol.join(".profile"), "volume profile").unwrap();
+            let mut b = bundle("home-vol", 0, 0, ROOT_LINE, &["HOME=/data"]);
+            std::fs::create_dir(b.rootfs().join("data")).unwrap();
+            b.config["mounts"].as_array_mut().unwrap().push(json!({
+                "destination": "/data", "type": "bind", "source": vol.join(""), "options": ["rbind", "rw"]
+            }));
+            let s = start(&mut b, ex, rt);
+            assert_eq!(s.profile.as_deref(), Some("volume profile"), "{}", s.context);
+            assert_ne!(s.mount.as_deref(), Some("tmpfs"), "no tmpfs over the volume: {}", s.context);
+            assert!(vol.join(".probe").exists(), "the container wrote into its volume: {}", s.context);
+        }
+    }
+}
+
+/// What a hostile case must end in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expect {
+    /// `HOME` gets no tmpfs of ours, whatever the executor.
+    LeftAlone,
+    /// A tmpfs of ours at this `HOME`, writable.
+    Mounted(&'static str),
+    /// The runtime would give `HOME=/`: left alone by the hook, replaced by
+    /// `/home/<uid>` and mounted by the spec executor.
+    Fallback,
+}
+
+/// One hostile layout.
+struct Hostile {
+    name: &'static str,
+    uid: u32,
+    passwd: String,
+    env: &'static [&'static str],
+    /// Makes it in the rootfs.
+    make: fn(&Path),
+    /// Where the volume (a host dir holding `mine`) is mounted.
+    volume_at: &'static str,
+    /// A part of the warning the hook logs or the spec executor prints
+    /// (empty: none asserted).
+    note: &'static str,
+    expect: Expect,
+}
+
+/// A home that `make` never creates outside the rootfs: the passwd case
+/// that tries to reach it through `..`.
+const ESCAPE: &str = "/oth-home-escape";
+
+fn hostile_cases() -> Vec<Hostile> {
+    let case = |name, uid, passwd: &str, env, make, note, expect| Hostile {
+        name,
+        uid,
+        passwd: if passwd.is_empty() { ROOT_LINE.to_string() } else { format!("{ROOT_LINE}{passwd}") },
+        env,
+        make,
+        volume_at: "/data",
+        note,
+        expect,
+    };
+    let none: fn(&Path) = |_| {};
+    let mut v = vec![
+        case("HOME=/", 1000, "", &["HOME=/"], none, "", Expect::Fallback),
+        case("HOME=/etc", 0, "", &["HOME=/etc"], none, "system directory", Expect::LeftAlone),
+        case("HOME=/proc/self", 0, "", &["HOME=/proc/self"], none, "system directory", Expect::LeftAlone),
+        case("a relative HOME", 0, "", &["HOME=home/u"], none, "not an absolute path", Expect::LeftAlone),
+        case("a HOME with ..", 0, "", &["HOME=/home/../etc"], none, "'..'", Expect::LeftAlone),
+        case("an empty HOME", 0, "", &["HOME="], none, "is empty", Expect::LeftAlone),
+        // runc and crun keep the last (docs/design.md#env-last).
+        case(
+            "two HOME= entries",
+            0,
+            "",
+            &["HOME=/first", "HOME=/second"],
+            none,
+            "",
+            Expect::Mounted("/second"),
+        ),
+        case(
+            "HOME a symlink to a volume",
+            0,
+            "",
+            &["HOME=/home/u"],
+            |r| {
+                std::fs::create_dir(r.join("home")).unwrap();
+                std::os::unix::fs::symlink("/data", r.join("home/u")).unwrap();
+            },
+            "/data",
+            Expect::LeftAlone,
+        ),
+        case("HOME itself a volume", 0, "", &["HOME=/data"], none, "", Expect::LeftAlone),
+        case(
+            "HOME a file",
+            0,
+            "",
+            &["HOME=/homefile"],
+            |r| std::fs::write(r.join("homefile"), "x").unwrap(),
+            "other than a directory",
+            Expect::LeftAlone,
+        ),
+        case(
+            "HOME a FIFO",
+            0,
+            "",
+            &["HOME=/homefifo"],
+            |r| mkfifo(&r.join("homefifo")),
+            "other than a directory",
+            Expect::LeftAlone,
+        ),
+        case(
+            "/etc/passwd a symlink to the host's",
+            1000,
+            "",
+            &[],
+            |r| {
+                std::fs::remove_file(r.join("etc/passwd")).unwrap();
+                std::os::unix::fs::symlink("../../../../../../etc/passwd", r.join("etc/passwd")).unwrap();
+            },
+            "cannot be opened",
+            Expect::LeftAlone,
+        ),
+        case(
+            "a 100 MB /etc/passwd",
+            1000,
+            "",
+            &[],
+            |r| {
+                // Valid lines (runc reads them all), none for uid 1000.
+                use std::io::Write;
+                let mut f = std::io::BufWriter::new(std::fs::File::create(r.join("etc/passwd")).unwrap());
+                f.write_all(ROOT_LINE.as_bytes()).unwrap();
+                for i in 0..4_000_000u32 {
+                    writeln!(f, "u{i}:x:{}:0::/h:/bin/sh", 2000 + i).unwrap();
+                }
+            },
+            "larger than 1Mi",
+            Expect::LeftAlone,
+        ),
+        case(
+            "a passwd home of /../..",
+            1000,
+            "u:x:1000:0::/../../oth-home-escape:/bin/sh\n",
+            &[],
+            none,
+            "'..'",
+            Expect::LeftAlone,
+        ),
+        case(
+            "two entries for one uid",
+            1000,
+            "a:x:1000:0::/home/first:/bin/sh\nb:x:1000:0::/home/second:/bin/sh\n",
+            &[],
+            none,
+            "",
+            Expect::Mounted("/home/first"),
+        ),
+        case(
+            "binary garbage in /etc/passwd",
+            1000,
+            "",
+            &[],
+            |r| std::fs::write(r.join("etc/passwd"), b"\x00\x01garbage:::\n\x7fELF\xff\xfe:1000:x").unwrap(),
+            "",
+            Expect::Fallback,
+        ),
+        case(
+            "an image home with 100,000 files",
+            0,
+            "",
+            &[],
+            |r| {
+                std::fs::create_dir(r.join("root")).unwrap();
+                for i in 0..100_000 {
+                    std::fs::File::create(r.join(format!("root/f{i}"))).unwrap();
+                }
+            },
+            "left alone",
+            Expect::LeftAlone,
+        ),
+        case(
+            "an image home with a 1 GiB file",
+            0,
+            "",
+            &[],
+            |r| {
+                std::fs::create_dir(r.join("root")).unwrap();
+                std::fs::File::create(r.join("root/big")).unwrap().set_len(1 << 30).unwrap();
+            },
+            "left alone",
+            Expect::LeftAlone,
+        ),
+        case(
+            "a home holding device nodes and sockets",
+            0,
+            "",
+            &[],
+            |r| {
+                std::fs::create_dir(r.join("root")).unwrap();
+                std::fs::write(r.join("root/.profile"), "image profile").unwrap();
+                std::os::unix::net::UnixListener::bind(r.join("root/sock")).unwrap();
+                ok(std::process::Command::new("mknod").arg(r.join("root/null")).args(["c", "1", "3"]));
+            },
+            "cannot be copied safely",
+            Expect::Mounted("/root"),
+        ),
+        case(
+            "a HOME owned by another uid",
+            1000,
+            "u:x:1000:0::/home/bob:/bin/sh\n",
+            &[],
+            |r| {
+                std::fs::create_dir_all(r.join("home/bob")).unwrap();
+                std::os::unix::fs::chown(r.join("home/bob"), Some(1001), Some(1001)).unwrap();
+            },
+            "",
+            Expect::Mounted("/home/bob"),
+        ),
+    ];
+    // A volume under HOME: HOME stays the image's, the volume visible.
+    v.push(Hostile {
+        volume_at: "/srv/data",
+        ..case("a volume under HOME", 0, "", &["HOME=/srv"], none, "/srv/data", Expect::LeftAlone)
+    });
+    v
+}
+
+/// `mkfifo(1)`.
+fn mkfifo(p: &Path) {
+    ok(std::process::Command::new("mkfifo").arg(p));
+}
+
+/// Every hostile `HOME` and passwd file, through the hook and the spec
+/// executor, on runc and crun: the container starts, what must be left
+/// alone is (with its note where it is a warning), no volume is covered,
+/// and nothing is made outside the rootfs.
+#[test]
+fn hostile_homes_are_left_alone() {
+    require_root();
+    for rt in Runtime::ALL {
+        for ex in [Executor::Hook, Executor::Spec] {
+            for c in hostile_cases() {
+                let vol = TempDir::new("home-hostile-vol");
+                std::fs::write(vol.join("mine"), "volume").unwrap();
+                let mut b = bundle("home-hostile", c.uid, 0, &c.passwd, c.env);
+                (c.make)(&b.rootfs());
+                std::fs::create_dir_all(b.rootfs().join(c.volume_at.trim_start_matches('/'))).unwrap();
+                b.config["mounts"].as_array_mut().unwrap().push(json!({
+                    "destination": c.volume_at, "type": "bind", "source": vol.join(""), "options": ["rbind", "rw"]
+                }));
+                let s = start(&mut b, ex, rt);
+                let what = format!("{}, {rt:?}, {ex:?}: {}", c.name, s.context);
+                assert!(!Path::new(ESCAPE).exists() && !Path::new("/home/first").exists(), "{what}");
+                assert_eq!(std::fs::read_to_string(vol.join("mine")).unwrap(), "volume", "{what}");
+                assert!(!vol.join(".probe").exists() || c.name.contains("volume"), "{what}");
+                if !c.note.is_empty() {
+                    assert!(s.log.contains(c.note) || s.inject.contains(c.note), "want {:?}: {what}", c.note);
+                }
+                let ours = s.mount.as_deref() == Some("tmpfs");
+                match (c.expect, ex) {
+                    (Expect::Mounted(home), _) => {
+                        assert_eq!(s.home, home, "{what}");
+                        assert!(s.writable && ours, "{what}");
+                    }
+                    (Expect::Fallback, Executor::Spec) => {
+                        assert_eq!(s.home, format!("/home/{}", c.uid), "{what}");
+                        assert!(s.writable && ours, "{what}");
+                    }
+                    (Expect::LeftAlone | Expect::Fallback, _) => assert!(!ours, "{what}"),
+                }
+                match c.name {
+                    "a home holding device nodes and sockets" => {
+                        assert_eq!(s.profile.as_deref(), Some("image profile"), "{what}");
+                    }
+                    "a HOME owned by another uid" => assert_eq!(s.stat, "755 1000 0", "{what}"),
+                    _ => {}
+                }
+                if ex == Executor::Hook {
+                    let had = c.env.iter().rev().find_map(|e| e.strip_prefix("HOME=")).map(String::from);
+                    assert_eq!(s.env_home, had, "the hook never changes the environment: {what}");
+                }
+            }
+        }
+    }
+}
