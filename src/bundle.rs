@@ -258,7 +258,7 @@ pub fn set_home(config: &mut Value, home: &str) -> Result<bool, String> {
         .ok_or("process.env")?;
     let entry = Value::String(format!("HOME={home}"));
     let is_home = |e: &Value| e.as_str().is_some_and(|s| s.starts_with("HOME="));
-    if env.iter().filter(|e| is_home(e)).count() == 1 && env.iter().any(|e| *e == entry) {
+    if env.iter().filter(|e| is_home(e)).count() == 1 && env.contains(&entry) {
         return Ok(false);
     }
     env.retain(|e| !is_home(e));
@@ -303,6 +303,19 @@ mod tests {
 
     fn entry() -> HookEntry {
         HookEntry::for_stage(Path::new("/usr/local/bin/oci-tmpfs-hook"), Stage::Prestart, None)
+    }
+
+    #[test]
+    fn set_home_leaves_one_home_last() {
+        let mut v = json!({"process": {"env": ["HOME=/", "PATH=/bin", "HOME=/x"]}});
+        assert_eq!(set_home(&mut v, "/home/1000"), Ok(true));
+        assert_eq!(v["process"]["env"], json!(["PATH=/bin", "HOME=/home/1000"]));
+        assert_eq!(set_home(&mut v, "/home/1000"), Ok(false), "already so");
+        let mut bare = json!({});
+        assert_eq!(set_home(&mut bare, "/h"), Ok(true));
+        assert_eq!(bare["process"]["env"], json!(["HOME=/h"]));
+        assert!(set_home(&mut json!({"process": {"env": "x"}}), "/h").is_err());
+        assert!(set_home(&mut json!({"process": 1}), "/h").is_err());
     }
 
     #[test]
