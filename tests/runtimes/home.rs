@@ -124,7 +124,7 @@ fn start(b: &mut Bundle, executor: Executor, rt: Runtime) -> Seen {
     assert!(run.output.status.success(), "the container failed: {context}");
     let line = |prefix: &str| out.lines().find_map(|l| l.strip_prefix(prefix)).map(str::to_string);
     let mount =
-        out.lines().filter_map(|l| l.strip_prefix("MOUNT ")).last().map(|l| {
+        out.lines().filter_map(|l| l.strip_prefix("MOUNT ")).next_back().map(|l| {
             l.split(" - ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or("?").to_string()
         });
     let env_home = b.config["process"]["env"]
@@ -292,18 +292,26 @@ struct Hostile {
 /// that tries to reach it through `..`.
 const ESCAPE: &str = "/oth-home-escape";
 
-fn hostile_cases() -> Vec<Hostile> {
-    let case = |name, uid, passwd: &str, env, make, note, expect| Hostile {
-        name,
-        uid,
-        passwd: if passwd.is_empty() { ROOT_LINE.to_string() } else { format!("{ROOT_LINE}{passwd}") },
-        env,
-        make,
-        volume_at: "/data",
-        note,
-        expect,
-    };
-    let none: fn(&Path) = |_| {};
+/// A case with its volume at `/data`; `passwd` lines follow root's.
+fn case(
+    name: &'static str,
+    uid: u32,
+    passwd: &str,
+    env: &'static [&'static str],
+    make: fn(&Path),
+    note: &'static str,
+    expect: Expect,
+) -> Hostile {
+    let passwd = if passwd.is_empty() { ROOT_LINE.to_string() } else { format!("{ROOT_LINE}{passwd}") };
+    Hostile { name, uid, passwd, env, make, volume_at: "/data", note, expect }
+}
+
+/// Does nothing to the rootfs.
+fn untouched(_: &Path) {}
+
+/// The hostile `HOME`s of the environment.
+fn env_cases() -> Vec<Hostile> {
+    let none: fn(&Path) = untouched;
     let mut v = vec![
         case("HOME=/", 1000, "", &["HOME=/"], none, "", Expect::Fallback),
         case("HOME=/etc", 0, "", &["HOME=/etc"], none, "system directory", Expect::LeftAlone),
@@ -352,6 +360,19 @@ fn hostile_cases() -> Vec<Hostile> {
             "other than a directory",
             Expect::LeftAlone,
         ),
+    ];
+    // A volume under HOME: HOME stays the image's, the volume visible.
+    v.push(Hostile {
+        volume_at: "/srv/data",
+        ..case("a volume under HOME", 0, "", &["HOME=/srv"], none, "/srv/data", Expect::LeftAlone)
+    });
+    v
+}
+
+/// The hostile passwd files.
+fn passwd_cases() -> Vec<Hostile> {
+    let none: fn(&Path) = untouched;
+    vec![
         case(
             "/etc/passwd a symlink to the host's",
             1000,
@@ -408,6 +429,12 @@ fn hostile_cases() -> Vec<Hostile> {
             "",
             Expect::Fallback,
         ),
+    ]
+}
+
+/// The hostile image homes.
+fn image_home_cases() -> Vec<Hostile> {
+    vec![
         case(
             "an image home with 100,000 files",
             0,
@@ -460,13 +487,7 @@ fn hostile_cases() -> Vec<Hostile> {
             "",
             Expect::Mounted("/home/bob"),
         ),
-    ];
-    // A volume under HOME: HOME stays the image's, the volume visible.
-    v.push(Hostile {
-        volume_at: "/srv/data",
-        ..case("a volume under HOME", 0, "", &["HOME=/srv"], none, "/srv/data", Expect::LeftAlone)
-    });
-    v
+    ]
 }
 
 /// `mkfifo(1)`.
@@ -483,7 +504,7 @@ fn hostile_homes_are_left_alone() {
     require_root();
     for rt in Runtime::ALL {
         for ex in [Executor::Hook, Executor::Spec] {
-            for c in hostile_cases() {
+            for c in env_cases().into_iter().chain(passwd_cases()).chain(image_home_cases()) {
                 let vol = TempDir::new("home-hostile-vol");
                 std::fs::write(vol.join("mine"), "volume").unwrap();
                 let mut b = bundle("home-hostile", c.uid, 0, &c.passwd, c.env);
