@@ -2,8 +2,9 @@
 # The test command: as root, on Debian/Ubuntu. Installs what the tests run
 # (runc, crun, busybox-static; podman, containerd and docker.io for the
 # engine tests; python3-seccomp, uidmap, slirp4netns for the hostile suite;
-# python3-torch for the PyTorch end-to-end tests; python3-venv for the CRI
-# client's venv; debootstrap for the sid environment) when missing, applies the one machine fix they need
+# python3-torch for the PyTorch end-to-end tests; python3-pip for the home
+# suite's pip install --user; python3-venv for the CRI client's and the
+# Triton venvs; debootstrap for the sid environment) when missing, applies the one machine fix they need
 # (docs/design.md#test-machine: crun wants hugetlb as a cgroup v1 hierarchy on hybrid cgroup
 # hosts), then runs the whole suite with real containers in two environments:
 #
@@ -23,7 +24,7 @@ cd "$(dirname "$0")/.."
 envs=${OCI_TMPFS_ENVS:-bookworm,sid}
 
 need=()
-for pkg in runc crun busybox-static containerd docker.io podman python3-seccomp util-linux uidmap slirp4netns python3-torch python3-venv debootstrap lintian file musl-tools; do
+for pkg in runc crun busybox-static containerd docker.io podman python3-seccomp util-linux uidmap slirp4netns python3-torch python3-venv python3-pip debootstrap lintian file musl-tools; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -31,11 +31,12 @@ SUITE=sid
 # What the suites call (tests/*.rs): the engines; busybox for the test
 # images; util-linux (unshare, nsenter, mount, su), passwd (useradd), uidmap,
 # slirp4netns and passt (rootless Podman), python3-seccomp (hostile suite);
-# python3-torch; g++, python3-dev and libtorch-dev for torch.compile (Debian's
+# python3-torch; python3-pip and python3-venv (the home suite: pip install
+# --user, the Triton venv); g++, python3-dev and libtorch-dev for torch.compile (Debian's
 # python3-torch headers are dangling symlinks without libtorch-dev).
 PACKAGES="runc crun containerd docker.io docker-cli podman busybox-static python3-torch \
 util-linux mount passwd uidmap slirp4netns passt python3-seccomp tar procps \
-g++ python3-dev libtorch-dev ca-certificates python3-venv"
+g++ python3-dev libtorch-dev ca-certificates python3-venv python3-pip"
 PACKAGES=$(echo $PACKAGES | tr ' ' '\n' | sort -u | tr '\n' ' ')
 PACKAGES=${PACKAGES% }
 

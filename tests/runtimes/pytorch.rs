@@ -34,9 +34,9 @@ use serde_json::json;
 
 /// Debian's interpreter, which `python3-torch` belongs to (a pyenv `python3`
 /// on the host's PATH does not matter inside the container).
-const PYTHON: &str = "/usr/bin/python3";
+pub(crate) const PYTHON: &str = "/usr/bin/python3";
 /// Where the workload scripts are mounted in the container.
-const WORK: &str = "/work";
+pub(crate) const WORK: &str = "/work";
 /// Light workloads (imports of torch take a few seconds each).
 const LIGHT_TIMEOUT: Duration = Duration::from_secs(180);
 /// The DataLoader case moves a few GiB through /dev/shm.
@@ -278,7 +278,7 @@ fn scripts_dir() -> PathBuf {
 
 /// Root and Debian's torch (the runtimes and Podman fail loudly where they are
 /// spawned): CI installs them all.
-fn require_all() {
+pub(crate) fn require_all() {
     require_root();
     let out = Command::new(PYTHON).args(["-c", "import torch"]).output();
     assert!(
@@ -309,7 +309,7 @@ fn host_dirs() -> Vec<(&'static str, Option<PathBuf>)> {
 /// A bundle whose rootfs reuses the host's system dirs read-only, with the
 /// workload scripts at `/work`, a read-only root and `runc spec`'s 64 MiB
 /// `/dev/shm`. The image has `/tmp` but no `/var`.
-fn torch_bundle(name: &str) -> Bundle {
+pub(crate) fn torch_bundle(name: &str) -> Bundle {
     let dir = std::env::temp_dir().join("oci-tmpfs-hook-tests").join(unique(name));
     let rootfs = dir.join("rootfs");
     for d in ["proc", "sys", "dev", "tmp", "work"] {
