@@ -10,6 +10,7 @@ mod support;
 mod cdi;
 mod cri;
 mod engines;
+mod home_engines;
 mod hook_runtimes;
 mod hostile;
 mod hostile_layouts;
