@@ -135,7 +135,7 @@ pub(super) fn home(inputs: &Inputs<'_>, notes: &mut Vec<Note>) -> Result<Step, P
         (None, Passwd::Unreadable(why)) => {
             notes.push(Note::warn(
                 "HOME",
-                format!("left alone: the image's /etc/passwd {why}; set HOME in the container's environment"),
+                format!("the image's /etc/passwd {why}; set HOME in the container's environment"),
             ));
             return Ok(Step::None);
         }
@@ -158,7 +158,7 @@ pub(super) fn home(inputs: &Inputs<'_>, notes: &mut Vec<Note>) -> Result<Step, P
             notes.push(Note::warn(
                 subject,
                 format!(
-                    "left alone: HOME {reason}; give the user a home of its own (HOME in the environment or its /etc/passwd entry) or mount a volume there"
+                    "HOME {reason}; give the user a home of its own (HOME in the environment or its /etc/passwd entry) or mount a volume there"
                 ),
             ));
             Ok(Step::None)
@@ -183,7 +183,7 @@ fn fallback(
     let Some(template) = &inputs.settings.home_fallback else {
         notes.push(Note::info(
             subject,
-            "left alone: a tmpfs over / would hide the image (home_fallback = false); set HOME in the container's environment",
+            "a tmpfs over / would hide the image (home_fallback = false); set HOME in the container's environment",
         ));
         return Ok(Step::None);
     };
@@ -192,23 +192,19 @@ fn fallback(
         notes.push(Note::warn(
             subject,
             format!(
-                "left alone: a tmpfs over / would hide the image, and the hook cannot set the environment; the runtime wrapper in spec mode (or `inject --mode spec`) sets HOME={path} and mounts it, or set HOME in the container's environment"
+                "a tmpfs over / would hide the image, and the hook cannot set the environment; the runtime wrapper in spec mode (or `inject --mode spec`) sets HOME={path} and mounts it, or set HOME in the container's environment"
             ),
         ));
         return Ok(Step::None);
     }
     match target::validate(&path) {
-        Ok(path) => {
-            notes.push(Note::info(subject, format!("HOME set to {path} in process.env (home_fallback)")));
-            Ok(Step::Mount(Home { path, from: HomeFrom::Fallback, user }))
-        }
+        // Not a note: notes are what is left alone. The plan's `home_env`
+        // says it, and the spec executor logs it when it sets it.
+        Ok(path) => Ok(Step::Mount(Home { path, from: HomeFrom::Fallback, user })),
         // Settings checked the template with uid 1000; a uid cannot make it
         // relative or `..`, but keep the note for any other reason.
         Err(reason) => {
-            notes.push(Note::warn(
-                subject,
-                format!("left alone: home_fallback gives {path:?}, which {reason}"),
-            ));
+            notes.push(Note::warn(subject, format!("home_fallback gives {path:?}, which {reason}")));
             Ok(Step::None)
         }
     }
