@@ -62,6 +62,7 @@ fn docker_home_through_the_wrapper() {
     say(&format!("docker, --user 1000 ({} mode): {}", wrapper_mode(), seen.summary()));
     let log = d.wrapper_log().split_off(before);
     let warned = home::root_home_warnings(&log);
+    say(&format!("docker, --user 1000: warnings about HOME=/: {warned:?}"));
     if wrapper_mode() == "spec" {
         assert_none(
             "docker, --user 1000, spec mode",
@@ -75,7 +76,7 @@ fn docker_home_through_the_wrapper() {
         assert!(warned.is_empty(), "docker, --user 1000, spec mode: {warned:#?}");
     } else {
         assert_none("docker, --user 1000, hook mode", &seen.left_alone("/"), &seen);
-        assert_eq!(warned.len(), 1, "docker, --user 1000, hook mode: one warning about HOME=/:\n{log}");
+        assert_none("docker, --user 1000, hook mode", &home::root_home_warning(&log, home::NO_ENTRY), &seen);
     }
 
     let host = home::volume_dir("home-volume");
@@ -118,13 +119,11 @@ fn podman_home(runtime: Runtime) {
     say(&format!("{}: {}", what("--user 1000"), seen.summary()));
     assert_none(&what("--user 1000"), &seen.left_alone("/"), &seen);
     let text = std::fs::read_to_string(&log).unwrap_or_default().split_off(before);
-    let warned = home::root_home_warnings(&text);
-    assert_eq!(
-        warned.len(),
-        1,
-        "{}: one warning about HOME=/ in the hook's log:\n{text}",
-        what("--user 1000")
-    );
+    say(&format!("{}: the hook's warning: {:?}", what("--user 1000"), home::root_home_warnings(&text)));
+    // Podman 5 writes HOME=/ into the environment; Podman 4 leaves it to
+    // the runtime, which finds the passwd line Podman adds.
+    let subject = if podman_version() >= (5, 0) { home::ENV_ROOT } else { home::PODMAN_ENTRY };
+    assert_none(&what("--user 1000"), &home::root_home_warning(&text, subject), &seen);
 
     let host = home::volume_dir("home-volume");
     let volume = format!("--volume={}:/root", host.0.display());
