@@ -198,6 +198,12 @@ pub(crate) fn render(bundle: &Path, rootfs: Option<&Path>, plan: &Plan) -> Strin
             }
         }
     }
+    if let Some(home) = &plan.home_env {
+        let _ = writeln!(
+            out,
+            "  set HOME={home} in process.env (the runtime would give /: home_fallback; the spec executor only)"
+        );
+    }
     if !plan.actions.is_empty() {
         executors(&mut out, plan);
     }

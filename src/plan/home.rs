@@ -198,10 +198,9 @@ fn fallback(
         return Ok(Step::None);
     }
     match target::validate(&path) {
-        Ok(path) => {
-            notes.push(Note::info(subject, format!("HOME set to {path} in process.env (home_fallback)")));
-            Ok(Step::Mount(Home { path, from: HomeFrom::Fallback, user }))
-        }
+        // Not a note: notes are what is left alone. The plan's `home_env`
+        // says it, and the spec executor logs it when it sets it.
+        Ok(path) => Ok(Step::Mount(Home { path, from: HomeFrom::Fallback, user })),
         // Settings checked the template with uid 1000; a uid cannot make it
         // relative or `..`, but keep the note for any other reason.
         Err(reason) => {

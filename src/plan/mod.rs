@@ -806,10 +806,12 @@ mod tests {
         let p = home_plan(&c, &s, Passwd::Entry("/home/app".into()), false);
         assert_eq!(home_of(&p), Some(("/home/app".into(), 4 * GI, 0o700, o(1000, 0), o(1000, 0))));
         assert_eq!(p.home_env, None);
-        // No entry: the runtime gives HOME=/; our home where the env can be set.
+        // No entry: the runtime gives HOME=/; our home where the env can be set,
+        // and no note: a note is something left alone.
         let p = home_plan(&c, &s, Passwd::NoEntry, true);
         assert_eq!(home_of(&p).map(|h| h.0), Some("/home/1000".into()));
         assert_eq!(p.home_env.as_deref(), Some("/home/1000"));
+        assert!(p.notes.is_empty(), "{:?}", p.notes);
         let p = home_plan(&c, &s, Passwd::NoEntry, false);
         assert_eq!((home_of(&p), &p.home_env), (None, &None));
         assert!(
@@ -838,6 +840,32 @@ mod tests {
         assert!(home_of(&p).is_none() && p.notes.iter().any(|n| !n.warn && n.reason.contains("uid 1000")));
         let p = home_plan(&c, &s, Passwd::Unreadable("is not a regular file".into()), true);
         assert!(home_of(&p).is_none() && p.notes.iter().any(|n| n.warn && n.reason.contains("regular file")));
+    }
+
+    /// The log and `explain` print a note as "SUBJECT left alone: REASON":
+    /// a reason that says "left alone" itself doubles it.
+    #[test]
+    fn home_notes_do_not_say_left_alone_twice() {
+        let s = Settings::default();
+        let off = Settings::parse("home_fallback = false").unwrap();
+        let mut userns = user_env(1000, 1000, &["HOME=/home/u"]);
+        userns["linux"]["namespaces"].as_array_mut().unwrap().push(json!({"type": "user"}));
+        userns["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 1}]);
+        userns["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": 200000, "size": 1}]);
+        let c = user_env(1000, 0, &[]);
+        let plans = [
+            ("no entry, hook", home_plan(&c, &s, Passwd::NoEntry, false)),
+            ("no entry, home_fallback = false", home_plan(&c, &off, Passwd::NoEntry, true)),
+            ("unreadable", home_plan(&c, &s, Passwd::Unreadable("is not a regular file".into()), true)),
+            ("unknown", home_plan(&c, &s, Passwd::Unknown, false)),
+            ("system path", home_plan(&user_env(0, 0, &["HOME=/etc"]), &s, Passwd::NotRead, true)),
+            ("unmapped", home_plan(&userns, &s, Passwd::NotRead, false)),
+        ];
+        for (case, p) in &plans {
+            let home: Vec<&Note> = p.notes.iter().filter(|n| n.subject.contains("HOME")).collect();
+            assert_eq!(home.len(), 1, "{case}: {:?}", p.notes);
+            assert!(!home[0].reason.to_lowercase().contains("left alone"), "{case}: {:?}", home[0]);
+        }
     }
 
     #[test]

@@ -22,6 +22,7 @@ mod support;
 
 use support::cases::{self, each_way};
 use support::cri::*;
+use support::home;
 use support::pods::*;
 use support::*;
 
@@ -100,6 +101,24 @@ fn case8_plugin_stopped_containers_start_unchanged() {
 #[test]
 fn case9_containerd_restart_keeps_pods_served() {
     each_way(Node::nri("case9"), cases::case9);
+}
+
+/// `HOME` through the plugin (tests/support/home.rs's pod case): root's
+/// `/root` our tmpfs with the image's `.profile`; uid 1000 without a passwd
+/// entry keeps `HOME=/`, unwritable, with the hook's warning (the plugin's
+/// hook cannot set the environment); a volume at `/root` wins.
+#[test]
+fn home_through_the_plugin() {
+    each_way(Node::nri("home"), home::pod_home);
+}
+
+/// The plugin stopped: neither root's `HOME` nor uid 1000's can be written.
+#[test]
+fn home_without_the_plugin_is_not_writable() {
+    let mut node = Node::nri("home-without");
+    let mut r = Report::new(&node);
+    home::pod_home_without_us(&mut node, &mut r);
+    r.finish();
 }
 
 /// Case 10: A container that cannot be planned (a bad size annotation):

@@ -121,17 +121,6 @@ const CANARY: &str = "host data\n";
 const THROUGH: &str = "written through the link\n";
 
 impl Node {
-    /// Imports an image of the busybox rootfs changed by `shape`; its reference.
-    fn image(&self, name: &str, shape: impl FnOnce(&Path)) -> String {
-        let rootfs = Bundle::new("cri-hostile-rootfs");
-        shape(&rootfs.rootfs());
-        let dir = TempDir::closed("cri-image");
-        let reference = format!("docker.io/library/{}:latest", unique(name));
-        let tar = build_image(&dir, &rootfs.rootfs(), &reference);
-        ok(self.ctr().args(["images", "import"]).arg(&tar));
-        reference
-    }
-
     /// `prog` run in the node's mount namespace.
     fn in_ns(&self, prog: &str) -> Command {
         let mut c = Command::new("nsenter");

@@ -116,20 +116,16 @@ fn ulimit_flags() -> Vec<String> {
 // ---------------------------------------------------------------- Podman
 
 /// Podman with private storage, run root, tmp dir and hooks dir.
-struct Podman {
+pub(crate) struct Podman {
     dir: TempDir,
     runtime: Runtime,
 }
 
 impl Podman {
-    fn new(runtime: Runtime) -> Podman {
-        require_root();
-        if runtime == Runtime::Crun {
-            crun_cgroup_fix();
-        }
-        let dir = TempDir::short("p");
-        let hooks = dir.join("hooks.d");
-        std::fs::create_dir_all(&hooks).unwrap();
+    /// A Podman with our hook in its hooks dir.
+    pub(crate) fn new(runtime: Runtime) -> Podman {
+        let podman = Podman::bare(runtime);
+        let hooks = podman.dir.join("hooks.d");
         // Registered the way a platform engineer does it: `setup podman`.
         let mut setup = Command::new(hook_bin());
         setup.args(["setup", "podman", "--hooks-dir"]).arg(&hooks).arg("--hook-path").arg(hook_bin());
@@ -137,7 +133,35 @@ impl Podman {
         let written: Value =
             serde_json::from_slice(&std::fs::read(hooks.join("oci-tmpfs-hook.json")).unwrap()).unwrap();
         assert_eq!(written, oci_hooks_json(&hook_bin()));
+        podman
+    }
+
+    /// A Podman whose hooks dir is empty: the engine alone.
+    pub(crate) fn bare(runtime: Runtime) -> Podman {
+        require_root();
+        if runtime == Runtime::Crun {
+            crun_cgroup_fix();
+        }
+        let dir = TempDir::short("p");
+        std::fs::create_dir_all(dir.join("hooks.d")).unwrap();
         Podman { dir, runtime }
+    }
+
+    /// Points the registered hook at a host config of `toml` (its
+    /// `--config`); the config's path.
+    pub(crate) fn host_config(&self, toml: &str) -> PathBuf {
+        let config = self.dir.join("host-config.toml");
+        std::fs::write(&config, toml).unwrap();
+        let file = self.dir.join("hooks.d/oci-tmpfs-hook.json");
+        let mut hook: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        let args = hook["hook"]["args"].as_array_mut().expect("the hook's args");
+        args.extend([json!("--config"), json!(config)]);
+        std::fs::write(&file, serde_json::to_vec_pretty(&hook).unwrap()).unwrap();
+        config
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir.0
     }
 
     fn cmd(&self) -> Command {
@@ -148,11 +172,16 @@ impl Podman {
     /// `--rootfs` is a switch: the rootfs is the first positional argument,
     /// so every flag goes before it.
     fn run(&self, flags: &[&str], rootfs: &Path) -> String {
+        self.run_script(flags, rootfs, PROBE)
+    }
+
+    /// [`Podman::run`] with `sh -c script`.
+    pub(crate) fn run_script(&self, flags: &[&str], rootfs: &Path, script: &str) -> String {
         let name = unique("podman");
         let _guard = PodmanGuard { podman: self, name: name.clone() };
         let mut c = self.cmd();
         c.args(["run", "--rm", "--name", &name, "--network=none"]).args(ulimit_flags()).args(flags);
-        c.arg("--rootfs").arg(rootfs).args(["/bin/sh", "-c", PROBE]);
+        c.arg("--rootfs").arg(rootfs).args(["/bin/sh", "-c", script]);
         ok(&mut c)
     }
 }
@@ -272,8 +301,8 @@ fn podman_crun_own_tmpfs_left_alone() {
 /// that is the "host" /dev/shm a `--ipc=host` container gets, small enough
 /// that growing it by mistake would show (the real host's is as big as RAM
 /// here, which the hook's sizes can never exceed).
-struct Dockerd {
-    dir: TempDir,
+pub(crate) struct Dockerd {
+    pub(crate) dir: TempDir,
     child: Child,
     sock: PathBuf,
     namespaces: Vec<String>,
@@ -282,7 +311,7 @@ struct Dockerd {
 const DOCKER: &str = "/usr/bin/docker";
 
 impl Dockerd {
-    fn start() -> Dockerd {
+    pub(crate) fn start() -> Dockerd {
         require_root();
         let dir = TempDir::new("dockerd");
         let wrapper = wrapper_in(&dir.0);
@@ -343,7 +372,7 @@ impl Dockerd {
         PathBuf::from(format!("/proc/{}/root/dev/shm", self.pid()))
     }
 
-    fn docker(&self) -> Command {
+    pub(crate) fn docker(&self) -> Command {
         let mut c = Command::new(DOCKER);
         c.arg("-H").arg(format!("unix://{}", self.sock.display()));
         c
@@ -351,13 +380,23 @@ impl Dockerd {
 
     /// `docker run --rm --network none FLAGS IMAGE sh -c PROBE`.
     fn run(&self, flags: &[&str], image: &str) -> String {
+        self.run_script(flags, image, PROBE)
+    }
+
+    /// [`Dockerd::run`] with `sh -c script`.
+    pub(crate) fn run_script(&self, flags: &[&str], image: &str, script: &str) -> String {
         let name = unique("docker");
         let _guard = DockerGuard { dockerd: self, name: name.clone() };
         ok(self
             .docker()
             .args(["run", "--rm", "--name", &name, "--network", "none"])
             .args(flags)
-            .args([image, "sh", "-c", PROBE]))
+            .args([image, "sh", "-c", script]))
+    }
+
+    /// The wrapper's log (and, where the hook runs, the hook's).
+    pub(crate) fn wrapper_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("wrapper.log")).unwrap_or_default()
     }
 
     fn containerd_sock(&self) -> PathBuf {
@@ -437,7 +476,7 @@ fn docker_and_containerd_use_the_wrapper() {
     assert_served("docker --read-only --memory 1g", &out, 256 * MI, 512 * MI);
     // Which executor did it: in spec mode the wrapper wrote the mounts and no
     // hook ran; in hook mode the hook mounted them.
-    let log = std::fs::read_to_string(d.dir.join("wrapper.log")).unwrap_or_default();
+    let log = d.wrapper_log();
     let (wrote, hooked) =
         (log.contains("wrote a tmpfs mount for /tmp into the spec"), log.contains("mounted tmpfs on /tmp"));
     match wrapper_mode() {

@@ -11,6 +11,7 @@ mod cdi;
 mod cri;
 mod engines;
 mod home;
+mod home_engines;
 mod hook_runtimes;
 mod hostile;
 mod hostile_layouts;

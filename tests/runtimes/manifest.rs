@@ -149,6 +149,7 @@ fn run_pod(node: &mut Node, r: &mut Report, pod: &PodCase) {
             env: c.env,
             image: None,
             mounts: if c.tmp_volume { &volume } else { &[] },
+            user: None,
         };
         match r.step(&format!("{}: start {}", pod.name, c.name), node.start_container(&p, &opts)) {
             Some(id) => ids.push(id),

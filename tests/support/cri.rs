@@ -277,12 +277,14 @@ pub struct CtrOpts<'a> {
     pub image: Option<&'a str>,
     /// CRI `Mount`s ([`vol`]).
     pub mounts: &'a [Value],
+    /// `run_as_user`; the image's user (root here) when `None`.
+    pub user: Option<u32>,
 }
 
 impl<'a> CtrOpts<'a> {
     /// A read-only container with a memory limit.
     pub fn ro(name: &'a str, memory: u64) -> CtrOpts<'a> {
-        CtrOpts { name, readonly: true, memory: Some(memory), env: &[], image: None, mounts: &[] }
+        CtrOpts { name, readonly: true, memory: Some(memory), env: &[], image: None, mounts: &[], user: None }
     }
 }
 

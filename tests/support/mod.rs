@@ -3,7 +3,8 @@
 //! snapshots (`fs`), running commands (`process`), private daemons
 //! (`daemons`), the CRI client, containerd and pod options (`cri`), the CRI
 //! node and its report (`pods`), the pod cases written once (`cases`), the
-//! node suite's fake host (`kube`), and the lock for suites that watch the host (`host`). Root tests
+//! node suite's fake host (`kube`), the lock for suites that watch the host (`host`), and the
+//! container user's `HOME` through the engines (`home`). Root tests
 //! fail loudly without root or a runtime; they never skip.
 #![allow(dead_code, unreachable_pub)]
 
@@ -12,6 +13,7 @@ pub mod cases;
 pub mod cri;
 pub mod daemons;
 pub mod fs;
+pub mod home;
 pub mod host;
 pub mod kube;
 pub mod mountinfo;

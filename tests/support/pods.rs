@@ -441,7 +441,7 @@ impl Node {
             let ram = (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)));
             resources["oom_score_adj"] = json!((1000 - (1000 * m / ram.max(1)) as i64).clamp(2, 999));
         }
-        let config = json!({
+        let mut config = json!({
             "metadata": {"name": c.name, "attempt": 0},
             "image": {"image": c.image.unwrap_or(&self.image)},
             "command": ["sleep", "100000"],
@@ -457,7 +457,21 @@ impl Node {
                 },
             },
         });
+        if let Some(uid) = c.user {
+            config["linux"]["security_context"]["run_as_user"] = json!({"value": uid});
+        }
         json!({"pod_sandbox_id": pod.id, "config": config, "sandbox_config": pod.config})
+    }
+
+    /// Imports an image of the busybox rootfs changed by `shape`; its reference.
+    pub fn image(&self, name: &str, shape: impl FnOnce(&Path)) -> String {
+        let rootfs = Bundle::new("cri-image-rootfs");
+        shape(&rootfs.rootfs());
+        let dir = TempDir::closed("cri-image");
+        let reference = format!("docker.io/library/{}:latest", unique(name));
+        let tar = build_image(&dir, &rootfs.rootfs(), &reference);
+        ok(self.ctr().args(["images", "import"]).arg(&tar));
+        reference
     }
 
     /// ExecSync: (exit code, stdout, stderr).

@@ -1,0 +1,178 @@
+//! The container user's `HOME` through the real engines
+//! (docs/design.md#home-plan), each with a read-only root and the image of
+//! tests/support/home.rs (root's home `/root` holding `.profile`, no
+//! `/etc/passwd` entry for uid 1000): Docker through the runtime wrapper,
+//! Podman (runc and crun) through its hooks dir, and containerd's CRI
+//! through the wrapper's two handlers (the NRI plugin runs the same pod
+//! case in tests/nri/). Each engine also runs without us, where the same
+//! `HOME` cannot be written: the problem the feature solves.
+//!
+//! Where the engines differ (docs/design.md#home-measured): Podman sets
+//! `HOME=/root` for root itself and, for `--user 1000`, adds a passwd line
+//! whose home is `/` (Podman 5 also puts `HOME=/` in the environment); the
+//! others leave `HOME` to the runtime, which reads the image's passwd. So a
+//! uid without an entry gets `HOME=/` everywhere, and only the spec
+//! executor (the wrapper in spec mode) can give it a home of its own.
+
+use crate::engines::{Dockerd, Podman};
+use crate::support::cases::each_way;
+use crate::support::home::{self, Seen};
+use crate::support::pods::*;
+use crate::support::*;
+
+use std::process::Command;
+
+/// Panics with every failed check of `what`.
+#[track_caller]
+fn assert_none(what: &str, failed: &[String], seen: &Seen) {
+    assert!(failed.is_empty(), "{what}:\n  {}\nsaw: {}\n{}", failed.join("\n  "), seen.summary(), seen.out);
+}
+
+/// A busybox rootfs shaped into the HOME image.
+fn home_rootfs() -> Bundle {
+    let b = Bundle::new("home-rootfs");
+    home::shape_image(&b.rootfs());
+    b
+}
+
+// ---------------------------------------------------------------- Docker
+
+/// Docker (`--read-only --runtime oci-tmpfs --memory 1g`): root's `/root`
+/// is our writable 256 MiB tmpfs with the image's `.profile` and mode;
+/// `--user 1000` gets `HOME=/home/1000`, writable and its own, from the
+/// wrapper in spec mode, and `HOME=/` left alone with a warning in hook
+/// mode; a volume at `/root` wins. Without `--runtime` (plain runc) neither
+/// `HOME` can be written.
+#[test]
+fn docker_home_through_the_wrapper() {
+    let d = Dockerd::start();
+    let image = unique("home");
+    let rootfs = home_rootfs();
+    let tar = d.dir.join("home.tar");
+    ok(Command::new("tar").arg("-C").arg(rootfs.rootfs()).arg("-cf").arg(&tar).arg("."));
+    ok(d.docker().arg("import").arg(&tar).arg(&image));
+    let rt = ["--runtime", "oci-tmpfs", "--read-only", "--memory", "1g"];
+
+    let seen = Seen::parse(&d.run_script(&rt, &image, home::PROBE));
+    say(&format!("docker, root: {}", seen.summary()));
+    assert_none("docker, root", &seen.served("/root", (0, 0), home::ROOT_MODE, 256 * MI, true), &seen);
+
+    let before = d.wrapper_log().len();
+    let seen = Seen::parse(&d.run_script(&[&rt[..], &["--user", "1000"]].concat(), &image, home::PROBE));
+    say(&format!("docker, --user 1000 ({} mode): {}", wrapper_mode(), seen.summary()));
+    let log = d.wrapper_log().split_off(before);
+    let warned = home::root_home_warnings(&log);
+    say(&format!("docker, --user 1000: warnings about HOME=/: {warned:?}"));
+    if wrapper_mode() == "spec" {
+        assert_none(
+            "docker, --user 1000, spec mode",
+            &seen.served("/home/1000", (1000, 0), 0o700, 256 * MI, false),
+            &seen,
+        );
+        assert!(
+            log.contains("set HOME=/home/1000 in process.env"),
+            "docker, --user 1000: wrapper log:\n{log}"
+        );
+        assert!(warned.is_empty(), "docker, --user 1000, spec mode: {warned:#?}");
+    } else {
+        assert_none("docker, --user 1000, hook mode", &seen.left_alone("/"), &seen);
+        assert_none("docker, --user 1000, hook mode", &home::root_home_warning(&log, home::NO_ENTRY), &seen);
+    }
+
+    let host = home::volume_dir("home-volume");
+    let volume = format!("{}:/root", host.0.display());
+    let seen = Seen::parse(&d.run_script(&[&rt[..], &["-v", &volume]].concat(), &image, home::PROBE));
+    say(&format!("docker, -v DIR:/root: {}", seen.summary()));
+    assert_none("docker, -v DIR:/root", &seen.volume(), &seen);
+
+    // Without the wrapper: the default runc, the same image and flags.
+    for (user, home) in [("0", "/root"), ("1000", "/")] {
+        let flags = ["--read-only", "--memory", "1g", "--user", user];
+        let seen = Seen::parse(&d.run_script(&flags, &image, home::PROBE));
+        say(&format!("docker without the wrapper, --user {user}: {}", seen.summary()));
+        assert_none(&format!("docker without the wrapper, --user {user}"), &seen.left_alone(home), &seen);
+    }
+}
+
+// ---------------------------------------------------------------- Podman
+
+/// Podman `--read-only --memory 1g` with `runtime` and our hooks dir: root's
+/// `/root` is our writable 256 MiB tmpfs with the image's `.profile` and
+/// mode; `--user 1000` keeps the `HOME=/` Podman gives it, unwritable, with
+/// the hook's warning; a volume at `/root` wins. With an empty hooks dir
+/// neither `HOME` can be written.
+fn podman_home(runtime: Runtime) {
+    let podman = Podman::new(runtime);
+    let log = podman.dir().join("hook.log");
+    podman.host_config(&format!("log_level = \"info\"\nlog_file = {log:?}\n"));
+    let rootfs = home_rootfs();
+    let what = |case: &str| format!("podman {:?} --runtime {} {case}", podman_version(), runtime.bin());
+    let ro = ["--read-only", "--memory=1g"];
+
+    let seen = Seen::parse(&podman.run_script(&ro, &rootfs.rootfs(), home::PROBE));
+    say(&format!("{}: {}", what("root"), seen.summary()));
+    assert_none(&what("root"), &seen.served("/root", (0, 0), home::ROOT_MODE, 256 * MI, true), &seen);
+
+    let before = std::fs::read_to_string(&log).unwrap_or_default().len();
+    let seen =
+        Seen::parse(&podman.run_script(&[&ro[..], &["--user=1000"]].concat(), &rootfs.rootfs(), home::PROBE));
+    say(&format!("{}: {}", what("--user 1000"), seen.summary()));
+    assert_none(&what("--user 1000"), &seen.left_alone("/"), &seen);
+    let text = std::fs::read_to_string(&log).unwrap_or_default().split_off(before);
+    say(&format!("{}: the hook's warning: {:?}", what("--user 1000"), home::root_home_warnings(&text)));
+    // Podman 5 writes HOME=/ into the environment; Podman 4 leaves it to
+    // the runtime, which finds the passwd line Podman adds.
+    let subject = if podman_version() >= (5, 0) { home::ENV_ROOT } else { home::PODMAN_ENTRY };
+    assert_none(&what("--user 1000"), &home::root_home_warning(&text, subject), &seen);
+
+    let host = home::volume_dir("home-volume");
+    let volume = format!("--volume={}:/root", host.0.display());
+    let seen = Seen::parse(&podman.run_script(
+        &[&ro[..], &[volume.as_str()]].concat(),
+        &rootfs.rootfs(),
+        home::PROBE,
+    ));
+    say(&format!("{}: {}", what("--volume DIR:/root"), seen.summary()));
+    assert_none(&what("--volume DIR:/root"), &seen.volume(), &seen);
+
+    let bare = Podman::bare(runtime);
+    for (user, home) in [("0", "/root"), ("1000", "/")] {
+        let flag = format!("--user={user}");
+        let seen = Seen::parse(&bare.run_script(
+            &[&ro[..], &[flag.as_str()]].concat(),
+            &rootfs.rootfs(),
+            home::PROBE,
+        ));
+        let case = format!("without the hook, --user {user}");
+        say(&format!("{}: {}", what(&case), seen.summary()));
+        assert_none(&what(&case), &seen.left_alone(home), &seen);
+    }
+}
+
+#[test]
+fn podman_runc_home_through_the_hooks_dir() {
+    podman_home(Runtime::Runc);
+}
+
+#[test]
+fn podman_crun_home_through_the_hooks_dir() {
+    podman_home(Runtime::Crun);
+}
+
+// ------------------------------------------------------------ containerd
+
+/// Pods through the wrapper's two handlers: tests/support/home.rs's pod case.
+#[test]
+fn cri_home_through_the_wrapper() {
+    each_way(Node::wrapper("home"), home::pod_home);
+}
+
+/// Pods of containerd's default runc handler on the same node: neither
+/// root's `HOME` nor uid 1000's can be written.
+#[test]
+fn cri_home_without_the_wrapper_is_not_writable() {
+    let mut node = Node::wrapper("home-without");
+    let mut r = Report::new(&node);
+    home::pod_home_without_us(&mut node, &mut r);
+    r.finish();
+}

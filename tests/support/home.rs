@@ -1,0 +1,317 @@
+//! The container user's `HOME` through the real engines
+//! (docs/design.md#home-plan): the image every engine runs (root's home
+//! `/root` holding a dotfile, no `/etc/passwd` entry for uid 1000), the
+//! script that shows what a process got in its `HOME`, what that output
+//! says, and the pod case written once for the ways into a CRI node (the
+//! wrapper's two modes, tests/runtimes/home_engines.rs; the NRI plugin,
+//! tests/nri/). Docker and Podman are in tests/runtimes/home_engines.rs.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+
+use super::cri::*;
+use super::pods::*;
+use super::*;
+
+/// The image's `/etc/passwd`: root's home is `/root`; uid 1000 has no entry.
+pub const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\n";
+/// The image's `/root/.profile`: a dotfile the home's tmpfs must not hide.
+pub const PROFILE: &str = "export PS1='home-image$ '";
+/// The mode of the image's `/root`: a home tmpfs takes the image directory's
+/// mode, so a mode other than the default 0700 shows it was copied.
+pub const ROOT_MODE: u32 = 0o750;
+/// The file a volume at `HOME` holds.
+pub const VOLUME_FILE: &str = "from-volume";
+pub const VOLUME_TEXT: &str = "the volume's own";
+
+/// Shapes a busybox rootfs into the HOME image: [`PASSWD`], and `/root`
+/// ([`ROOT_MODE`]) holding `.profile` ([`PROFILE`]).
+pub fn shape_image(rootfs: &Path) {
+    std::fs::write(rootfs.join("etc/passwd"), PASSWD).unwrap();
+    let root = rootfs.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join(".profile"), PROFILE).unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(ROOT_MODE)).unwrap();
+}
+
+/// A host directory for a volume at `HOME`, holding [`VOLUME_FILE`].
+pub fn volume_dir(name: &str) -> TempDir {
+    let dir = TempDir::new(name);
+    std::fs::write(dir.join(VOLUME_FILE), VOLUME_TEXT).unwrap();
+    dir
+}
+
+/// What a process shows of its `HOME`: its value, `.profile`, the volume's
+/// file, a write, the owner and mode, then the mount table.
+pub const PROBE: &str = "printf 'HOME=[%s]\\n' \"${HOME-(unset)}\"; \
+    printf 'PROFILE=[%s]\\n' \"$(cat \"$HOME/.profile\" 2>/dev/null)\"; \
+    printf 'VOLUME=[%s]\\n' \"$(cat \"$HOME/from-volume\" 2>/dev/null)\"; \
+    { echo x > \"$HOME/new\"; } 2>/dev/null && echo HOME-WRITABLE; \
+    stat -c 'STAT=[%u %g %a]' \"$HOME\"; cat /proc/self/mountinfo; true";
+
+/// [`PROBE`] run by `exec` in a container whose pid 1 is its process: with
+/// the `HOME` pid 1 got (an exec'd process gets the engine's environment,
+/// which a wrapper's change to `config.json` does not reach), and the exec's
+/// own as `EXEC-HOME`.
+pub fn probe_as_pid1() -> String {
+    format!(
+        "printf 'EXEC-HOME=[%s]\\n' \"${{HOME-(unset)}}\"; \
+         h=$(busybox tr '\\0' '\\n' </proc/1/environ | grep '^HOME='); \
+         if [ -n \"$h\" ]; then HOME=${{h#HOME=}}; else unset HOME; fi; {PROBE}"
+    )
+}
+
+/// What [`PROBE`]'s output says.
+#[derive(Debug)]
+pub struct Seen {
+    pub home: String,
+    pub exec_home: Option<String>,
+    pub profile: String,
+    pub volume: String,
+    pub writable: bool,
+    /// uid, gid and octal mode of `HOME`.
+    pub stat: String,
+    /// The top mount at `HOME`, if `HOME` is a mount point.
+    pub mount: Option<MountInfo>,
+    pub out: String,
+}
+
+impl Seen {
+    pub fn parse(out: &str) -> Seen {
+        let field = |key: &str| {
+            out.lines()
+                .find_map(|l| l.strip_prefix(&format!("{key}=[")).and_then(|v| v.strip_suffix(']')))
+                .map(String::from)
+        };
+        let home = field("HOME").unwrap_or_else(|| "(no HOME line)".into());
+        let mounts = parse_mountinfo(out);
+        let mount = mounts.iter().rev().find(|m| m.mount_point == home).cloned();
+        Seen {
+            exec_home: field("EXEC-HOME"),
+            profile: field("PROFILE").unwrap_or_default(),
+            volume: field("VOLUME").unwrap_or_default(),
+            writable: out.lines().any(|l| l == "HOME-WRITABLE"),
+            stat: field("STAT").unwrap_or_default(),
+            mount,
+            home,
+            out: out.to_string(),
+        }
+    }
+
+    /// One line of what was seen, for a report.
+    pub fn summary(&self) -> String {
+        format!(
+            "HOME={}{}, {}, stat {:?}, .profile {:?}, mount {}",
+            self.home,
+            self.exec_home.as_ref().map_or(String::new(), |e| format!(" (an exec's HOME={e})")),
+            if self.writable { "writable" } else { "NOT writable" },
+            self.stat,
+            self.profile,
+            self.mount.as_ref().map_or("none".into(), |m| format!(
+                "{} {} {}",
+                m.fstype,
+                m.source,
+                sz(m.size())
+            )),
+        )
+    }
+
+    /// The failed checks of a `HOME` at `home` that is our tmpfs of `size`
+    /// bytes, owned by `owner` (uid gid) with `mode`, writable, holding
+    /// the image's `.profile` iff `profile`.
+    pub fn served(&self, home: &str, owner: (u32, u32), mode: u32, size: u64, profile: bool) -> Vec<String> {
+        let mut failed = Vec::new();
+        let mut check = |ok: bool, what: String| {
+            if !ok {
+                failed.push(what);
+            }
+        };
+        check(self.home == home, format!("HOME is {:?}, want {home:?}", self.home));
+        let m = self.mount.as_ref();
+        check(
+            m.is_some_and(|m| m.fstype == "tmpfs" && m.source == OURS),
+            format!("HOME is not our tmpfs: {m:?}"),
+        );
+        check(
+            m.and_then(MountInfo::size) == Some(size),
+            format!("HOME's tmpfs is {}, want {}", sz(m.and_then(MountInfo::size)), sz(Some(size))),
+        );
+        check(
+            m.is_some_and(|m| m.has("nosuid") && m.has("nodev") && m.has("rw")),
+            format!("HOME's options: {m:?}"),
+        );
+        check(self.writable, "HOME is not writable".into());
+        let want = format!("{} {} {mode:o}", owner.0, owner.1);
+        check(self.stat == want, format!("HOME's uid gid mode are {:?}, want {want:?}", self.stat));
+        let want = if profile { PROFILE } else { "" };
+        check(self.profile == want, format!("HOME/.profile is {:?}, want {want:?}", self.profile));
+        failed
+    }
+
+    /// The failed checks of a `HOME` at `home` left alone: no mount of ours
+    /// there, and not writable.
+    pub fn left_alone(&self, home: &str) -> Vec<String> {
+        let mut failed = Vec::new();
+        if self.home != home {
+            failed.push(format!("HOME is {:?}, want {home:?}", self.home));
+        }
+        if self.mount.as_ref().is_some_and(|m| m.source == OURS) {
+            failed.push(format!("HOME has a mount of ours: {:?}", self.mount));
+        }
+        if self.writable {
+            failed.push("HOME is writable".into());
+        }
+        failed
+    }
+
+    /// The failed checks of a volume at `HOME` (`/root`): its file seen,
+    /// writable, nothing of ours there.
+    pub fn volume(&self) -> Vec<String> {
+        let mut failed = Vec::new();
+        if self.home != "/root" {
+            failed.push(format!("HOME is {:?}, want /root", self.home));
+        }
+        if self.volume != VOLUME_TEXT {
+            failed.push(format!("the volume's file reads {:?}", self.volume));
+        }
+        if self.mount.as_ref().is_none_or(|m| m.source == OURS || m.fstype == "tmpfs") {
+            failed.push(format!("HOME is not the volume: {:?}", self.mount));
+        }
+        if !self.writable {
+            failed.push("the volume at HOME is not writable".into());
+        }
+        failed
+    }
+}
+
+/// The subject of the hook's warning about a `HOME` of `/` that comes from
+/// the runtime: no passwd entry for the uid (Docker, CRI, bare runtimes).
+pub const NO_ENTRY: &str = "HOME (uid 1000 has no /etc/passwd entry: the runtime gives /)";
+/// ... from the passwd line Podman 4 adds (`1000:*:1000:0:container user:/:/bin/sh`).
+pub const PODMAN_ENTRY: &str = "HOME=/ (uid 1000's /etc/passwd entry)";
+/// ... from the environment (Podman 5 writes `HOME=/` for uid 1000).
+pub const ENV_ROOT: &str = "HOME=/";
+
+/// The warning lines of `log` about a `HOME` of `/` that the hook leaves
+/// alone (it cannot set the environment).
+pub fn root_home_warnings(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| {
+            l.contains("warning") && l.contains("HOME") && l.contains("the hook cannot set the environment")
+        })
+        .collect()
+}
+
+/// The failed checks of the hook's warnings in `log` about a `HOME` of
+/// `/`: exactly one, about `subject`, saying "left alone" once.
+pub fn root_home_warning(log: &str, subject: &str) -> Vec<String> {
+    let warned = root_home_warnings(log);
+    let [line] = warned[..] else {
+        return vec![format!("want one warning about HOME=/, found {}: {log}", warned.len())];
+    };
+    let mut failed = Vec::new();
+    if !line.contains(&format!("warning: {subject} left alone: ")) {
+        failed.push(format!("the warning is not about {subject:?}: {line}"));
+    }
+    if line.matches("left alone").count() != 1 {
+        failed.push(format!("the warning says \"left alone\" more than once: {line}"));
+    }
+    failed
+}
+
+/// The pod case: a read-only 1 GiB container of the HOME image as root
+/// (`HOME=/root`: our tmpfs of 256 MiB, owned 0, the image's mode and
+/// `.profile`, writable), as uid 1000 with no passwd entry (the wrapper in
+/// spec mode sets `HOME=/home/1000` and mounts it; the hook alone, in hook
+/// mode or through NRI, leaves `HOME=/` unwritable with a warning), and
+/// with a volume at `/root` (the volume wins). pid 1's `HOME` is the one
+/// checked; an exec's is reported.
+pub fn pod_home(node: &mut Node, r: &mut Report) {
+    let log = node.dir.join(format!("home{}.log", node.way.suffix()));
+    node.host_config(&format!("log_level = \"info\"\nlog_file = {log:?}\n"));
+    let image = node.image("home", shape_image);
+    let Some(pod) = r.step("RunPodSandbox", node.run_pod("home", &PodOpts::default())) else { return };
+    let probe = probe_as_pid1();
+    let run = |r: &mut Report, name: &str, opts: CtrOpts| -> Option<(String, Seen)> {
+        let c = r.step(&format!("{name}: start"), node.start_container(&pod, &opts))?;
+        let (_, out, _) = r.step(&format!("{name}: probe"), node.exec(&c, &["sh", "-c", &probe]))?;
+        let seen = Seen::parse(&out);
+        r.seen(name, seen.summary());
+        Some((c, seen))
+    };
+    let mut ids = Vec::new();
+
+    let root = CtrOpts { image: Some(&image), ..CtrOpts::ro("root", GI) };
+    if let Some((c, seen)) = run(r, "root", root) {
+        for f in seen.served("/root", (0, 0), ROOT_MODE, 256 * MI, true) {
+            r.check(false, format!("root: {f}"));
+        }
+        ids.push(c);
+    }
+
+    let user = CtrOpts { image: Some(&image), user: Some(1000), ..CtrOpts::ro("uid1000", GI) };
+    if let Some((c, seen)) = run(r, "uid 1000", user) {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let ours: Vec<&str> = text.lines().filter(|l| l.contains(&c)).collect();
+        let warned = root_home_warnings(&ours.join("\n")).len();
+        if node.way == Way::Spec {
+            for f in seen.served("/home/1000", (1000, 0), 0o700, 256 * MI, false) {
+                r.check(false, format!("uid 1000: {f}"));
+            }
+            r.check(warned == 0, format!("uid 1000: a warning about HOME=/: {ours:#?}"));
+        } else {
+            for f in seen.left_alone("/") {
+                r.check(false, format!("uid 1000: {f}"));
+            }
+            for f in root_home_warning(&ours.join("\n"), NO_ENTRY) {
+                r.check(false, format!("uid 1000: {f}"));
+            }
+        }
+        ids.push(c);
+    }
+
+    let host = volume_dir("home-volume");
+    let mounts = [vol("/root", &host.0, "PROPAGATION_PRIVATE")];
+    let volume = CtrOpts { image: Some(&image), mounts: &mounts, ..CtrOpts::ro("volume", GI) };
+    if let Some((c, seen)) = run(r, "volume at /root", volume) {
+        for f in seen.volume() {
+            r.check(false, format!("volume at /root: {f}"));
+        }
+        ids.push(c);
+    }
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    r.step("stop and remove", node.teardown(&pod, &ids));
+}
+
+/// The pod case without us (containerd's default runc handler beside the
+/// wrapper's, or the NRI plugin stopped): root's `HOME=/root` and uid
+/// 1000's `HOME=/` are not writable in a read-only container.
+pub fn pod_home_without_us(node: &mut Node, r: &mut Report) {
+    let (handler, without) = if node.way == Way::Nri {
+        node.stop_plugin();
+        (None, "plugin stopped")
+    } else {
+        (Some(""), "runc handler")
+    };
+    let image = node.image("home", shape_image);
+    let opts = PodOpts { handler, ..PodOpts::default() };
+    let Some(pod) = r.step("RunPodSandbox", node.run_pod("home-without", &opts)) else { return };
+    let probe = probe_as_pid1();
+    let mut ids = Vec::new();
+    for (name, uid, home) in [("root", None, "/root"), ("uid1000", Some(1000), "/")] {
+        let opts = CtrOpts { image: Some(&image), user: uid, ..CtrOpts::ro(name, GI) };
+        let Some(c) = r.step(&format!("{without}, {name}: start"), node.start_container(&pod, &opts)) else {
+            continue;
+        };
+        if let Some((_, out, _)) = r.step("probe", node.exec(&c, &["sh", "-c", &probe])) {
+            let seen = Seen::parse(&out);
+            r.seen(&format!("{without}, {name}"), seen.summary());
+            for f in seen.left_alone(home) {
+                r.check(false, format!("{without}, {name}: {f}"));
+            }
+        }
+        ids.push(c);
+    }
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    r.step("stop and remove", node.teardown(&pod, &ids));
+}
