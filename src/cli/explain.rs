@@ -98,6 +98,7 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
     };
     let routes = carried.as_ref().and_then(|(_, _, r)| r.as_ref());
     if json {
+        let memory = plan.memory_use(plan::memory_limit(&spec));
         let spec = preview(&plan);
         let targets: Option<Vec<serde_json::Value>> = routes.map(|rs| {
             rs.iter()
@@ -116,11 +117,11 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
         });
         let doc = serde_json::json!({
             "bundle": bundle, "rootfs": rootfs, "plan": plan, "spec": spec,
-            "wrapper": wrapper, "targets": targets,
+            "wrapper": wrapper, "targets": targets, "memory": memory,
         });
         println!("{}", serde_json::to_string_pretty(&doc).expect("serialising the plan"));
     } else {
-        print!("{}", render(bundle, rootfs.as_deref(), &plan));
+        print!("{}", render(bundle, rootfs.as_deref(), &plan, plan::memory_limit(&spec)));
         if let Some((mode, carrier, _)) = &carried {
             let mode = if *mode == crate::settings::Mode::Hook { "hook" } else { "spec" };
             let line = match carrier {
@@ -172,7 +173,12 @@ fn sizing(s: &Sizing) -> String {
 }
 
 /// The text form of a plan.
-pub(crate) fn render(bundle: &Path, rootfs: Option<&Path>, plan: &Plan) -> String {
+pub(crate) fn render(
+    bundle: &Path,
+    rootfs: Option<&Path>,
+    plan: &Plan,
+    memory_limit: Option<Bytes>,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "bundle:  {}", bundle.display());
     if let Some(r) = rootfs {
@@ -203,6 +209,9 @@ pub(crate) fn render(bundle: &Path, rootfs: Option<&Path>, plan: &Plan) -> Strin
             out,
             "  set HOME={home} in process.env (the runtime would give /: home_fallback; the spec executor only)"
         );
+    }
+    if !plan.actions.is_empty() {
+        let _ = writeln!(out, "memory:  {}", plan.memory_use(memory_limit).line());
     }
     if !plan.actions.is_empty() {
         executors(&mut out, plan);
@@ -445,6 +454,9 @@ fn render_manifest(
                     )
                     .replace(" of host RAM ", " of the node's RAM ");
                 let _ = writeln!(out, "    {line}");
+            }
+            if !plan.actions.is_empty() {
+                let _ = writeln!(out, "    memory: {}", plan.memory_use(c.memory_limit).line());
             }
             for n in &plan.notes {
                 let volume = c.volumes.iter().find(|(p, _)| crate::target::normalise(p) == n.subject);

@@ -167,6 +167,9 @@ pub(crate) struct ContainerReport {
     pub volumes: Vec<(String, String)>,
     /// What the plan cannot know from the manifest.
     pub unknown: Vec<String>,
+    /// What the plan's tmpfs sizes add up to, against the memory limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<plan::MemoryUse>,
     /// Why the plan's `/dev/shm` growth will not happen: a volume is there,
     /// and every executor grows only a proven engine shm
     /// (docs/design.md#engine-shm), which a volume never is.
@@ -259,6 +262,11 @@ pub(crate) fn explain(w: &Workload, settings: &Settings, ram: Bytes) -> PodRepor
             field: c.field.clone(),
             read_only_root_filesystem: c.read_only,
             memory_limit: c.memory_limit.map(Bytes),
+            memory: plan
+                .as_ref()
+                .ok()
+                .filter(|p| !p.actions.is_empty())
+                .map(|p| p.memory_use(c.memory_limit.map(Bytes))),
             plan,
             volumes,
             unknown: unknown(c, settings),

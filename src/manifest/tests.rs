@@ -331,3 +331,50 @@ fn lists_and_every_workload_kind() {
     assert_eq!(ws[5].doc.index, "1.items[5]");
     assert!(ws.iter().all(|w| w.pod.containers[0].name == "a" && w.pod.name == "t"));
 }
+
+/// HOME in a manifest: a container's `HOME` is a target (owned by its
+/// `runAsUser`/`runAsGroup`, the container's over the pod's); without one,
+/// HOME comes from the image's /etc/passwd, unknown here, and the plan says
+/// what it assumes. Every container's tmpfs sizes are summed against its
+/// memory limit.
+#[test]
+fn home_in_a_manifest() {
+    let yaml = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: train}
+spec:
+  securityContext: {runAsUser: 1000, runAsGroup: 2000}
+  containers:
+  - name: with-home
+    image: busybox
+    securityContext: {readOnlyRootFilesystem: true, runAsGroup: 3000}
+    resources: {limits: {memory: 1Gi}}
+    env:
+    - {name: HOME, value: /home/app}
+    - {name: TMPDIR, value: /scratch}
+  - name: image-home
+    image: busybox
+    securityContext: {readOnlyRootFilesystem: true}
+"#;
+    let ws = manifest(yaml);
+    let r = explain(&ws[0], &Settings::default(), RAM);
+    let c = &r.containers[0];
+    let plan = c.plan.as_ref().unwrap();
+    let home = plan.actions.iter().find(|a| a.target() == "/home/app").expect("HOME is a target");
+    let t = home.tmpfs();
+    assert_eq!(
+        (t.mode, t.owner, t.size.bytes),
+        (0o700, Some(plan::Owner { uid: 1000, gid: 3000 }), Bytes(GI / 4))
+    );
+    // /tmp, /scratch and HOME at 25% of 1Gi, /dev/shm at 50%: 1.25Gi.
+    let m = c.memory.expect("a plan with mounts has its memory use");
+    assert_eq!((m.tmpfs_total, m.limit, m.over()), (Bytes(5 * GI / 4), Some(Bytes(GI)), true));
+    assert!(m.line().contains("OOM kill"), "{}", m.line());
+    let c = &r.containers[1];
+    let plan = c.plan.as_ref().unwrap();
+    assert!(plan.actions.iter().all(|a| !a.tmpfs().image_mode), "no HOME target without HOME");
+    let note = plan.notes.iter().find(|n| n.subject == "HOME").expect("the assumption is said");
+    assert!(note.reason.contains("uid 1000") && note.reason.contains("unknown here"), "{note:?}");
+    assert!(!c.memory.unwrap().over(), "no limit: never over");
+}

@@ -164,6 +164,11 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
     Ok(plan)
 }
 
+/// The spec's memory limit (`linux.resources.memory.limit`, when positive).
+pub fn memory_limit(spec: &Spec) -> Option<crate::size::Bytes> {
+    sizes::memory_limit(spec)
+}
+
 /// Mode of a home made for the plan (an image's home keeps its own).
 pub const HOME_MODE: u32 = 0o700;
 
@@ -955,6 +960,21 @@ mod tests {
         c["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 1}]);
         let p = home_plan(&c, &s, Passwd::NotRead, false);
         assert!(home_of(&p).is_none() && p.notes.iter().any(|n| n.reason.contains("maps no host id")));
+    }
+
+    #[test]
+    fn memory_use_sums_every_tmpfs_against_the_limit() {
+        let mut c = user_env(0, 0, &["HOME=/root", "TMPDIR=/scratch"]);
+        c["linux"]["resources"] = json!({"memory": {"limit": 4 * GI}});
+        let p = home_plan(&c, &Settings::default(), Passwd::NotRead, true);
+        // /tmp, /scratch, /root at 1Gi each, /dev/shm at 2Gi.
+        let m = p.memory_use(memory_limit(&serde_json::from_value(c.clone()).unwrap()));
+        assert_eq!((m.tmpfs_total, m.limit), (Bytes(5 * GI), Some(Bytes(4 * GI))));
+        assert!(m.over() && m.line().contains("over the memory limit 4Gi"), "{}", m.line());
+        let small = Settings::parse("home_size = \"10%\"\ntmp_size = \"10%\"").unwrap();
+        let m = home_plan(&c, &small, Passwd::NotRead, true).memory_use(Some(Bytes(4 * GI)));
+        assert!(!m.over() && m.line().contains("within the memory limit"), "{}", m.line());
+        assert!(!plan(&base()).memory_use(None).over());
     }
 
     #[test]

@@ -313,6 +313,47 @@ pub enum PlanError {
     NoRoot,
 }
 
+/// What the plan's tmpfs sizes add up to, against the container's memory
+/// limit: sizes are caps, not allocations, but a tmpfs page written is
+/// charged to the writer's memory cgroup, so tmpfs filled together past the
+/// limit end in an OOM kill rather than ENOSPC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct MemoryUse {
+    /// The sum of every tmpfs size of the plan (each fresh tmpfs, and the
+    /// size `/dev/shm` reaches).
+    pub tmpfs_total: Bytes,
+    /// The container's memory limit, if it has one.
+    pub limit: Option<Bytes>,
+}
+
+impl MemoryUse {
+    /// True when the tmpfs, filled, could take more than the limit.
+    pub fn over(&self) -> bool {
+        self.limit.is_some_and(|l| self.tmpfs_total > l)
+    }
+
+    /// One line for `explain`.
+    pub fn line(&self) -> String {
+        let total = self.tmpfs_total.approx();
+        match self.limit {
+            None => format!("the tmpfs sizes add up to {total}; no memory limit (each is capped by RAM)"),
+            Some(l) if self.over() => format!(
+                "the tmpfs sizes add up to {total}, over the memory limit {}: filled together they end in an OOM kill, not ENOSPC (each is within the limit; lower tmp_size, home_size or shm_size, or raise the limit)",
+                l.approx()
+            ),
+            Some(l) => format!("the tmpfs sizes add up to {total}, within the memory limit {}", l.approx()),
+        }
+    }
+}
+
+impl Plan {
+    /// What its tmpfs sizes add up to against `limit` (the spec's memory limit).
+    pub fn memory_use(&self, limit: Option<Bytes>) -> MemoryUse {
+        let tmpfs_total = Bytes(self.actions.iter().map(|a| a.tmpfs().size.bytes.0).sum());
+        MemoryUse { tmpfs_total, limit }
+    }
+}
+
 impl Action {
     /// Where it mounts or what it grows.
     pub fn target(&self) -> &str {
