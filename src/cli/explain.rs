@@ -461,7 +461,9 @@ fn render_manifest(
             for n in &plan.notes {
                 let volume = c.volumes.iter().find(|(p, _)| crate::target::normalise(p) == n.subject);
                 let by = volume.map_or(String::new(), |(_, v)| format!(": {v}"));
-                let _ = writeln!(out, "    left alone: {}: {}{by}", n.subject, n.reason);
+                // What the plan assumes of the image's /etc/passwd, unknown here.
+                let what = if n.subject == "HOME" && !n.warn { "assumed" } else { "left alone" };
+                let _ = writeln!(out, "    {what}: {}: {}{by}", n.subject, n.reason);
             }
             for u in &c.unknown {
                 let _ = writeln!(out, "    unknown here: {u}");

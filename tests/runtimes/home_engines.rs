@@ -7,7 +7,7 @@
 //! case in tests/nri/). Each engine also runs without us, where the same
 //! `HOME` cannot be written: the problem the feature solves.
 //!
-//! Where the engines differ (docs/design.md#home-measured): Podman sets
+//! Where the engines differ (docs/design.md#home): Podman sets
 //! `HOME=/root` for root itself and, for `--user 1000`, adds a passwd line
 //! whose home is `/` (Podman 5 also puts `HOME=/` in the environment); the
 //! others leave `HOME` to the runtime, which reads the image's passwd. So a
