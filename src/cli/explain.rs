@@ -281,7 +281,16 @@ fn action_line(action: &Action) -> String {
 /// What each executor does with the plan.
 fn executors(out: &mut String, plan: &Plan) {
     let _ = writeln!(out, "executors:");
-    let _ = writeln!(out, "  hook (Podman, CRI-O, inject, mode = \"hook\"): the actions above, by fd in the container's mount namespace");
+    let but_home = match &plan.home_env {
+        Some(home) => format!(
+            ", but {home}: it cannot set HOME, so it leaves the runtime's HOME=/ alone, with a warning"
+        ),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "  hook (Podman, CRI-O, inject, mode = \"hook\"): the actions above, by fd in the container's mount namespace{but_home}"
+    );
     let preview = preview(plan);
     if !preview.expressible {
         let _ = writeln!(out, "  spec (oci-tmpfs-runtime, inject --mode spec): adds the hook instead (a directory inside a fresh tmpfs needs it)");

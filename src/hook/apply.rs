@@ -85,7 +85,11 @@ pub(crate) trait Mounter {
     fn open_root(&mut self, rootfs: &Path, spec_mounts: &[SpecMount]) -> Result<Self::Root, ApplyError>;
     /// What the rootfs' `/etc/passwd` (as the container will see it) says
     /// of `uid`, read by fd and bounded.
-    fn read_passwd(&mut self, root: &mut Self::Root, uid: u32) -> Passwd;
+    ///
+    /// # Errors
+    /// Failures that are not a property of the image (a kernel without
+    /// `openat2`).
+    fn read_passwd(&mut self, root: &mut Self::Root, uid: u32) -> Result<Passwd, ApplyError>;
     /// Resolves `target` inside the rootfs and builds the detached tmpfs.
     ///
     /// # Errors
@@ -164,7 +168,7 @@ pub(crate) fn apply<M: Mounter>(
     let replanned;
     let plan = match plan.passwd_uid {
         Some(uid) => {
-            let passwd = m.read_passwd(&mut root, uid);
+            let passwd = m.read_passwd(&mut root, uid)?;
             replanned = again(passwd)?;
             crate::logger::decision(&replanned);
             &replanned
@@ -282,9 +286,9 @@ mod tests {
                 Done::GrewShm { from: Bytes(1 << 26), to: tmpfs.size.bytes, writable: false },
             )
         }
-        fn read_passwd(&mut self, _: &mut String, uid: u32) -> Passwd {
+        fn read_passwd(&mut self, _: &mut String, uid: u32) -> Result<Passwd, ApplyError> {
             self.calls.push(format!("read_passwd {uid}"));
-            self.passwd.clone()
+            Ok(self.passwd.clone())
         }
         fn commit(&mut self, p: String) -> Result<(), ApplyError> {
             self.calls.push(format!("commit {p}"));

@@ -54,7 +54,11 @@ pub(crate) fn run(stage: Option<Stage>, settings: &Settings, stdin: impl io::Rea
     let host = input::host_facts()?;
     let plan = plan::plan_for(&spec, state.annotations.as_ref(), settings, host, &plan::UserFacts::HOOK)?;
     log::debug!("{}", plan.why);
-    crate::logger::decision(&plan);
+    // A plan that asks for /etc/passwd is logged once, made again
+    // (`apply::apply`): its notes would be logged twice.
+    if plan.passwd_uid.is_none() {
+        crate::logger::decision(&plan);
+    }
     if plan.actions.is_empty() && plan.passwd_uid.is_none() {
         return Ok(());
     }

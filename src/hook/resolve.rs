@@ -324,7 +324,10 @@ impl Root {
     /// neither procfs nor sysfs is read (checked on an `O_PATH` fd before it
     /// is opened for reading, so no device or FIFO is ever opened), at most
     /// [`plan::PASSWD_MAX`] bytes.
-    pub(crate) fn read_passwd(&self, uid: u32) -> Passwd {
+    ///
+    /// # Errors
+    /// As [`passwd_in`].
+    pub(crate) fn read_passwd(&self, uid: u32) -> Result<Passwd, ApplyError> {
         passwd_in(&self.fd, "etc/passwd", uid)
     }
 
@@ -338,14 +341,32 @@ impl Root {
 
 /// What the passwd file `rel` under the directory `dir` says of `uid`, read
 /// as [`Root::read_passwd`] says: `rel` resolved with `dir` as its root.
-pub(crate) fn passwd_in(dir: &OwnedFd, rel: &str, uid: u32) -> Passwd {
+///
+/// # Errors
+/// `openat2(2)` missing from the kernel (`ENOSYS`): not a property of the
+/// image, and nothing else can be resolved safely either.
+pub(crate) fn passwd_in(dir: &OwnedFd, rel: &str, uid: u32) -> Result<Passwd, ApplyError> {
     let flags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
     let path = match open_in(dir, rel, OFlags::PATH | OFlags::CLOEXEC, flags) {
         Ok(fd) => fd,
-        Err(Errno::NOENT) => return Passwd::NoEntry,
-        Err(e) => return Passwd::Unreadable(format!("cannot be opened ({e})")),
+        Err(Errno::NOENT) => return Ok(Passwd::NoEntry),
+        Err(Errno::NOSYS) => {
+            return Err(ApplyError::sys(
+                Call::Openat2,
+                "resolving inside the rootfs",
+                "/etc/passwd",
+                Errno::NOSYS,
+            ))
+        }
+        Err(e) => return Ok(Passwd::Unreadable(format!("cannot be opened ({e})"))),
     };
-    let st = match rustix::fs::fstat(&path) {
+    Ok(passwd_from(dir, rel, &path, uid))
+}
+
+/// The rest of [`passwd_in`], once `path` (an `O_PATH` fd of `rel`) is open.
+fn passwd_from(dir: &OwnedFd, rel: &str, path: &OwnedFd, uid: u32) -> Passwd {
+    let flags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
+    let st = match rustix::fs::fstat(path) {
         Ok(st) => st,
         Err(e) => return Passwd::Unreadable(format!("cannot be read ({e})")),
     };
@@ -354,7 +375,7 @@ pub(crate) fn passwd_in(dir: &OwnedFd, rel: &str, uid: u32) -> Passwd {
     }
     // `f_type` is an i64 here, narrower on some other targets.
     #[allow(clippy::useless_conversion)]
-    if rustix::fs::fstatfs(&path)
+    if rustix::fs::fstatfs(path)
         .is_ok_and(|fs| matches!(i64::from(fs.f_type), PROC_SUPER_MAGIC | SYSFS_MAGIC))
     {
         return Passwd::Unreadable("leads into /proc or /sys".into());

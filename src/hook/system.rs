@@ -104,7 +104,7 @@ impl Mounter for System {
         Root::open(rootfs)
     }
 
-    fn read_passwd(&mut self, root: &mut Root, uid: u32) -> Passwd {
+    fn read_passwd(&mut self, root: &mut Root, uid: u32) -> Result<Passwd, ApplyError> {
         root.read_passwd(uid)
     }
 

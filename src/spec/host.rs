@@ -143,14 +143,14 @@ pub(crate) fn with_image_modes(mut plan: Plan, modes: &[(String, u32)]) -> Plan 
 /// mount there makes it unknown here.
 ///
 /// # Errors
-/// A rootfs that cannot be opened.
+/// A rootfs that cannot be opened, or a kernel without `openat2`.
 pub(crate) fn read_passwd(rootfs: &Path, spec: &crate::oci::Spec, uid: u32) -> Result<Passwd, ApplyError> {
     let mounts = spec.mounts().as_deref().unwrap_or_default();
     let covering = mounts.iter().rev().find_map(|m| {
         let dest = crate::target::normalise(&m.destination().to_string_lossy());
         (dest == "/etc" || dest == "/etc/passwd").then_some((dest, m))
     });
-    let Some((dest, m)) = covering else { return Ok(Root::open(rootfs)?.read_passwd(uid)) };
+    let Some((dest, m)) = covering else { return Root::open(rootfs)?.read_passwd(uid) };
     let bind = m.typ().as_deref() == Some("bind")
         || m.options().iter().flatten().any(|o| o == "bind" || o == "rbind");
     let source = m.source().as_deref().filter(|s| s.is_absolute());
@@ -170,7 +170,7 @@ pub(crate) fn read_passwd(rootfs: &Path, spec: &crate::oci::Spec, uid: u32) -> R
         rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
         Mode::empty(),
     ) {
-        Ok(fd) => Ok(resolve::passwd_in(&fd, &rel, uid)),
+        Ok(fd) => resolve::passwd_in(&fd, &rel, uid),
         Err(e) => unknown(&format!("whose source {} cannot be opened ({e})", dir.display())),
     }
 }

@@ -490,9 +490,12 @@ fn dir_checks(dirs: &[&str]) -> String {
 /// does not have: Triton's and the XDG cache (`/root` is absent too).
 fn cache_bundle(name: &str, uid: u32) -> Bundle {
     let mut b = Bundle::new(name);
+    // HOME=/tmp: uid 1000 has no passwd entry, and its HOME is not what
+    // these cases are about (tests/runtimes/home.rs).
     b.script(&dir_checks(&["/tmp", "/cache/triton", "/root/.cache"]))
         .env("TRITON_CACHE_DIR=/cache/triton")
-        .env("XDG_CACHE_HOME=/root/.cache");
+        .env("XDG_CACHE_HOME=/root/.cache")
+        .env("HOME=/tmp");
     b.config["process"]["user"] = json!({"uid": uid, "gid": uid});
     b
 }
@@ -569,7 +572,7 @@ fn cache_dirs_in_the_env_get_a_tmpfs_in_spec_mode() {
 
             let case = format!("{} uid {uid}, one cache dir", runtime.bin());
             let mut b = Bundle::new(&format!("cache-spec1-{}-{uid}", runtime.bin()));
-            b.script(&dir_checks(&["/cache/triton"])).env("TRITON_CACHE_DIR=/cache/triton");
+            b.script(&dir_checks(&["/cache/triton"])).env("TRITON_CACHE_DIR=/cache/triton").env("HOME=/tmp");
             b.config["process"]["user"] = json!({"uid": uid, "gid": uid});
             b.config["mounts"].as_array_mut().unwrap().push(
                 json!({"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777"]}),

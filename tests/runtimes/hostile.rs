@@ -1024,7 +1024,13 @@ fn case10_hostile_temp_env() {
         ("5000 bytes", vec![format!("TMPDIR={long}")], vec!["/tmp"], true),
         ("empty", vec!["TMPDIR=".into()], vec!["/tmp"], true),
         ("a newline", vec!["TMPDIR=rel\noci-tmpfs-hook: forged line".into()], vec!["/tmp"], true),
-        ("given twice", vec!["TMPDIR=/first".into(), "TMPDIR=/second".into()], vec!["/tmp", "/first"], false),
+        // The process gets the last (docs/design.md#env-last).
+        (
+            "given twice",
+            vec!["TMPDIR=/first".into(), "TMPDIR=/second".into()],
+            vec!["/tmp", "/second"],
+            false,
+        ),
         (
             "every variable",
             vec!["TMPDIR=/a".into(), "TEMP=/b".into(), "TMP=/c".into(), "TEMPDIR=/d".into()],
