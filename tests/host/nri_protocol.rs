@@ -75,6 +75,11 @@ impl Fake {
     /// [`Fake::start_with`], the plugin run by the command `under` (its
     /// first word the program).
     fn start_under(under: &[&str], host_config: &str, args: &[&str]) -> Fake {
+        Fake::launch(under, &crate::support::hook_bin(), host_config, args)
+    }
+
+    /// [`Fake::start_under`] with the plugin binary `bin`.
+    fn launch(under: &[&str], bin: &std::path::Path, host_config: &str, args: &[&str]) -> Fake {
         let dir = TempDir::new("nri-proto");
         let sock = dir.0.join("nri.sock");
         let listener = UnixListener::bind(&sock).unwrap();
@@ -84,10 +89,10 @@ impl Fake {
         let mut cmd = match under.split_first() {
             Some((program, rest)) => {
                 let mut c = Command::new(program);
-                c.args(rest).arg(crate::support::hook_bin());
+                c.args(rest).arg(bin);
                 c
             }
-            None => Command::new(crate::support::hook_bin()),
+            None => Command::new(bin),
         };
         let plugin = cmd
             .arg("nri")
@@ -813,4 +818,87 @@ fn sigterm_stops_the_plugin_as_pid_1() {
     });
     runtime_sees_eof(&s, "PID 1");
     eprintln!("nri_protocol: PID 1, exited {took:?} after SIGTERM");
+}
+
+/// The plugin's resident memory (`VmRSS`) and its peak (`VmHWM`), in KiB.
+fn rss_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in /proc/{pid}/status"))
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// The most the plugin may hold after 10,000 containers.
+const RSS_LIMIT_KIB: u64 = 8 << 10;
+
+/// The binary every way of installing ships (packaging/build-static.sh,
+/// which install.sh runs: incremental, so at once after it): its path.
+fn shipped_binary() -> std::path::PathBuf {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/build-static.sh");
+    let out = Command::new(&script).stderr(Stdio::inherit()).output().unwrap();
+    assert!(out.status.success(), "{} failed", script.display());
+    let text = String::from_utf8(out.stdout).unwrap();
+    std::path::PathBuf::from(text.lines().last().expect("the binary's path").trim())
+}
+
+/// 10,000 `CreateContainer`s in bursts of 50 at once (each burst from 50
+/// threads, as a node placing 50 pods does) to the plugin as shipped (the
+/// static release build): every one gets its adjustment, and the plugin's
+/// resident memory, read from `/proc/PID/status` after each burst, never
+/// passes 8 MiB and does not grow from the first thousand to the last (no
+/// per-container state).
+#[test]
+fn memory_stays_under_8_mib_after_10000_containers_in_bursts_of_50() {
+    const BURST: usize = 50;
+    const TOTAL: usize = 10_000;
+    let mut fake = Fake::launch(&[], &shipped_binary(), "", &[]);
+    let (s, _) = fake.accept();
+    configure(&s);
+    let pid = fake.plugin.id();
+    let before = rss_kib(pid);
+    let mut after_first_thousand = (0, 0);
+    let mut served = 0;
+    for burst in 0..TOTAL / BURST {
+        let threads: Vec<_> = (0..BURST)
+            .map(|i| {
+                let plugin = s.plugin.clone();
+                std::thread::spawn(move || {
+                    let req = create_request(&format!("app-{burst}-{i}"));
+                    let resp = plugin.create_container(ctx(), &req).expect("CreateContainer");
+                    resp.adjust.hooks.create_runtime.len()
+                })
+            })
+            .collect();
+        for t in threads {
+            assert_eq!(t.join().unwrap(), 1, "every container gets our hook");
+            served += 1;
+        }
+        let now = rss_kib(pid);
+        assert!(
+            now.1 < RSS_LIMIT_KIB,
+            "after {served} containers: VmRSS {} KiB, VmHWM {} KiB (registered: {before:?})",
+            now.0,
+            now.1
+        );
+        if served == 1000 {
+            after_first_thousand = now;
+        }
+    }
+    assert!(fake.alive(), "{}", fake.log());
+    let end = rss_kib(pid);
+    eprintln!(
+        "plugin memory (KiB, VmRSS/VmHWM): registered {before:?}, after 1,000 {after_first_thousand:?}, after {served}: {end:?}"
+    );
+    assert_eq!(served, TOTAL);
+    assert!(
+        end.0 <= after_first_thousand.0 + 512,
+        "VmRSS grew from {} KiB after 1,000 containers to {} KiB after {served}: state kept per container",
+        after_first_thousand.0,
+        end.0
+    );
 }
