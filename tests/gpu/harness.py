@@ -6,7 +6,7 @@ Each cell of the table is one container: a bundle whose rootfs is empty
 mount points, the host's `/usr`, `/etc`, `/bin`, `/sbin`, `/lib*` and `/opt`
 bound read-only into it (merged-/usr symlinks recreated), the Python
 environment's own directories too when they lie elsewhere, `tests/gpu` at
-`/gpu`, an empty `/root` (mode 0700) and no `/home`; `root.readonly` true,
+`/gpu`, an empty `/root` (mode 0700) and an empty `/home`; `root.readonly` true,
 `runc spec`'s 64 MiB `/dev/shm`, and (without `--cpu`) every `/dev/nvidia*`
 node and `/dev/dri` bound in, with the device cgroup allowing all. It runs
 `rows.py ROW`, which prints one PASS/FAIL/N/A line. The executors:
@@ -122,7 +122,7 @@ class Host:
         self.info = self.probe_python()
         self.python = self.info["executable"]
         self.binds = self.python_binds()
-        self.devices = [] if self.cpu else self.gpu_devices()
+        self.devices = ([] if self.cpu else self.gpu_devices()) + args.device
 
     def probe_python(self):
         try:
@@ -247,6 +247,7 @@ class Cell:
         self.expect = None
         self.ok = True  # counts towards the exit status
         self.note = ""
+        self.devices = {}  # path -> "ok" or an errno name
 
 
 class Harness:
@@ -269,7 +270,7 @@ class Harness:
         host = self.host
         d = os.path.join(self.work, cid)
         rootfs = os.path.join(d, "rootfs")
-        for sub in ["proc", "sys", "dev", "tmp", "gpu"]:
+        for sub in ["proc", "sys", "dev", "tmp", "gpu", "home"]:
             os.makedirs(os.path.join(rootfs, sub))
         os.makedirs(os.path.join(rootfs, "root"), mode=0o700)
         os.chmod(os.path.join(rootfs, "root"), 0o700)
@@ -283,6 +284,8 @@ class Harness:
         env += [f"{k}={os.environ[k]}" for k in PASS_ENV if os.environ.get(k)]
         if home:
             env.append(f"HOME={home}")
+        if host.devices:
+            env.append(f"GPU_TEST_DEVICES={':'.join(host.devices)}")
         proc = config["process"]
         proc.update({"terminal": False, "cwd": "/", "env": env, "user": {"uid": uid, "gid": gid},
                      "args": [host.python, "/gpu/rows.py", cell.row] + (["--cpu"] if host.cpu else [])})
@@ -428,6 +431,9 @@ def parse(cell, out, err, rc, timed_out, timeout):
     for line in out.splitlines():
         if line.startswith("HOME="):
             cell.home = line[5:]
+        elif line.startswith("DEVICE "):
+            _, path, state = line.split(" ", 2)
+            cell.devices[path] = state
     line = next((l for l in out.splitlines()
                  if l.strip() == f"PASS {cell.row}" or l.startswith((f"FAIL {cell.row}:", f"N/A {cell.row}:"))),
                 None)
@@ -470,6 +476,15 @@ def judge(host, cell):
         return
     want_home = expected_home(host, cell.user, cell.executor)
     home_ok = cell.home in want_home
+    # A node missing, or refused by the device cgroup, is the harness's
+    # fault in every column (EACCES is the node's mode on the host).
+    broken = [f"{p}: {s}" for p, s in cell.devices.items() if s in ("ENOENT", "EPERM")]
+    if cell.status in ("PASS", "FAIL") and cell.devices.keys() != set(host.devices):
+        broken.append("no DEVICE lines")
+    if broken:
+        cell.ok = False
+        cell.note = "device " + ", ".join(broken)
+        return
     if cell.executor == "none":
         cell.ok = True
         if cell.status in ("PASS", "FAIL") and cell.status.lower() != cell.expect:
@@ -521,6 +536,10 @@ def table(host, cells, args):
             row.append(text)
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
+    lines.append("PASS/FAIL: the row's own verdict; [n]: its first error line, below; (limit): the documented "
+                 "limit, HOME=/ left alone by the hook; (expected X): differs from the known table; "
+                 "**bold**: counts as a failure.")
+    lines.append("")
     for i, e in enumerate(errors, 1):
         lines.append(f"[{i}] {e.replace('|', '/')}  ")
     return "\n".join(lines)
@@ -535,6 +554,8 @@ def main():
     ap.add_argument("--rows", default=",".join(ROW_NAMES), help="rows to run, comma-separated")
     ap.add_argument("--executors", default="none,hook,spec", help="of none,hook,spec")
     ap.add_argument("--users", default=",".join(USERS), help="of root,u1000,noentry")
+    ap.add_argument("--device", action="append", default=[], metavar="PATH",
+                    help="bind this device node (or directory) in too; repeatable")
     ap.add_argument("--timeout", type=int, default=0, help="seconds per container (default: per row, 180-600)")
     ap.add_argument("--jobs", type=int, default=1, help="containers at once (default 1)")
     ap.add_argument("--prefix", default="oci-tmpfs-gpu", help="container id prefix")
@@ -576,6 +597,8 @@ def main():
         print(f"- also bound read-only: {', '.join(host.binds)}")
     if host.devices:
         print(f"- devices: {', '.join(host.devices)}")
+    print(f"- users: root (HOME=/root from /etc/passwd); uid 1000 with HOME=/home/u (not in the image); "
+          f"uid {host.noentry_uid} with no HOME and no /etc/passwd entry (the runtime gives HOME=/)")
     sys.stdout.flush()
 
     cells = [Cell(r, e, u) for r in args.rows for e in args.executors for u in args.users]

@@ -25,7 +25,8 @@ ROW is one of:
                 written into CuPy's kernel cache dir the way CuPy saves a
                 compiled kernel (no GPU needed).
 
-Prints `HOME=...`, then one line: `PASS ROW`, `FAIL ROW: Type: first line
+Prints `HOME=...`, `MOUNT` lines (HOME, /tmp, /dev/shm), `DEVICE` lines (see
+check_devices), then one line: `PASS ROW`, `FAIL ROW: Type: first line
 of the error` (exit 1; the traceback goes to stderr), or `N/A ROW: why`
 (exit 3, when the host's Python lacks what the row needs). The same
 protocol as tests/pytorch/verdict.py. `TORCH_TEST_WAIT` (seconds, default
@@ -280,10 +281,28 @@ def show_mounts():
                 print(f"MOUNT {fields[4]} {fields[sep + 1]} {fields[5]} {fields[sep + 3]}", flush=True)
 
 
+def check_devices():
+    """`DEVICE PATH ok` or `DEVICE PATH ERRNO` for each node the harness bound
+    in ($GPU_TEST_DEVICES): ENOENT or EPERM (the device cgroup) is the
+    harness's fault, EACCES the node's mode on the host."""
+    import errno
+
+    for path in filter(None, os.environ.get("GPU_TEST_DEVICES", "").split(":")):
+        try:
+            if os.path.isdir(path):
+                os.listdir(path)
+            else:
+                os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+            print(f"DEVICE {path} ok", flush=True)
+        except OSError as e:
+            print(f"DEVICE {path} {errno.errorcode.get(e.errno, e.errno)}", flush=True)
+
+
 def main():
     name, cpu = sys.argv[1], "--cpu" in sys.argv[2:]
     print(f"HOME={os.environ.get('HOME', '(unset)')}", flush=True)
     show_mounts()
+    check_devices()
     try:
         what = ROWS[name](cpu)
     except NotApplicable as e:
