@@ -587,7 +587,7 @@ def main():
     i = host.info
     rt_version = subprocess.run([args.runtime, "--version"], capture_output=True, text=True).stdout.splitlines()
     hook_version = subprocess.run([args.hook, "--version"], capture_output=True, text=True).stdout.strip()
-    print(f"# tests/gpu/run.sh{' --cpu' if host.cpu else ''}: {time.strftime('%Y-%m-%d %H:%M %Z')}")
+    print(f"tests/gpu/run.sh{' --cpu' if host.cpu else ''}, {time.strftime('%Y-%m-%d %H:%M %Z')}:")
     print(f"- host: {os.uname().nodename}, kernel {os.uname().release}; "
           f"{'GPU ' + i.get('gpu', '?') + ', CUDA ' + str(i.get('torch_cuda')) if not host.cpu else 'CPU only (--cpu)'}")
     print(f"- Python {i['version']} ({host.python}); torch {i['torch']}; "
