@@ -68,6 +68,11 @@ if [[ ,$envs, == *,bookworm,* ]]; then
   echo "== bench smoke (bench/run.sh --sections startup --runs 2)"
   OCI_TMPFS_BENCH_HOOK=$(command -v oci-tmpfs-hook || echo /usr/local/bin/oci-tmpfs-hook) \
     bench/run.sh --sections startup --runs 2 2>&1 | tee -a "$log" | tail -n 4 || status=1
+  # The GPU script's harness on the CPU, small, as a smoke test of the script
+  # (docs/gpu.md#gpu-script): one row, every executor and user.
+  echo "== gpu script smoke (tests/gpu/run.sh --cpu --rows share_memory)"
+  OCI_TMPFS_HOOK="$PWD/target/debug/oci-tmpfs-hook" tests/gpu/run.sh --cpu --rows share_memory 2>&1 \
+    | tee -a "$log" | tail -n 3 || status=1
   took "environment bookworm" "$t0"
 fi
 
