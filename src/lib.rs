@@ -6,7 +6,8 @@
 //! Layers, each importing only the ones below it (no import circle):
 //! - [`cli`]: one file per subcommand, its flags and a thin `run`.
 //! - the executors, each taking a [`plan::Plan`] from [`plan::plan_for`]:
-//!   [`wrapper`] (the runtime wrapper, which picks one of the next two),
+//!   [`wrapper`] (the runtime wrapper, which picks one of the next two, and
+//!   gives an `exec` the `HOME` the spec executor set: [`exec_home`]),
 //!   [`spec`] (tmpfs entries written into `config.json`, checked on the
 //!   rootfs with the hook's resolver), [`hook`] (by fd in the container's
 //!   namespace, with the syscall layer), [`nri`] (the NRI plugin); beside
@@ -29,6 +30,7 @@ pub mod cli;
 pub(crate) mod diagnose;
 pub mod engine;
 pub mod error;
+pub(crate) mod exec_home;
 pub(crate) mod files;
 pub(crate) mod hook;
 pub mod input;

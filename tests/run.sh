@@ -62,7 +62,7 @@ if [[ ,$envs, == *,bookworm,* ]]; then
   # again with mode = "hook" (and Docker's HOME cases) (the CRI suite runs both modes in each node).
   echo "== environment bookworm, wrapper mode hook"
   OCI_TMPFS_TEST_WRAPPER_MODE=hook cargo test --locked --no-fail-fast --test runtimes -- \
-    engines::docker_and_containerd home_engines::docker 2>&1 | tee -a "$log" || status=$?
+    engines::docker_and_containerd home_engines::docker home_exec::docker 2>&1 | tee -a "$log" || status=$?
   # The start-up bench as a smoke test of the installed binary: 2 rounds, no
   # threshold (BENCHMARKS.md has the measured tables).
   echo "== bench smoke (bench/run.sh --sections startup --runs 2)"
@@ -114,7 +114,7 @@ if [[ ,$envs, == *,sid,* ]]; then
     # Docker and containerd through the wrapper again with mode = "hook", as in bookworm.
     echo "== environment sid, wrapper mode hook"
     OCI_TMPFS_ENV=OCI_TMPFS_TEST_WRAPPER_MODE=hook tests/env/sid.sh run -- bash -c "$in_project" bash "$PWD" \
-      "$bin" engines::docker_and_containerd home_engines::docker 2>&1 | tee -a "$log" || status=1
+      "$bin" engines::docker_and_containerd home_engines::docker home_exec::docker 2>&1 | tee -a "$log" || status=1
   fi
   took "environment sid" "$t0"
 fi

@@ -420,9 +420,10 @@ impl Drop for Dockerd {
     }
 }
 
-struct DockerGuard<'a> {
-    dockerd: &'a Dockerd,
-    name: String,
+/// Removes the container `name` (`docker rm --force`) on drop.
+pub(crate) struct DockerGuard<'a> {
+    pub(crate) dockerd: &'a Dockerd,
+    pub(crate) name: String,
 }
 
 impl Drop for DockerGuard<'_> {

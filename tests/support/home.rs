@@ -51,8 +51,8 @@ pub const PROBE: &str = "printf 'HOME=[%s]\\n' \"${HOME-(unset)}\"; \
 
 /// [`PROBE`] run by `exec` in a container whose pid 1 is its process: with
 /// the `HOME` pid 1 got (an exec'd process gets the engine's environment,
-/// which a wrapper's change to `config.json` does not reach), and the exec's
-/// own as `EXEC-HOME`.
+/// which a change to `config.json` reaches only through the wrapper's
+/// `exec`: src/exec_home.rs), and the exec's own as `EXEC-HOME`.
 pub fn probe_as_pid1() -> String {
     format!(
         "printf 'EXEC-HOME=[%s]\\n' \"${{HOME-(unset)}}\"; \
@@ -225,7 +225,8 @@ pub fn root_home_warning(log: &str, subject: &str) -> Vec<String> {
 /// spec mode sets `HOME=/home/1000` and mounts it; the hook alone, in hook
 /// mode or through NRI, leaves `HOME=/` unwritable with a warning), and
 /// with a volume at `/root` (the volume wins). pid 1's `HOME` is the one
-/// checked; an exec's is reported.
+/// checked; an exec's is reported, and checked in spec mode (the wrapper
+/// gives the exec the `HOME` it set: tests/runtimes/home_exec.rs).
 pub fn pod_home(node: &mut Node, r: &mut Report) {
     let log = node.dir.join(format!("home{}.log", node.way.suffix()));
     node.host_config(&format!("log_level = \"info\"\nlog_file = {log:?}\n"));
@@ -259,6 +260,11 @@ pub fn pod_home(node: &mut Node, r: &mut Report) {
                 r.check(false, format!("uid 1000: {f}"));
             }
             r.check(warned == 0, format!("uid 1000: a warning about HOME=/: {ours:#?}"));
+            // The wrapper gives an exec the HOME it set for pid 1.
+            r.check(
+                seen.exec_home.as_deref() == Some("/home/1000"),
+                format!("uid 1000: an exec's HOME is {:?}, want /home/1000", seen.exec_home),
+            );
         } else {
             for f in seen.left_alone("/") {
                 r.check(false, format!("uid 1000: {f}"));
