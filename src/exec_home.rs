@@ -10,11 +10,10 @@
 //! the file has no `HOME` and runs as the container's uid.
 //!
 //! The bundle is found through the runtime's own state: runc's
-//! `<root>/<id>/state.json` (`config.labels` holds `bundle=<path>`; runc's
-//! `libcontainer/configs/config.go` and `utils_linux.go`), crun's
-//! `<root>/<id>/status` (`"bundle"`; crun's `src/libcrun/status.c`). Every
+//! `<root>/<id>/state.json` (`config.labels` holds `bundle=<path>`), crun's
+//! `<root>/<id>/status` (`"bundle"`): docs/design.md#exec-home. Every
 //! read is bounded and opened without following a final symlink; the id must
-//! be one plain name, as runc's `validateID` requires. Anything that does not
+//! be one plain name, as runc's own id check requires. Anything that does not
 //! fit leaves the process file alone, with a debug line: an exec never fails
 //! because of us. No subprocess, no syscall beyond the reads and the one
 //! atomic rewrite of the process file.
