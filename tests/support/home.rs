@@ -13,8 +13,10 @@ use super::cri::*;
 use super::pods::*;
 use super::*;
 
+/// Root's passwd line with a home of its own.
+pub const ROOT_LINE: &str = "root:x:0:0:root:/root:/bin/sh\n";
 /// The image's `/etc/passwd`: root's home is `/root`; uid 1000 has no entry.
-pub const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\n";
+pub const PASSWD: &str = ROOT_LINE;
 /// The image's `/root/.profile`: a dotfile the home's tmpfs must not hide.
 pub const PROFILE: &str = "export PS1='home-image$ '";
 /// The mode of the image's `/root`: a home tmpfs takes the image directory's
@@ -314,4 +316,250 @@ pub fn pod_home_without_us(node: &mut Node, r: &mut Report) {
     }
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
     r.step("stop and remove", node.teardown(&pod, &ids));
+}
+
+// ------------------------------------------------------- hostile HOMEs
+//
+// The hostile `HOME`s and passwd files, written once: tests/runtimes/home.rs
+// runs them through bare runc and crun bundles, [`pod_hostile_homes`]
+// through a CRI node (both wrapper modes, and the NRI plugin).
+
+/// What a hostile case must end in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// `HOME` gets no tmpfs of ours, whatever the executor.
+    LeftAlone,
+    /// A tmpfs of ours at this `HOME`, writable.
+    Mounted(&'static str),
+    /// The runtime would give `HOME=/`: left alone by the hook, replaced by
+    /// `/home/<uid>` and mounted by the spec executor.
+    Fallback,
+}
+
+/// One hostile layout.
+pub struct Hostile {
+    pub name: &'static str,
+    pub uid: u32,
+    pub passwd: String,
+    pub env: &'static [&'static str],
+    /// Makes it in the rootfs.
+    pub make: fn(&Path),
+    /// Where the volume (a host dir holding `mine`) is mounted.
+    pub volume_at: &'static str,
+    /// A part of the warning the hook logs or the spec executor prints
+    /// (empty: none asserted).
+    pub note: &'static str,
+    pub expect: Expect,
+}
+
+/// A home that `make` never creates outside the rootfs: the passwd case
+/// that tries to reach it through `..`.
+pub const ESCAPE: &str = "/oth-home-escape";
+
+/// A case with its volume at `/data`; `passwd` lines follow root's.
+pub fn case(
+    name: &'static str,
+    uid: u32,
+    passwd: &str,
+    env: &'static [&'static str],
+    make: fn(&Path),
+    note: &'static str,
+    expect: Expect,
+) -> Hostile {
+    let passwd = if passwd.is_empty() { ROOT_LINE.to_string() } else { format!("{ROOT_LINE}{passwd}") };
+    Hostile { name, uid, passwd, env, make, volume_at: "/data", note, expect }
+}
+
+/// Does nothing to the rootfs.
+pub fn untouched(_: &Path) {}
+
+/// The hostile `HOME`s of the environment.
+pub fn env_cases() -> Vec<Hostile> {
+    let none: fn(&Path) = untouched;
+    let mut v = vec![
+        case("HOME=/", 1000, "", &["HOME=/"], none, "", Expect::Fallback),
+        case("HOME=/etc", 0, "", &["HOME=/etc"], none, "system directory", Expect::LeftAlone),
+        case("HOME=/proc/self", 0, "", &["HOME=/proc/self"], none, "system directory", Expect::LeftAlone),
+        case("a relative HOME", 0, "", &["HOME=home/u"], none, "not an absolute path", Expect::LeftAlone),
+        case("a HOME with ..", 0, "", &["HOME=/home/../etc"], none, "'..'", Expect::LeftAlone),
+        case("an empty HOME", 0, "", &["HOME="], none, "is empty", Expect::LeftAlone),
+        // runc and crun keep the last (docs/design.md#env-last).
+        case(
+            "two HOME= entries",
+            0,
+            "",
+            &["HOME=/first", "HOME=/second"],
+            none,
+            "",
+            Expect::Mounted("/second"),
+        ),
+        case(
+            "HOME a symlink to a volume",
+            0,
+            "",
+            &["HOME=/home/u"],
+            |r| {
+                std::fs::create_dir(r.join("home")).unwrap();
+                std::os::unix::fs::symlink("/data", r.join("home/u")).unwrap();
+            },
+            "/data",
+            Expect::LeftAlone,
+        ),
+        case("HOME itself a volume", 0, "", &["HOME=/data"], none, "", Expect::LeftAlone),
+        case(
+            "HOME a file",
+            0,
+            "",
+            &["HOME=/homefile"],
+            |r| std::fs::write(r.join("homefile"), "x").unwrap(),
+            "other than a directory",
+            Expect::LeftAlone,
+        ),
+        case(
+            "HOME a FIFO",
+            0,
+            "",
+            &["HOME=/homefifo"],
+            |r| mkfifo(&r.join("homefifo")),
+            "other than a directory",
+            Expect::LeftAlone,
+        ),
+    ];
+    // A volume under HOME: HOME stays the image's, the volume visible.
+    v.push(Hostile {
+        volume_at: "/srv/data",
+        ..case("a volume under HOME", 0, "", &["HOME=/srv"], none, "/srv/data", Expect::LeftAlone)
+    });
+    v
+}
+
+/// The hostile passwd files.
+pub fn passwd_cases() -> Vec<Hostile> {
+    let none: fn(&Path) = untouched;
+    vec![
+        case(
+            "/etc/passwd a symlink to the host's",
+            1000,
+            "",
+            &[],
+            |r| {
+                std::fs::remove_file(r.join("etc/passwd")).unwrap();
+                std::os::unix::fs::symlink("../../../../../../etc/passwd", r.join("etc/passwd")).unwrap();
+            },
+            "cannot be opened",
+            Expect::LeftAlone,
+        ),
+        case(
+            "a 100 MB /etc/passwd",
+            1000,
+            "",
+            &[],
+            |r| {
+                // Valid lines (runc reads them all), none for uid 1000.
+                use std::io::Write;
+                let mut f = std::io::BufWriter::new(std::fs::File::create(r.join("etc/passwd")).unwrap());
+                f.write_all(ROOT_LINE.as_bytes()).unwrap();
+                for i in 0..4_000_000u32 {
+                    writeln!(f, "u{i}:x:{}:0::/h:/bin/sh", 2000 + i).unwrap();
+                }
+            },
+            "larger than 1Mi",
+            Expect::LeftAlone,
+        ),
+        case(
+            "a passwd home of /../..",
+            1000,
+            "u:x:1000:0::/../../oth-home-escape:/bin/sh\n",
+            &[],
+            none,
+            "'..'",
+            Expect::LeftAlone,
+        ),
+        case(
+            "two entries for one uid",
+            1000,
+            "a:x:1000:0::/home/first:/bin/sh\nb:x:1000:0::/home/second:/bin/sh\n",
+            &[],
+            none,
+            "",
+            Expect::Mounted("/home/first"),
+        ),
+        case(
+            "binary garbage in /etc/passwd",
+            1000,
+            "",
+            &[],
+            |r| std::fs::write(r.join("etc/passwd"), b"\x00\x01garbage:::\n\x7fELF\xff\xfe:1000:x").unwrap(),
+            "",
+            Expect::Fallback,
+        ),
+    ]
+}
+
+/// The hostile image homes.
+pub fn image_home_cases() -> Vec<Hostile> {
+    vec![
+        case(
+            "an image home with 100,000 files",
+            0,
+            "",
+            &[],
+            |r| {
+                std::fs::create_dir(r.join("root")).unwrap();
+                for i in 0..100_000 {
+                    std::fs::File::create(r.join(format!("root/f{i}"))).unwrap();
+                }
+            },
+            "left alone",
+            Expect::LeftAlone,
+        ),
+        case(
+            "an image home with a 1 GiB file",
+            0,
+            "",
+            &[],
+            |r| {
+                std::fs::create_dir(r.join("root")).unwrap();
+                std::fs::File::create(r.join("root/big")).unwrap().set_len(1 << 30).unwrap();
+            },
+            "left alone",
+            Expect::LeftAlone,
+        ),
+        case(
+            "a home holding device nodes and sockets",
+            0,
+            "",
+            &[],
+            |r| {
+                std::fs::create_dir(r.join("root")).unwrap();
+                std::fs::write(r.join("root/.profile"), "image profile").unwrap();
+                std::os::unix::net::UnixListener::bind(r.join("root/sock")).unwrap();
+                ok(std::process::Command::new("mknod").arg(r.join("root/null")).args(["c", "1", "3"]));
+            },
+            "cannot be copied safely",
+            Expect::Mounted("/root"),
+        ),
+        case(
+            "a HOME owned by another uid",
+            1000,
+            "u:x:1000:0::/home/bob:/bin/sh\n",
+            &[],
+            |r| {
+                std::fs::create_dir_all(r.join("home/bob")).unwrap();
+                std::os::unix::fs::chown(r.join("home/bob"), Some(1001), Some(1001)).unwrap();
+            },
+            "",
+            Expect::Mounted("/home/bob"),
+        ),
+    ]
+}
+
+/// Every hostile case: the environment's, the passwd files', the image homes'.
+pub fn hostile_cases() -> Vec<Hostile> {
+    env_cases().into_iter().chain(passwd_cases()).chain(image_home_cases()).collect()
+}
+
+/// `mkfifo(1)`.
+pub fn mkfifo(p: &Path) {
+    ok(std::process::Command::new("mkfifo").arg(p));
 }
