@@ -5,9 +5,14 @@
 //! says, and the pod case written once for the ways into a CRI node (the
 //! wrapper's two modes, tests/runtimes/home_engines.rs; the NRI plugin,
 //! tests/nri/). Docker and Podman are in tests/runtimes/home_engines.rs.
+//! And the hostile `HOME`s and passwd files, written once: through bare
+//! runc and crun bundles (tests/runtimes/home.rs) and through a CRI node
+//! ([`pod_hostile_homes`]: tests/runtimes/cri.rs, tests/nri/).
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
+
+use serde_json::json;
 
 use super::cri::*;
 use super::pods::*;
@@ -350,6 +355,11 @@ pub struct Hostile {
     /// (empty: none asserted).
     pub note: &'static str,
     pub expect: Expect,
+    /// containerd's CRI refuses the image with this error at
+    /// `CreateContainer`, before any runtime runs (so before the wrapper
+    /// and the hook): it reads the image's `/etc/passwd` itself for the
+    /// container's user and its additional gids, whatever the user.
+    pub cri_refuses: Option<&'static str>,
 }
 
 /// A home that `make` never creates outside the rootfs: the passwd case
@@ -367,7 +377,7 @@ pub fn case(
     expect: Expect,
 ) -> Hostile {
     let passwd = if passwd.is_empty() { ROOT_LINE.to_string() } else { format!("{ROOT_LINE}{passwd}") };
-    Hostile { name, uid, passwd, env, make, volume_at: "/data", note, expect }
+    Hostile { name, uid, passwd, env, make, volume_at: "/data", note, expect, cri_refuses: None }
 }
 
 /// Does nothing to the rootfs.
@@ -437,18 +447,22 @@ pub fn env_cases() -> Vec<Hostile> {
 pub fn passwd_cases() -> Vec<Hostile> {
     let none: fn(&Path) = untouched;
     vec![
-        case(
-            "/etc/passwd a symlink to the host's",
-            1000,
-            "",
-            &[],
-            |r| {
-                std::fs::remove_file(r.join("etc/passwd")).unwrap();
-                std::os::unix::fs::symlink("../../../../../../etc/passwd", r.join("etc/passwd")).unwrap();
-            },
-            "cannot be opened",
-            Expect::LeftAlone,
-        ),
+        // containerd: "mount callback failed on ...: too many links".
+        Hostile {
+            cri_refuses: Some("too many links"),
+            ..case(
+                "/etc/passwd a symlink to the host's",
+                1000,
+                "",
+                &[],
+                |r| {
+                    std::fs::remove_file(r.join("etc/passwd")).unwrap();
+                    std::os::unix::fs::symlink("../../../../../../etc/passwd", r.join("etc/passwd")).unwrap();
+                },
+                "cannot be opened",
+                Expect::LeftAlone,
+            )
+        },
         case(
             "a 100 MB /etc/passwd",
             1000,
@@ -562,4 +576,219 @@ pub fn hostile_cases() -> Vec<Hostile> {
 /// `mkfifo(1)`.
 pub fn mkfifo(p: &Path) {
     ok(std::process::Command::new("mkfifo").arg(p));
+}
+
+/// The file a hostile case's volume holds, and its text.
+const MINE: &str = "mine";
+const MINE_TEXT: &str = "volume";
+
+/// The last `HOME=` of a list of `KEY=value` entries.
+fn last_home<'a>(env: impl DoubleEndedIterator<Item = &'a str>) -> Option<String> {
+    env.rev().find_map(|e| e.strip_prefix("HOME=")).map(String::from)
+}
+
+/// The hostile cases through a CRI node (tests/runtimes/cri.rs: the
+/// wrapper's two handlers; tests/nri/: the plugin), each in a read-only
+/// container of its own in one pod per way, of an image built from the
+/// busybox rootfs with the case's `/etc/passwd` and `make` (built once per
+/// node: `images`), run as the case's uid with its environment and a volume
+/// (a host directory holding a file) at its `volume_at`. For each: the
+/// container starts; `HOME` (pid 1's) is as the case expects; where it is
+/// left alone, nothing of ours is at it; the volume's file is seen in the
+/// container and unchanged on the host, and no tmpfs of ours is at the
+/// volume or above it; no mount of ours or on the volume appears in the
+/// host's, this test's or the node's mount table, while it runs or after;
+/// nothing is made outside the rootfs; the hook never changes the
+/// environment (the spec executor only for a fallback); the case's note is
+/// in the log, and a `HOME=/` left alone gets the hook's one warning.
+pub fn pod_hostile_homes(node: &mut Node, r: &mut Report, images: &mut Vec<String>) {
+    let cases = hostile_cases();
+    if images.is_empty() {
+        let t0 = std::time::Instant::now();
+        for (i, c) in cases.iter().enumerate() {
+            images.push(node.image(&format!("home-hostile-{i}"), |root| {
+                std::fs::write(root.join("etc/passwd"), &c.passwd).unwrap();
+                (c.make)(root);
+                std::fs::create_dir_all(root.join(c.volume_at.trim_start_matches('/'))).unwrap();
+            }));
+        }
+        r.seen("images", format!("{} built and imported in {:?}", images.len(), t0.elapsed()));
+    }
+    let log = node.dir.join(format!("home-hostile{}.log", node.way.suffix()));
+    node.host_config(&format!("log_level = \"info\"\nlog_file = {log:?}\n"));
+    let tables = node.mount_tables();
+    let Some(pod) = r.step("RunPodSandbox", node.run_pod("home-hostile", &PodOpts::default())) else {
+        return;
+    };
+    for (i, c) in cases.iter().enumerate() {
+        hostile_home(node, r, &pod, c, &images[i], &log, i);
+    }
+    r.step("stop and remove the pod", node.teardown(&pod, &[]));
+    check_tables(r, "after the pod", &tables, &node.mount_tables(), &[&node.dir.0]);
+}
+
+/// One hostile case of [`pod_hostile_homes`], container number `i` of `pod`.
+fn hostile_home(node: &mut Node, r: &mut Report, pod: &Pod, c: &Hostile, image: &str, log: &Path, i: usize) {
+    let what = c.name;
+    let vol_dir = node.dir.join(unique("home-vol"));
+    std::fs::create_dir(&vol_dir).unwrap();
+    std::fs::write(vol_dir.join(MINE), MINE_TEXT).unwrap();
+    let tables = node.mount_tables();
+    let env: Vec<(&str, &str)> = c.env.iter().map(|e| e.split_once('=').expect("KEY=value")).collect();
+    let mounts = [vol(c.volume_at, &vol_dir, "PROPAGATION_PRIVATE")];
+    let name = format!("case{i}");
+    let opts = CtrOpts {
+        image: Some(image),
+        user: Some(c.uid),
+        env: &env,
+        mounts: &mounts,
+        ..CtrOpts::ro(&name, GI)
+    };
+    let started = node.start_container(pod, &opts);
+    if let Some(refusal) = c.cri_refuses {
+        r.seen(&format!("{what}: start"), format!("{started:?}"));
+        r.check(
+            started.as_ref().is_err_and(|e| e.contains("CreateContainer") && e.contains(refusal)),
+            format!("{what}: not containerd's refusal {refusal:?} at CreateContainer: {started:?}"),
+        );
+        if let Ok(id) = started {
+            remove(node, r, what, &id);
+        }
+        check_tables(r, &format!("{what}, after"), &tables, &node.mount_tables(), &[&vol_dir]);
+        return;
+    }
+    let Some(id) = r.step(&format!("{what}: start"), started) else { return };
+    let script = format!("printf 'MINE=[%s]\\n' \"$(cat {}/{MINE} 2>&1)\"; {}", c.volume_at, probe_as_pid1());
+    let out = r.step(&format!("{what}: probe"), node.exec(&id, &["sh", "-c", &script])).map(|x| x.1);
+    let seen = Seen::parse(&out.unwrap_or_default());
+    r.seen(what, seen.summary());
+    check_home(r, c, node.way, &seen);
+    check_volume(r, c, &seen, &vol_dir);
+    for p in [ESCAPE, "/home/first"] {
+        r.check(!Path::new(p).exists(), format!("{what}: {p} exists on the host"));
+        r.check(!node.ns_path(p).exists(), format!("{what}: {p} exists on the node"));
+    }
+    check_env_and_log(node, r, c, &id, log);
+    check_tables(r, &format!("{what}, running"), &tables, &node.mount_tables(), &[&vol_dir]);
+    remove(node, r, what, &id);
+    check_tables(r, &format!("{what}, after"), &tables, &node.mount_tables(), &[&vol_dir]);
+}
+
+/// The checks of [`pod_hostile_homes`] on what case `c` saw of its `HOME`
+/// through `way`.
+fn check_home(r: &mut Report, c: &Hostile, way: Way, seen: &Seen) {
+    let what = c.name;
+    let ours = seen.mount.as_ref().is_some_and(|m| m.source == OURS && m.fstype == "tmpfs");
+    let mut fail = |ok: bool, msg: String| r.check(ok, format!("{what}: {msg}"));
+    match (c.expect, way) {
+        (Expect::Mounted(home), _) => {
+            fail(seen.home == home, format!("HOME is {:?}, want {home:?}", seen.home));
+            fail(ours && seen.writable, format!("HOME is not our writable tmpfs: {:?}", seen.mount));
+        }
+        (Expect::Fallback, Way::Spec) => {
+            let home = format!("/home/{}", c.uid);
+            fail(seen.home == home, format!("HOME is {:?}, want {home:?}", seen.home));
+            fail(ours && seen.writable, format!("HOME is not our writable tmpfs: {:?}", seen.mount));
+        }
+        (Expect::Fallback, Way::Hook | Way::Nri) => {
+            fail(seen.home == "/", format!("HOME is {:?}, want \"/\"", seen.home));
+            fail(!ours, format!("a tmpfs of ours at HOME: {:?}", seen.mount));
+        }
+        (Expect::LeftAlone, _) => {
+            fail(!ours, format!("a tmpfs of ours at HOME {:?}: {:?}", seen.home, seen.mount))
+        }
+    }
+    match c.name {
+        "a home holding device nodes and sockets" => {
+            fail(seen.profile == "image profile", format!("HOME/.profile is {:?}", seen.profile));
+        }
+        "a HOME owned by another uid" => {
+            fail(seen.stat == "1000 0 755", format!("HOME's uid gid mode: {:?}", seen.stat))
+        }
+        _ => {}
+    }
+}
+
+/// The checks of [`pod_hostile_homes`] on case `c`'s volume (host directory
+/// `vol_dir`): its file seen in the container and unchanged, no tmpfs of
+/// ours at or above it, nothing written into it unless it is `HOME`.
+fn check_volume(r: &mut Report, c: &Hostile, seen: &Seen, vol_dir: &Path) {
+    let what = c.name;
+    let mut fail = |ok: bool, msg: String| r.check(ok, format!("{what}: {msg}"));
+    let mine = seen.out.lines().find_map(|l| l.strip_prefix("MINE=[")?.strip_suffix(']')).unwrap_or("");
+    fail(mine == MINE_TEXT, format!("the volume's file at {} reads {mine:?}", c.volume_at));
+    let mounts = parse_mountinfo(&seen.out);
+    let covering: Vec<String> = mounts
+        .iter()
+        .filter(|m| m.source == OURS)
+        .filter(|m| c.volume_at == m.mount_point || c.volume_at.starts_with(&format!("{}/", m.mount_point)))
+        .map(mount_line)
+        .collect();
+    fail(covering.is_empty(), format!("a tmpfs of ours at or above the volume: {covering:?}"));
+    fail(
+        std::fs::read_to_string(vol_dir.join(MINE)).ok().as_deref() == Some(MINE_TEXT),
+        "the volume's file changed on the host".into(),
+    );
+    let listed = listing(vol_dir);
+    fail(
+        listed == [MINE] || c.name.contains("volume"),
+        format!("the volume holds {listed:?}, want only {MINE:?}"),
+    );
+}
+
+/// The checks of [`pod_hostile_homes`] on container `id`'s final
+/// `config.json` (the `HOME` the runtime got: only the spec executor sets
+/// one, only for a fallback) and on its lines in `log` (the case's note; the
+/// hook's one warning about a `HOME` of `/` it leaves).
+fn check_env_and_log(node: &Node, r: &mut Report, c: &Hostile, id: &str, log: &Path) {
+    let what = c.name;
+    // The environment the runtime got.
+    if let Some(config) = r.step(&format!("{what}: the final config.json"), node.final_config(id)) {
+        let env = config["process"]["env"].as_array().cloned().unwrap_or_default();
+        let got = last_home(env.iter().filter_map(serde_json::Value::as_str));
+        let asked = last_home(c.env.iter().copied());
+        let want = match (c.expect, node.way) {
+            (Expect::Fallback, Way::Spec) => Some(format!("/home/{}", c.uid)),
+            _ => asked,
+        };
+        r.check(got == want, format!("{what}: config.json's HOME is {got:?}, want {want:?}"));
+    }
+    // The log: the note, and the hook's warning about a HOME of / it leaves.
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains(&format!("container {id}:"))).collect();
+    let lines = lines.join("\n");
+    r.seen(&format!("{what}: log"), &lines);
+    if !c.note.is_empty() {
+        r.check(lines.contains(c.note), format!("{what}: want {:?} in the log", c.note));
+    }
+    if c.expect == Expect::Fallback {
+        if node.way == Way::Spec {
+            let warned = root_home_warnings(&lines);
+            r.check(warned.is_empty(), format!("{what}: a warning about HOME=/: {warned:?}"));
+        } else {
+            let subject = if c.env.is_empty() { NO_ENTRY } else { ENV_ROOT };
+            for f in root_home_warning(&lines, subject) {
+                r.check(false, format!("{what}: {f}"));
+            }
+        }
+    }
+}
+
+/// StopContainer and RemoveContainer of container `id`.
+fn remove(node: &Node, r: &mut Report, what: &str, id: &str) {
+    let stop = node.cri("StopContainer", json!({"container_id": id, "timeout": 1}));
+    r.step(&format!("{what}: StopContainer"), stop);
+    r.step(&format!("{what}: RemoveContainer"), node.cri("RemoveContainer", json!({"container_id": id})));
+}
+
+/// The names in a directory, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
 }
