@@ -355,11 +355,12 @@ pub struct Hostile {
     /// (empty: none asserted).
     pub note: &'static str,
     pub expect: Expect,
-    /// containerd's CRI refuses the image with this error at
-    /// `CreateContainer`, before any runtime runs (so before the wrapper
-    /// and the hook): it reads the image's `/etc/passwd` itself for the
-    /// container's user and its additional gids, whatever the user.
-    pub cri_refuses: Option<&'static str>,
+    /// containerd's CRI, from this major version on, refuses the image with
+    /// this error at `CreateContainer`, before any runtime runs (so before
+    /// the wrapper, the plugin and the hook): it reads the image's
+    /// `/etc/passwd` itself for the container's user and its additional
+    /// gids, whatever the user.
+    pub cri_refuses: Option<(u32, &'static str)>,
 }
 
 /// A home that `make` never creates outside the rootfs: the passwd case
@@ -449,7 +450,7 @@ pub fn passwd_cases() -> Vec<Hostile> {
     vec![
         // containerd: "mount callback failed on ...: too many links".
         Hostile {
-            cri_refuses: Some("too many links"),
+            cri_refuses: Some((1, "too many links")),
             ..case(
                 "/etc/passwd a symlink to the host's",
                 1000,
@@ -463,23 +464,28 @@ pub fn passwd_cases() -> Vec<Hostile> {
                 Expect::LeftAlone,
             )
         },
-        case(
-            "a 100 MB /etc/passwd",
-            1000,
-            "",
-            &[],
-            |r| {
-                // Valid lines (runc reads them all), none for uid 1000.
-                use std::io::Write;
-                let mut f = std::io::BufWriter::new(std::fs::File::create(r.join("etc/passwd")).unwrap());
-                f.write_all(ROOT_LINE.as_bytes()).unwrap();
-                for i in 0..4_000_000u32 {
-                    writeln!(f, "u{i}:x:{}:0::/h:/bin/sh", 2000 + i).unwrap();
-                }
-            },
-            "larger than 1Mi",
-            Expect::LeftAlone,
-        ),
+        // containerd 2.x: "mount callback failed on ...: .../etc/passwd
+        // exceeds 10485760 bytes".
+        Hostile {
+            cri_refuses: Some((2, "exceeds 10485760 bytes")),
+            ..case(
+                "a 100 MB /etc/passwd",
+                1000,
+                "",
+                &[],
+                |r| {
+                    // Valid lines (runc reads them all), none for uid 1000.
+                    use std::io::Write;
+                    let mut f = std::io::BufWriter::new(std::fs::File::create(r.join("etc/passwd")).unwrap());
+                    f.write_all(ROOT_LINE.as_bytes()).unwrap();
+                    for i in 0..4_000_000u32 {
+                        writeln!(f, "u{i}:x:{}:0::/h:/bin/sh", 2000 + i).unwrap();
+                    }
+                },
+                "larger than 1Mi",
+                Expect::LeftAlone,
+            )
+        },
         case(
             "a passwd home of /../..",
             1000,
@@ -645,7 +651,7 @@ fn hostile_home(node: &mut Node, r: &mut Report, pod: &Pod, c: &Hostile, image: 
         ..CtrOpts::ro(&name, GI)
     };
     let started = node.start_container(pod, &opts);
-    if let Some(refusal) = c.cri_refuses {
+    if let Some((_, refusal)) = c.cri_refuses.filter(|(major, _)| node.ctd.major >= *major) {
         r.seen(&format!("{what}: start"), format!("{started:?}"));
         r.check(
             started.as_ref().is_err_and(|e| e.contains("CreateContainer") && e.contains(refusal)),
