@@ -899,6 +899,20 @@ fn hostile_symlinks_to_volumes() {
     r.finish();
 }
 
+/// The hostile `HOME`s and passwd files of tests/runtimes/home.rs (written
+/// once in tests/support/home.rs) through the plugin, each a read-only
+/// container of an image of its own, run as the case's uid with its
+/// environment and a volume: `HOME` mounted or left alone as the case says;
+/// a `HOME` of `/` left alone with the hook's warning (the plugin's hook
+/// cannot set the environment); no volume covered, nothing of ours on the
+/// host's or the node's mount table, the case's note in the hook's log
+/// ([`home::pod_hostile_homes`]).
+#[test]
+fn hostile_homes_through_the_plugin() {
+    let mut images = Vec::new();
+    each_way(Node::nri("home-hostile"), |node, r| home::pod_hostile_homes(node, r, &mut images));
+}
+
 /// A symlink onto a tmpfs (a memory emptyDir at `/run`, the spec's `/dev`
 /// tmpfs, the pod's `/dev/shm`), into `/proc` and `/sys`, and a volume at
 /// `/tmp/data`: none gets our tmpfs over or under it.

@@ -34,6 +34,7 @@ use serde_json::{json, Value};
 
 use crate::support::cases::{self, each_way};
 use crate::support::cri::*;
+use crate::support::home;
 use crate::support::pods::*;
 use crate::support::*;
 
@@ -165,54 +166,6 @@ impl Node {
             .collect();
         let hooked = self.runs_our_hook(id).unwrap_or(false);
         format!("tmpfs entries of ours {mounts:?}, our hook {hooked}")
-    }
-
-    /// The mount tables that must not change: the real host's (pid 1), this
-    /// test's, the node namespace's.
-    fn mount_tables(&self) -> Vec<(String, Vec<MountInfo>)> {
-        let pids = ["1".to_string(), "self".to_string(), self.holder.id().to_string()];
-        pids.iter()
-            .map(|pid| {
-                let file = format!("/proc/{pid}/mountinfo");
-                let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
-                (file, parse_mountinfo(&text))
-            })
-            .collect()
-    }
-}
-
-fn mount_line(m: &MountInfo) -> String {
-    format!("{} {} {} {}", m.mount_point, m.fstype, m.source, m.super_options.join(","))
-}
-
-/// Checks that no table in `after` has a mount of ours or a mount at or
-/// under one of `watched` (host paths) that `before` did not have, and that
-/// the node's namespace (the last table, ours alone) has no mount of ours.
-fn check_tables(
-    r: &mut Report,
-    what: &str,
-    before: &[(String, Vec<MountInfo>)],
-    after: &[(String, Vec<MountInfo>)],
-    watched: &[&Path],
-) {
-    for (i, ((file, b), (_, a))) in before.iter().zip(after).enumerate() {
-        let old: Vec<String> = b.iter().map(mount_line).collect();
-        // A table seen from another root (sid's) shows a path with a prefix.
-        let touches = |m: &MountInfo| watched.iter().any(|w| m.mount_point.contains(w.to_str().unwrap()));
-        let new: Vec<String> = a
-            .iter()
-            .filter(|m| m.source == OURS || touches(m))
-            .map(mount_line)
-            .filter(|l| !old.contains(l))
-            .collect();
-        r.check(new.is_empty(), format!("{what}: {file} has new mounts of ours or on the volume: {new:?}"));
-        if i == after.len() - 1 {
-            let ours: Vec<String> = a.iter().filter(|m| m.source == OURS).map(mount_line).collect();
-            r.check(
-                ours.is_empty(),
-                format!("{what}: the node's namespace ({file}) has mounts of ours: {ours:?}"),
-            );
-        }
     }
 }
 
@@ -853,4 +806,18 @@ fn hostile_volume_through_a_symlink_into_tmp_leaves_tmp_alone() {
             tmp_served: false,
         },
     );
+}
+
+/// The hostile `HOME`s and passwd files of tests/runtimes/home.rs (written
+/// once in tests/support/home.rs) through both handlers of one node, each
+/// a read-only container of an image of its own, run as the case's uid
+/// with its environment and a volume: `HOME` mounted, left alone or (a
+/// `HOME` of `/`) given `/home/<uid>` by the wrapper in spec mode and left
+/// alone with the hook's warning in hook mode, as the case says; no volume
+/// covered, nothing of ours on the host's or the node's mount table, the
+/// case's note in the log ([`home::pod_hostile_homes`]).
+#[test]
+fn hostile_homes_through_the_wrapper() {
+    let mut images = Vec::new();
+    each_way(Node::wrapper("home-hostile"), |node, r| home::pod_hostile_homes(node, r, &mut images));
 }

@@ -17,7 +17,8 @@
 //! - a volume at `HOME` wins.
 //!
 //! The hostile `HOME`s and passwd files of [`hostile_homes_are_left_alone`]
-//! run through both executors and both runtimes: each gets its note, no tmpfs
+//! (tests/support/home.rs, which the CRI and NRI suites run too) run
+//! through both executors and both runtimes: each gets its note, no tmpfs
 //! of ours covers a volume, and nothing is made outside the rootfs.
 //!
 //! [`real_programs_write_their_home`] runs the programs that ML containers
@@ -29,6 +30,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::pytorch::{PYTHON, WORK};
+use crate::support::home::{hostile_cases, Expect, ESCAPE, ROOT_LINE};
 use crate::support::*;
 use serde_json::json;
 
@@ -40,9 +42,6 @@ echo "STAT $(stat -c '%a %u %g' "$h")"
 if [ -f "$h/.profile" ]; then echo "PROFILE $(cat "$h/.profile")"; fi
 while read -r _ _ _ _ at rest; do if [ "$at" = "$h" ]; then echo "MOUNT $rest"; fi; done </proc/self/mountinfo
 true"#;
-
-/// Root's passwd line with a home of its own.
-const ROOT_LINE: &str = "root:x:0:0:root:/root:/bin/sh\n";
 
 /// How the container gets our mounts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -282,241 +281,6 @@ fn a_volume_at_home_wins() {
     }
 }
 
-/// What a hostile case must end in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Expect {
-    /// `HOME` gets no tmpfs of ours, whatever the executor.
-    LeftAlone,
-    /// A tmpfs of ours at this `HOME`, writable.
-    Mounted(&'static str),
-    /// The runtime would give `HOME=/`: left alone by the hook, replaced by
-    /// `/home/<uid>` and mounted by the spec executor.
-    Fallback,
-}
-
-/// One hostile layout.
-struct Hostile {
-    name: &'static str,
-    uid: u32,
-    passwd: String,
-    env: &'static [&'static str],
-    /// Makes it in the rootfs.
-    make: fn(&Path),
-    /// Where the volume (a host dir holding `mine`) is mounted.
-    volume_at: &'static str,
-    /// A part of the warning the hook logs or the spec executor prints
-    /// (empty: none asserted).
-    note: &'static str,
-    expect: Expect,
-}
-
-/// A home that `make` never creates outside the rootfs: the passwd case
-/// that tries to reach it through `..`.
-const ESCAPE: &str = "/oth-home-escape";
-
-/// A case with its volume at `/data`; `passwd` lines follow root's.
-fn case(
-    name: &'static str,
-    uid: u32,
-    passwd: &str,
-    env: &'static [&'static str],
-    make: fn(&Path),
-    note: &'static str,
-    expect: Expect,
-) -> Hostile {
-    let passwd = if passwd.is_empty() { ROOT_LINE.to_string() } else { format!("{ROOT_LINE}{passwd}") };
-    Hostile { name, uid, passwd, env, make, volume_at: "/data", note, expect }
-}
-
-/// Does nothing to the rootfs.
-fn untouched(_: &Path) {}
-
-/// The hostile `HOME`s of the environment.
-fn env_cases() -> Vec<Hostile> {
-    let none: fn(&Path) = untouched;
-    let mut v = vec![
-        case("HOME=/", 1000, "", &["HOME=/"], none, "", Expect::Fallback),
-        case("HOME=/etc", 0, "", &["HOME=/etc"], none, "system directory", Expect::LeftAlone),
-        case("HOME=/proc/self", 0, "", &["HOME=/proc/self"], none, "system directory", Expect::LeftAlone),
-        case("a relative HOME", 0, "", &["HOME=home/u"], none, "not an absolute path", Expect::LeftAlone),
-        case("a HOME with ..", 0, "", &["HOME=/home/../etc"], none, "'..'", Expect::LeftAlone),
-        case("an empty HOME", 0, "", &["HOME="], none, "is empty", Expect::LeftAlone),
-        // runc and crun keep the last (docs/design.md#env-last).
-        case(
-            "two HOME= entries",
-            0,
-            "",
-            &["HOME=/first", "HOME=/second"],
-            none,
-            "",
-            Expect::Mounted("/second"),
-        ),
-        case(
-            "HOME a symlink to a volume",
-            0,
-            "",
-            &["HOME=/home/u"],
-            |r| {
-                std::fs::create_dir(r.join("home")).unwrap();
-                std::os::unix::fs::symlink("/data", r.join("home/u")).unwrap();
-            },
-            "/data",
-            Expect::LeftAlone,
-        ),
-        case("HOME itself a volume", 0, "", &["HOME=/data"], none, "", Expect::LeftAlone),
-        case(
-            "HOME a file",
-            0,
-            "",
-            &["HOME=/homefile"],
-            |r| std::fs::write(r.join("homefile"), "x").unwrap(),
-            "other than a directory",
-            Expect::LeftAlone,
-        ),
-        case(
-            "HOME a FIFO",
-            0,
-            "",
-            &["HOME=/homefifo"],
-            |r| mkfifo(&r.join("homefifo")),
-            "other than a directory",
-            Expect::LeftAlone,
-        ),
-    ];
-    // A volume under HOME: HOME stays the image's, the volume visible.
-    v.push(Hostile {
-        volume_at: "/srv/data",
-        ..case("a volume under HOME", 0, "", &["HOME=/srv"], none, "/srv/data", Expect::LeftAlone)
-    });
-    v
-}
-
-/// The hostile passwd files.
-fn passwd_cases() -> Vec<Hostile> {
-    let none: fn(&Path) = untouched;
-    vec![
-        case(
-            "/etc/passwd a symlink to the host's",
-            1000,
-            "",
-            &[],
-            |r| {
-                std::fs::remove_file(r.join("etc/passwd")).unwrap();
-                std::os::unix::fs::symlink("../../../../../../etc/passwd", r.join("etc/passwd")).unwrap();
-            },
-            "cannot be opened",
-            Expect::LeftAlone,
-        ),
-        case(
-            "a 100 MB /etc/passwd",
-            1000,
-            "",
-            &[],
-            |r| {
-                // Valid lines (runc reads them all), none for uid 1000.
-                use std::io::Write;
-                let mut f = std::io::BufWriter::new(std::fs::File::create(r.join("etc/passwd")).unwrap());
-                f.write_all(ROOT_LINE.as_bytes()).unwrap();
-                for i in 0..4_000_000u32 {
-                    writeln!(f, "u{i}:x:{}:0::/h:/bin/sh", 2000 + i).unwrap();
-                }
-            },
-            "larger than 1Mi",
-            Expect::LeftAlone,
-        ),
-        case(
-            "a passwd home of /../..",
-            1000,
-            "u:x:1000:0::/../../oth-home-escape:/bin/sh\n",
-            &[],
-            none,
-            "'..'",
-            Expect::LeftAlone,
-        ),
-        case(
-            "two entries for one uid",
-            1000,
-            "a:x:1000:0::/home/first:/bin/sh\nb:x:1000:0::/home/second:/bin/sh\n",
-            &[],
-            none,
-            "",
-            Expect::Mounted("/home/first"),
-        ),
-        case(
-            "binary garbage in /etc/passwd",
-            1000,
-            "",
-            &[],
-            |r| std::fs::write(r.join("etc/passwd"), b"\x00\x01garbage:::\n\x7fELF\xff\xfe:1000:x").unwrap(),
-            "",
-            Expect::Fallback,
-        ),
-    ]
-}
-
-/// The hostile image homes.
-fn image_home_cases() -> Vec<Hostile> {
-    vec![
-        case(
-            "an image home with 100,000 files",
-            0,
-            "",
-            &[],
-            |r| {
-                std::fs::create_dir(r.join("root")).unwrap();
-                for i in 0..100_000 {
-                    std::fs::File::create(r.join(format!("root/f{i}"))).unwrap();
-                }
-            },
-            "left alone",
-            Expect::LeftAlone,
-        ),
-        case(
-            "an image home with a 1 GiB file",
-            0,
-            "",
-            &[],
-            |r| {
-                std::fs::create_dir(r.join("root")).unwrap();
-                std::fs::File::create(r.join("root/big")).unwrap().set_len(1 << 30).unwrap();
-            },
-            "left alone",
-            Expect::LeftAlone,
-        ),
-        case(
-            "a home holding device nodes and sockets",
-            0,
-            "",
-            &[],
-            |r| {
-                std::fs::create_dir(r.join("root")).unwrap();
-                std::fs::write(r.join("root/.profile"), "image profile").unwrap();
-                std::os::unix::net::UnixListener::bind(r.join("root/sock")).unwrap();
-                ok(std::process::Command::new("mknod").arg(r.join("root/null")).args(["c", "1", "3"]));
-            },
-            "cannot be copied safely",
-            Expect::Mounted("/root"),
-        ),
-        case(
-            "a HOME owned by another uid",
-            1000,
-            "u:x:1000:0::/home/bob:/bin/sh\n",
-            &[],
-            |r| {
-                std::fs::create_dir_all(r.join("home/bob")).unwrap();
-                std::os::unix::fs::chown(r.join("home/bob"), Some(1001), Some(1001)).unwrap();
-            },
-            "",
-            Expect::Mounted("/home/bob"),
-        ),
-    ]
-}
-
-/// `mkfifo(1)`.
-fn mkfifo(p: &Path) {
-    ok(std::process::Command::new("mkfifo").arg(p));
-}
-
 /// Every hostile `HOME` and passwd file, through the hook and the spec
 /// executor, on runc and crun: the container starts, what must be left
 /// alone is (with its note where it is a warning), no volume is covered,
@@ -526,7 +290,7 @@ fn hostile_homes_are_left_alone() {
     require_root();
     for rt in Runtime::ALL {
         for ex in [Executor::Hook, Executor::Spec] {
-            for c in env_cases().into_iter().chain(passwd_cases()).chain(image_home_cases()) {
+            for c in hostile_cases() {
                 let vol = TempDir::new("home-hostile-vol");
                 std::fs::write(vol.join("mine"), "volume").unwrap();
                 let mut b = bundle("home-hostile", c.uid, 0, &c.passwd, c.env);

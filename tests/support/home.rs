@@ -5,16 +5,23 @@
 //! says, and the pod case written once for the ways into a CRI node (the
 //! wrapper's two modes, tests/runtimes/home_engines.rs; the NRI plugin,
 //! tests/nri/). Docker and Podman are in tests/runtimes/home_engines.rs.
+//! And the hostile `HOME`s and passwd files, written once: through bare
+//! runc and crun bundles (tests/runtimes/home.rs) and through a CRI node
+//! ([`pod_hostile_homes`]: tests/runtimes/cri.rs, tests/nri/).
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
+
+use serde_json::json;
 
 use super::cri::*;
 use super::pods::*;
 use super::*;
 
+/// Root's passwd line with a home of its own.
+pub const ROOT_LINE: &str = "root:x:0:0:root:/root:/bin/sh\n";
 /// The image's `/etc/passwd`: root's home is `/root`; uid 1000 has no entry.
-pub const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\n";
+pub const PASSWD: &str = ROOT_LINE;
 /// The image's `/root/.profile`: a dotfile the home's tmpfs must not hide.
 pub const PROFILE: &str = "export PS1='home-image$ '";
 /// The mode of the image's `/root`: a home tmpfs takes the image directory's
@@ -320,4 +327,480 @@ pub fn pod_home_without_us(node: &mut Node, r: &mut Report) {
     }
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
     r.step("stop and remove", node.teardown(&pod, &ids));
+}
+
+// ------------------------------------------------------- hostile HOMEs
+//
+// The hostile `HOME`s and passwd files, written once: tests/runtimes/home.rs
+// runs them through bare runc and crun bundles, [`pod_hostile_homes`]
+// through a CRI node (both wrapper modes, and the NRI plugin).
+
+/// What a hostile case must end in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// `HOME` gets no tmpfs of ours, whatever the executor.
+    LeftAlone,
+    /// A tmpfs of ours at this `HOME`, writable.
+    Mounted(&'static str),
+    /// The runtime would give `HOME=/`: left alone by the hook, replaced by
+    /// `/home/<uid>` and mounted by the spec executor.
+    Fallback,
+}
+
+/// One hostile layout.
+pub struct Hostile {
+    pub name: &'static str,
+    pub uid: u32,
+    pub passwd: String,
+    pub env: &'static [&'static str],
+    /// Makes it in the rootfs.
+    pub make: fn(&Path),
+    /// Where the volume (a host dir holding `mine`) is mounted.
+    pub volume_at: &'static str,
+    /// A part of the warning the hook logs or the spec executor prints
+    /// (empty: none asserted).
+    pub note: &'static str,
+    pub expect: Expect,
+    /// containerd's CRI, from this major version on, refuses the image with
+    /// this error at `CreateContainer`, before any runtime runs (so before
+    /// the wrapper, the plugin and the hook): it reads the image's
+    /// `/etc/passwd` itself for the container's user and its additional
+    /// gids, whatever the user.
+    pub cri_refuses: Option<(u32, &'static str)>,
+}
+
+/// A home that `make` never creates outside the rootfs: the passwd case
+/// that tries to reach it through `..`.
+pub const ESCAPE: &str = "/oth-home-escape";
+
+/// A case with its volume at `/data`; `passwd` lines follow root's.
+pub fn case(
+    name: &'static str,
+    uid: u32,
+    passwd: &str,
+    env: &'static [&'static str],
+    make: fn(&Path),
+    note: &'static str,
+    expect: Expect,
+) -> Hostile {
+    let passwd = if passwd.is_empty() { ROOT_LINE.to_string() } else { format!("{ROOT_LINE}{passwd}") };
+    Hostile { name, uid, passwd, env, make, volume_at: "/data", note, expect, cri_refuses: None }
+}
+
+/// Does nothing to the rootfs.
+pub fn untouched(_: &Path) {}
+
+/// The hostile `HOME`s of the environment.
+pub fn env_cases() -> Vec<Hostile> {
+    let none: fn(&Path) = untouched;
+    let mut v = vec![
+        case("HOME=/", 1000, "", &["HOME=/"], none, "", Expect::Fallback),
+        case("HOME=/etc", 0, "", &["HOME=/etc"], none, "system directory", Expect::LeftAlone),
+        case("HOME=/proc/self", 0, "", &["HOME=/proc/self"], none, "system directory", Expect::LeftAlone),
+        case("a relative HOME", 0, "", &["HOME=home/u"], none, "not an absolute path", Expect::LeftAlone),
+        case("a HOME with ..", 0, "", &["HOME=/home/../etc"], none, "'..'", Expect::LeftAlone),
+        case("an empty HOME", 0, "", &["HOME="], none, "is empty", Expect::LeftAlone),
+        // runc and crun keep the last (docs/design.md#env-last).
+        case(
+            "two HOME= entries",
+            0,
+            "",
+            &["HOME=/first", "HOME=/second"],
+            none,
+            "",
+            Expect::Mounted("/second"),
+        ),
+        case(
+            "HOME a symlink to a volume",
+            0,
+            "",
+            &["HOME=/home/u"],
+            |r| {
+                std::fs::create_dir(r.join("home")).unwrap();
+                std::os::unix::fs::symlink("/data", r.join("home/u")).unwrap();
+            },
+            "/data",
+            Expect::LeftAlone,
+        ),
+        case("HOME itself a volume", 0, "", &["HOME=/data"], none, "", Expect::LeftAlone),
+        case(
+            "HOME a file",
+            0,
+            "",
+            &["HOME=/homefile"],
+            |r| std::fs::write(r.join("homefile"), "x").unwrap(),
+            "other than a directory",
+            Expect::LeftAlone,
+        ),
+        case(
+            "HOME a FIFO",
+            0,
+            "",
+            &["HOME=/homefifo"],
+            |r| mkfifo(&r.join("homefifo")),
+            "other than a directory",
+            Expect::LeftAlone,
+        ),
+    ];
+    // A volume under HOME: HOME stays the image's, the volume visible.
+    v.push(Hostile {
+        volume_at: "/srv/data",
+        ..case("a volume under HOME", 0, "", &["HOME=/srv"], none, "/srv/data", Expect::LeftAlone)
+    });
+    v
+}
+
+/// The hostile passwd files.
+pub fn passwd_cases() -> Vec<Hostile> {
+    let none: fn(&Path) = untouched;
+    vec![
+        // containerd: "mount callback failed on ...: too many links".
+        Hostile {
+            cri_refuses: Some((1, "too many links")),
+            ..case(
+                "/etc/passwd a symlink to the host's",
+                1000,
+                "",
+                &[],
+                |r| {
+                    std::fs::remove_file(r.join("etc/passwd")).unwrap();
+                    std::os::unix::fs::symlink("../../../../../../etc/passwd", r.join("etc/passwd")).unwrap();
+                },
+                "cannot be opened",
+                Expect::LeftAlone,
+            )
+        },
+        // containerd 2.x: "mount callback failed on ...: .../etc/passwd
+        // exceeds 10485760 bytes".
+        Hostile {
+            cri_refuses: Some((2, "exceeds 10485760 bytes")),
+            ..case(
+                "a 100 MB /etc/passwd",
+                1000,
+                "",
+                &[],
+                |r| {
+                    // Valid lines (runc reads them all), none for uid 1000.
+                    use std::io::Write;
+                    let mut f = std::io::BufWriter::new(std::fs::File::create(r.join("etc/passwd")).unwrap());
+                    f.write_all(ROOT_LINE.as_bytes()).unwrap();
+                    for i in 0..4_000_000u32 {
+                        writeln!(f, "u{i}:x:{}:0::/h:/bin/sh", 2000 + i).unwrap();
+                    }
+                },
+                "larger than 1Mi",
+                Expect::LeftAlone,
+            )
+        },
+        case(
+            "a passwd home of /../..",
+            1000,
+            "u:x:1000:0::/../../oth-home-escape:/bin/sh\n",
+            &[],
+            none,
+            "'..'",
+            Expect::LeftAlone,
+        ),
+        case(
+            "two entries for one uid",
+            1000,
+            "a:x:1000:0::/home/first:/bin/sh\nb:x:1000:0::/home/second:/bin/sh\n",
+            &[],
+            none,
+            "",
+            Expect::Mounted("/home/first"),
+        ),
+        case(
+            "binary garbage in /etc/passwd",
+            1000,
+            "",
+            &[],
+            |r| std::fs::write(r.join("etc/passwd"), b"\x00\x01garbage:::\n\x7fELF\xff\xfe:1000:x").unwrap(),
+            "",
+            Expect::Fallback,
+        ),
+    ]
+}
+
+/// The hostile image homes.
+pub fn image_home_cases() -> Vec<Hostile> {
+    vec![
+        case(
+            "an image home with 100,000 files",
+            0,
+            "",
+            &[],
+            |r| {
+                std::fs::create_dir(r.join("root")).unwrap();
+                for i in 0..100_000 {
+                    std::fs::File::create(r.join(format!("root/f{i}"))).unwrap();
+                }
+            },
+            "left alone",
+            Expect::LeftAlone,
+        ),
+        case(
+            "an image home with a 1 GiB file",
+            0,
+            "",
+            &[],
+            |r| {
+                std::fs::create_dir(r.join("root")).unwrap();
+                std::fs::File::create(r.join("root/big")).unwrap().set_len(1 << 30).unwrap();
+            },
+            "left alone",
+            Expect::LeftAlone,
+        ),
+        case(
+            "a home holding device nodes and sockets",
+            0,
+            "",
+            &[],
+            |r| {
+                std::fs::create_dir(r.join("root")).unwrap();
+                std::fs::write(r.join("root/.profile"), "image profile").unwrap();
+                std::os::unix::net::UnixListener::bind(r.join("root/sock")).unwrap();
+                ok(std::process::Command::new("mknod").arg(r.join("root/null")).args(["c", "1", "3"]));
+            },
+            "cannot be copied safely",
+            Expect::Mounted("/root"),
+        ),
+        case(
+            "a HOME owned by another uid",
+            1000,
+            "u:x:1000:0::/home/bob:/bin/sh\n",
+            &[],
+            |r| {
+                std::fs::create_dir_all(r.join("home/bob")).unwrap();
+                std::os::unix::fs::chown(r.join("home/bob"), Some(1001), Some(1001)).unwrap();
+            },
+            "",
+            Expect::Mounted("/home/bob"),
+        ),
+    ]
+}
+
+/// Every hostile case: the environment's, the passwd files', the image homes'.
+pub fn hostile_cases() -> Vec<Hostile> {
+    env_cases().into_iter().chain(passwd_cases()).chain(image_home_cases()).collect()
+}
+
+/// `mkfifo(1)`.
+pub fn mkfifo(p: &Path) {
+    ok(std::process::Command::new("mkfifo").arg(p));
+}
+
+/// The file a hostile case's volume holds, and its text.
+const MINE: &str = "mine";
+const MINE_TEXT: &str = "volume";
+
+/// The last `HOME=` of a list of `KEY=value` entries.
+fn last_home<'a>(env: impl DoubleEndedIterator<Item = &'a str>) -> Option<String> {
+    env.rev().find_map(|e| e.strip_prefix("HOME=")).map(String::from)
+}
+
+/// The hostile cases through a CRI node (tests/runtimes/cri.rs: the
+/// wrapper's two handlers; tests/nri/: the plugin), each in a read-only
+/// container of its own in one pod per way, of an image built from the
+/// busybox rootfs with the case's `/etc/passwd` and `make` (built once per
+/// node: `images`), run as the case's uid with its environment and a volume
+/// (a host directory holding a file) at its `volume_at`. For each: the
+/// container starts; `HOME` (pid 1's) is as the case expects; where it is
+/// left alone, nothing of ours is at it; the volume's file is seen in the
+/// container and unchanged on the host, and no tmpfs of ours is at the
+/// volume or above it; no mount of ours or on the volume appears in the
+/// host's, this test's or the node's mount table, while it runs or after;
+/// nothing is made outside the rootfs; the hook never changes the
+/// environment (the spec executor only for a fallback); the case's note is
+/// in the log, and a `HOME=/` left alone gets the hook's one warning.
+pub fn pod_hostile_homes(node: &mut Node, r: &mut Report, images: &mut Vec<String>) {
+    let cases = hostile_cases();
+    if images.is_empty() {
+        let t0 = std::time::Instant::now();
+        for (i, c) in cases.iter().enumerate() {
+            images.push(node.image(&format!("home-hostile-{i}"), |root| {
+                std::fs::write(root.join("etc/passwd"), &c.passwd).unwrap();
+                (c.make)(root);
+                std::fs::create_dir_all(root.join(c.volume_at.trim_start_matches('/'))).unwrap();
+            }));
+        }
+        r.seen("images", format!("{} built and imported in {:?}", images.len(), t0.elapsed()));
+    }
+    let log = node.dir.join(format!("home-hostile{}.log", node.way.suffix()));
+    node.host_config(&format!("log_level = \"info\"\nlog_file = {log:?}\n"));
+    let tables = node.mount_tables();
+    let Some(pod) = r.step("RunPodSandbox", node.run_pod("home-hostile", &PodOpts::default())) else {
+        return;
+    };
+    for (i, c) in cases.iter().enumerate() {
+        hostile_home(node, r, &pod, c, &images[i], &log, i);
+    }
+    r.step("stop and remove the pod", node.teardown(&pod, &[]));
+    check_tables(r, "after the pod", &tables, &node.mount_tables(), &[&node.dir.0]);
+}
+
+/// One hostile case of [`pod_hostile_homes`], container number `i` of `pod`.
+fn hostile_home(node: &mut Node, r: &mut Report, pod: &Pod, c: &Hostile, image: &str, log: &Path, i: usize) {
+    let what = c.name;
+    let vol_dir = node.dir.join(unique("home-vol"));
+    std::fs::create_dir(&vol_dir).unwrap();
+    std::fs::write(vol_dir.join(MINE), MINE_TEXT).unwrap();
+    let tables = node.mount_tables();
+    let env: Vec<(&str, &str)> = c.env.iter().map(|e| e.split_once('=').expect("KEY=value")).collect();
+    let mounts = [vol(c.volume_at, &vol_dir, "PROPAGATION_PRIVATE")];
+    let name = format!("case{i}");
+    let opts = CtrOpts {
+        image: Some(image),
+        user: Some(c.uid),
+        env: &env,
+        mounts: &mounts,
+        ..CtrOpts::ro(&name, GI)
+    };
+    let started = node.start_container(pod, &opts);
+    if let Some((_, refusal)) = c.cri_refuses.filter(|(major, _)| node.ctd.major >= *major) {
+        r.seen(&format!("{what}: start"), format!("{started:?}"));
+        r.check(
+            started.as_ref().is_err_and(|e| e.contains("CreateContainer") && e.contains(refusal)),
+            format!("{what}: not containerd's refusal {refusal:?} at CreateContainer: {started:?}"),
+        );
+        if let Ok(id) = started {
+            remove(node, r, what, &id);
+        }
+        check_tables(r, &format!("{what}, after"), &tables, &node.mount_tables(), &[&vol_dir]);
+        return;
+    }
+    let Some(id) = r.step(&format!("{what}: start"), started) else { return };
+    let script = format!("printf 'MINE=[%s]\\n' \"$(cat {}/{MINE} 2>&1)\"; {}", c.volume_at, probe_as_pid1());
+    let out = r.step(&format!("{what}: probe"), node.exec(&id, &["sh", "-c", &script])).map(|x| x.1);
+    let seen = Seen::parse(&out.unwrap_or_default());
+    r.seen(what, seen.summary());
+    check_home(r, c, node.way, &seen);
+    check_volume(r, c, &seen, &vol_dir);
+    for p in [ESCAPE, "/home/first"] {
+        r.check(!Path::new(p).exists(), format!("{what}: {p} exists on the host"));
+        r.check(!node.ns_path(p).exists(), format!("{what}: {p} exists on the node"));
+    }
+    check_env_and_log(node, r, c, &id, log);
+    check_tables(r, &format!("{what}, running"), &tables, &node.mount_tables(), &[&vol_dir]);
+    remove(node, r, what, &id);
+    check_tables(r, &format!("{what}, after"), &tables, &node.mount_tables(), &[&vol_dir]);
+}
+
+/// The checks of [`pod_hostile_homes`] on what case `c` saw of its `HOME`
+/// through `way`.
+fn check_home(r: &mut Report, c: &Hostile, way: Way, seen: &Seen) {
+    let what = c.name;
+    let ours = seen.mount.as_ref().is_some_and(|m| m.source == OURS && m.fstype == "tmpfs");
+    let mut fail = |ok: bool, msg: String| r.check(ok, format!("{what}: {msg}"));
+    match (c.expect, way) {
+        (Expect::Mounted(home), _) => {
+            fail(seen.home == home, format!("HOME is {:?}, want {home:?}", seen.home));
+            fail(ours && seen.writable, format!("HOME is not our writable tmpfs: {:?}", seen.mount));
+        }
+        (Expect::Fallback, Way::Spec) => {
+            let home = format!("/home/{}", c.uid);
+            fail(seen.home == home, format!("HOME is {:?}, want {home:?}", seen.home));
+            fail(ours && seen.writable, format!("HOME is not our writable tmpfs: {:?}", seen.mount));
+        }
+        (Expect::Fallback, Way::Hook | Way::Nri) => {
+            fail(seen.home == "/", format!("HOME is {:?}, want \"/\"", seen.home));
+            fail(!ours, format!("a tmpfs of ours at HOME: {:?}", seen.mount));
+        }
+        (Expect::LeftAlone, _) => {
+            fail(!ours, format!("a tmpfs of ours at HOME {:?}: {:?}", seen.home, seen.mount))
+        }
+    }
+    match c.name {
+        "a home holding device nodes and sockets" => {
+            fail(seen.profile == "image profile", format!("HOME/.profile is {:?}", seen.profile));
+        }
+        "a HOME owned by another uid" => {
+            fail(seen.stat == "1000 0 755", format!("HOME's uid gid mode: {:?}", seen.stat))
+        }
+        _ => {}
+    }
+}
+
+/// The checks of [`pod_hostile_homes`] on case `c`'s volume (host directory
+/// `vol_dir`): its file seen in the container and unchanged, no tmpfs of
+/// ours at or above it, nothing written into it unless it is `HOME`.
+fn check_volume(r: &mut Report, c: &Hostile, seen: &Seen, vol_dir: &Path) {
+    let what = c.name;
+    let mut fail = |ok: bool, msg: String| r.check(ok, format!("{what}: {msg}"));
+    let mine = seen.out.lines().find_map(|l| l.strip_prefix("MINE=[")?.strip_suffix(']')).unwrap_or("");
+    fail(mine == MINE_TEXT, format!("the volume's file at {} reads {mine:?}", c.volume_at));
+    let mounts = parse_mountinfo(&seen.out);
+    let covering: Vec<String> = mounts
+        .iter()
+        .filter(|m| m.source == OURS)
+        .filter(|m| c.volume_at == m.mount_point || c.volume_at.starts_with(&format!("{}/", m.mount_point)))
+        .map(mount_line)
+        .collect();
+    fail(covering.is_empty(), format!("a tmpfs of ours at or above the volume: {covering:?}"));
+    fail(
+        std::fs::read_to_string(vol_dir.join(MINE)).ok().as_deref() == Some(MINE_TEXT),
+        "the volume's file changed on the host".into(),
+    );
+    let listed = listing(vol_dir);
+    fail(
+        listed == [MINE] || c.name.contains("volume"),
+        format!("the volume holds {listed:?}, want only {MINE:?}"),
+    );
+}
+
+/// The checks of [`pod_hostile_homes`] on container `id`'s final
+/// `config.json` (the `HOME` the runtime got: only the spec executor sets
+/// one, only for a fallback) and on its lines in `log` (the case's note; the
+/// hook's one warning about a `HOME` of `/` it leaves).
+fn check_env_and_log(node: &Node, r: &mut Report, c: &Hostile, id: &str, log: &Path) {
+    let what = c.name;
+    // The environment the runtime got.
+    if let Some(config) = r.step(&format!("{what}: the final config.json"), node.final_config(id)) {
+        let env = config["process"]["env"].as_array().cloned().unwrap_or_default();
+        let got = last_home(env.iter().filter_map(serde_json::Value::as_str));
+        let asked = last_home(c.env.iter().copied());
+        let want = match (c.expect, node.way) {
+            (Expect::Fallback, Way::Spec) => Some(format!("/home/{}", c.uid)),
+            _ => asked,
+        };
+        r.check(got == want, format!("{what}: config.json's HOME is {got:?}, want {want:?}"));
+    }
+    // The log: the note, and the hook's warning about a HOME of / it leaves.
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains(&format!("container {id}:"))).collect();
+    let lines = lines.join("\n");
+    r.seen(&format!("{what}: log"), &lines);
+    if !c.note.is_empty() {
+        r.check(lines.contains(c.note), format!("{what}: want {:?} in the log", c.note));
+    }
+    if c.expect == Expect::Fallback {
+        if node.way == Way::Spec {
+            let warned = root_home_warnings(&lines);
+            r.check(warned.is_empty(), format!("{what}: a warning about HOME=/: {warned:?}"));
+        } else {
+            let subject = if c.env.is_empty() { NO_ENTRY } else { ENV_ROOT };
+            for f in root_home_warning(&lines, subject) {
+                r.check(false, format!("{what}: {f}"));
+            }
+        }
+    }
+}
+
+/// StopContainer and RemoveContainer of container `id`.
+fn remove(node: &Node, r: &mut Report, what: &str, id: &str) {
+    let stop = node.cri("StopContainer", json!({"container_id": id, "timeout": 1}));
+    r.step(&format!("{what}: StopContainer"), stop);
+    r.step(&format!("{what}: RemoveContainer"), node.cri("RemoveContainer", json!({"container_id": id})));
+}
+
+/// The names in a directory, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
 }

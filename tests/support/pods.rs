@@ -710,6 +710,57 @@ impl Drop for Node {
 
 // ------------------------------------------------------------- checking
 
+impl Node {
+    /// The mount tables that must not change: the real host's (pid 1), this
+    /// test's, the node namespace's.
+    pub fn mount_tables(&self) -> Vec<(String, Vec<MountInfo>)> {
+        let pids = ["1".to_string(), "self".to_string(), self.holder.id().to_string()];
+        pids.iter()
+            .map(|pid| {
+                let file = format!("/proc/{pid}/mountinfo");
+                let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
+                (file, parse_mountinfo(&text))
+            })
+            .collect()
+    }
+}
+
+/// A mount as one line: point, type, source, super options.
+pub fn mount_line(m: &MountInfo) -> String {
+    format!("{} {} {} {}", m.mount_point, m.fstype, m.source, m.super_options.join(","))
+}
+
+/// Checks that no table in `after` has a mount of ours or a mount at or
+/// under one of `watched` (host paths) that `before` did not have, and that
+/// the node's namespace (the last table, ours alone) has no mount of ours.
+pub fn check_tables(
+    r: &mut Report,
+    what: &str,
+    before: &[(String, Vec<MountInfo>)],
+    after: &[(String, Vec<MountInfo>)],
+    watched: &[&Path],
+) {
+    for (i, ((file, b), (_, a))) in before.iter().zip(after).enumerate() {
+        let old: Vec<String> = b.iter().map(mount_line).collect();
+        // A table seen from another root (sid's) shows a path with a prefix.
+        let touches = |m: &MountInfo| watched.iter().any(|w| m.mount_point.contains(w.to_str().unwrap()));
+        let new: Vec<String> = a
+            .iter()
+            .filter(|m| m.source == OURS || touches(m))
+            .map(mount_line)
+            .filter(|l| !old.contains(l))
+            .collect();
+        r.check(new.is_empty(), format!("{what}: {file} has new mounts of ours or on the volume: {new:?}"));
+        if i == after.len() - 1 {
+            let ours: Vec<String> = a.iter().filter(|m| m.source == OURS).map(mount_line).collect();
+            r.check(
+                ours.is_empty(),
+                format!("{what}: the node's namespace ({file}) has mounts of ours: {ours:?}"),
+            );
+        }
+    }
+}
+
 /// What one case saw and which of its checks failed. The checks fail the
 /// test only in [`Report::finish`]: a report dropped unfinished panics, so a
 /// case that forgets to finish fails instead of passing unchecked.
