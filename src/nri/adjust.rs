@@ -239,7 +239,6 @@ pub(crate) mod fixtures {
 mod tests {
     use super::fixtures::{linux, mnt};
     use super::*;
-    use crate::plan::{decide, Inputs};
     use crate::settings::Settings;
     use crate::size::Bytes;
 
@@ -282,14 +281,7 @@ mod tests {
 
     fn plan(pod: Option<&api::PodSandbox>, c: &api::Container, settings: &Settings) -> Plan {
         let spec = spec_of(pod, c).expect("spec");
-        decide(&Inputs {
-            spec: &spec,
-            state_annotations: None,
-            settings,
-            host_ram: Bytes(16 * GI),
-            user: &crate::plan::UserFacts::HOOK,
-        })
-        .expect("plan")
+        crate::plan::fixtures::plan_of(&spec, settings).expect("plan")
     }
 
     #[test]

@@ -401,6 +401,21 @@ pub(crate) mod fixtures {
         }
     }
 
+    /// The plan for `spec` on a 16 GiB host, as the hook makes it before
+    /// reading `/etc/passwd`.
+    pub(crate) fn plan_of(
+        spec: &crate::oci::Spec,
+        settings: &crate::settings::Settings,
+    ) -> Result<Plan, PlanError> {
+        super::super::decide(&super::super::Inputs {
+            spec,
+            state_annotations: None,
+            settings,
+            host_ram: Bytes(16 << 30),
+            user: &super::super::UserFacts::HOOK,
+        })
+    }
+
     /// A tmpfs on `target` (always a target: [`Origin::Default`]).
     pub(crate) fn mount(target: &str, tmpfs: Tmpfs) -> Action {
         Action::MountTmpfs {

@@ -241,7 +241,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::plan::{decide, Inputs};
     use crate::settings::Settings;
 
     const GI: u64 = 1 << 30;
@@ -264,14 +263,7 @@ mod tests {
 
     fn plan_of(config: &Value, settings: &Settings) -> Plan {
         let spec = serde_json::from_value(config.clone()).unwrap();
-        decide(&Inputs {
-            spec: &spec,
-            state_annotations: None,
-            settings,
-            host_ram: Bytes(16 * GI),
-            user: &crate::plan::UserFacts::HOOK,
-        })
-        .unwrap()
+        crate::plan::fixtures::plan_of(&spec, settings).unwrap()
     }
 
     fn run(mut config: Value, settings: &Settings, refused: &[&str]) -> (Value, Edit) {

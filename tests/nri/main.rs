@@ -687,18 +687,6 @@ fn host_view(node: &Node, dir: &Path) -> (Vec<String>, Vec<String>) {
     (ours, under)
 }
 
-/// The names in a directory, sorted.
-fn listing(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
 /// The checks of [`hostile`] on what the container saw (`out`: its
 /// mountinfo, `===`, the canary read through the link, `===`, `WROTE`) and
 /// on the volume's host directory (`host`: through the node's namespace,
@@ -748,7 +736,7 @@ fn inside(r: &mut Report, h: &Hostile, out: &str, host: (&Path, &Path), before: 
         let mut want = before.to_vec();
         want.push(rel.to_string());
         want.sort();
-        let after = listing(host_ns);
+        let after = support::home::listing(host_ns);
         r.check(after == want, format!("{name}: the volume holds {after:?}, want {want:?}"));
     }
 }
@@ -777,7 +765,7 @@ fn hostile(node: &mut Node, r: &mut Report, h: &Hostile) {
     if h.volume.is_some() {
         std::fs::write(host_ns.join("canary"), &canary).unwrap();
     }
-    let before = listing(&host_ns);
+    let before = support::home::listing(&host_ns);
     let (_, mounts_before) = host_view(node, &host_dir);
     let propagation = if h.shared { "PROPAGATION_BIDIRECTIONAL" } else { "PROPAGATION_PRIVATE" };
     let vols: Vec<Value> = h.volume.map(|v| vol(v, &host_dir, propagation)).into_iter().collect();
@@ -833,8 +821,8 @@ fn hostile(node: &mut Node, r: &mut Report, h: &Hostile) {
         want.push(rel.to_string());
         want.sort();
         r.check(
-            listing(&host_ns) == want,
-            format!("{name}: after removal the volume holds {:?}", listing(&host_ns)),
+            support::home::listing(&host_ns) == want,
+            format!("{name}: after removal the volume holds {:?}", support::home::listing(&host_ns)),
         );
     }
 }

@@ -794,7 +794,7 @@ fn remove(node: &Node, r: &mut Report, what: &str, id: &str) {
 }
 
 /// The names in a directory, sorted.
-fn listing(dir: &Path) -> Vec<String> {
+pub fn listing(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
