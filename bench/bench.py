@@ -19,6 +19,9 @@ root and `runc spec`'s other defaults (64 MiB /dev/shm). Variants:
           hook executor's physical floor;
   LABEL   `oci-tmpfs-hook inject --stage prestart` with the binary given as
           `--hook LABEL=PATH` (repeatable: e.g. a glibc and a musl build).
+The home section's rootfs adds debian:12's /etc/passwd and a /root, so that
+root's HOME is /root whether it comes from process.env or from the passwd
+entry the hook reads (docs/design.md#home-plan).
 Latency is the wall time of `<runtime> run` (create, hooks, start, `true`,
 exit, delete), measured in rounds that alternate the variants (the order
 rotates every round) so that load from anything else on the machine hits all
@@ -37,7 +40,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNTIMES = ["runc", "crun"]
-SECTIONS = ["latency", "startup", "wrapper", "hook", "many", "exec", "binary"]
+SECTIONS = ["latency", "startup", "home", "wrapper", "hook", "many", "exec", "binary"]
 # The startup section's rows, by what their name contains, and the floor each
 # is measured against.
 STARTUP_FLOORS = {"hook, full plan": "C mount sequence", "hook, writable root": "no-op hook, writable root",
@@ -452,6 +455,93 @@ def section_startup(b, runtimes, runs):
     ]
 
 
+# debian:12's /etc/passwd (base-passwd): 18 entries, 839 bytes (as bench/callgrind.sh).
+DEBIAN_PASSWD = """root:x:0:0:root:/root:/bin/bash
+daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin
+bin:x:2:2:bin:/bin:/usr/sbin/nologin
+sys:x:3:3:sys:/dev:/usr/sbin/nologin
+sync:x:4:65534:sync:/bin:/bin/sync
+games:x:5:60:games:/usr/games:/usr/sbin/nologin
+man:x:6:12:man:/var/cache/man:/usr/sbin/nologin
+lp:x:7:7:lp:/var/spool/lpd:/usr/sbin/nologin
+mail:x:8:8:mail:/var/mail:/usr/sbin/nologin
+news:x:9:9:news:/var/spool/news:/usr/sbin/nologin
+uucp:x:10:10:uucp:/var/spool/uucp:/usr/sbin/nologin
+proxy:x:13:13:proxy:/bin:/usr/sbin/nologin
+www-data:x:33:33:www-data:/var/www:/usr/sbin/nologin
+backup:x:34:34:backup:/var/backups:/usr/sbin/nologin
+list:x:38:38:Mailing List Manager:/var/list:/usr/sbin/nologin
+irc:x:39:39:ircd:/run/ircd:/usr/sbin/nologin
+_apt:x:42:65534::/nonexistent:/usr/sbin/nologin
+nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin
+"""
+
+
+def section_home(b, runtimes, runs):
+    """Where HOME comes from, with the hook at prestart: HOME=/root in
+    process.env (no passwd read) against no HOME, where the hook reads the
+    image's /etc/passwd for uid 0 (home /root) and plans again. Both end in
+    the same mounts (/tmp, /root, /dev/shm grown), so the difference is the
+    read and the second plan. One alternating run per runtime over every
+    `--hook` binary: `run` of each bundle, ratios to the same binary's
+    HOME-in-env row and to the first binary's; and, in the same rotation,
+    the hook process itself (hook_timer.py in front of it: wall and CPU ms
+    per invocation), which the runtime's own noise does not blur."""
+    rootfs = os.path.join(b.work, "rootfs-home")
+    if not os.path.exists(rootfs):
+        shutil.copytree(b.rootfs, rootfs, symlinks=True)
+        os.makedirs(os.path.join(rootfs, "root"), mode=0o700)
+        with open(os.path.join(rootfs, "etc/passwd"), "w") as f:
+            f.write(DEBIAN_PASSWD)
+    env_row, read_row = "HOME=/root in process.env", "no HOME, /etc/passwd read"
+    rows, hrows = [], []
+    for rt in runtimes:
+        runs_of, logs = {}, {}
+        for label, _ in b.hooks:
+            for what in (env_row, read_row):
+                for measure in (None, "wall"):
+                    name = f"{rt}-home-{len(runs_of)}"
+                    d = b.bundle(name, label, measure=measure)
+                    path = os.path.join(d, "config.json")
+                    with open(path) as f:
+                        cfg = json.load(f)
+                    cfg["root"]["path"] = rootfs
+                    if what == env_row:
+                        cfg["process"]["env"].append("HOME=/root")
+                    write_json(path, cfg)
+                    key = f"{label}: {what}" + (" (timed)" if measure else "")
+                    if measure:
+                        logs[f"{label}: {what}"] = b.log(name)
+                    with open(path, "rb") as f:
+                        runs_of[key] = ([rt], d, None, f.read())
+        t = b.rotate_cmds(runs_of, runs)
+        first = t[f"{b.hooks[0][0]}: {env_row}"]["median"]
+        for n in (k for k in runs_of if not k.endswith("(timed)")):
+            st = t[n]
+            own = t[n.split(": ")[0] + ": " + env_row]["median"]
+            rows.append([rt, n, f"{st['median']:.2f}", f"{st['p10']:.2f}", f"{st['p90']:.2f}",
+                         f"{st['median'] - own:+.2f}", f"{st['median'] / own:.3f}", f"{st['median'] / first:.3f}"])
+        hook = {n: read_log(path)[WARMUP:] for n, path in logs.items()}  # rotate_cmds' warm-up rounds dropped
+        for n, lines in hook.items():
+            wall, cpu = stats([r[1] for r in lines]), stats([r[2] for r in lines])
+            own = hook[n.split(": ")[0] + ": " + env_row]
+            own_wall, own_cpu = stats([r[1] for r in own]), stats([r[2] for r in own])
+            hrows.append([rt, n, f"{wall['median']:.3f}", f"{wall['p10']:.3f}", f"{wall['p90']:.3f}",
+                          f"{(wall['median'] - own_wall['median']) * 1000:+.0f}",
+                          f"{(wall['p10'] - own_wall['p10']) * 1000:+.0f}", f"{cpu['median']:.3f}",
+                          f"{(cpu['median'] - own_cpu['median']) * 1000:+.0f}", len(lines)])
+        print(f"bench: home {rt} done", file=sys.stderr)
+    return [
+        f"\n### HOME from process.env or from /etc/passwd (`<runtime> run` of `true`, hook at prestart, ms; "
+        f"{runs} alternating rounds)\n",
+        table(["runtime", "variant", "median", "p10", "p90", "Δ vs its HOME in env", "ratio to its HOME in env",
+               f"ratio to {b.hooks[0][0]}: HOME in env"], rows),
+        "\n### The hook process alone, same rounds (hook_timer.py: posix_spawn to wait4, ms)\n",
+        table(["runtime", "variant", "wall median", "wall p10", "wall p90", "Δ wall median vs its HOME in env (µs)",
+               "Δ wall p10 (µs)", "CPU median", "Δ CPU median (µs)", "runs"], hrows),
+    ]
+
+
 def section_hook(b, runtimes, runs):
     rows, lrows = [], []
     for rt in runtimes:
@@ -617,6 +707,8 @@ def main():
             out += section_latency(b, runtimes, args.runs)
         if "startup" in sections:
             out += section_startup(b, runtimes, args.runs)
+        if "home" in sections:
+            out += section_home(b, runtimes, args.runs)
         if "wrapper" in sections:
             out += section_wrapper(b, runtimes, args.runs)
         if "hook" in sections:
