@@ -398,7 +398,10 @@ fn passwd_from(dir: &OwnedFd, rel: &str, path: &OwnedFd, uid: u32) -> Passwd {
         Ok(again) if (again.st_dev, again.st_ino) == (st.st_dev, st.st_ino) => {}
         _ => return Passwd::Unreadable("changed while it was read".into()),
     }
-    let mut bytes = Vec::new();
+    // Room for the whole file and the end: two reads, not a doubling probe
+    // from 32 bytes (seven reads for an 839-byte file: BENCHMARKS.md#home-lookup).
+    let size = usize::try_from(st.st_size).unwrap_or(0).min(plan::PASSWD_MAX as usize);
+    let mut bytes = Vec::with_capacity(size + 1);
     let read = std::io::Read::read_to_end(
         &mut std::io::Read::take(std::fs::File::from(file), plan::PASSWD_MAX + 1),
         &mut bytes,
