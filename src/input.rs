@@ -14,6 +14,7 @@ use serde::Deserialize;
 
 use crate::files::{self, FileError};
 use crate::names::{rooted, CONFIG_ENV, DEFAULT_CONFIG_PATH};
+use crate::plan::HostFacts;
 use crate::settings::{Settings, SettingsError};
 use crate::size::Bytes;
 
@@ -194,15 +195,6 @@ impl ConfigSource {
             .map_err(|source| InputError::Settings { path: path.to_path_buf(), source })?;
         Ok((settings, text))
     }
-}
-
-/// What the host contributes to a plan besides its config (read by
-/// [`host_facts`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HostFacts {
-    /// The host's total RAM (the basis of a percentage without a memory
-    /// limit).
-    pub ram: Bytes,
 }
 
 /// What the plan needs of the host (for `plan::plan_for`).

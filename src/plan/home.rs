@@ -8,61 +8,9 @@
 //! path is left alone with a note. Pure: [`passwd_home`] parses bytes an
 //! executor read.
 
-use serde::Serialize;
-
-use super::{Inputs, Note, Owner, PlanError};
+use super::{HomeFrom, Inputs, Note, Owner, Passwd, PlanError};
 use crate::names::ANNOTATION_HOME;
 use crate::target::{self, Reject, TargetPath};
-
-/// The most of `/etc/passwd` an executor reads: a larger file is not used
-/// (docs/design.md#home-plan).
-pub const PASSWD_MAX: u64 = 1 << 20;
-
-/// What the image's `/etc/passwd` says of the process's uid, as an
-/// executor read it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "kind", content = "value")]
-pub enum Passwd {
-    /// Not read: the plan asks for it when it needs it.
-    #[default]
-    NotRead,
-    /// No image to read (`explain --manifest`).
-    Unknown,
-    /// The uid's first entry, with its home field.
-    Entry(String),
-    /// No entry for the uid, or no `/etc/passwd` at all.
-    NoEntry,
-    /// A file that cannot be used, and why.
-    Unreadable(String),
-}
-
-/// What only an executor knows of the container's user.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct UserFacts {
-    pub passwd: Passwd,
-    /// The executor writes `config.json` before the runtime reads it, so it
-    /// can set `HOME` in `process.env` (the spec executor: the runtime
-    /// wrapper in spec mode, `inject --mode spec`).
-    pub sets_env: bool,
-}
-
-impl UserFacts {
-    /// An executor that has not read `/etc/passwd` and cannot set the
-    /// environment (the hook, NRI).
-    pub const HOOK: UserFacts = UserFacts { passwd: Passwd::NotRead, sets_env: false };
-}
-
-/// Where the home came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HomeFrom {
-    /// `HOME=` in `process.env` (its last).
-    Env,
-    /// The uid's `/etc/passwd` entry in the image.
-    Passwd,
-    /// The host config's `home_fallback`, set in `process.env` by the executor.
-    Fallback,
-}
 
 /// The home to mount.
 #[derive(Debug, PartialEq, Eq)]

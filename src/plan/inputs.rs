@@ -1,9 +1,12 @@
 //! What a decision depends on ([`Inputs`]): the spec, the state's
 //! annotations, the host config and the host's facts, with the lookups the
 //! steps share (annotations under the host's policy, the spec's mounts by
-//! destination). Values only; the host's facts are [`crate::input::HostFacts`].
+//! destination). Values only: [`HostFacts`] and [`UserFacts`] are read by the executors
+//! (`crate::input::host_facts`, the passwd read of the fd layer).
 
 use std::collections::HashMap;
+
+use serde::Serialize;
 
 use crate::oci::Spec;
 
@@ -14,6 +17,53 @@ use crate::settings::{AnnotationPolicy, Settings};
 use crate::size::Bytes;
 use crate::target::TargetPath;
 
+/// What the host contributes to a plan besides its config (read by
+/// `crate::input::host_facts`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostFacts {
+    /// The host's total RAM (the basis of a percentage without a memory
+    /// limit).
+    pub ram: Bytes,
+}
+
+/// The most of `/etc/passwd` an executor reads: a larger file is not used
+/// (docs/design.md#home-plan).
+pub const PASSWD_MAX: u64 = 1 << 20;
+
+/// What the image's `/etc/passwd` says of the process's uid, as an
+/// executor read it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "value")]
+pub enum Passwd {
+    /// Not read: the plan asks for it when it needs it.
+    #[default]
+    NotRead,
+    /// No image to read (`explain --manifest`).
+    Unknown,
+    /// The uid's first entry, with its home field.
+    Entry(String),
+    /// No entry for the uid, or no `/etc/passwd` at all.
+    NoEntry,
+    /// A file that cannot be used, and why.
+    Unreadable(String),
+}
+
+/// What only an executor knows of the container's user.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UserFacts {
+    pub passwd: Passwd,
+    /// The executor writes `config.json` before the runtime reads it, so it
+    /// can set `HOME` in `process.env` (the spec executor: the runtime
+    /// wrapper in spec mode, `inject --mode spec`).
+    pub sets_env: bool,
+}
+
+impl UserFacts {
+    /// An executor that has not read `/etc/passwd` and cannot set the
+    /// environment (the hook, NRI).
+    pub const HOOK: UserFacts = UserFacts { passwd: Passwd::NotRead, sets_env: false };
+}
+
 /// Everything a decision depends on.
 #[derive(Clone, Copy, Debug)]
 pub struct Inputs<'a> {
@@ -23,7 +73,7 @@ pub struct Inputs<'a> {
     pub settings: &'a Settings,
     pub host_ram: Bytes,
     /// What the executor knows of the container's user.
-    pub user: &'a super::UserFacts,
+    pub user: &'a UserFacts,
 }
 
 impl Inputs<'_> {

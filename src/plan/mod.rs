@@ -24,11 +24,10 @@ use std::collections::HashMap;
 
 use crate::oci::Spec;
 
-pub use crate::input::HostFacts;
 pub(crate) use enable::NO_OWN_MOUNT_NAMESPACE;
-pub use home::{passwd_home, HomeFrom, Passwd, UserFacts, PASSWD_MAX};
-pub use inputs::Inputs;
+pub use home::passwd_home;
 use inputs::SpecMounts;
+pub use inputs::{HostFacts, Inputs, Passwd, UserFacts, PASSWD_MAX};
 pub use model::*;
 
 pub use crate::names::{
@@ -115,7 +114,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
     let targets = targets::not_spec_mounted(targets, &spec_mounts, &mut plan.notes);
     // A home of ours is set in the environment only when it stays a target
     // or is the spec's own mount.
-    if let Some((h, _)) = home.as_ref().filter(|(h, _)| h.from == home::HomeFrom::Fallback) {
+    if let Some((h, _)) = home.as_ref().filter(|(h, _)| h.from == HomeFrom::Fallback) {
         if targets.iter().any(|c| c.path == h.path) || spec_mounts.last_at(h.path.as_str()).is_some() {
             plan.home_env = Some(h.path.to_string());
         }

@@ -8,6 +8,18 @@ use super::{ANNOTATION_ENABLED, SHM_PATH};
 use crate::size::{Basis, Bytes, SizeError};
 use crate::target::{EnvVar, TargetPath};
 
+/// Where the home came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HomeFrom {
+    /// `HOME=` in `process.env` (its last).
+    Env,
+    /// The uid's `/etc/passwd` entry in the image.
+    Passwd,
+    /// The host config's `home_fallback`, set in `process.env` by the executor.
+    Fallback,
+}
+
 /// Where a temp target came from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "name")]
@@ -20,7 +32,7 @@ pub enum Origin {
     /// `extra_targets` in the host config.
     HostConfig,
     /// The container user's `HOME`, and where it came from.
-    Home(super::HomeFrom),
+    Home(HomeFrom),
 }
 
 impl Origin {
