@@ -4,15 +4,18 @@
 //! container's mount namespace before the user's process starts.
 //!
 //! Layers, each importing only the ones below it (no import circle):
-//! - [`cli`]: one file per subcommand, its flags and a thin `run`.
+//! - [`cli`]: one file per subcommand, its flags and a thin `run`; the
+//!   runtime wrapper's is `runtime`, with runc's command-line grammar.
 //! - the executors, each taking a [`plan::Plan`] from [`plan::plan_for`]:
-//!   [`wrapper`] (the runtime wrapper, which picks one of the next two, and
-//!   gives an `exec` the `HOME` the spec executor set: [`exec_home`]),
-//!   [`spec`] (tmpfs entries written into `config.json`, checked on the
+//!   [`spec`] (the runtime wrapper's dispatch, which picks it or the hook
+//!   and gives an `exec` the `HOME` it set; tmpfs entries written into
+//!   `config.json`, checked on the
 //!   rootfs with the hook's resolver), [`hook`] (by fd in the container's
 //!   namespace, with the syscall layer), [`nri`] (the NRI plugin); beside
 //!   them [`node`] (the node installer) and [`diagnose`] (the `doctor` command's checks), over [`engine`]
 //!   (each engine's registration, its changes and its checks).
+//! - [`real_runtime`]: the runtime the wrapper execs, and whether its
+//!   version may be handed our temp-target mounts (asked once, cached).
 //! - [`manifest`]: `explain --manifest`, Kubernetes pod templates as the
 //!   plan's input (pure; off the hook's and the wrapper's path).
 //! - [`logger`]: the log backend, and how a plan and its outcome are logged.
@@ -30,7 +33,6 @@ pub mod cli;
 pub(crate) mod diagnose;
 pub mod engine;
 pub mod error;
-pub(crate) mod exec_home;
 pub(crate) mod files;
 pub(crate) mod hook;
 pub mod input;
@@ -42,10 +44,10 @@ pub(crate) mod node;
 pub mod nri;
 pub mod oci;
 pub mod plan;
+pub(crate) mod real_runtime;
 pub mod settings;
 pub mod size;
 pub(crate) mod spec;
 pub mod stage;
 pub mod target;
 pub(crate) mod termination;
-pub(crate) mod wrapper;

@@ -75,7 +75,7 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
     }
     let carried = match (&rootfs, plan.enabled) {
         (Some(r), true) => {
-            let runtime_unsafe = crate::wrapper::bundle_runtime_unsafe(args.runtime.as_deref());
+            let runtime_unsafe = crate::real_runtime::bundle_runtime_unsafe(args.runtime.as_deref());
             let ours = crate::files::this_binary()?;
             let foreign = route::foreign_runtime_hooks(&hooks, &ours);
             let facts = route::Facts {

@@ -158,7 +158,7 @@ pub fn try_main() -> Result<ExitCode, Error> {
     let mut argv = std::env::args_os();
     let argv0 = argv.next();
     let args: Vec<_> = argv.collect();
-    if argv0.as_ref().is_some_and(|a| crate::wrapper::invoked_as_wrapper(a)) {
+    if argv0.as_ref().is_some_and(|a| runtime::invoked_as_wrapper(a)) {
         return runtime::run(&args);
     }
     // A pre-registered NRI plugin: the runtime runs its entry with no

@@ -6,7 +6,9 @@
 //! ([`crate::hook::engine_shm::grow`]). A plan that needs a directory inside
 //! a fresh tmpfs (`TMPDIR=/tmp/job`) gets the hook instead.
 
+pub(crate) mod dispatch;
 pub(crate) mod edit;
+pub(crate) mod exec_home;
 pub(crate) mod host;
 pub(crate) mod route;
 

@@ -17,6 +17,13 @@
 //! fit leaves the process file alone, with a debug line: an exec never fails
 //! because of us. No subprocess, no syscall beyond the reads and the one
 //! atomic rewrite of the process file.
+//!
+//! It sits with the spec executor because it is that executor's second
+//! half: the `HOME` it carries over is the one [`super::carry_out`] wrote
+//! into the bundle's `config.json`, read back from there. The wrapper's
+//! dispatch ([`super::dispatch`]) calls it on `exec`, with the exec as
+//! plain values ([`Exec`]): it does not read the command line, whose
+//! grammar is the `runtime` command's.
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::AsFd as _;
@@ -27,7 +34,6 @@ use serde_json::Value;
 
 use crate::files::{self, Durability, FileError};
 use crate::input::{self, MAX_CONFIG_BYTES};
-use crate::wrapper::ExecLine;
 
 /// The most a runtime's state file may hold: runc's `state.json` carries
 /// the container's whole seccomp profile (30 KB for Docker's default,
@@ -40,6 +46,20 @@ const RUNC_ROOT: &str = "/run/runc";
 /// crun's state file in `<root>/<id>/`, and its root when `--root` is not given.
 const CRUN_STATE: &str = "status";
 const CRUN_ROOT: &str = "/run/crun";
+
+/// An `exec` as its command line names it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Exec<'a> {
+    /// `--process FILE`: the process, as JSON (what the engines pass).
+    pub process: Option<&'a Path>,
+    /// The container id.
+    pub id: Option<&'a OsStr>,
+    /// The command line chooses the user (`--user`) or sets `HOME`
+    /// (`--env HOME=...`) itself.
+    pub chooses: bool,
+    /// The runtime's global `--root`: where it keeps its containers' state.
+    pub root: Option<&'a Path>,
+}
 
 /// Why the process file was left alone.
 #[derive(Debug, thiserror::Error)]
@@ -155,23 +175,23 @@ pub(crate) fn bundle_in_state(file: &str, bytes: &[u8], id: &str) -> Option<Path
     bundle.is_absolute().then_some(bundle)
 }
 
-/// Adds the container's `HOME` to the process file of the `exec` `line`,
-/// when [`decide`] says so; `runtime` is the file name of the real runtime.
+/// Adds the container's `HOME` to the process file of `exec`, when
+/// [`decide`] says so; `runtime` is the file name of the real runtime.
 /// Logs what it did at info, and why it did nothing at debug: never fails.
-pub(crate) fn carry_over(line: &ExecLine, root: Option<&Path>, runtime: &OsStr) {
-    if line.chooses {
+pub(crate) fn carry_over(exec: &Exec<'_>, runtime: &OsStr) {
+    if exec.chooses {
         log::debug!("exec: the command line names the user or HOME; the process is left alone");
         return;
     }
-    match add_home(line, root, runtime) {
+    match add_home(exec, runtime) {
         Ok(Decision::Add(home)) => log::info!("exec: set HOME={home} in the process (the container's HOME)"),
         Ok(Decision::Keep(why)) => log::debug!("exec: HOME left alone: {why}"),
         Err(e) => log::debug!("exec: HOME left alone: {}", crate::error::chain(&e)),
     }
 }
 
-fn add_home(line: &ExecLine, root: Option<&Path>, runtime: &OsStr) -> Result<Decision, ExecHomeError> {
-    let path = line.process.as_deref().ok_or(ExecHomeError::NoProcessFile)?;
+fn add_home(exec: &Exec<'_>, runtime: &OsStr) -> Result<Decision, ExecHomeError> {
+    let path = exec.process.ok_or(ExecHomeError::NoProcessFile)?;
     let read_err = |source| ExecHomeError::Read { path: path.to_path_buf(), source };
     let contents = files::read(None, path, MAX_CONFIG_BYTES).map_err(read_err)?;
     let bad = |what: &str| ExecHomeError::Process { path: path.to_path_buf(), what: what.into() };
@@ -180,10 +200,10 @@ fn add_home(line: &ExecLine, root: Option<&Path>, runtime: &OsStr) -> Result<Dec
     if let Some(home) = last_home(&env) {
         return Ok(Decision::Keep(format!("the exec's env has HOME={home}")));
     }
-    let id = line.id.as_deref().ok_or(ExecHomeError::NoId)?;
+    let id = exec.id.ok_or(ExecHomeError::NoId)?;
     let id = plain_id(id).ok_or_else(|| ExecHomeError::BadId(id.to_os_string()))?;
     crate::logger::set_container(id);
-    let bundle = find_bundle(&state_files(runtime, root), id, runtime)?;
+    let bundle = find_bundle(&state_files(runtime, exec.root), id, runtime)?;
     let spec = input::read_spec(&bundle).map_err(ExecHomeError::Config)?;
     let container = spec.process().clone().unwrap_or_default();
     let container_env = container.env().clone().unwrap_or_default();
@@ -421,8 +441,9 @@ mod tests {
         Setup { dir, root, process }
     }
 
-    fn exec_line(s: &Setup) -> ExecLine {
-        ExecLine { process: Some(s.process.clone()), id: Some("ID".into()), chooses: false }
+    /// The exec of the process file in `s`'s container, with its root.
+    fn exec_line(s: &Setup) -> Exec<'_> {
+        Exec { process: Some(&s.process), id: Some(OsStr::new("ID")), chooses: false, root: Some(&s.root) }
     }
 
     fn env_of(path: &Path) -> Value {
@@ -439,7 +460,7 @@ mod tests {
         for file in [RUNC_STATE, CRUN_STATE] {
             let s = setup(file, file, &container, &exec);
             std::fs::set_permissions(&s.process, std::fs::Permissions::from_mode(0o600)).unwrap();
-            let got = add_home(&exec_line(&s), Some(&s.root), OsStr::new("runc")).unwrap();
+            let got = add_home(&exec_line(&s), OsStr::new("runc")).unwrap();
             assert_eq!(got, Decision::Add("/home/1000".into()), "{file}");
             let after: Value = serde_json::from_slice(&std::fs::read(&s.process).unwrap()).unwrap();
             assert_eq!(after["env"], serde_json::json!(["PATH=/bin", "HOME=/home/1000"]), "{file}");
@@ -447,7 +468,7 @@ mod tests {
             let mode = std::fs::metadata(&s.process).unwrap().permissions().mode() & 0o7777;
             assert_eq!(mode, 0o600, "{file}: the file's mode is kept");
             // Again: the file has a HOME now, and is not changed.
-            let got = add_home(&exec_line(&s), Some(&s.root), OsStr::new("runc")).unwrap();
+            let got = add_home(&exec_line(&s), OsStr::new("runc")).unwrap();
             assert!(matches!(got, Decision::Keep(_)), "{file}: {got:?}");
             assert_eq!(env_of(&s.process), serde_json::json!(["PATH=/bin", "HOME=/home/1000"]));
         }
@@ -455,9 +476,9 @@ mod tests {
 
     /// [`add_home`]'s error for `line`, checking that the process file is
     /// unchanged.
-    fn refused(s: &Setup, line: &ExecLine, root: Option<&Path>, runtime: &str) -> ExecHomeError {
+    fn refused(s: &Setup, line: &Exec<'_>, runtime: &str) -> ExecHomeError {
         let before = std::fs::read(&s.process).unwrap();
-        let err = add_home(line, root, OsStr::new(runtime)).unwrap_err();
+        let err = add_home(line, OsStr::new(runtime)).unwrap_err();
         assert_eq!(std::fs::read(&s.process).unwrap(), before, "{err:?}: the process file changed");
         err
     }
@@ -468,42 +489,42 @@ mod tests {
         let exec = serde_json::json!({"user": {"uid": 1000}, "env": ["PATH=/bin"]});
 
         let s = setup("as-root", RUNC_STATE, &container, &serde_json::json!({"user": {"uid": 0}, "env": []}));
-        let got = add_home(&exec_line(&s), Some(&s.root), OsStr::new("runc")).unwrap();
+        let got = add_home(&exec_line(&s), OsStr::new("runc")).unwrap();
         assert!(matches!(got, Decision::Keep(_)), "another uid: {got:?}");
         assert_eq!(env_of(&s.process), serde_json::json!([]));
 
         let s = setup("symlinked-dir", RUNC_STATE, &container, &exec);
         std::fs::rename(s.root.join("ID"), s.root.join("real")).unwrap();
         std::os::unix::fs::symlink("real", s.root.join("ID")).unwrap();
-        let err = refused(&s, &exec_line(&s), Some(&s.root), "runc");
+        let err = refused(&s, &exec_line(&s), "runc");
         assert!(matches!(err, ExecHomeError::StateDir { .. }), "a symlinked state dir: {err:?}");
 
         let s = setup("symlinked-state", RUNC_STATE, &container, &exec);
         std::fs::rename(s.root.join("ID/state.json"), s.dir.join("elsewhere.json")).unwrap();
         std::os::unix::fs::symlink(s.dir.join("elsewhere.json"), s.root.join("ID/state.json")).unwrap();
-        let err = refused(&s, &exec_line(&s), Some(&s.root), "runc");
+        let err = refused(&s, &exec_line(&s), "runc");
         assert!(matches!(err, ExecHomeError::Read { .. }), "a symlinked state file: {err:?}");
 
         let s = setup("bad-id", RUNC_STATE, &container, &exec);
-        let line = ExecLine { id: Some("../root/ID".into()), ..exec_line(&s) };
-        assert!(matches!(refused(&s, &line, Some(&s.root), "runc"), ExecHomeError::BadId(_)));
+        let line = Exec { id: Some(OsStr::new("../root/ID")), ..exec_line(&s) };
+        assert!(matches!(refused(&s, &line, "runc"), ExecHomeError::BadId(_)));
 
         let s = setup("no-root", RUNC_STATE, &container, &exec);
-        let err = refused(&s, &exec_line(&s), None, "youki");
+        let err = refused(&s, &Exec { root: None, ..exec_line(&s) }, "youki");
         assert!(matches!(err, ExecHomeError::UnknownRuntime { .. }), "{err:?}");
 
         let s = setup("missing-state", RUNC_STATE, &container, &exec);
         std::fs::remove_file(s.root.join("ID/state.json")).unwrap();
-        let err = refused(&s, &exec_line(&s), Some(&s.root), "runc");
+        let err = refused(&s, &exec_line(&s), "runc");
         assert!(matches!(err, ExecHomeError::Read { .. }), "{err:?}");
         // carry_over logs the same refusal and never fails.
         let before = std::fs::read(&s.process).unwrap();
-        carry_over(&exec_line(&s), Some(&s.root), OsStr::new("runc"));
+        carry_over(&exec_line(&s), OsStr::new("runc"));
         assert_eq!(std::fs::read(&s.process).unwrap(), before);
 
         let s = setup("chooses", RUNC_STATE, &container, &exec);
         let before = std::fs::read(&s.process).unwrap();
-        carry_over(&ExecLine { chooses: true, ..exec_line(&s) }, Some(&s.root), OsStr::new("runc"));
+        carry_over(&Exec { chooses: true, ..exec_line(&s) }, OsStr::new("runc"));
         assert_eq!(std::fs::read(&s.process).unwrap(), before, "a command line that chooses the user");
     }
 }

@@ -1,43 +1,16 @@
-//! The runtime wrapper for engines without a hooks dir (Docker, containerd).
-//!
-//! Installed as a second name of the binary (`oci-tmpfs-runtime`), it is the
-//! "runtime" an engine calls: on `create` and `run` it carries out the plan
-//! for the bundle, then `exec(2)`s the real runtime with the arguments
-//! unchanged, so exit status, signals and stdio are the real runtime's.
-//! On `exec`, a process file without `HOME` that runs as the container's
-//! user gets the container's `HOME` ([`crate::exec_home`]), which the
-//! engine's own copy of the spec lacks when the spec executor set it.
-//! Every other subcommand goes straight through.
-//!
-//! Two executors, chosen by the host config's `mode`: `spec` (the default)
-//! writes the plan's mounts into `config.json` ([`crate::spec`]: after
-//! checking each target against the prepared rootfs by fd, and growing an
-//! engine-made `/dev/shm` on the host), so no hook process runs at the
-//! start; `hook` adds the hook to `config.json` instead (through
-//! [`crate::spec::inject_hook`]: idempotent, lossless; at createContainer
-//! after another party's runtime-namespace hooks). A plan that needs a
-//! directory inside a fresh tmpfs (`TMPDIR=/tmp/job`), or a runtime that
-//! cannot be trusted with our temp-target mounts (its version, asked once
-//! and cached: docs/design.md#runtimes), takes the hook in either mode.
-//!
-//! Here: parsing the runtime's arguments ([`CommandLine`]), finding the real
-//! runtime ([`find_runtime`]), the version policy ([`spec_unsafe`]) and the
-//! dispatch ([`run`]).
+//! runc's command-line grammar, the one parser of the wrapper's argv: what
+//! a runtime is asked (`create`/`run` with its bundle and container id,
+//! `exec` with its process file and container, or anything else) and the
+//! global `--root`. Pure: it reads only its arguments, and neither acts on
+//! them nor rejects any (a command line it does not understand goes through
+//! to the real runtime unchanged, which reports its own usage errors).
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
-use crate::bundle::HookEntry;
-use crate::error::chain;
-use crate::input::ConfigSource;
-use crate::names::{DEFAULT_CONFIG_PATH, DEFAULT_PATH, DEFAULT_RUNTIME, WRAPPER_NAME};
-use crate::settings::{Mode, OnError, Settings};
-use crate::spec;
-use crate::stage::Stage;
+use crate::spec::dispatch::Call;
+use crate::spec::exec_home::Exec;
 
 /// Global options that take a value (`--root R` or `--root=R`): runc's
 /// (`runc --help`), crun's (`--cgroup-manager`, `--log-level`) and youki's.
@@ -166,6 +139,26 @@ impl CommandLine {
         self.creating?;
         self.words.first().map(|w| w.to_string_lossy().into_owned())
     }
+
+    /// What the runtime is asked, in the library's plain values: a `create`
+    /// or `run` with its bundle (the current directory when none is named)
+    /// and container id, an `exec` with its process file, container id and
+    /// the global `--root`, or anything else.
+    pub(crate) fn call(&self) -> Call<'_> {
+        if let Some(exec) = &self.exec {
+            return Call::Exec(Exec {
+                process: exec.process.as_deref(),
+                id: exec.id.as_deref(),
+                chooses: exec.chooses,
+                root: self.root.as_deref(),
+            });
+        }
+        if self.creating.is_some() {
+            let bundle = self.bundle.as_deref().unwrap_or(Path::new("."));
+            return Call::Create { bundle, id: self.container_id() };
+        }
+        Call::Other
+    }
 }
 
 impl ExecLine {
@@ -215,11 +208,6 @@ fn global_root(globals: &[OsString]) -> Option<PathBuf> {
     root
 }
 
-/// True when `argv0`'s file name is [`WRAPPER_NAME`].
-pub(crate) fn invoked_as_wrapper(argv0: &OsStr) -> bool {
-    Path::new(argv0).file_name() == Some(OsStr::new(WRAPPER_NAME))
-}
-
 /// A command-line word split as an option: `--name=value`, `-name value`...
 /// Go's flag package (runc) takes one or two dashes for every option.
 fn option(arg: &OsStr) -> Option<(&[u8], Option<&OsStr>)> {
@@ -255,303 +243,10 @@ fn subcommand_at(args: &[OsString]) -> Option<usize> {
     }
 }
 
-/// A runtime's name and version, from the first line of its `--version`
-/// output (`runc version 1.1.5+ds1`, `crun version 1.8.1`).
-pub(crate) fn parse_version(output: &str) -> Option<(String, [u32; 3])> {
-    let line = output.lines().next()?;
-    let mut words = line.split_whitespace();
-    let name = words.next()?.to_string();
-    if words.next()? != "version" {
-        return None;
-    }
-    let mut v = [0u32; 3];
-    let digits = words.next()?;
-    for (slot, part) in v.iter_mut().zip(digits.split(['.', '+', '-', '~'])) {
-        *slot = part.parse().ok()?;
-    }
-    Some((name, v))
-}
-
-/// Why the spec executor must not hand temp targets to this runtime, if it
-/// must not (docs/design.md#runtimes):
-/// - runc before 1.1.8 chmods a tmpfs mountpoint by path after mounting it,
-///   so a rename race during the start can turn a host directory to the
-///   tmpfs' mode;
-/// - crun 1.29.0 gives a tmpfs's root the mode of the directory it covers
-///   even when the mount says `mode=1777`, so a temp dir over a 0755
-///   directory comes out unwritable for a non-root user (fixed in 1.29.1).
-pub(crate) fn spec_unsafe(name: &str, v: [u32; 3]) -> Option<String> {
-    let [a, b, c] = v;
-    match name {
-        "runc" if v < [1, 1, 8] => Some(format!(
-            "runc {a}.{b}.{c} chmods a tmpfs mountpoint by path after mounting it (until runc 1.1.8), which a rename race can turn onto a host directory"
-        )),
-        "crun" if v == [1, 29, 0] => Some(format!(
-            "crun {a}.{b}.{c} gives a tmpfs the mode of the directory it covers, whatever its mode= says (fixed in crun 1.29.1), which leaves a temp dir unwritable for other users"
-        )),
-        _ => None,
-    }
-}
-
-/// Why the real runtime cannot be run.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum RuntimeError {
-    #[error("reading the host config")]
-    Settings(#[source] crate::input::InputError),
-    #[error(
-        "no {name} on PATH ({path}): install it, or set runtime_path in {DEFAULT_CONFIG_PATH} to the real runtime"
-    )]
-    NotFound { name: String, path: String },
-    #[error("runtime_path {path} is not an executable file: fix runtime_path in {DEFAULT_CONFIG_PATH}")]
-    NotExecutable { path: PathBuf },
-    #[error("{path} is this wrapper itself: set runtime_path in {DEFAULT_CONFIG_PATH} to the real runtime")]
-    Loop { path: PathBuf },
-    #[error("finding this binary (/proc/self/exe)")]
-    OwnExe(#[source] std::io::Error),
-    #[error("executing {path}")]
-    Exec {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// The identity of a file: device and inode, so symlinks and hard links to
-/// the same binary compare equal.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct FileId {
-    dev: u64,
-    ino: u64,
-}
-
-impl FileId {
-    /// The identity of the file `path` resolves to.
-    pub(crate) fn of(path: &Path) -> std::io::Result<FileId> {
-        let m = std::fs::metadata(path)?;
-        Ok(FileId { dev: m.dev(), ino: m.ino() })
-    }
-}
-
-fn executable(path: &Path) -> Option<FileId> {
-    let m = std::fs::metadata(path).ok()?;
-    (m.is_file() && m.permissions().mode() & 0o111 != 0).then(|| FileId { dev: m.dev(), ino: m.ino() })
-}
-
-/// The real runtime: `configured` (the host config's `runtime_path`) when
-/// set, else [`DEFAULT_RUNTIME`] searched in `path_var` (or [`DEFAULT_PATH`]
-/// when unset or empty). Relative `PATH` entries are ignored, and so is any
-/// candidate that is this binary (`own`): the wrapper never execs itself.
-///
-/// # Errors
-/// No such runtime, a `runtime_path` that is not executable, or one that is
-/// this binary.
-pub(crate) fn find_runtime(
-    configured: Option<&Path>,
-    path_var: Option<&OsStr>,
-    own: FileId,
-) -> Result<PathBuf, RuntimeError> {
-    if let Some(path) = configured {
-        return match executable(path) {
-            None => Err(RuntimeError::NotExecutable { path: path.to_path_buf() }),
-            Some(id) if id == own => Err(RuntimeError::Loop { path: path.to_path_buf() }),
-            Some(_) => Ok(path.to_path_buf()),
-        };
-    }
-    let search = match path_var {
-        Some(p) if !p.is_empty() => p,
-        _ => OsStr::new(DEFAULT_PATH),
-    };
-    let mut looped = None;
-    for dir in std::env::split_paths(search).filter(|d| d.is_absolute()) {
-        let candidate = dir.join(DEFAULT_RUNTIME);
-        match executable(&candidate) {
-            Some(id) if id == own => looped = looped.or(Some(candidate)),
-            Some(_) => return Ok(candidate),
-            None => {}
-        }
-    }
-    match looped {
-        Some(path) => Err(RuntimeError::Loop { path }),
-        None => Err(RuntimeError::NotFound {
-            name: DEFAULT_RUNTIME.into(),
-            path: search.to_string_lossy().into_owned(),
-        }),
-    }
-}
-
-/// Runs the wrapper with the runtime's arguments (argv\[0\] excluded). Returns
-/// only when the real runtime could not be exec'd.
-///
-/// # Errors
-/// No real runtime, the plan failed under `on_error = "fail"`, or the exec
-/// failed.
-pub(crate) fn run(args: &[OsString]) -> Result<std::convert::Infallible, crate::error::Error> {
-    let source = ConfigSource::from_env();
-    let settings = source.read().map_err(RuntimeError::Settings)?;
-    let real = real_runtime(&settings)?;
-    let line = CommandLine::parse(args);
-    if let Some(exec) = &line.exec {
-        crate::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
-        crate::exec_home::carry_over(exec, line.root.as_deref(), real.file_name().unwrap_or_default());
-    }
-    if line.creating.is_some() {
-        let dir = line.bundle.clone().unwrap_or_else(|| PathBuf::from("."));
-        let id = line.container_id();
-        prepare(&dir, &source, &settings, &real, id.as_deref())?;
-    }
-    let name = real.file_name().map_or_else(|| real.as_os_str().to_owned(), |n| n.to_owned());
-    let source = Command::new(&real).arg0(name).args(args).exec();
-    Err(RuntimeError::Exec { path: real, source }.into())
-}
-
-fn real_runtime(settings: &Settings) -> Result<PathBuf, RuntimeError> {
-    let own = FileId::of(Path::new("/proc/self/exe")).map_err(RuntimeError::OwnExe)?;
-    find_runtime(settings.runtime_path.as_deref(), std::env::var_os("PATH").as_deref(), own)
-}
-
-/// Carries out the plan for the bundle `dir` as `settings.mode` says, for
-/// the container `id` that the real runtime `real` will create.
-fn prepare(
-    dir: &Path,
-    source: &ConfigSource,
-    settings: &Settings,
-    real: &Path,
-    id: Option<&str>,
-) -> Result<(), crate::error::Error> {
-    crate::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
-    match id {
-        Some(id) => crate::logger::set_container(id),
-        None => {
-            if let Some(name) = dir.canonicalize().ok().as_deref().and_then(Path::file_name) {
-                crate::logger::set_container(&name.to_string_lossy());
-            }
-        }
-    }
-    if settings.mode == Mode::Hook {
-        add_hook(dir, source);
-        return Ok(());
-    }
-    let unsafe_runtime = version_unsafe(real);
-    let launch = spec::Launch { id, runtime_unsafe: unsafe_runtime.as_deref() };
-    match spec::carry_out(dir, settings, hook_entry(source).as_ref(), &launch) {
-        Ok(outcome) => {
-            crate::logger::outcome(&outcome.notes, &outcome.done);
-            Ok(())
-        }
-        // A bundle we cannot read is passed through: the runtime reports it.
-        Err(spec::SpecError::Bundle(e)) => {
-            log::warn!("{}; nothing is mounted, passing the call through", chain(&e));
-            Ok(())
-        }
-        Err(e) if settings.on_error == OnError::Warn => {
-            log::warn!("{} (on_error = \"warn\": the container starts without these mounts)", chain(&e));
-            Ok(())
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Why the spec executor must not hand the temp targets to the runtime
-/// `real`, if it must not (its version, asked once: [`runtime_version`]).
-fn version_unsafe(real: &Path) -> Option<String> {
-    let (name, v) = parse_version(&runtime_version(real)?)?;
-    spec_unsafe(&name, v)
-}
-
-/// [`version_unsafe`] for the runtime that will run a bundle: `named`, else
-/// runc on PATH (for `explain` and `inject --mode spec`).
-pub(crate) fn bundle_runtime_unsafe(named: Option<&Path>) -> Option<String> {
-    let runtime = match named {
-        Some(p) => p.to_path_buf(),
-        None => {
-            let own = FileId::of(Path::new("/proc/self/exe")).ok()?;
-            find_runtime(None, std::env::var_os("PATH").as_deref(), own).ok()?
-        }
-    };
-    version_unsafe(&runtime)
-}
-
-/// The first line of `real --version`, run once per binary: the answer is
-/// kept under [`RUNTIME_CACHE_DIR`], named by the binary's identity (device,
-/// inode, size, modification time), so that no process runs per start and an
-/// upgraded runtime is asked again. `None` when it cannot be run; an empty
-/// line when it printed nothing.
-fn runtime_version(real: &Path) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(real).ok()?;
-    let key = format!("{}-{}-{}-{}.{}", m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec());
-    let cache = Path::new(RUNTIME_CACHE_DIR);
-    let trusted = trusted_dir(cache);
-    if trusted {
-        if let Ok(Some(line)) = crate::files::read_text(&cache.join(&key), 4096) {
-            return Some(line);
-        }
-    }
-    let out = Command::new(real)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .inspect_err(|e| log::debug!("{} --version: {e}", real.display()))
-        .ok()?;
-    // Whatever it answered, even nothing, is kept: a runtime that prints no
-    // version is not asked again at every start.
-    let line = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().trim().to_string();
-    if trusted || make_cache_dir(cache) {
-        let perms = crate::files::Perms { mode: 0o600, owner: None };
-        let path = cache.join(&key);
-        if let Err(e) =
-            crate::files::replace(&path, line.as_bytes(), perms, crate::files::Durability::Scratch)
-        {
-            log::debug!("{e}");
-        }
-    }
-    Some(line)
-}
-
-/// Where [`runtime_version`] keeps its answers (a tmpfs: gone at boot).
-const RUNTIME_CACHE_DIR: &str = "/run/oci-tmpfs-hook/runtimes";
-
-/// `dir` is a directory (not a symlink) owned by root, closed to others.
-fn trusted_dir(dir: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == 0 && m.mode() & 0o077 == 0)
-}
-
-/// Creates [`RUNTIME_CACHE_DIR`] (mode 0700); whether it is trusted then.
-fn make_cache_dir(dir: &Path) -> bool {
-    use std::os::unix::fs::DirBuilderExt;
-    let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir);
-    trusted_dir(dir)
-}
-
-/// The prestart entry of this binary, or `None` when it cannot be found.
-/// The hook reads the host config the wrapper read: `--config` when
-/// `OCI_TMPFS_HOOK_CONFIG` named one (runtimes give hooks no environment).
-fn hook_entry(source: &ConfigSource) -> Option<HookEntry> {
-    match crate::files::this_binary() {
-        Ok(exe) => Some(HookEntry::for_stage(&exe, Stage::Prestart, source.named())),
-        Err(e) => {
-            log::warn!("finding this binary: {e}; the hook is not added");
-            None
-        }
-    }
-}
-
-/// Adds the hook to `dir/config.json` (at the stage
-/// [`crate::spec::route::carrier`] gives hook mode). A bundle we cannot
-/// edit is passed through untouched, so the real runtime reports its own
-/// error.
-fn add_hook(dir: &Path, source: &ConfigSource) {
-    let Some(entry) = hook_entry(source) else { return };
-    if let Err(e) = crate::spec::inject_hook(dir, &entry) {
-        log::warn!("{}; the hook is not added, passing the call through", chain(&e));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStringExt;
 
     /// What a command line parses to: the subcommand when it creates, the
     /// bundle, and the container id.
@@ -837,115 +532,42 @@ mod tests {
         assert_eq!(got(&["--root", "exec", "state", "ID"]), None, "a root named exec");
     }
 
+    /// The library sees what the grammar parsed: a `create`'s bundle (the
+    /// current directory when none is named) and id, an `exec`'s process
+    /// file, id, choice and global `--root`, and nothing of any other line.
+    #[test]
+    fn each_line_is_the_call_it_names() {
+        let call_of = |args: &[&str], check: &dyn Fn(Call<'_>)| {
+            let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+            check(CommandLine::parse(&args).call());
+        };
+        call_of(&["--root", "/r", "create", "-b", "/b", "ID"], &|c| {
+            assert_eq!(c, Call::Create { bundle: Path::new("/b"), id: Some("ID".into()) });
+        });
+        call_of(&["run", "ID"], &|c| {
+            assert_eq!(c, Call::Create { bundle: Path::new("."), id: Some("ID".into()) });
+        });
+        call_of(&["create"], &|c| assert_eq!(c, Call::Create { bundle: Path::new("."), id: None }));
+        call_of(&["--root", "/r", "exec", "-u", "0", "-p", "/p", "ID", "sh"], &|c| {
+            let want = Exec {
+                process: Some(Path::new("/p")),
+                id: Some(OsStr::new("ID")),
+                chooses: true,
+                root: Some(Path::new("/r")),
+            };
+            assert_eq!(c, Call::Exec(want));
+        });
+        call_of(&["exec"], &|c| assert_eq!(c, Call::Exec(Exec::default())));
+        for other in [&["state", "ID"][..], &["--root", "/r", "delete", "ID"], &["features"], &[]] {
+            call_of(other, &|c| assert_eq!(c, Call::Other, "{other:?}"));
+        }
+    }
+
     #[test]
     fn non_utf8_bundle() {
         let args = vec![OsString::from("create"), OsString::from("-b"), OsString::from_vec(vec![b'/', 0xff])];
         let line = CommandLine::parse(&args);
         assert_eq!(line.bundle, Some(PathBuf::from(&args[2])));
         assert_eq!(line.creating, Some("create"));
-    }
-
-    use std::os::unix::ffi::OsStringExt;
-
-    #[test]
-    fn versions_and_the_runtimes_spec_mode_avoids() {
-        let cases = [
-            (
-                "runc version 1.1.5+ds1\ncommit: 1.1.5+ds1-1+deb12u1\nspec: 1.0.2-dev",
-                Some(("runc", [1, 1, 5])),
-                true,
-            ),
-            ("runc version 1.1.8", Some(("runc", [1, 1, 8])), false),
-            ("runc version 1.3.6\ncommit: v1.3.6", Some(("runc", [1, 3, 6])), false),
-            (
-                "crun version 1.8.1\ncommit: f8a096be060b22ccd3d5f3ebe44108517fbf6c30",
-                Some(("crun", [1, 8, 1])),
-                false,
-            ),
-            ("crun version 1.28\ncommit: 1.28", Some(("crun", [1, 28, 0])), false),
-            ("crun version 1.29\ncommit: 1.29", Some(("crun", [1, 29, 0])), true),
-            ("crun version 1.29.0", Some(("crun", [1, 29, 0])), true),
-            ("crun version 1.29.1", Some(("crun", [1, 29, 1])), false),
-            ("runc version 1.2.8", Some(("runc", [1, 2, 8])), false),
-            ("youki version 0.5.3", Some(("youki", [0, 5, 3])), false),
-            ("garbage", None, false),
-        ];
-        for (out, want, unsafe_) in cases {
-            let got = parse_version(out);
-            assert_eq!(got.as_ref().map(|(n, v)| (n.as_str(), *v)), want, "{out}");
-            assert_eq!(got.is_some_and(|(n, v)| spec_unsafe(&n, v).is_some()), unsafe_, "{out}");
-        }
-    }
-
-    #[test]
-    fn wrapper_name() {
-        assert!(invoked_as_wrapper(OsStr::new("oci-tmpfs-runtime")));
-        assert!(invoked_as_wrapper(OsStr::new("/usr/local/bin/oci-tmpfs-runtime")));
-        assert!(!invoked_as_wrapper(OsStr::new("/usr/local/bin/oci-tmpfs-hook")));
-        assert!(!invoked_as_wrapper(OsStr::new("oci-tmpfs-runtime-x")));
-    }
-
-    struct Dir(PathBuf);
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn tempdir(name: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("oth-runtime-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-
-    fn exe(path: &Path) {
-        std::fs::write(path, "#!/bin/sh\n").unwrap();
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-
-    #[test]
-    fn finds_runc_and_skips_itself() {
-        let t = tempdir("find");
-        let (me, other, plain) = (t.0.join("me"), t.0.join("other"), t.0.join("plain"));
-        for d in [&me, &other, &plain] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        exe(&me.join("wrapper"));
-        let own = FileId::of(&me.join("wrapper")).unwrap();
-        // `me/runc` is our own binary under the name runc: skipped.
-        std::os::unix::fs::symlink(me.join("wrapper"), me.join("runc")).unwrap();
-        // A non-executable runc is not a runtime.
-        std::fs::write(plain.join("runc"), "").unwrap();
-        exe(&other.join("runc"));
-        let path = std::env::join_paths([Path::new("relative"), &me, &plain, &other]).unwrap();
-        assert_eq!(find_runtime(None, Some(&path), own).unwrap(), other.join("runc"));
-
-        let only_me = std::env::join_paths([&me, &plain]).unwrap();
-        assert!(matches!(find_runtime(None, Some(&only_me), own), Err(RuntimeError::Loop { .. })));
-        let nothing = std::env::join_paths([&plain]).unwrap();
-        let err = find_runtime(None, Some(&nothing), own).unwrap_err();
-        assert!(err.to_string().starts_with("no runc on PATH ("), "{err}");
-
-        // runtime_path wins over PATH, and may not be ourselves.
-        exe(&t.0.join("crun"));
-        assert_eq!(find_runtime(Some(&t.0.join("crun")), Some(&path), own).unwrap(), t.0.join("crun"));
-        assert!(matches!(
-            find_runtime(Some(&me.join("runc")), Some(&path), own),
-            Err(RuntimeError::Loop { .. })
-        ));
-        assert!(matches!(
-            find_runtime(Some(&t.0.join("missing")), Some(&path), own),
-            Err(RuntimeError::NotExecutable { .. })
-        ));
-    }
-
-    #[test]
-    fn empty_path_uses_the_default() {
-        let own = FileId { dev: u64::MAX, ino: u64::MAX };
-        let found = find_runtime(None, Some(OsStr::new("")), own);
-        let expected =
-            DEFAULT_PATH.split(':').map(|d| Path::new(d).join("runc")).find(|p| executable(p).is_some());
-        assert_eq!(found.ok(), expected);
     }
 }

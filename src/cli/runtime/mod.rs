@@ -1,0 +1,81 @@
+//! `oci-tmpfs-runtime ARGS` (the wrapper's name) or `oci-tmpfs-hook runtime --
+//! ARGS`: the runtime wrapper, for engines without a hooks dir (Docker,
+//! containerd).
+//!
+//! Installed as a second name of the binary, it is the "runtime" an engine
+//! calls. A front end like the other commands: it reads the host config,
+//! finds the real runtime ([`crate::real_runtime`]), parses the runtime's
+//! command line once ([`grammar`], runc's grammar), lets the library act on
+//! what it asks ([`crate::spec::dispatch`]: the plan for the bundle on
+//! `create` and `run`, the container's `HOME` for an `exec`), then
+//! `exec(2)`s the real runtime with the arguments unchanged, so exit status,
+//! signals and stdio are the real runtime's. Every other subcommand goes
+//! straight through.
+//!
+//! Two executors, chosen by the host config's `mode`: `spec` (the default)
+//! writes the plan's mounts into `config.json` ([`crate::spec`]: after
+//! checking each target against the prepared rootfs by fd, and growing an
+//! engine-made `/dev/shm` on the host), so no hook process runs at the
+//! start; `hook` adds the hook to `config.json` instead (through
+//! [`crate::spec::inject_hook`]: idempotent, lossless; at createContainer
+//! after another party's runtime-namespace hooks). A plan that needs a
+//! directory inside a fresh tmpfs (`TMPDIR=/tmp/job`), or a runtime that
+//! cannot be trusted with our temp-target mounts (its version, asked once
+//! and cached: docs/design.md#runtimes), takes the hook in either mode.
+
+pub(crate) mod grammar;
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, ExitCode};
+
+use clap::Args;
+
+use crate::input::ConfigSource;
+use crate::names::WRAPPER_NAME;
+use crate::real_runtime::{self, RuntimeError};
+use grammar::CommandLine;
+
+/// `runtime -- ARGS`.
+#[derive(Clone, Debug, Args)]
+pub(crate) struct RuntimeArgs {
+    /// The runtime's arguments, e.g. `--root R create --bundle DIR ID`.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+    pub args: Vec<OsString>,
+}
+
+/// True when `argv0`'s file name is [`WRAPPER_NAME`].
+pub(crate) fn invoked_as_wrapper(argv0: &OsStr) -> bool {
+    Path::new(argv0).file_name() == Some(OsStr::new(WRAPPER_NAME))
+}
+
+/// Runs the wrapper with the runtime's arguments (argv\[0\] excluded).
+/// Returns only when the real runtime could not be exec'd.
+///
+/// # Errors
+/// No real runtime, the plan failed under `on_error = "fail"`, or the exec
+/// failed.
+pub(crate) fn run(args: &[OsString]) -> Result<ExitCode, crate::error::Error> {
+    let source = ConfigSource::from_env();
+    let settings = source.read().map_err(RuntimeError::Settings)?;
+    let real = real_runtime::find(&settings)?;
+    let line = CommandLine::parse(args);
+    crate::spec::dispatch::before_exec(&line.call(), &source, &settings, &real)?;
+    let name = real.file_name().map_or_else(|| real.as_os_str().to_owned(), |n| n.to_owned());
+    let source = Command::new(&real).arg0(name).args(args).exec();
+    Err(RuntimeError::Exec { path: real, source }.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapper_name() {
+        assert!(invoked_as_wrapper(OsStr::new("oci-tmpfs-runtime")));
+        assert!(invoked_as_wrapper(OsStr::new("/usr/local/bin/oci-tmpfs-runtime")));
+        assert!(!invoked_as_wrapper(OsStr::new("/usr/local/bin/oci-tmpfs-hook")));
+        assert!(!invoked_as_wrapper(OsStr::new("oci-tmpfs-runtime-x")));
+    }
+}

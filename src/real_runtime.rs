@@ -1,0 +1,326 @@
+//! The real runtime behind the wrapper: which binary it execs (the host
+//! config's `runtime_path`, else runc on `PATH`, never this binary itself:
+//! [`find_runtime`]), and whether the spec executor may hand it our
+//! temp-target mounts (its version, [`spec_unsafe`]: docs/design.md#runtimes),
+//! asked once per binary and cached under [`RUNTIME_CACHE_DIR`].
+//!
+//! It does not run the runtime for a container, read its arguments (the
+//! grammar of the wrapper's command line is the `runtime` command's), or
+//! decide the executor: it answers the version question for
+//! `crate::spec::route`'s decision, which the wrapper, `inject --mode spec`
+//! and `explain` all take.
+
+use std::ffi::OsStr;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::names::{DEFAULT_CONFIG_PATH, DEFAULT_PATH, DEFAULT_RUNTIME};
+use crate::settings::Settings;
+
+/// A runtime's name and version, from the first line of its `--version`
+/// output (`runc version 1.1.5+ds1`, `crun version 1.8.1`).
+pub(crate) fn parse_version(output: &str) -> Option<(String, [u32; 3])> {
+    let line = output.lines().next()?;
+    let mut words = line.split_whitespace();
+    let name = words.next()?.to_string();
+    if words.next()? != "version" {
+        return None;
+    }
+    let mut v = [0u32; 3];
+    let digits = words.next()?;
+    for (slot, part) in v.iter_mut().zip(digits.split(['.', '+', '-', '~'])) {
+        *slot = part.parse().ok()?;
+    }
+    Some((name, v))
+}
+
+/// Why the spec executor must not hand temp targets to this runtime, if it
+/// must not (docs/design.md#runtimes):
+/// - runc before 1.1.8 chmods a tmpfs mountpoint by path after mounting it,
+///   so a rename race during the start can turn a host directory to the
+///   tmpfs' mode;
+/// - crun 1.29.0 gives a tmpfs's root the mode of the directory it covers
+///   even when the mount says `mode=1777`, so a temp dir over a 0755
+///   directory comes out unwritable for a non-root user (fixed in 1.29.1).
+pub(crate) fn spec_unsafe(name: &str, v: [u32; 3]) -> Option<String> {
+    let [a, b, c] = v;
+    match name {
+        "runc" if v < [1, 1, 8] => Some(format!(
+            "runc {a}.{b}.{c} chmods a tmpfs mountpoint by path after mounting it (until runc 1.1.8), which a rename race can turn onto a host directory"
+        )),
+        "crun" if v == [1, 29, 0] => Some(format!(
+            "crun {a}.{b}.{c} gives a tmpfs the mode of the directory it covers, whatever its mode= says (fixed in crun 1.29.1), which leaves a temp dir unwritable for other users"
+        )),
+        _ => None,
+    }
+}
+
+/// Why the real runtime cannot be run.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RuntimeError {
+    #[error("reading the host config")]
+    Settings(#[source] crate::input::InputError),
+    #[error(
+        "no {name} on PATH ({path}): install it, or set runtime_path in {DEFAULT_CONFIG_PATH} to the real runtime"
+    )]
+    NotFound { name: String, path: String },
+    #[error("runtime_path {path} is not an executable file: fix runtime_path in {DEFAULT_CONFIG_PATH}")]
+    NotExecutable { path: PathBuf },
+    #[error("{path} is this wrapper itself: set runtime_path in {DEFAULT_CONFIG_PATH} to the real runtime")]
+    Loop { path: PathBuf },
+    #[error("finding this binary (/proc/self/exe)")]
+    OwnExe(#[source] std::io::Error),
+    #[error("executing {path}")]
+    Exec {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The identity of a file: device and inode, so symlinks and hard links to
+/// the same binary compare equal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileId {
+    /// The identity of the file `path` resolves to.
+    pub(crate) fn of(path: &Path) -> std::io::Result<FileId> {
+        let m = std::fs::metadata(path)?;
+        Ok(FileId { dev: m.dev(), ino: m.ino() })
+    }
+}
+
+fn executable(path: &Path) -> Option<FileId> {
+    let m = std::fs::metadata(path).ok()?;
+    (m.is_file() && m.permissions().mode() & 0o111 != 0).then(|| FileId { dev: m.dev(), ino: m.ino() })
+}
+
+/// The real runtime: `configured` (the host config's `runtime_path`) when
+/// set, else [`DEFAULT_RUNTIME`] searched in `path_var` (or [`DEFAULT_PATH`]
+/// when unset or empty). Relative `PATH` entries are ignored, and so is any
+/// candidate that is this binary (`own`): the wrapper never execs itself.
+///
+/// # Errors
+/// No such runtime, a `runtime_path` that is not executable, or one that is
+/// this binary.
+pub(crate) fn find_runtime(
+    configured: Option<&Path>,
+    path_var: Option<&OsStr>,
+    own: FileId,
+) -> Result<PathBuf, RuntimeError> {
+    if let Some(path) = configured {
+        return match executable(path) {
+            None => Err(RuntimeError::NotExecutable { path: path.to_path_buf() }),
+            Some(id) if id == own => Err(RuntimeError::Loop { path: path.to_path_buf() }),
+            Some(_) => Ok(path.to_path_buf()),
+        };
+    }
+    let search = match path_var {
+        Some(p) if !p.is_empty() => p,
+        _ => OsStr::new(DEFAULT_PATH),
+    };
+    let mut looped = None;
+    for dir in std::env::split_paths(search).filter(|d| d.is_absolute()) {
+        let candidate = dir.join(DEFAULT_RUNTIME);
+        match executable(&candidate) {
+            Some(id) if id == own => looped = looped.or(Some(candidate)),
+            Some(_) => return Ok(candidate),
+            None => {}
+        }
+    }
+    match looped {
+        Some(path) => Err(RuntimeError::Loop { path }),
+        None => Err(RuntimeError::NotFound {
+            name: DEFAULT_RUNTIME.into(),
+            path: search.to_string_lossy().into_owned(),
+        }),
+    }
+}
+
+/// The real runtime for the host config `settings`: [`find_runtime`] with
+/// its `runtime_path`, this process's `PATH` and this binary.
+///
+/// # Errors
+/// This binary cannot be found, or as [`find_runtime`].
+pub(crate) fn find(settings: &Settings) -> Result<PathBuf, RuntimeError> {
+    let own = FileId::of(Path::new("/proc/self/exe")).map_err(RuntimeError::OwnExe)?;
+    find_runtime(settings.runtime_path.as_deref(), std::env::var_os("PATH").as_deref(), own)
+}
+
+/// Why the spec executor must not hand the temp targets to the runtime
+/// `real`, if it must not (its version, asked once: [`runtime_version`]).
+pub(crate) fn version_unsafe(real: &Path) -> Option<String> {
+    let (name, v) = parse_version(&runtime_version(real)?)?;
+    spec_unsafe(&name, v)
+}
+
+/// [`version_unsafe`] for the runtime that will run a bundle: `named`, else
+/// runc on PATH (for `explain` and `inject --mode spec`).
+pub(crate) fn bundle_runtime_unsafe(named: Option<&Path>) -> Option<String> {
+    let runtime = match named {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let own = FileId::of(Path::new("/proc/self/exe")).ok()?;
+            find_runtime(None, std::env::var_os("PATH").as_deref(), own).ok()?
+        }
+    };
+    version_unsafe(&runtime)
+}
+
+/// The first line of `real --version`, run once per binary: the answer is
+/// kept under [`RUNTIME_CACHE_DIR`], named by the binary's identity (device,
+/// inode, size, modification time), so that no process runs per start and an
+/// upgraded runtime is asked again. `None` when it cannot be run; an empty
+/// line when it printed nothing.
+fn runtime_version(real: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(real).ok()?;
+    let key = format!("{}-{}-{}-{}.{}", m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec());
+    let cache = Path::new(RUNTIME_CACHE_DIR);
+    let trusted = trusted_dir(cache);
+    if trusted {
+        if let Ok(Some(line)) = crate::files::read_text(&cache.join(&key), 4096) {
+            return Some(line);
+        }
+    }
+    let out = Command::new(real)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .inspect_err(|e| log::debug!("{} --version: {e}", real.display()))
+        .ok()?;
+    // Whatever it answered, even nothing, is kept: a runtime that prints no
+    // version is not asked again at every start.
+    let line = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().trim().to_string();
+    if trusted || make_cache_dir(cache) {
+        let perms = crate::files::Perms { mode: 0o600, owner: None };
+        let path = cache.join(&key);
+        if let Err(e) =
+            crate::files::replace(&path, line.as_bytes(), perms, crate::files::Durability::Scratch)
+        {
+            log::debug!("{e}");
+        }
+    }
+    Some(line)
+}
+
+/// Where [`runtime_version`] keeps its answers (a tmpfs: gone at boot).
+const RUNTIME_CACHE_DIR: &str = "/run/oci-tmpfs-hook/runtimes";
+
+/// `dir` is a directory (not a symlink) owned by root, closed to others.
+fn trusted_dir(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == 0 && m.mode() & 0o077 == 0)
+}
+
+/// Creates [`RUNTIME_CACHE_DIR`] (mode 0700); whether it is trusted then.
+fn make_cache_dir(dir: &Path) -> bool {
+    use std::os::unix::fs::DirBuilderExt;
+    let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir);
+    trusted_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_and_the_runtimes_spec_mode_avoids() {
+        let cases = [
+            (
+                "runc version 1.1.5+ds1\ncommit: 1.1.5+ds1-1+deb12u1\nspec: 1.0.2-dev",
+                Some(("runc", [1, 1, 5])),
+                true,
+            ),
+            ("runc version 1.1.8", Some(("runc", [1, 1, 8])), false),
+            ("runc version 1.3.6\ncommit: v1.3.6", Some(("runc", [1, 3, 6])), false),
+            (
+                "crun version 1.8.1\ncommit: f8a096be060b22ccd3d5f3ebe44108517fbf6c30",
+                Some(("crun", [1, 8, 1])),
+                false,
+            ),
+            ("crun version 1.28\ncommit: 1.28", Some(("crun", [1, 28, 0])), false),
+            ("crun version 1.29\ncommit: 1.29", Some(("crun", [1, 29, 0])), true),
+            ("crun version 1.29.0", Some(("crun", [1, 29, 0])), true),
+            ("crun version 1.29.1", Some(("crun", [1, 29, 1])), false),
+            ("runc version 1.2.8", Some(("runc", [1, 2, 8])), false),
+            ("youki version 0.5.3", Some(("youki", [0, 5, 3])), false),
+            ("garbage", None, false),
+        ];
+        for (out, want, unsafe_) in cases {
+            let got = parse_version(out);
+            assert_eq!(got.as_ref().map(|(n, v)| (n.as_str(), *v)), want, "{out}");
+            assert_eq!(got.is_some_and(|(n, v)| spec_unsafe(&n, v).is_some()), unsafe_, "{out}");
+        }
+    }
+
+    struct Dir(PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn tempdir(name: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("oth-runtime-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+
+    fn exe(path: &Path) {
+        std::fs::write(path, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn finds_runc_and_skips_itself() {
+        let t = tempdir("find");
+        let (me, other, plain) = (t.0.join("me"), t.0.join("other"), t.0.join("plain"));
+        for d in [&me, &other, &plain] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        exe(&me.join("wrapper"));
+        let own = FileId::of(&me.join("wrapper")).unwrap();
+        // `me/runc` is our own binary under the name runc: skipped.
+        std::os::unix::fs::symlink(me.join("wrapper"), me.join("runc")).unwrap();
+        // A non-executable runc is not a runtime.
+        std::fs::write(plain.join("runc"), "").unwrap();
+        exe(&other.join("runc"));
+        let path = std::env::join_paths([Path::new("relative"), &me, &plain, &other]).unwrap();
+        assert_eq!(find_runtime(None, Some(&path), own).unwrap(), other.join("runc"));
+
+        let only_me = std::env::join_paths([&me, &plain]).unwrap();
+        assert!(matches!(find_runtime(None, Some(&only_me), own), Err(RuntimeError::Loop { .. })));
+        let nothing = std::env::join_paths([&plain]).unwrap();
+        let err = find_runtime(None, Some(&nothing), own).unwrap_err();
+        assert!(err.to_string().starts_with("no runc on PATH ("), "{err}");
+
+        // runtime_path wins over PATH, and may not be ourselves.
+        exe(&t.0.join("crun"));
+        assert_eq!(find_runtime(Some(&t.0.join("crun")), Some(&path), own).unwrap(), t.0.join("crun"));
+        assert!(matches!(
+            find_runtime(Some(&me.join("runc")), Some(&path), own),
+            Err(RuntimeError::Loop { .. })
+        ));
+        assert!(matches!(
+            find_runtime(Some(&t.0.join("missing")), Some(&path), own),
+            Err(RuntimeError::NotExecutable { .. })
+        ));
+    }
+
+    #[test]
+    fn empty_path_uses_the_default() {
+        let own = FileId { dev: u64::MAX, ino: u64::MAX };
+        let found = find_runtime(None, Some(OsStr::new("")), own);
+        let expected =
+            DEFAULT_PATH.split(':').map(|d| Path::new(d).join("runc")).find(|p| executable(p).is_some());
+        assert_eq!(found.ok(), expected);
+    }
+}

@@ -1,0 +1,125 @@
+//! What the runtime wrapper does before it execs the real runtime, given
+//! what the runtime is asked ([`Call`], plain values: the `runtime` command
+//! parses the command line): on `create` and `run`, the plan carried out
+//! for the bundle as the host config's `mode` says, in `config.json`
+//! ([`super::carry_out`]) or by adding our hook ([`super::inject_hook`]);
+//! on `exec`, the container's `HOME` given to the process
+//! ([`super::exec_home`]); anything else goes through untouched.
+//!
+//! It neither parses the command line nor finds or execs the real runtime
+//! (the `runtime` command and [`crate::real_runtime`] do), and the choice
+//! of executor for the temp targets is [`super::route`]'s. A bundle it
+//! cannot read or edit is passed through, so that the real runtime reports
+//! its own error.
+
+use std::path::Path;
+
+use crate::bundle::HookEntry;
+use crate::error::chain;
+use crate::input::ConfigSource;
+use crate::real_runtime::version_unsafe;
+use crate::settings::{Mode, OnError, Settings};
+use crate::spec;
+use crate::stage::Stage;
+
+use super::exec_home::{self, Exec};
+
+/// What the real runtime is asked to do, as far as the wrapper acts on it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Call<'a> {
+    /// `create` or `run`: the bundle directory, and the container id when
+    /// the command line names one.
+    Create { bundle: &'a Path, id: Option<String> },
+    /// `exec` in a running container.
+    Exec(Exec<'a>),
+    /// Any other subcommand: straight through.
+    Other,
+}
+
+/// Acts on `call` before the real runtime `real` is exec'd, with the host
+/// config `settings` read from `source`.
+///
+/// # Errors
+/// The plan failed under `on_error = "fail"`.
+pub(crate) fn before_exec(
+    call: &Call<'_>,
+    source: &ConfigSource,
+    settings: &Settings,
+    real: &Path,
+) -> Result<(), crate::error::Error> {
+    match call {
+        Call::Exec(exec) => {
+            crate::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
+            exec_home::carry_over(exec, real.file_name().unwrap_or_default());
+            Ok(())
+        }
+        Call::Create { bundle, id } => prepare(bundle, source, settings, real, id.as_deref()),
+        Call::Other => Ok(()),
+    }
+}
+
+/// Carries out the plan for the bundle `dir` as `settings.mode` says, for
+/// the container `id` that the real runtime `real` will create.
+fn prepare(
+    dir: &Path,
+    source: &ConfigSource,
+    settings: &Settings,
+    real: &Path,
+    id: Option<&str>,
+) -> Result<(), crate::error::Error> {
+    crate::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
+    match id {
+        Some(id) => crate::logger::set_container(id),
+        None => {
+            if let Some(name) = dir.canonicalize().ok().as_deref().and_then(Path::file_name) {
+                crate::logger::set_container(&name.to_string_lossy());
+            }
+        }
+    }
+    if settings.mode == Mode::Hook {
+        add_hook(dir, source);
+        return Ok(());
+    }
+    let unsafe_runtime = version_unsafe(real);
+    let launch = spec::Launch { id, runtime_unsafe: unsafe_runtime.as_deref() };
+    match spec::carry_out(dir, settings, hook_entry(source).as_ref(), &launch) {
+        Ok(outcome) => {
+            crate::logger::outcome(&outcome.notes, &outcome.done);
+            Ok(())
+        }
+        // A bundle we cannot read is passed through: the runtime reports it.
+        Err(spec::SpecError::Bundle(e)) => {
+            log::warn!("{}; nothing is mounted, passing the call through", chain(&e));
+            Ok(())
+        }
+        Err(e) if settings.on_error == OnError::Warn => {
+            log::warn!("{} (on_error = \"warn\": the container starts without these mounts)", chain(&e));
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The prestart entry of this binary, or `None` when it cannot be found.
+/// The hook reads the host config the wrapper read: `--config` when
+/// `OCI_TMPFS_HOOK_CONFIG` named one (runtimes give hooks no environment).
+fn hook_entry(source: &ConfigSource) -> Option<HookEntry> {
+    match crate::files::this_binary() {
+        Ok(exe) => Some(HookEntry::for_stage(&exe, Stage::Prestart, source.named())),
+        Err(e) => {
+            log::warn!("finding this binary: {e}; the hook is not added");
+            None
+        }
+    }
+}
+
+/// Adds the hook to `dir/config.json` (at the stage
+/// [`crate::spec::route::carrier`] gives hook mode). A bundle we cannot
+/// edit is passed through untouched, so the real runtime reports its own
+/// error.
+fn add_hook(dir: &Path, source: &ConfigSource) {
+    let Some(entry) = hook_entry(source) else { return };
+    if let Err(e) = crate::spec::inject_hook(dir, &entry) {
+        log::warn!("{}; the hook is not added, passing the call through", chain(&e));
+    }
+}
