@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use crate::files::{self, Durability, FileError};
-use crate::input::MAX_CONFIG_BYTES;
+use crate::input::MAX_SPEC_BYTES;
 use crate::stage::Stage;
 
 const CONFIG: &str = "config.json";
@@ -280,7 +280,7 @@ pub fn edit<E: From<BundleError>>(
     let path = bundle.join(CONFIG);
     let dir =
         files::open_dir(bundle).map_err(|source| BundleError::Dir { path: bundle.to_path_buf(), source })?;
-    let old = files::read(Some(dir.as_fd()), &path, MAX_CONFIG_BYTES).map_err(BundleError::from)?;
+    let old = files::read(Some(dir.as_fd()), &path, MAX_SPEC_BYTES).map_err(BundleError::from)?;
     let mut config = Config { bytes: &old.bytes, path: &path, tree: None };
     if !change(&mut config)? {
         return Ok(false);

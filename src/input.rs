@@ -20,8 +20,8 @@ use crate::size::Bytes;
 
 /// Largest state document accepted on stdin.
 pub const MAX_STATE_BYTES: u64 = 1 << 20;
-/// Largest `config.json` accepted.
-pub const MAX_CONFIG_BYTES: u64 = 8 << 20;
+/// Largest `config.json` (or `runc exec --process` file) accepted.
+pub const MAX_SPEC_BYTES: u64 = 8 << 20;
 /// Largest host config accepted.
 pub const MAX_SETTINGS_BYTES: u64 = 1 << 20;
 /// Longest container id we accept (it is printed in every log line).
@@ -116,7 +116,7 @@ fn read_config(bundle: &Path) -> Result<(PathBuf, Vec<u8>), InputError> {
     let path = bundle.join("config.json");
     let dir = files::open_dir(bundle)
         .map_err(|source| InputError::Bundle { path: bundle.to_path_buf(), source })?;
-    let config = files::read(Some(dir.as_fd()), &path, MAX_CONFIG_BYTES)?;
+    let config = files::read(Some(dir.as_fd()), &path, MAX_SPEC_BYTES)?;
     Ok((path, config.bytes))
 }
 

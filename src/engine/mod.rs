@@ -29,7 +29,7 @@ use crate::stage::Stage;
 use check::{Check, Context};
 
 /// Largest engine config file read or edited.
-pub(crate) const MAX_CONFIG_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_ENGINE_CONFIG_BYTES: u64 = 4 << 20;
 
 /// An engine that `setup`, `doctor` and `engines` know.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -250,7 +250,7 @@ pub(crate) fn on_path(name: &str) -> Option<PathBuf> {
 /// # Errors
 /// Not a regular file, too big, not UTF-8, unreadable.
 pub(crate) fn read_config(path: &Path) -> Result<Option<String>, FileError> {
-    crate::files::read_text(path, MAX_CONFIG_BYTES)
+    crate::files::read_text(path, MAX_ENGINE_CONFIG_BYTES)
 }
 
 /// `doctor`'s check of a wrapper path registered with a

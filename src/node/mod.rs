@@ -579,7 +579,7 @@ fn loaded(node: &Node<'_>, engine: Engine) -> Loaded {
         return Loaded::Unknown { what: format!("{engine} is not asked"), socket_missing: false };
     }
     let config = node.on_host(Path::new(crate::names::CONTAINERD_CONFIG));
-    let limit = crate::engine::MAX_CONFIG_BYTES;
+    let limit = crate::engine::MAX_ENGINE_CONFIG_BYTES;
     let text = files::read_text(&config, limit).ok().flatten().unwrap_or_default();
     let socket = containerd::grpc_address(&text);
     match cri::status(&node.args.host_root, &socket) {

@@ -33,7 +33,7 @@ use rustix::fs::{Mode, OFlags};
 use serde_json::Value;
 
 use crate::files::{self, Durability, FileError};
-use crate::input::{self, MAX_CONFIG_BYTES};
+use crate::input::{self, MAX_SPEC_BYTES};
 
 /// The most a runtime's state file may hold: runc's `state.json` carries
 /// the container's whole seccomp profile (30 KB for Docker's default,
@@ -193,7 +193,7 @@ pub(crate) fn carry_over(exec: &Exec<'_>, runtime: &OsStr) {
 fn add_home(exec: &Exec<'_>, runtime: &OsStr) -> Result<Decision, ExecHomeError> {
     let path = exec.process.ok_or(ExecHomeError::NoProcessFile)?;
     let read_err = |source| ExecHomeError::Read { path: path.to_path_buf(), source };
-    let contents = files::read(None, path, MAX_CONFIG_BYTES).map_err(read_err)?;
+    let contents = files::read(None, path, MAX_SPEC_BYTES).map_err(read_err)?;
     let bad = |what: &str| ExecHomeError::Process { path: path.to_path_buf(), what: what.into() };
     let mut process: Value = serde_json::from_slice(&contents.bytes).map_err(|_| bad("not JSON"))?;
     let (env, uid) = process_view(&process).map_err(bad)?;
