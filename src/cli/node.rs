@@ -2,6 +2,7 @@
 //! installer ([`crate::node`]), and its container mode: with `--wait` it
 //! stays up after install until SIGTERM or SIGINT, and with
 //! `--uninstall-on-exit` it uninstalls then (a DaemonSet's pod deleted).
+//! It prints each line the installer says it does, as it does it.
 
 use std::process::ExitCode;
 
