@@ -1,6 +1,6 @@
 //! Names and paths that more than one module uses: annotation keys, the
-//! runtime and wrapper names, the engines' default config paths, the hook's
-//! argv and how a system path moves under `--root`. One place, so that the
+//! runtime, wrapper and NRI plugin names, the engines' default config
+//! paths, the hook's argv and how a system path moves under `--root`. One place, so that the
 //! hook, the wrapper, the registration files and the tests cannot drift
 //! apart. Constants and pure path functions only; no I/O here.
 
@@ -40,6 +40,15 @@ pub(crate) const WRAPPER_NAME: &str = "oci-tmpfs-runtime";
 pub(crate) const DEFAULT_RUNTIME: &str = "runc";
 /// The hooks-dir file name (Podman, CRI-O).
 pub(crate) const HOOK_FILE: &str = "oci-tmpfs-hook.json";
+/// Our NRI plugin's default name, as the runtime lists it (and a
+/// `required_plugins` entry names it): the DaemonSet's and the pre-registered
+/// entry's.
+pub(crate) const NRI_NAME: &str = "oci-tmpfs-hook";
+/// Our NRI plugin's default index: late (docs/nri.md#beside-other-plugins).
+/// The runtime calls plugins in index order and hands each the container as
+/// the earlier ones adjusted it, so the plan sees every mount that other
+/// plugins add. The pre-registered entry's too.
+pub(crate) const NRI_IDX: &str = "90";
 
 /// Podman's and CRI-O's default hooks dir.
 pub(crate) const HOOKS_DIR: &str = "/usr/share/containers/oci/hooks.d";

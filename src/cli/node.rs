@@ -2,6 +2,7 @@
 //! installer ([`crate::node`]), and its container mode: with `--wait` it
 //! stays up after install until SIGTERM or SIGINT, and with
 //! `--uninstall-on-exit` it uninstalls then (a DaemonSet's pod deleted).
+//! It prints each line the installer says it does, as it does it.
 
 use std::process::ExitCode;
 
@@ -67,7 +68,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<ExitCode, Error> {
     // Before the install: a SIGTERM during it is then not lost (as pid 1 of
     // its container, this process would otherwise ignore SIGTERM).
     let signals = if args.wait { Some(Termination::catch()?) } else { None };
-    match node::run(&args.options(args.action)) {
+    match node::run(&args.options(args.action), &mut print) {
         // A host root that is our own root is a wrong flag: a usage error.
         Err(e @ node::NodeError::OwnRoot(_)) => {
             super::report(&e);
@@ -81,9 +82,14 @@ pub(crate) fn run(args: &NodeArgs) -> Result<ExitCode, Error> {
     signals.wait()?;
     if args.uninstall_on_exit {
         println!("node: signal received: uninstalling");
-        node::run(&args.options(NodeAction::Uninstall))?;
+        node::run(&args.options(NodeAction::Uninstall), &mut print)?;
     } else {
         println!("node: signal received: exiting, the installation stays");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The library's sink for what `node` does: each line printed as it comes.
+fn print(line: &str) {
+    println!("{line}");
 }

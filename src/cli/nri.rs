@@ -35,11 +35,11 @@ pub(crate) struct NriArgs {
     #[arg(long, value_name = "PATH", default_value = crate::nri::DEFAULT_SOCKET)]
     pub socket: PathBuf,
     /// The plugin's name, as the runtime lists it.
-    #[arg(long, default_value = crate::nri::DEFAULT_NAME)]
+    #[arg(long, default_value = crate::names::NRI_NAME)]
     pub name: String,
     /// The plugin's index: two digits, its place among the runtime's plugins
     /// (late, so that it sees the mounts other plugins add).
-    #[arg(long, default_value = crate::nri::DEFAULT_IDX)]
+    #[arg(long, default_value = crate::names::NRI_IDX)]
     pub idx: String,
     /// The node's directory for the hook, as the runtime sees it: the
     /// plugin copies its own binary and host config there (when they

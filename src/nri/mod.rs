@@ -11,8 +11,7 @@
 //! the runtime's `NRI_PLUGIN_*` environment and inherited socket,
 //! [`service`] the plugin's event handling, [`adjust`] the pure mapping
 //! between NRI's messages and the plan, [`install`] the hook's copy on the
-//! node, [`preinstall`] the pre-registered plugin's files on a host (`node
-//! install --nri`), [`metrics`] the optional Prometheus endpoint
+//! node, [`metrics`] the optional Prometheus endpoint
 //! (`--metrics-address`: nothing of it exists without the flag), [`proto`]
 //! the generated API.
 //! Not here: a runtime's side (tests play it), CRI-O specifics beyond the
@@ -22,7 +21,6 @@ pub(crate) mod adjust;
 pub(crate) mod install;
 pub(crate) mod metrics;
 pub mod mux;
-pub(crate) mod preinstall;
 pub mod proto;
 pub(crate) mod service;
 pub mod session;
@@ -36,13 +34,6 @@ pub const PLUGIN_SOCKET_ENV: &str = "NRI_PLUGIN_SOCKET";
 /// The name and index a runtime gives a plugin it starts.
 pub const PLUGIN_NAME_ENV: &str = "NRI_PLUGIN_NAME";
 pub const PLUGIN_IDX_ENV: &str = "NRI_PLUGIN_IDX";
-/// Our name, as the runtime lists it (and a `required_plugins` entry names
-/// it): the DaemonSet's and the pre-registered entry's.
-pub const DEFAULT_NAME: &str = "oci-tmpfs-hook";
-/// Our default index: late (docs/nri.md#beside-other-plugins). The runtime
-/// calls plugins in index order and hands each the container as the earlier
-/// ones adjusted it, so the plan sees every mount that other plugins add.
-pub const DEFAULT_IDX: &str = "90";
 /// The default NRI socket of containerd and CRI-O.
 pub const DEFAULT_SOCKET: &str = "/var/run/nri/nri.sock";
 

@@ -14,21 +14,21 @@
 //!   file says so.
 //!
 //! Relative, so that the link resolves the same under `--host-root` and on
-//! the host. Not here: the binary's copy (`crate::node`), a restart.
+//! the host. Not here: the binary's copy ([`super::install`]), the restart
+//! that starts or stops the plugin ([`super::restart`]).
 
 use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
+use super::{write_err, Node, NodeError, Put};
 use crate::files::{self, Durability, Perms};
-use crate::node::{Node, NodeError, Put};
+use crate::names::{NRI_IDX, NRI_NAME};
 
 /// The runtimes' default directory of pre-registered plugins.
 pub(crate) const PLUGINS_DIR: &str = "/opt/nri/plugins";
 /// The runtimes' default directory of their configs.
 pub(crate) const CONF_DIR: &str = "/etc/nri/conf.d";
-/// The plugin's name, from its entry's file name.
-use super::DEFAULT_NAME as NAME;
 /// What the runtime hands the plugin at `Configure`.
 pub(crate) const CONF_TEXT: &str = "\
 # oci-tmpfs-hook's NRI plugin, pre-registered by `oci-tmpfs-hook node install --nri`
@@ -39,12 +39,12 @@ pub(crate) const CONF_TEXT: &str = "\
 
 /// The plugin's entry in [`PLUGINS_DIR`] (a host path).
 pub(crate) fn entry() -> PathBuf {
-    Path::new(PLUGINS_DIR).join(format!("{}-{NAME}", super::DEFAULT_IDX))
+    Path::new(PLUGINS_DIR).join(format!("{NRI_IDX}-{NRI_NAME}"))
 }
 
 /// The plugin's config in [`CONF_DIR`] (a host path).
 pub(crate) fn conf() -> PathBuf {
-    Path::new(CONF_DIR).join(format!("{NAME}.conf"))
+    Path::new(CONF_DIR).join(format!("{NRI_NAME}.conf"))
 }
 
 /// The relative symlink target from `link` to `target`, both absolute host
@@ -57,18 +57,19 @@ pub(crate) fn relative(link: &Path, target: &Path) -> PathBuf {
     rel
 }
 
-/// What install does with the two files, worked out before any write.
+/// The plugin's two files, with what install does to each, worked out
+/// before any write.
 #[derive(Debug)]
-pub(crate) struct Plan {
+pub(crate) struct PluginFiles {
     /// The entry's link target (relative).
     target: PathBuf,
     entry: Put,
     conf: Put,
 }
 
-impl Plan {
+impl PluginFiles {
     /// The files (host paths) with what install does to each, for its record.
-    pub(crate) fn files(&self) -> Vec<(PathBuf, Put)> {
+    pub(crate) fn puts(&self) -> Vec<(PathBuf, Put)> {
         vec![(entry(), self.entry), (conf(), self.conf)]
     }
 
@@ -83,7 +84,7 @@ impl Plan {
 ///
 /// # Errors
 /// A file there that install did not put.
-pub(crate) fn plan(node: &Node<'_>, binary: &Path) -> Result<Plan, NodeError> {
+pub(crate) fn look(node: &Node<'_>, binary: &Path) -> Result<PluginFiles, NodeError> {
     let entry = entry();
     let target = relative(&entry, binary);
     let real = node.on_host(&entry);
@@ -101,31 +102,31 @@ pub(crate) fn plan(node: &Node<'_>, binary: &Path) -> Result<Plan, NodeError> {
         Some(_) => Put::Replace,
         None => Put::Create,
     };
-    Ok(Plan { target, entry: entry_put, conf: conf_put })
+    Ok(PluginFiles { target, entry: entry_put, conf: conf_put })
 }
 
-/// Writes what [`plan`] found missing or changed.
+/// Writes what [`look`] found missing or changed.
 ///
 /// # Errors
 /// A write failed.
-pub(crate) fn apply(node: &mut Node<'_>, plan: &Plan) -> Result<(), NodeError> {
+pub(crate) fn put(node: &mut Node<'_>, plugin: &PluginFiles) -> Result<(), NodeError> {
     let real = node.on_host(&entry());
-    if plan.entry == Put::Same {
-        node.say(format!("node: {} -> {}; unchanged", real.display(), plan.target.display()));
+    if plugin.entry == Put::Same {
+        node.say(format!("node: {} -> {}; unchanged", real.display(), plugin.target.display()));
     } else {
         node.make_dirs(Path::new(PLUGINS_DIR))?;
-        if plan.entry == Put::Replace {
-            fs::remove_file(&real).map_err(|e| write_err(&real, e))?;
+        if plugin.entry == Put::Replace {
+            fs::remove_file(&real).map_err(write_err(&real))?;
         }
-        std::os::unix::fs::symlink(&plan.target, &real).map_err(|e| write_err(&real, e))?;
+        std::os::unix::fs::symlink(&plugin.target, &real).map_err(write_err(&real))?;
         node.did(format!(
             "node: created {} -> {} (the pre-registered NRI plugin)",
             real.display(),
-            plan.target.display()
+            plugin.target.display()
         ));
     }
     let real = node.on_host(&conf());
-    if plan.conf == Put::Same {
+    if plugin.conf == Put::Same {
         node.say(format!("node: {} unchanged", real.display()));
     } else {
         node.make_dirs(Path::new(CONF_DIR))?;
@@ -133,10 +134,6 @@ pub(crate) fn apply(node: &mut Node<'_>, plan: &Plan) -> Result<(), NodeError> {
         node.did(format!("node: wrote {} (the plugin's NRI config)", real.display()));
     }
     Ok(())
-}
-
-fn write_err(path: &Path, source: io::Error) -> NodeError {
-    files::FileError::Write { path: path.to_path_buf(), source }.into()
 }
 
 #[cfg(test)]
@@ -168,7 +165,7 @@ mod tests {
         let file = entry().file_name().unwrap().to_string_lossy().into_owned();
         let (idx, base) = file.split_once('-').unwrap();
         assert!(crate::nri::session::valid_idx(idx));
-        assert_eq!(base, NAME);
+        assert_eq!(base, NRI_NAME);
         assert_eq!(conf(), Path::new("/etc/nri/conf.d/oci-tmpfs-hook.conf"));
     }
 }
