@@ -23,9 +23,8 @@
 //! (kept in the state file until one succeeds), or when its CRI ([`cri`])
 //! says the running daemon lacks the handler (`--restart-mode systemd`: the
 //! host's `systemctl restart containerd`, run in pid 1's mount namespace,
-//! [`restart`]). CRI-O is never restarted: it watches its hooks dirs
-//! (containers/common `pkg/hooks` `Monitor`, fsnotify) and loads a new or
-//! removed hooks file itself.
+//! [`restart`]). CRI-O is never restarted: it watches its hooks dirs and
+//! loads a new or removed hooks file itself (docs/design.md#crio-hooks-watch).
 //!
 //! The files: this one holds what install and uninstall share (the
 //! [`Node`] a run works on, its [`Options`], [`NodeError`], the lock, the
