@@ -9,7 +9,7 @@
 //! containerd is edited in place, in `config.toml`, not through a drop-in
 //! file under `imports`: before containerd 2.0, an imported file replaces the
 //! whole `plugins."io.containerd.grpc.v1.cri"` section of the main file
-//! (containerd issue 5837, changed in 2.0 by PR 9982), which would silently
+//! (measured with 1.6.20: docs/engines.md#containerd-in-place), which would silently
 //! drop settings such as Debian's `cni.bin_dir`. And containerd 1.x drops its
 //! built-in `runc` runtime as soon as a config names any runtime, after which
 //! the CRI plugin refuses to load (`no corresponding runtime configured in
