@@ -1,7 +1,8 @@
 //! Another vendor's NRI plugin, for the tests of ours beside it
 //! (docs/nri.md#beside-other-plugins): it adds one tmpfs mount to every
 //! container, at `--dest`, with source `--source` and `size=--size`, through
-//! the crate's NRI session (the mux and the `ttrpc` crate, as ours).
+//! the crate's NRI stub (the connection and the protocol, as ours): it
+//! implements `CreateContainer` alone.
 //!
 //! ```sh
 //! nri_mount --socket /var/run/nri/nri.sock --name other --idx 20 \
@@ -13,9 +14,8 @@
 
 use std::sync::Arc;
 
-use oci_tmpfs_hook::nri;
-use oci_tmpfs_hook::nri::proto::{api, api_ttrpc};
-use oci_tmpfs_hook::nri::session::{self, Identity, Service, Status, Stop};
+use oci_tmpfs_hook::nri::proto::api;
+use oci_tmpfs_hook::nri::stub::{self, Identity, Plugin, Refusal, Status, Stop};
 
 /// The mount this plugin adds.
 struct AddMount {
@@ -23,43 +23,16 @@ struct AddMount {
     mount: api::Mount,
 }
 
-impl api_ttrpc::Plugin for AddMount {
-    fn configure(
-        &self,
-        _: &ttrpc::TtrpcContext,
-        _: api::ConfigureRequest,
-    ) -> ttrpc::Result<api::ConfigureResponse> {
-        Ok(nri::configured())
-    }
-
-    fn synchronize(
-        &self,
-        _: &ttrpc::TtrpcContext,
-        req: api::SynchronizeRequest,
-    ) -> ttrpc::Result<api::SynchronizeResponse> {
-        Ok(nri::synchronized(&req))
-    }
-
-    fn shutdown(&self, _: &ttrpc::TtrpcContext, _: api::Empty) -> ttrpc::Result<api::Empty> {
-        Ok(api::Empty::new())
-    }
-
+impl Plugin for AddMount {
     fn create_container(
         &self,
-        _: &ttrpc::TtrpcContext,
-        req: api::CreateContainerRequest,
-    ) -> ttrpc::Result<api::CreateContainerResponse> {
-        let ctr = req.container.get_or_default();
+        _: Option<&api::PodSandbox>,
+        ctr: &api::Container,
+    ) -> Result<Option<api::ContainerAdjustment>, Refusal> {
         eprintln!("{}: {}: adding a tmpfs at {}", self.name, ctr.name, self.mount.destination);
         let mut adjust = api::ContainerAdjustment::new();
         adjust.mounts.push(self.mount.clone());
-        let mut resp = api::CreateContainerResponse::new();
-        resp.adjust = Some(adjust).into();
-        Ok(resp)
-    }
-
-    fn state_change(&self, _: &ttrpc::TtrpcContext, _: api::StateChangeEvent) -> ttrpc::Result<api::Empty> {
-        Ok(api::Empty::new())
+        Ok(Some(adjust))
     }
 }
 
@@ -83,11 +56,10 @@ fn main() {
     mount.source = arg("source");
     mount.options = vec!["nosuid".into(), "nodev".into(), format!("size={}", arg("size"))];
     let ident = Identity { socket: arg("socket").into(), name: name.clone(), idx: arg("idx") };
-    if !session::valid_idx(&ident.idx) {
+    if !stub::valid_idx(&ident.idx) {
         eprintln!("nri_mount: --idx {:?}: two digits", ident.idx);
         std::process::exit(2);
     }
     eprintln!("{name}: serving {} at index {}", ident.socket.display(), ident.idx);
-    let service: Service = Arc::new(AddMount { name, mount });
-    session::serve(&ident, &service, &Status::default(), &Stop::default());
+    stub::serve(&ident, &Arc::new(AddMount { name, mount }), &Status::default(), &Stop::default());
 }

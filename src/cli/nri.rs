@@ -1,14 +1,14 @@
 //! `oci-tmpfs-hook nri`: the NRI plugin ([`crate::nri`]). Reads the host
-//! config once to fail fast on a bad one, puts its binary and host config
-//! into `--hook-dir` (when given) before it registers, so that no adjustment
-//! names a hook the node lacks, then runs the session
-//! ([`crate::nri::session::run`]: the runtime's socket, or the connection a
-//! runtime handed it). With `--probe`, it only reads `--status-file` and
-//! says whether the running plugin is registered now (the DaemonSet's
-//! probes). With `--metrics-address`, it serves Prometheus metrics
-//! ([`crate::nri::metrics`]) before it registers. SIGTERM or SIGINT stops
-//! it ([`crate::nri::session::Stop`]): the requests in flight answered, the
-//! NRI connection closed, exit 0, within a second.
+//! config once to fail fast on a bad one ([`crate::nri::Policy`]), puts its
+//! binary and host config into `--hook-dir` (when given) before it
+//! registers, so that no adjustment names a hook the node lacks, then runs
+//! the stub ([`crate::nri::stub::run`]: the runtime's socket, or the
+//! connection a runtime handed it). With `--probe`, it only reads
+//! `--status-file` and says whether the running plugin is registered now
+//! (the DaemonSet's probes). With `--metrics-address`, it serves Prometheus
+//! metrics ([`crate::nri::metrics`]) before it registers. SIGTERM or SIGINT
+//! stops it ([`crate::nri::stub::Stop`]): the requests in flight answered,
+//! the NRI connection closed, exit 0, within a second.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -19,9 +19,9 @@ use clap::Args;
 
 use super::{absolute_path, ConfigArg};
 use crate::error::Error;
-use crate::nri::install::HookDir;
-use crate::nri::session::{Status, Stop};
-use crate::nri::{self, Handler, Identity};
+use crate::nri::hook_copy::HookDir;
+use crate::nri::stub::{self, Identity, Status, Stop};
+use crate::nri::{self, Policy};
 use crate::termination::Termination;
 
 /// The longest a stop may take before the process exits anyway: a request
@@ -104,27 +104,27 @@ pub(crate) fn run(args: &NriArgs) -> Result<ExitCode, Error> {
         node: node.clone(),
         mount: args.hook_dir_mount.clone().unwrap_or_else(|| node.clone()),
     });
-    let handler = Arc::new(Handler::new(source, dir)?);
-    nri::service::apply_logging(&handler.settings(), &crate::settings::Settings::default());
+    let policy = Arc::new(Policy::new(source, dir)?);
+    nri::policy::apply_logging(&policy.settings(), &crate::settings::Settings::default());
     if args.host_root.is_some() {
         log::warn!("nri: --host-root is no longer used (the hook grows the pod's /dev/shm); ignored");
     }
     if let Some(addr) = &args.metrics_address {
         // Only here: nothing of the metrics exists without the flag.
-        let bound = nri::metrics::serve(addr, &handler.config_text())?;
+        let bound = nri::metrics::serve(addr, &policy.config_text())?;
         log::info!("nri: metrics at http://{bound}/metrics");
     }
-    for wrote in handler.install()? {
+    for wrote in policy.copy_hook()? {
         log::info!("nri: wrote {wrote}");
     }
     log::info!(
         "nri: the adjustments name the hook {}{}",
-        handler.site().path.display(),
-        handler.site().config.as_ref().map(|c| format!(" --config {}", c.display())).unwrap_or_default()
+        policy.site().path.display(),
+        policy.site().config.as_ref().map(|c| format!(" --config {}", c.display())).unwrap_or_default()
     );
     let asked = Identity { socket: args.socket.clone(), name: args.name.clone(), idx: args.idx.clone() };
     if !stop.requested() {
-        nri::session::run(asked, &handler, &status, &stop)?;
+        stub::run(asked, &policy, &status, &stop)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -132,7 +132,7 @@ pub(crate) fn run(args: &NriArgs) -> Result<ExitCode, Error> {
 /// `nri --probe`: one line on stdout and 0 when registered; one line on
 /// stderr and 1 when not.
 fn probe(path: &Path) -> Result<ExitCode, Error> {
-    match nri::session::probe(path) {
+    match stub::probe(path) {
         Ok(line) => {
             println!("nri: {line}");
             Ok(ExitCode::SUCCESS)

@@ -164,7 +164,7 @@ mod tests {
     fn names_follow_the_runtimes_rules() {
         let file = entry().file_name().unwrap().to_string_lossy().into_owned();
         let (idx, base) = file.split_once('-').unwrap();
-        assert!(crate::nri::session::valid_idx(idx));
+        assert!(crate::nri::stub::session::valid_idx(idx));
         assert_eq!(base, NRI_NAME);
         assert_eq!(conf(), Path::new("/etc/nri/conf.d/oci-tmpfs-hook.conf"));
     }

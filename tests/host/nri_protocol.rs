@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use oci_tmpfs_hook::nri::mux::{self, MAX_WRITE, PLUGIN_CONN, RUNTIME_CONN};
 use oci_tmpfs_hook::nri::proto::{api, api_ttrpc};
+use oci_tmpfs_hook::nri::stub::mux::{self, MAX_WRITE, PLUGIN_CONN, RUNTIME_CONN};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -1,27 +1,31 @@
-//! The plugin's side of NRI: the `nri.pkg.api.v1alpha1.Plugin` service that
-//! the runtime calls. It subscribes to `CreateContainer` only and answers it
-//! with our OCI hook when the plan has work for the container
-//! ([`super::adjust`]); every other event is acknowledged and ignored. No
-//! mount is adjusted and nothing on the host is touched here: the hook does
-//! all of it by fd in the container's namespace (docs/nri.md).
+//! Our plugin's policy: what each container gets. It implements the
+//! stub's [`Plugin`] (`super::stub`, which owns the connection and the
+//! protocol) for `CreateContainer` alone, and answers it with our OCI hook
+//! when the plan has work for the container ([`super::adjust`]). No mount is
+//! adjusted and nothing on the host is touched here but the hook's copy:
+//! the hook does all of it by fd in the container's namespace
+//! (docs/nri.md).
 //!
 //! The host config is read again for each container (a ConfigMap update
 //! applies to the next container; a config that cannot be read keeps the
 //! last good one), and a changed one is copied into the hook directory
-//! before the answer names it ([`super::install`]). A container that cannot
-//! be planned is one log line with its namespace/pod/name; under `on_error =
-//! "fail"` the request fails (the runtime then fails the container's
-//! creation), under `"warn"` the container gets no adjustment. With
-//! `--metrics-address`, each answer, plan and failure is counted
-//! ([`super::metrics`]; nothing is counted or built without it).
+//! before the answer names it ([`super::hook_copy`]). A container that
+//! cannot be planned is one log line with its namespace/pod/name; under
+//! `on_error = "fail"` the plugin refuses it (the runtime then fails the
+//! container's creation), under `"warn"` the container gets no adjustment.
+//! With `--metrics-address`, each answer, plan, failure and what happened
+//! to the connection is counted ([`super::metrics`]; nothing is counted or
+//! built without it).
 
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::Instant;
 
 use super::adjust::{self, HookSite};
-use super::install::{HookDir, InstallError};
-use super::proto::{api, api_ttrpc};
+use super::hook_copy::{CopyError, HookDir};
+use super::metrics;
+use super::proto::api;
+use super::stub::{Connection, Plugin, Refusal, Runtime};
 use crate::input::{self, ConfigSource, InputError};
 use crate::plan::{self, HostFacts};
 use crate::settings::{OnError, Settings};
@@ -34,7 +38,7 @@ pub(crate) enum CreateError {
     #[error("planning")]
     Plan(#[from] plan::PlanError),
     #[error("putting the host config where the hook reads it")]
-    Install(#[from] InstallError),
+    Copy(#[from] CopyError),
 }
 
 impl CreateError {
@@ -43,14 +47,14 @@ impl CreateError {
         match self {
             CreateError::Spec(_) => "spec",
             CreateError::Plan(_) => "plan",
-            CreateError::Install(_) => "install",
+            CreateError::Copy(_) => "install",
         }
     }
 }
 
 /// Why the plugin cannot start serving.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum HandlerError {
+pub(crate) enum PolicyError {
     #[error(transparent)]
     Input(#[from] InputError),
     #[error("finding this binary (the hook the adjustment names)")]
@@ -65,8 +69,8 @@ struct Config {
     text: String,
 }
 
-/// The plugin's state: where the host config is and where the hook is.
-pub(crate) struct Handler {
+/// Our plugin: where the host config is and where the hook is.
+pub(crate) struct Policy {
     config: ConfigSource,
     /// The hook directory the plugin keeps up to date, when it has one.
     dir: Option<HookDir>,
@@ -74,34 +78,35 @@ pub(crate) struct Handler {
     host: HostFacts,
     last_good: Mutex<Config>,
     /// The config text last copied into the hook directory.
-    installed: Mutex<Option<String>>,
+    copied: Mutex<Option<String>>,
 }
 
-impl Handler {
-    /// A handler reading the host config at `config` (`explicit`: a missing
-    /// file is an error, else the defaults). With `dir`, the adjustment names
-    /// the copies in that directory (put there by [`Handler::install`]);
-    /// without, this binary and `config` (as `--config` when `explicit`).
+impl Policy {
+    /// The plugin, reading the host config at `config` (`explicit`: a
+    /// missing file is an error, else the defaults). With `dir`, the
+    /// adjustment names the copies in that directory (put there by
+    /// [`Policy::copy_hook`]); without, this binary and `config` (as
+    /// `--config` when `explicit`).
     ///
     /// # Errors
     /// The host config cannot be read or parsed; the host's RAM is unknown;
     /// this binary cannot be found.
-    pub(crate) fn new(config: ConfigSource, dir: Option<HookDir>) -> Result<Handler, HandlerError> {
+    pub(crate) fn new(config: ConfigSource, dir: Option<HookDir>) -> Result<Policy, PolicyError> {
         let read = read_config(&config)?;
         let site = match &dir {
             Some(d) => d.site(),
             None => HookSite {
-                path: crate::files::this_binary().map_err(HandlerError::ThisBinary)?,
+                path: crate::files::this_binary().map_err(PolicyError::ThisBinary)?,
                 config: config.named().map(Path::to_path_buf),
             },
         };
-        Ok(Handler {
+        Ok(Policy {
             config,
             dir,
             site,
             host: input::host_facts()?,
             last_good: Mutex::new(read),
-            installed: Mutex::new(None),
+            copied: Mutex::new(None),
         })
     }
 
@@ -115,28 +120,28 @@ impl Handler {
     ///
     /// # Errors
     /// A write failed, or the directory is missing.
-    pub(crate) fn install(&self) -> Result<Vec<String>, InstallError> {
+    pub(crate) fn copy_hook(&self) -> Result<Vec<String>, CopyError> {
         let Some(dir) = &self.dir else { return Ok(Vec::new()) };
         let mut wrote = Vec::new();
         if dir.put_binary()? {
             wrote.push(format!("{} (this binary)", dir.site().path.display()));
         }
         let text = self.current().text;
-        if self.install_config(&text)? {
+        if self.copy_config(&text)? {
             wrote.push(format!("{} (the host config)", dir.site().config.unwrap_or_default().display()));
         }
         Ok(wrote)
     }
 
     /// Copies `text` into the hook directory unless it was the last copied.
-    fn install_config(&self, text: &str) -> Result<bool, InstallError> {
+    fn copy_config(&self, text: &str) -> Result<bool, CopyError> {
         let Some(dir) = &self.dir else { return Ok(false) };
-        let mut installed = self.installed.lock().unwrap_or_else(|p| p.into_inner());
-        if installed.as_deref() == Some(text) {
+        let mut copied = self.copied.lock().unwrap_or_else(|p| p.into_inner());
+        if copied.as_deref() == Some(text) {
             return Ok(false);
         }
         let wrote = dir.put_config(text)?;
-        *installed = Some(text.to_string());
+        *copied = Some(text.to_string());
         Ok(wrote)
     }
 
@@ -153,12 +158,12 @@ impl Handler {
         last.clone()
     }
 
-    /// The host config's text now (see [`Handler::current`]).
+    /// The host config's text now (see [`Policy::current`]).
     pub(crate) fn config_text(&self) -> String {
         self.current().text
     }
 
-    /// The host config's settings now (see [`Handler::current`]).
+    /// The host config's settings now (see [`Policy::current`]).
     pub(crate) fn settings(&self) -> Settings {
         self.current().settings
     }
@@ -169,17 +174,17 @@ impl Handler {
     /// The container cannot be planned.
     pub(crate) fn adjust(
         &self,
-        req: &api::CreateContainerRequest,
+        pod: Option<&api::PodSandbox>,
+        ctr: &api::Container,
         settings: &Settings,
     ) -> Result<api::ContainerAdjustment, CreateError> {
-        let (pod, ctr) = (req.pod.as_ref(), req.container.get_or_default());
         let who = adjust::who(pod, ctr);
         let planning = Instant::now();
         let spec = adjust::spec_of(pod, ctr).map_err(CreateError::Spec)?;
         // NRI hands the container to our hook, which reads the image's
         // /etc/passwd; NRI sees neither the rootfs nor the process's user.
         let plan = plan::plan_for(&spec, None, settings, self.host, &plan::UserFacts::HOOK)?;
-        if let Some(m) = super::metrics::get() {
+        if let Some(m) = metrics::get() {
             m.planned(&plan, planning.elapsed());
         }
         log::debug!("nri: {who}: read-only root: {} ({})", adjust::readonly_root(ctr), adjust::signals(ctr));
@@ -211,17 +216,18 @@ impl Handler {
     /// the hook directory when it changed), then the adjustment.
     fn create(
         &self,
-        req: &api::CreateContainerRequest,
+        pod: Option<&api::PodSandbox>,
+        ctr: &api::Container,
     ) -> (Result<api::ContainerAdjustment, CreateError>, Settings) {
         let config = self.current();
-        if let Some(m) = super::metrics::get() {
+        if let Some(m) = metrics::get() {
             m.config(&config.text);
         }
-        let result = self.install_config(&config.text).map_err(CreateError::from).and_then(|wrote| {
+        let result = self.copy_config(&config.text).map_err(CreateError::from).and_then(|wrote| {
             if wrote {
                 log::info!("nri: the host config changed; copied it where the hook reads it");
             }
-            self.adjust(req, &config.settings)
+            self.adjust(pod, ctr, &config.settings)
         });
         (result, config.settings)
     }
@@ -239,78 +245,63 @@ pub(crate) fn apply_logging(new: &Settings, old: &Settings) {
     crate::logger::configure(new.log_level.filter(), changed);
 }
 
-impl api_ttrpc::Plugin for Handler {
-    fn configure(
-        &self,
-        _: &ttrpc::TtrpcContext,
-        req: api::ConfigureRequest,
-    ) -> ttrpc::Result<api::ConfigureResponse> {
+impl Plugin for Policy {
+    fn configure(&self, runtime: &Runtime<'_>) {
         log::info!(
             "nri: configured by {} {} (request timeout {} ms); subscribing to CreateContainer",
-            req.runtime_name,
-            req.runtime_version,
-            req.request_timeout
+            runtime.name,
+            runtime.version,
+            runtime.request_timeout_ms
         );
-        Ok(super::configured())
     }
 
-    fn synchronize(
-        &self,
-        _: &ttrpc::TtrpcContext,
-        req: api::SynchronizeRequest,
-    ) -> ttrpc::Result<api::SynchronizeResponse> {
-        log::debug!(
-            "nri: synchronize: {} pods, {} containers, more: {}",
-            req.pods.len(),
-            req.containers.len(),
-            req.more
-        );
-        Ok(super::synchronized(&req))
+    fn synchronize(&self, pods: &[api::PodSandbox], containers: &[api::Container], more: bool) {
+        log::debug!("nri: synchronize: {} pods, {} containers, more: {}", pods.len(), containers.len(), more);
     }
 
-    fn shutdown(&self, _: &ttrpc::TtrpcContext, _: api::Empty) -> ttrpc::Result<api::Empty> {
+    fn shutdown(&self) {
         log::info!("nri: the runtime is shutting the plugin down");
-        Ok(api::Empty::new())
     }
 
     fn create_container(
         &self,
-        _: &ttrpc::TtrpcContext,
-        req: api::CreateContainerRequest,
-    ) -> ttrpc::Result<api::CreateContainerResponse> {
+        pod: Option<&api::PodSandbox>,
+        ctr: &api::Container,
+    ) -> Result<Option<api::ContainerAdjustment>, Refusal> {
         let started = Instant::now();
-        let mut resp = api::CreateContainerResponse::new();
-        let (result, settings) = self.create(&req);
-        let mut refused = None;
-        match result {
-            Ok(a) => resp.adjust = Some(a).into(),
+        let (result, settings) = self.create(pod, ctr);
+        let answer = match result {
+            Ok(a) => Ok(Some(a)),
             Err(e) => {
-                let who = adjust::who(req.pod.as_ref(), req.container.get_or_default());
+                let who = adjust::who(pod, ctr);
                 let line = format!("nri: container {who}: {}", crate::error::chain(&e));
                 let fail = settings.on_error == OnError::Fail;
-                if let Some(m) = super::metrics::get() {
+                if let Some(m) = metrics::get() {
                     m.failed(e.metric_reason(), fail);
                 }
                 if fail {
                     log::error!("{line} (on_error = \"fail\": the container is not created)");
-                    refused = Some(format!("oci-tmpfs-hook: {line}"));
+                    Err(Refusal(format!("oci-tmpfs-hook: {line}")))
                 } else {
                     log::warn!("{line} (on_error = \"warn\": the container starts without these mounts)");
+                    Ok(None)
                 }
             }
-        }
+        };
         let took = started.elapsed();
-        if let Some(m) = super::metrics::get() {
+        if let Some(m) = metrics::get() {
             m.answered(took);
         }
         log::debug!("nri: CreateContainer answered in {:.3} ms", took.as_secs_f64() * 1e3);
-        match refused {
-            Some(msg) => Err(ttrpc::error::get_rpc_status(ttrpc::Code::FAILED_PRECONDITION, msg)),
-            None => Ok(resp),
-        }
+        answer
     }
 
-    fn state_change(&self, _: &ttrpc::TtrpcContext, _: api::StateChangeEvent) -> ttrpc::Result<api::Empty> {
-        Ok(api::Empty::new())
+    fn connection(&self, event: Connection) {
+        let Some(m) = metrics::get() else { return };
+        match event {
+            Connection::Reconnected => m.reconnected(),
+            Connection::Registered => m.registered(),
+            Connection::Ended => m.session_ended(),
+        }
     }
 }

@@ -27,11 +27,12 @@
 //! liveness and readiness) reads it, so the probe says whether the plugin is
 //! registered with the runtime now, not only whether its process lives.
 //!
-//! The session is generic over the service ([`Service`]): the examples'
-//! other plugins (`examples/nri_mount.rs`) reuse it.
+//! The session serves any [`Plugin`]: the messages it speaks are
+//! [`super::protocol`]'s, so this file only carries bytes, dials and
+//! registers; what happens to the connection is told to the plugin
+//! ([`Plugin::connection`]).
 
 use std::io;
-use std::os::fd::IntoRawFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -39,20 +40,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::mux::{self, MuxError, PLUGIN_CONN, RUNTIME_CONN};
-use super::proto::{api, api_ttrpc};
-use super::service::Handler;
-use super::{PLUGIN_IDX_ENV, PLUGIN_NAME_ENV, PLUGIN_SOCKET_ENV};
+use super::{protocol, Connection, Plugin, PLUGIN_IDX_ENV, PLUGIN_NAME_ENV, PLUGIN_SOCKET_ENV};
 use crate::files::{self, Durability, Perms};
 
 /// Between two dials of a socket that is not there (yet).
 pub(crate) const RETRY: Duration = Duration::from_millis(500);
 /// Before redialling a socket that was just closed.
 const EOF_PAUSE: Duration = Duration::from_millis(50);
-/// The deadline of `RegisterPlugin` (the runtime allows 5 s).
-const REGISTER_TIMEOUT: Duration = Duration::from_secs(4);
-
-/// The plugin service a session serves.
-pub type Service = Arc<dyn api_ttrpc::Plugin + Send + Sync>;
 
 /// Who the plugin is and where it connects.
 #[derive(Clone, Debug)]
@@ -75,7 +69,7 @@ pub(crate) enum StartError {
     Session(#[from] SessionError),
 }
 
-/// Runs the plugin as `asked` (the socket, name and index from the command
+/// Runs `plugin` as `asked` (the socket, name and index from the command
 /// line), unless the runtime started it: then the runtime's
 /// `NRI_PLUGIN_NAME` and `NRI_PLUGIN_IDX` win, and with `NRI_PLUGIN_SOCKET`
 /// the plugin serves the connection the runtime handed it (pre-registered)
@@ -84,9 +78,9 @@ pub(crate) enum StartError {
 /// # Errors
 /// A bad index; a pre-registered connection that is not one, or that ended
 /// with an error.
-pub(crate) fn run(
+pub(crate) fn run<P: Plugin>(
     asked: Identity,
-    handler: &Arc<Handler>,
+    plugin: &Arc<P>,
     status: &Status,
     stop: &Stop,
 ) -> Result<(), StartError> {
@@ -101,15 +95,14 @@ pub(crate) fn run(
     }
     if let Some(value) = env(PLUGIN_SOCKET_ENV) {
         let stream = inherited(&value)?;
-        let service: Service = Arc::clone(handler) as Service;
         // The runtime closing its connection is the normal end here.
-        return match session(stream, &opts, &service, status, stop) {
+        return match session(stream, &opts, plugin, status, stop) {
             Ok(()) | Err(SessionError::Mux(MuxError::Eof)) => Ok(()),
             Err(_) if stop.requested() => Ok(()),
             Err(e) => Err(e.into()),
         };
     }
-    serve(&opts, &(Arc::clone(handler) as Service), status, stop);
+    serve(&opts, plugin, status, stop);
     Ok(())
 }
 
@@ -204,20 +197,20 @@ pub enum SessionError {
     Mux(#[from] MuxError),
 }
 
-/// Runs sessions of `service`, redialling after each end, until `stop`.
+/// Runs sessions of `plugin`, redialling after each end, until `stop`.
 /// Logs each end once.
-pub fn serve(opts: &Identity, service: &Service, status: &Status, stop: &Stop) {
+pub fn serve<P: Plugin>(opts: &Identity, plugin: &Arc<P>, status: &Status, stop: &Stop) {
     let mut warned = false;
     let mut connected = false;
     while !stop.requested() {
         let why = match UnixStream::connect(&opts.socket) {
             Ok(stream) => {
                 warned = false;
-                if let (true, Some(m)) = (connected, super::metrics::get()) {
-                    m.reconnected();
+                if connected {
+                    plugin.connection(Connection::Reconnected);
                 }
                 connected = true;
-                session(stream, opts, service, status, stop)
+                session(stream, opts, plugin, status, stop)
             }
             Err(source) => Err(SessionError::Connect { path: opts.socket.clone(), source }),
         };
@@ -252,20 +245,19 @@ pub fn serve(opts: &Identity, service: &Service, status: &Status, stop: &Stop) {
 /// # Errors
 /// Why it ended: [`MuxError::Eof`] when the runtime closed the socket or a
 /// stop shut it.
-pub fn session(
+pub fn session<P: Plugin>(
     stream: UnixStream,
     opts: &Identity,
-    service: &Service,
+    plugin: &Arc<P>,
     status: &Status,
     stop: &Stop,
 ) -> Result<(), SessionError> {
     let dir = PrivateDir::new()?;
     let path = dir.0.join("plugin.sock");
-    let service = api_ttrpc::create_plugin(Arc::clone(service));
     let mut server = ttrpc::Server::new()
         .bind(&format!("unix://{}", path.display()))
         .map_err(SessionError::Ttrpc)?
-        .register_service(service)
+        .register_service(protocol::service(plugin))
         .set_thread_count_default(2)
         .set_thread_count_min(1)
         .set_thread_count_max(4);
@@ -279,38 +271,25 @@ pub fn session(
     stop.watch(&socket).map_err(local)?;
     let relay =
         std::thread::spawn(move || mux::relay(stream, vec![(PLUGIN_CONN, to_server), (RUNTIME_CONN, ours)]));
-    let registered = register(theirs, opts);
+    let registered = protocol::register(theirs, opts).map_err(|source| SessionError::Register {
+        name: opts.name.clone(),
+        idx: opts.idx.clone(),
+        source,
+    });
     if registered.is_err() {
         let _ = socket.shutdown(std::net::Shutdown::Both);
     } else {
         log::info!("nri: registered as {} (index {}) on {}", opts.name, opts.idx, opts.socket.display());
         status.registered(opts);
-        if let Some(m) = super::metrics::get() {
-            m.registered();
-        }
+        plugin.connection(Connection::Registered);
     }
     let ended = relay.join().unwrap_or(MuxError::Eof);
     stop.unwatch();
     status.ended();
-    if let Some(m) = super::metrics::get() {
-        m.session_ended();
-    }
+    plugin.connection(Connection::Ended);
     server.shutdown();
     registered?;
     Err(ended.into())
-}
-
-/// `Runtime.RegisterPlugin` over the runtime's conn; the client is dropped
-/// after (its socket closes; the relay then discards that conn).
-fn register(theirs: UnixStream, opts: &Identity) -> Result<(), SessionError> {
-    let failed = |source| SessionError::Register { name: opts.name.clone(), idx: opts.idx.clone(), source };
-    let client = ttrpc::Client::new(theirs.into_raw_fd()).map_err(failed)?;
-    let runtime = api_ttrpc::RuntimeClient::new(client);
-    let mut req = api::RegisterPluginRequest::new();
-    req.plugin_name = opts.name.clone();
-    req.plugin_idx = opts.idx.clone();
-    runtime.register_plugin(ttrpc::context::with_duration(REGISTER_TIMEOUT), &req).map_err(failed)?;
-    Ok(())
 }
 
 /// The file that says the plugin is registered with the runtime now (none:

@@ -1,4 +1,4 @@
-//! Putting our hook on the node, where the adjustment names it: the plugin's
+//! The hook's copy on the node, where the adjustment names it: the plugin's
 //! own binary and its host config, copied into a host directory (the
 //! DaemonSet's hostPath, `--hook-dir`), so that the runtime, which runs the
 //! hook on the node, finds both. A plugin that runs on the node itself
@@ -25,9 +25,9 @@ pub(crate) const CONFIG: &str = "config.toml";
 /// The largest binary copied (the static release binary is a few MiB).
 const MAX_BINARY_BYTES: u64 = 256 << 20;
 
-/// Why the hook could not be put on the node.
+/// Why the hook could not be copied onto the node.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum InstallError {
+pub(crate) enum CopyError {
     #[error("finding this binary")]
     ThisBinary(#[source] std::io::Error),
     #[error("--hook-dir-mount {0}: not a directory (mount the node's --hook-dir there)")]
@@ -56,8 +56,8 @@ impl HookDir {
     ///
     /// # Errors
     /// The directory is missing, this binary cannot be read, or a write fails.
-    pub(crate) fn put_binary(&self) -> Result<bool, InstallError> {
-        let this = crate::files::this_binary().map_err(InstallError::ThisBinary)?;
+    pub(crate) fn put_binary(&self) -> Result<bool, CopyError> {
+        let this = crate::files::this_binary().map_err(CopyError::ThisBinary)?;
         let bytes = files::read(None, &this, MAX_BINARY_BYTES)?.bytes;
         self.put(BINARY, &bytes, 0o755, MAX_BINARY_BYTES)
     }
@@ -67,13 +67,13 @@ impl HookDir {
     ///
     /// # Errors
     /// The directory is missing, or a write fails.
-    pub(crate) fn put_config(&self, text: &str) -> Result<bool, InstallError> {
+    pub(crate) fn put_config(&self, text: &str) -> Result<bool, CopyError> {
         self.put(CONFIG, text.as_bytes(), 0o644, MAX_SETTINGS_BYTES)
     }
 
-    fn put(&self, name: &str, bytes: &[u8], mode: u32, limit: u64) -> Result<bool, InstallError> {
+    fn put(&self, name: &str, bytes: &[u8], mode: u32, limit: u64) -> Result<bool, CopyError> {
         if !self.mount.is_dir() {
-            return Err(InstallError::NoDir(self.mount.clone()));
+            return Err(CopyError::NoDir(self.mount.clone()));
         }
         let path = self.mount.join(name);
         if same(&path, bytes, mode, limit) {
@@ -99,7 +99,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     fn dir(name: &str) -> PathBuf {
-        files::temp_dir(&format!("nri-install-{name}"))
+        files::temp_dir(&format!("nri-hook-copy-{name}"))
     }
 
     #[test]
@@ -135,7 +135,7 @@ mod tests {
         assert_eq!(std::fs::read(&elsewhere).unwrap(), b"keep");
         assert!(std::fs::symlink_metadata(&path).unwrap().is_file());
         let missing = HookDir { node: d.clone(), mount: d.join("nope") };
-        assert!(matches!(missing.put_config(""), Err(InstallError::NoDir(_))));
+        assert!(matches!(missing.put_config(""), Err(CopyError::NoDir(_))));
         let _ = std::fs::remove_dir_all(&d);
     }
 

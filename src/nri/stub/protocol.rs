@@ -1,0 +1,111 @@
+//! The NRI protocol the stub speaks, in one place: NRI v0.8.0's
+//! `nri.pkg.api.v1alpha1` ([`PROTOCOL`], `proto/nri/api.proto`), the one
+//! containerd 2.1 is built with. The plugin's ttRPC service
+//! ([`service`]: `Configure` answered with the event mask [`EVENTS`],
+//! `Synchronize` with no update, `Shutdown`, `CreateContainer`, and
+//! `StateChange`, which carries every other event and is acknowledged), and
+//! the one call the plugin makes, `RegisterPlugin` ([`register`]).
+//!
+//! Besides `proto/nri/api.proto`, everything a newer protocol changes is
+//! here: one call per event instead of `StateChange`, a version exchange at
+//! registration. The session
+//! ([`super::session`]) only carries bytes and the [`super::Plugin`] trait
+//! only decisions; neither builds or reads a request or an answer.
+
+use std::collections::HashMap;
+use std::os::fd::IntoRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Identity, Plugin, Refusal, Runtime};
+use crate::nri::proto::{api, api_ttrpc};
+
+/// The protocol spoken: its package and the NRI release it is taken from.
+pub const PROTOCOL: &str = "nri.pkg.api.v1alpha1 (NRI v0.8.0)";
+
+/// The event mask answered to `Configure`: `CREATE_CONTAINER` alone
+/// (`1 << (event - 1)`; a mask of 0 would mean every event).
+pub(crate) const EVENTS: i32 = 1 << (api::Event::CREATE_CONTAINER as i32 - 1);
+
+/// The deadline of `RegisterPlugin` (the runtime allows 5 s).
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// The methods of a ttRPC server, by name.
+pub(super) type Methods = HashMap<String, Box<dyn ttrpc::MethodHandler + Send + Sync>>;
+
+/// The ttRPC service that serves `plugin` on the plugin's conn.
+pub(super) fn service<P: Plugin>(plugin: &Arc<P>) -> Methods {
+    api_ttrpc::create_plugin(Arc::new(Service(Arc::clone(plugin))))
+}
+
+/// `Runtime.RegisterPlugin` over the runtime's conn (`theirs`); the client
+/// is dropped after (its socket closes; the relay then discards that conn).
+///
+/// # Errors
+/// The call failed or timed out.
+pub(super) fn register(theirs: UnixStream, opts: &Identity) -> Result<(), ttrpc::Error> {
+    let client = ttrpc::Client::new(theirs.into_raw_fd())?;
+    let runtime = api_ttrpc::RuntimeClient::new(client);
+    let mut req = api::RegisterPluginRequest::new();
+    req.plugin_name = opts.name.clone();
+    req.plugin_idx = opts.idx.clone();
+    runtime.register_plugin(ttrpc::context::with_duration(REGISTER_TIMEOUT), &req)?;
+    Ok(())
+}
+
+/// A [`Plugin`] as the generated `nri.pkg.api.v1alpha1.Plugin` service.
+struct Service<P>(Arc<P>);
+
+impl<P: Plugin> api_ttrpc::Plugin for Service<P> {
+    fn configure(
+        &self,
+        _: &ttrpc::TtrpcContext,
+        req: api::ConfigureRequest,
+    ) -> ttrpc::Result<api::ConfigureResponse> {
+        self.0.configure(&Runtime {
+            name: &req.runtime_name,
+            version: &req.runtime_version,
+            request_timeout_ms: req.request_timeout,
+            config: &req.config,
+        });
+        let mut resp = api::ConfigureResponse::new();
+        resp.events = EVENTS;
+        Ok(resp)
+    }
+
+    fn synchronize(
+        &self,
+        _: &ttrpc::TtrpcContext,
+        req: api::SynchronizeRequest,
+    ) -> ttrpc::Result<api::SynchronizeResponse> {
+        self.0.synchronize(&req.pods, &req.containers, req.more);
+        let mut resp = api::SynchronizeResponse::new();
+        resp.more = req.more;
+        Ok(resp)
+    }
+
+    fn shutdown(&self, _: &ttrpc::TtrpcContext, _: api::Empty) -> ttrpc::Result<api::Empty> {
+        self.0.shutdown();
+        Ok(api::Empty::new())
+    }
+
+    fn create_container(
+        &self,
+        _: &ttrpc::TtrpcContext,
+        req: api::CreateContainerRequest,
+    ) -> ttrpc::Result<api::CreateContainerResponse> {
+        match self.0.create_container(req.pod.as_ref(), req.container.get_or_default()) {
+            Ok(adjust) => {
+                let mut resp = api::CreateContainerResponse::new();
+                resp.adjust = adjust.into();
+                Ok(resp)
+            }
+            Err(Refusal(msg)) => Err(ttrpc::error::get_rpc_status(ttrpc::Code::FAILED_PRECONDITION, msg)),
+        }
+    }
+
+    fn state_change(&self, _: &ttrpc::TtrpcContext, _: api::StateChangeEvent) -> ttrpc::Result<api::Empty> {
+        Ok(api::Empty::new())
+    }
+}
