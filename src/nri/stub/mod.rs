@@ -24,7 +24,17 @@ use super::proto::api;
 
 pub use protocol::PROTOCOL;
 pub(crate) use session::{probe, run};
-pub use session::{serve, valid_idx, Identity, Status, Stop};
+pub use session::{serve, valid_idx, Status, Stop};
+
+/// Who the plugin is and where it connects.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    pub socket: std::path::PathBuf,
+    /// Plugin name, as the runtime lists it.
+    pub name: String,
+    /// Two digits: the plugin's place in the runtime's order.
+    pub idx: String,
+}
 
 /// The environment variable a runtime sets when it starts the plugin itself
 /// (pre-registered): the number of the connected socket's fd (3).

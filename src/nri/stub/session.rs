@@ -40,23 +40,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::mux::{self, MuxError, PLUGIN_CONN, RUNTIME_CONN};
-use super::{protocol, Connection, Plugin, PLUGIN_IDX_ENV, PLUGIN_NAME_ENV, PLUGIN_SOCKET_ENV};
+use super::{protocol, Connection, Identity, Plugin, PLUGIN_IDX_ENV, PLUGIN_NAME_ENV, PLUGIN_SOCKET_ENV};
 use crate::files::{self, Durability, Perms};
 
 /// Between two dials of a socket that is not there (yet).
 pub(crate) const RETRY: Duration = Duration::from_millis(500);
 /// Before redialling a socket that was just closed.
 const EOF_PAUSE: Duration = Duration::from_millis(50);
-
-/// Who the plugin is and where it connects.
-#[derive(Clone, Debug)]
-pub struct Identity {
-    pub socket: PathBuf,
-    /// Plugin name, as the runtime lists it.
-    pub name: String,
-    /// Two digits: the plugin's place in the runtime's order.
-    pub idx: String,
-}
 
 /// Why the plugin cannot start.
 #[derive(Debug, thiserror::Error)]
