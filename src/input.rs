@@ -107,12 +107,12 @@ pub fn read_state(reader: impl Read) -> Result<State, InputError> {
 /// # Errors
 /// A missing bundle, a config that is not a bounded regular file, bad JSON.
 pub fn read_spec(bundle: &Path) -> Result<Spec, InputError> {
-    let (path, bytes) = read_config(bundle)?;
+    let (path, bytes) = read_config_json(bundle)?;
     serde_json::from_slice(&bytes).map_err(|source| InputError::ConfigJson { path, source })
 }
 
 /// The bytes of the bundle's `config.json` (bounded, opened by fd), and its path.
-fn read_config(bundle: &Path) -> Result<(PathBuf, Vec<u8>), InputError> {
+fn read_config_json(bundle: &Path) -> Result<(PathBuf, Vec<u8>), InputError> {
     let path = bundle.join("config.json");
     let dir = files::open_dir(bundle)
         .map_err(|source| InputError::Bundle { path: bundle.to_path_buf(), source })?;
@@ -131,7 +131,7 @@ pub fn read_spec_and_hooks(bundle: &Path) -> Result<(Spec, serde_json::Value), I
         #[serde(default)]
         hooks: serde_json::Value,
     }
-    let (path, bytes) = read_config(bundle)?;
+    let (path, bytes) = read_config_json(bundle)?;
     let spec = serde_json::from_slice(&bytes)
         .map_err(|source| InputError::ConfigJson { path: path.clone(), source })?;
     let hooks: Hooks =
@@ -141,27 +141,27 @@ pub fn read_spec_and_hooks(bundle: &Path) -> Result<(Spec, serde_json::Value), I
 
 /// Where the host config is read from: the one way every command finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigSource {
+pub struct HostConfigSource {
     pub path: PathBuf,
     /// Named explicitly: a missing file is an error (else: the defaults).
     pub explicit: bool,
 }
 
-impl ConfigSource {
+impl HostConfigSource {
     /// `named` when given, else the default path under `root` ("/" on a
     /// live system).
-    pub fn new(named: Option<&Path>, root: &Path) -> ConfigSource {
+    pub fn new(named: Option<&Path>, root: &Path) -> HostConfigSource {
         match named {
-            Some(p) => ConfigSource { path: p.to_path_buf(), explicit: true },
-            None => ConfigSource { path: rooted(root, Path::new(DEFAULT_CONFIG_PATH)), explicit: false },
+            Some(p) => HostConfigSource { path: p.to_path_buf(), explicit: true },
+            None => HostConfigSource { path: rooted(root, Path::new(DEFAULT_CONFIG_PATH)), explicit: false },
         }
     }
 
     /// The wrapper's: the file `OCI_TMPFS_HOOK_CONFIG` names, else the
     /// default (an engine starts the wrapper with no arguments of ours).
-    pub fn from_env() -> ConfigSource {
+    pub fn from_env() -> HostConfigSource {
         let named = std::env::var_os(CONFIG_ENV).map(PathBuf::from);
-        ConfigSource::new(named.as_deref(), Path::new("/"))
+        HostConfigSource::new(named.as_deref(), Path::new("/"))
     }
 
     /// The file, when it was named (what a hook entry passes as `--config`).
@@ -173,12 +173,12 @@ impl ConfigSource {
     /// the defaults.
     ///
     /// # Errors
-    /// What [`ConfigSource::read_with_text`] fails with.
+    /// What [`HostConfigSource::read_with_text`] fails with.
     pub fn read(&self) -> Result<Settings, InputError> {
         self.read_with_text().map(|(settings, _)| settings)
     }
 
-    /// [`ConfigSource::read`], and the file's text (`""` for a missing
+    /// [`HostConfigSource::read`], and the file's text (`""` for a missing
     /// default file), for whoever passes the file on (the NRI plugin).
     ///
     /// # Errors
@@ -271,7 +271,7 @@ mod tests {
     #[test]
     fn settings_file_missing_is_default_only_when_implicit() {
         let read_settings =
-            |path: &Path, explicit| ConfigSource { path: path.to_path_buf(), explicit }.read();
+            |path: &Path, explicit| HostConfigSource { path: path.to_path_buf(), explicit }.read();
         let missing = Path::new("/nonexistent/oci-tmpfs-hook.toml");
         assert_eq!(read_settings(missing, false).unwrap(), Settings::default());
         assert!(read_settings(missing, true).is_err());

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::ConfigArg;
+use super::HostConfigArg;
 use crate::diagnose;
 use crate::engine::check::Context;
 use crate::error::{Error, EXIT_FAILED};
@@ -13,7 +13,7 @@ use crate::error::{Error, EXIT_FAILED};
 #[derive(Clone, Debug, Args)]
 pub(crate) struct DoctorArgs {
     #[command(flatten)]
-    pub config: ConfigArg,
+    pub config: HostConfigArg,
     /// Look for engine configs (and the default host config) under DIR;
     /// engines are then detected by their config files only.
     #[arg(long, value_name = "DIR")]

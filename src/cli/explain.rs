@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{absolute_path, ConfigArg};
+use super::{absolute_path, HostConfigArg};
 use crate::error::{chain, Error};
 use crate::input;
 use crate::plan::{self, Action, HomeFrom, Origin, Plan, ShmSource, ShmWay, Sizing};
@@ -35,7 +35,7 @@ pub(crate) struct ExplainArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub config: ConfigArg,
+    pub config: HostConfigArg,
     /// The runtime that will run the bundle, for which executor carries
     /// each target [default: runc on PATH].
     #[arg(long, value_name = "PATH", value_parser = absolute_path)]

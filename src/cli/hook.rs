@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::ConfigArg;
+use super::HostConfigArg;
 use crate::error::{chain, Error};
 use crate::settings::OnError;
 use crate::stage::Stage;
@@ -19,7 +19,7 @@ pub(crate) struct HookArgs {
     #[arg(long, value_parser = clap::value_parser!(Stage))]
     pub stage: Option<Stage>,
     #[command(flatten)]
-    pub config: ConfigArg,
+    pub config: HostConfigArg,
 }
 
 /// The hook's command line as the hooks JSON, `inject` and the NRI
@@ -33,7 +33,7 @@ pub(crate) fn registered_argv(args: &[std::ffi::OsString]) -> Option<HookArgs> {
     if first != "hook" || rest.len() % 2 != 0 {
         return None;
     }
-    let mut out = HookArgs { stage: None, config: ConfigArg::default() };
+    let mut out = HookArgs { stage: None, config: HostConfigArg::default() };
     for pair in rest.chunks_exact(2) {
         let value = pair[1].to_str().filter(|v| !v.is_empty() && !v.starts_with('-'))?;
         match pair[0].to_str()? {

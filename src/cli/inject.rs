@@ -9,7 +9,7 @@ use clap::Args;
 use super::absolute_path;
 use crate::bundle::{self, HookEntry};
 use crate::error::Error;
-use crate::input::ConfigSource;
+use crate::input::HostConfigSource;
 use crate::settings::Mode;
 use crate::spec;
 use crate::stage::Stage;
@@ -65,7 +65,7 @@ pub(crate) fn run(args: &InjectArgs) -> Result<ExitCode, Error> {
 
 /// `inject --mode spec`: the plan's mounts written into config.json.
 fn in_spec(args: &InjectArgs) -> Result<ExitCode, Error> {
-    let settings = ConfigSource::new(args.config.as_deref(), Path::new("/")).read()?;
+    let settings = HostConfigSource::new(args.config.as_deref(), Path::new("/")).read()?;
     let binary = match &args.hook_path {
         Some(p) => p.clone(),
         None => crate::files::this_binary()?,

@@ -22,7 +22,7 @@ use std::process::ExitCode;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use crate::error::{chain, Error, EXIT_FAILED};
-use crate::input::ConfigSource;
+use crate::input::HostConfigSource;
 use crate::stage::Stage;
 use doctor::DoctorArgs;
 use engines::EnginesArgs;
@@ -87,17 +87,17 @@ pub(crate) enum Command {
 
 /// The host config flag, shared by the commands that read the host config.
 #[derive(Clone, Debug, Default, Args)]
-pub(crate) struct ConfigArg {
+pub(crate) struct HostConfigArg {
     /// Host config file [default: /etc/oci-tmpfs-hook/config.toml].
     #[arg(long = "config", value_name = "PATH")]
     pub path: Option<PathBuf>,
 }
 
-impl ConfigArg {
+impl HostConfigArg {
     /// Where the host config is, the default under `root` ("/" on a live
     /// system) when no `--config` was given.
-    pub(crate) fn source(&self, root: &Path) -> ConfigSource {
-        ConfigSource::new(self.path.as_deref(), root)
+    pub(crate) fn source(&self, root: &Path) -> HostConfigSource {
+        HostConfigSource::new(self.path.as_deref(), root)
     }
 }
 
@@ -231,14 +231,14 @@ pub(crate) mod tests {
     #[test]
     fn config_default_moves_under_root() {
         use crate::names::DEFAULT_CONFIG_PATH;
-        let resolve = |c: &ConfigArg, root: &str| {
+        let resolve = |c: &HostConfigArg, root: &str| {
             let s = c.source(Path::new(root));
             (s.path, s.explicit)
         };
-        let none = ConfigArg::default();
+        let none = HostConfigArg::default();
         assert_eq!(resolve(&none, "/"), (PathBuf::from(DEFAULT_CONFIG_PATH), false));
         assert_eq!(resolve(&none, "/r").0, Path::new("/r/etc/oci-tmpfs-hook/config.toml"));
-        let given = ConfigArg { path: Some("/c.toml".into()) };
+        let given = HostConfigArg { path: Some("/c.toml".into()) };
         assert_eq!(resolve(&given, "/r"), (PathBuf::from("/c.toml"), true));
     }
 }

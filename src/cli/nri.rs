@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{absolute_path, ConfigArg};
+use super::{absolute_path, HostConfigArg};
 use crate::error::Error;
 use crate::nri::hook_copy::HookDir;
 use crate::nri::stub::{self, Identity, Status, Stop};
@@ -69,7 +69,7 @@ pub(crate) struct NriArgs {
     #[arg(long, value_name = "HOST:PORT", conflicts_with = "probe")]
     pub metrics_address: Option<String>,
     #[command(flatten)]
-    pub config: ConfigArg,
+    pub config: HostConfigArg,
 }
 
 /// Runs the plugin.

@@ -12,7 +12,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{read_config, ConfigError, Engine, Registration, Request, Way};
+use super::{read_engine_config, Engine, EngineConfigError, Registration, Request, Way};
 use crate::files::{self, Durability, Perms};
 
 /// Suffix of the backup written before a config file is changed.
@@ -79,12 +79,12 @@ impl ChangeSet {
 ///
 /// # Errors
 /// Unreadable or malformed files, or a config setup will not edit.
-pub(crate) fn propose(req: &Request<'_>, reg: &Registration<'_>) -> Result<ChangeSet, ConfigError> {
+pub(crate) fn propose(req: &Request<'_>, reg: &Registration<'_>) -> Result<ChangeSet, EngineConfigError> {
     let engine = req.engine.registrar();
     let located = engine.config_file(&req.site)?;
     let mut plan = ChangeSet { notes: located.note.into_iter().collect(), ..ChangeSet::default() };
     let path = located.path;
-    let before = read_config(&path)?;
+    let before = read_engine_config(&path)?;
     let after = if req.undo {
         engine.remove(&path, before.as_deref())?
     } else {
@@ -108,29 +108,29 @@ pub(crate) fn propose(req: &Request<'_>, reg: &Registration<'_>) -> Result<Chang
 
 /// `FILE.bak-oci-tmpfs-hook`, or `.1`, `.2`... when that holds something
 /// else; an existing backup with the same contents is reused.
-fn backup_path(path: &Path, contents: &str) -> Result<PathBuf, ConfigError> {
+fn backup_path(path: &Path, contents: &str) -> Result<PathBuf, EngineConfigError> {
     let base = format!("{}{BACKUP_SUFFIX}", path.display());
     for n in 0..1000 {
         let candidate = PathBuf::from(if n == 0 { base.clone() } else { format!("{base}.{n}") });
-        match read_config(&candidate) {
+        match read_engine_config(&candidate) {
             Ok(None) => return Ok(candidate),
             Ok(Some(old)) if old == contents => return Ok(candidate),
             _ => continue,
         }
     }
-    Err(ConfigError::shape(path, "a thousand backups exist already; clean them up"))
+    Err(EngineConfigError::shape(path, "a thousand backups exist already; clean them up"))
 }
 
 /// Writes a change set: backups first, then each file replaced atomically.
 ///
 /// # Errors
 /// A failed write; files already replaced stay replaced (each has its backup).
-pub(crate) fn write(plan: &ChangeSet) -> Result<(), ConfigError> {
+pub(crate) fn write(plan: &ChangeSet) -> Result<(), EngineConfigError> {
     for change in &plan.changes {
         let write_err = |source| files::FileError::Write { path: change.path.clone(), source };
         let perms = Perms::of_path(&change.path).unwrap_or(Perms::new(NEW_FILE_MODE));
         if let (Some(backup), Some(before)) = (&change.backup, &change.before) {
-            if read_config(backup)?.as_deref() != Some(before.as_str()) {
+            if read_engine_config(backup)?.as_deref() != Some(before.as_str()) {
                 files::replace(backup, before.as_bytes(), perms, Durability::Durable)?;
             }
         }

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::input::ConfigSource;
+use crate::input::HostConfigSource;
 use crate::names::rooted;
 
 /// One line of the report.
@@ -54,7 +54,7 @@ pub struct Context {
     /// This binary, canonical.
     pub binary: PathBuf,
     /// The host config.
-    pub config: ConfigSource,
+    pub config: HostConfigSource,
     /// Detect engines by their binaries on PATH too (not under `--root`).
     pub search_path: bool,
 }

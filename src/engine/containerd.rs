@@ -25,8 +25,8 @@ use toml_edit::{DocumentMut, Item, Table};
 
 use super::check::{Check, Context};
 use super::{
-    on_path, read_config, wrapper_check, ConfigError, Engine, Located, NewText, Profile, Registrar,
-    Registration, Site, Way,
+    on_path, read_engine_config, wrapper_check, Engine, EngineConfigError, Located, NewText, Profile,
+    Registrar, Registration, Site, Way,
 };
 use crate::names::{rooted, ANNOTATION_GLOB, CONTAINERD_CONFIG, RUNTIME_NAME};
 
@@ -62,7 +62,7 @@ impl Registrar for Containerd {
         }
     }
 
-    fn config_file(&self, site: &Site<'_>) -> Result<Located, ConfigError> {
+    fn config_file(&self, site: &Site<'_>) -> Result<Located, EngineConfigError> {
         Ok(Located::file(site, CONTAINERD_CONFIG))
     }
 
@@ -79,7 +79,7 @@ impl Registrar for Containerd {
             None => None,
             Some(item) => Some(
                 item.as_str()
-                    .ok_or_else(|| ConfigError::shape(path, "default_runtime_name is not a string"))?
+                    .ok_or_else(|| EngineConfigError::shape(path, "default_runtime_name is not a string"))?
                     .to_string(),
             ),
         };
@@ -135,9 +135,9 @@ impl Registrar for Containerd {
     }
 }
 
-fn parse(path: &Path, original: &str) -> Result<DocumentMut, ConfigError> {
+fn parse(path: &Path, original: &str) -> Result<DocumentMut, EngineConfigError> {
     original.parse().map_err(|e: toml_edit::TomlError| {
-        ConfigError::syntax(path, original, e.span().map(|s| s.start), e.message())
+        EngineConfigError::syntax(path, original, e.span().map(|s| s.start), e.message())
     })
 }
 
@@ -149,11 +149,13 @@ fn plugin_of(
     path: &Path,
     original: &str,
     insert: bool,
-) -> Result<&'static str, ConfigError> {
+) -> Result<&'static str, EngineConfigError> {
     let version = match doc.get("version") {
-        Some(v) => v.as_integer().ok_or_else(|| ConfigError::shape(path, "version is not an integer"))?,
+        Some(v) => {
+            v.as_integer().ok_or_else(|| EngineConfigError::shape(path, "version is not an integer"))?
+        }
         None if doc.get("plugins").is_some() => {
-            return Err(ConfigError::shape(
+            return Err(EngineConfigError::shape(
                 path,
                 "has no `version`, so containerd reads it as config version 1 (plugins.cri); \
                  convert it to version 2 (see `containerd config default`) and rerun setup",
@@ -171,7 +173,7 @@ fn plugin_of(
         }
     };
     cri_plugin(version).ok_or_else(|| {
-        ConfigError::shape(
+        EngineConfigError::shape(
             path,
             format!("config version {version} is not supported (only 2 and 3); register the runtime by hand"),
         )
@@ -190,7 +192,12 @@ fn marked_runc() -> Table {
 }
 
 /// Adds our runtime, or points an existing one at `wrapper`.
-fn set_ours(runtimes: &mut Table, wrapper: &Path, path: &Path, plugin: &str) -> Result<(), ConfigError> {
+fn set_ours(
+    runtimes: &mut Table,
+    wrapper: &Path,
+    path: &Path,
+    plugin: &str,
+) -> Result<(), EngineConfigError> {
     let wrapper = wrapper.display().to_string();
     match runtimes.get_mut(RUNTIME_NAME) {
         Some(Item::Table(ours)) => {
@@ -203,7 +210,7 @@ fn set_ours(runtimes: &mut Table, wrapper: &Path, path: &Path, plugin: &str) -> 
             }
         }
         Some(_) => {
-            return Err(ConfigError::shape(
+            return Err(EngineConfigError::shape(
                 path,
                 format!("plugins.\"{plugin}\".containerd.runtimes.{RUNTIME_NAME} is not a table"),
             ))
@@ -225,12 +232,12 @@ fn set_ours(runtimes: &mut Table, wrapper: &Path, path: &Path, plugin: &str) -> 
 
 /// `default_runtime_name = "oci-tmpfs"`, with the value it replaces in a
 /// marked comment; only over runc (the wrapper runs runc) or nothing.
-fn set_default(ctd: &mut Table, current: Option<&str>, path: &Path) -> Result<(), ConfigError> {
+fn set_default(ctd: &mut Table, current: Option<&str>, path: &Path) -> Result<(), EngineConfigError> {
     let was = match current {
         None => "unset".to_string(),
         Some("runc") => "\"runc\"".to_string(),
         Some(other) => {
-            return Err(ConfigError::shape(
+            return Err(EngineConfigError::shape(
                 path,
                 format!(
                     "default_runtime_name is {other:?}, and the wrapper runs runc (or the host config's \
@@ -291,7 +298,11 @@ fn existing_table<'a>(mut t: &'a mut Table, keys: &[&str]) -> Option<&'a mut Tab
 
 /// The table at `keys`, creating missing steps as implicit tables (no header
 /// of their own).
-fn table_mut<'a>(mut t: &'a mut Table, keys: &[&str], path: &Path) -> Result<&'a mut Table, ConfigError> {
+fn table_mut<'a>(
+    mut t: &'a mut Table,
+    keys: &[&str],
+    path: &Path,
+) -> Result<&'a mut Table, EngineConfigError> {
     for k in keys {
         let item = t.entry(k).or_insert_with(|| {
             let mut new = Table::new();
@@ -299,7 +310,7 @@ fn table_mut<'a>(mut t: &'a mut Table, keys: &[&str], path: &Path) -> Result<&'a
             Item::Table(new)
         });
         t = item.as_table_mut().ok_or_else(|| {
-            ConfigError::shape(path, format!("`{k}` is not a table (inline tables are not edited)"))
+            EngineConfigError::shape(path, format!("`{k}` is not a table (inline tables are not edited)"))
         })?;
     }
     Ok(t)
@@ -322,7 +333,7 @@ fn check(ctx: &Context) -> Vec<Check> {
     let engine = Engine::Containerd;
     let what = "containerd";
     let path = rooted(&ctx.root, Path::new(CONTAINERD_CONFIG));
-    let text = match read_config(&path) {
+    let text = match read_engine_config(&path) {
         Ok(Some(t)) => t,
         Ok(None) => {
             return vec![Check::problem(what, format!("{} is missing", path.display()), engine.setup_fix())]
@@ -499,7 +510,7 @@ mod tests {
 
     const WRAPPER: &str = "/usr/local/bin/oci-tmpfs-runtime";
 
-    fn ctd(text: Option<&str>, default: bool, undo: bool) -> Result<Option<String>, ConfigError> {
+    fn ctd(text: Option<&str>, default: bool, undo: bool) -> Result<Option<String>, EngineConfigError> {
         super::super::new_text(&Containerd, "/etc/containerd/config.toml", text, WRAPPER, default, undo)
     }
 
@@ -640,7 +651,9 @@ BinaryName = "/usr/local/bin/oci-tmpfs-runtime"
     fn containerd_malformed_is_refused_with_line() {
         let bad = "version = 2\n\n[plugins\n";
         match ctd(Some(bad), false, false) {
-            Err(e @ ConfigError::Syntax { line: 3, .. }) => assert!(!e.to_string().contains('\n'), "{e}"),
+            Err(e @ EngineConfigError::Syntax { line: 3, .. }) => {
+                assert!(!e.to_string().contains('\n'), "{e}")
+            }
             other => panic!("{other:?}"),
         }
         let dup = "version = 2\n[grpc]\na = 1\na = 2\n";
@@ -648,7 +661,7 @@ BinaryName = "/usr/local/bin/oci-tmpfs-runtime"
         assert!(err.contains("line 4"), "{err}");
         assert!(!err.contains('\n'), "{err}");
         let shape = "version = 2\nplugins = 1\n";
-        assert!(matches!(ctd(Some(shape), false, false), Err(ConfigError::Shape { .. })));
+        assert!(matches!(ctd(Some(shape), false, false), Err(EngineConfigError::Shape { .. })));
     }
 
     #[test]

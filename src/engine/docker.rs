@@ -10,8 +10,8 @@ use serde_json::{json, Map, Value};
 
 use super::check::{Check, Context};
 use super::{
-    read_config, wrapper_check, ConfigError, Engine, Located, NewText, Profile, Registrar, Registration,
-    Site, Way,
+    read_engine_config, wrapper_check, Engine, EngineConfigError, Located, NewText, Profile, Registrar,
+    Registration, Site, Way,
 };
 use crate::files::render_json;
 use crate::names::{rooted, DAEMON_JSON, RUNTIME_NAME};
@@ -30,7 +30,7 @@ impl Registrar for Docker {
         }
     }
 
-    fn config_file(&self, site: &Site<'_>) -> Result<Located, ConfigError> {
+    fn config_file(&self, site: &Site<'_>) -> Result<Located, EngineConfigError> {
         Ok(Located::file(site, DAEMON_JSON))
     }
 
@@ -41,8 +41,9 @@ impl Registrar for Docker {
         let obj = object(&mut doc, path)?;
         let wrapper = reg.wrapper.display().to_string();
         let runtimes = obj.entry("runtimes").or_insert_with(|| json!({}));
-        let runtimes =
-            runtimes.as_object_mut().ok_or_else(|| ConfigError::shape(path, "runtimes is not an object"))?;
+        let runtimes = runtimes
+            .as_object_mut()
+            .ok_or_else(|| EngineConfigError::shape(path, "runtimes is not an object"))?;
         match runtimes.get_mut(RUNTIME_NAME).and_then(Value::as_object_mut) {
             Some(entry) => {
                 if entry.get("path").and_then(Value::as_str) != Some(wrapper.as_str()) {
@@ -60,7 +61,7 @@ impl Registrar for Docker {
                     obj.insert("default-runtime".into(), json!(RUNTIME_NAME));
                 }
                 Some(other) => {
-                    return Err(ConfigError::shape(
+                    return Err(EngineConfigError::shape(
                         path,
                         format!(
                             "default-runtime is {other:?}, and the wrapper runs runc (or the host config's \
@@ -83,7 +84,7 @@ impl Registrar for Docker {
         if let Some(runtimes) = obj.get_mut("runtimes") {
             let runtimes = runtimes
                 .as_object_mut()
-                .ok_or_else(|| ConfigError::shape(path, "runtimes is not an object"))?;
+                .ok_or_else(|| EngineConfigError::shape(path, "runtimes is not an object"))?;
             runtimes.shift_remove(RUNTIME_NAME);
             if runtimes.is_empty() {
                 obj.shift_remove("runtimes");
@@ -104,9 +105,9 @@ impl Registrar for Docker {
 }
 
 /// The document; a missing or blank file is `{}`.
-fn parse(path: &Path, text: Option<&str>) -> Result<Value, ConfigError> {
+fn parse(path: &Path, text: Option<&str>) -> Result<Value, EngineConfigError> {
     match text {
-        Some(t) if !t.trim().is_empty() => serde_json::from_str(t).map_err(|e| ConfigError::Syntax {
+        Some(t) if !t.trim().is_empty() => serde_json::from_str(t).map_err(|e| EngineConfigError::Syntax {
             path: path.to_path_buf(),
             line: e.line(),
             column: e.column(),
@@ -116,8 +117,8 @@ fn parse(path: &Path, text: Option<&str>) -> Result<Value, ConfigError> {
     }
 }
 
-fn object<'a>(doc: &'a mut Value, path: &Path) -> Result<&'a mut Map<String, Value>, ConfigError> {
-    doc.as_object_mut().ok_or_else(|| ConfigError::shape(path, "the document is not a JSON object"))
+fn object<'a>(doc: &'a mut Value, path: &Path) -> Result<&'a mut Map<String, Value>, EngineConfigError> {
+    doc.as_object_mut().ok_or_else(|| EngineConfigError::shape(path, "the document is not a JSON object"))
 }
 
 /// serde_json appends " at line L column C"; the error says it separately.
@@ -130,7 +131,7 @@ fn check(ctx: &Context) -> Check {
     let engine = Engine::Docker;
     let what = "docker";
     let path = rooted(&ctx.root, Path::new(DAEMON_JSON));
-    let text = match read_config(&path) {
+    let text = match read_engine_config(&path) {
         Ok(Some(t)) => t,
         Ok(None) => {
             return Check::problem(what, format!("{} is missing", path.display()), engine.setup_fix())
@@ -163,7 +164,7 @@ mod tests {
 
     const WRAPPER: &str = "/usr/local/bin/oci-tmpfs-runtime";
 
-    fn docker(text: Option<&str>, default: bool, undo: bool) -> Result<Option<String>, ConfigError> {
+    fn docker(text: Option<&str>, default: bool, undo: bool) -> Result<Option<String>, EngineConfigError> {
         super::super::new_text(&Docker, "/etc/docker/daemon.json", text, WRAPPER, default, undo)
     }
 
@@ -221,7 +222,7 @@ mod tests {
         ];
         for (name, text, line) in cases {
             match docker(Some(text), false, false) {
-                Err(ConfigError::Syntax { line: l, ref msg, .. }) => {
+                Err(EngineConfigError::Syntax { line: l, ref msg, .. }) => {
                     assert_eq!(l, *line, "case {name}: {msg}")
                 }
                 other => panic!("case {name}: {other:?}"),
@@ -230,7 +231,10 @@ mod tests {
         let err = docker(Some("{\n  \"a\": 1,\n}\n"), false, false).unwrap_err().to_string();
         assert!(err.starts_with("/etc/docker/daemon.json: line 3, column 1: invalid JSON"), "{err}");
         for shape in ["[]", r#"{"runtimes": []}"#] {
-            assert!(matches!(docker(Some(shape), false, false), Err(ConfigError::Shape { .. })), "{shape}");
+            assert!(
+                matches!(docker(Some(shape), false, false), Err(EngineConfigError::Shape { .. })),
+                "{shape}"
+            );
         }
     }
 }

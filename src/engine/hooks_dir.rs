@@ -14,7 +14,8 @@ use serde_json::{json, Value};
 
 use super::check::{Check, Context};
 use super::{
-    read_config, ConfigError, Engine, Located, NewText, Profile, Registrar, Registration, Site, Way,
+    read_engine_config, Engine, EngineConfigError, Located, NewText, Profile, Registrar, Registration, Site,
+    Way,
 };
 use crate::names::{
     hook_argv, rooted, CONTAINERS_CONF, CRIO_CONF, CRIO_CONF_D, ETC_HOOKS_DIR, HOOKS_DIR, HOOK_FILE,
@@ -71,7 +72,7 @@ impl Registrar for Podman {
         }
     }
 
-    fn config_file(&self, site: &Site<'_>) -> Result<Located, ConfigError> {
+    fn config_file(&self, site: &Site<'_>) -> Result<Located, EngineConfigError> {
         let why = format!("Podman's default hooks dir; {ETC_HOOKS_DIR} works too (--hooks-dir)");
         Ok(given(site).unwrap_or_else(|| in_dir(rooted(site.root, Path::new(HOOKS_DIR)), &why)))
     }
@@ -101,7 +102,7 @@ impl Registrar for Crio {
         }
     }
 
-    fn config_file(&self, site: &Site<'_>) -> Result<Located, ConfigError> {
+    fn config_file(&self, site: &Site<'_>) -> Result<Located, EngineConfigError> {
         if let Some(located) = given(site) {
             return Ok(located);
         }
@@ -149,10 +150,10 @@ fn in_dir(dir: PathBuf, why: &str) -> Located {
 ///
 /// # Errors
 /// An unreadable file.
-pub(crate) fn crio_config_files(root: &Path) -> Result<Vec<(PathBuf, String)>, ConfigError> {
+pub(crate) fn crio_config_files(root: &Path) -> Result<Vec<(PathBuf, String)>, EngineConfigError> {
     let mut files = Vec::new();
     let main = rooted(root, Path::new(CRIO_CONF));
-    if let Some(text) = read_config(&main)? {
+    if let Some(text) = read_engine_config(&main)? {
         files.push((main, text));
     }
     let dir = rooted(root, Path::new(CRIO_CONF_D));
@@ -166,7 +167,7 @@ pub(crate) fn crio_config_files(root: &Path) -> Result<Vec<(PathBuf, String)>, C
     };
     dropins.sort();
     for p in dropins {
-        if let Some(text) = read_config(&p)? {
+        if let Some(text) = read_engine_config(&p)? {
             files.push((p, text));
         }
     }
@@ -178,19 +179,20 @@ pub(crate) fn crio_config_files(root: &Path) -> Result<Vec<(PathBuf, String)>, C
 ///
 /// # Errors
 /// A file that is not valid TOML, or a `hooks_dir` that is not a list of strings.
-pub(crate) fn crio_hooks_dir(files: &[(PathBuf, String)]) -> Result<Option<PathBuf>, ConfigError> {
+pub(crate) fn crio_hooks_dir(files: &[(PathBuf, String)]) -> Result<Option<PathBuf>, EngineConfigError> {
     let mut found = None;
     for (path, text) in files {
         let doc: toml::Table = toml::from_str(text)
-            .map_err(|e| ConfigError::syntax(path, text, e.span().map(|s| s.start), e.message()))?;
+            .map_err(|e| EngineConfigError::syntax(path, text, e.span().map(|s| s.start), e.message()))?;
         let Some(dirs) = doc.get("crio").and_then(|c| c.get("runtime")).and_then(|r| r.get("hooks_dir"))
         else {
             continue;
         };
-        let list = dirs.as_array().ok_or_else(|| ConfigError::shape(path, "hooks_dir is not a list"))?;
+        let list =
+            dirs.as_array().ok_or_else(|| EngineConfigError::shape(path, "hooks_dir is not a list"))?;
         let first = list
             .iter()
-            .map(|d| d.as_str().ok_or_else(|| ConfigError::shape(path, "hooks_dir holds a non-string")))
+            .map(|d| d.as_str().ok_or_else(|| EngineConfigError::shape(path, "hooks_dir holds a non-string")))
             .next()
             .transpose()?;
         found = first.map(PathBuf::from);
@@ -206,7 +208,7 @@ fn hooks_dir_check(engine: Engine, ctx: &Context, dirs: &[PathBuf]) -> Check {
         let names: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
         return Check::problem(what, format!("no {HOOK_FILE} in {}", names.join(" or ")), engine.setup_fix());
     };
-    let text = match read_config(&path) {
+    let text = match read_engine_config(&path) {
         Ok(Some(t)) => t,
         Ok(None) => return Check::problem(what, format!("{} vanished", path.display()), engine.setup_fix()),
         Err(e) => return Check::problem(what, crate::error::chain(&e), engine.setup_fix()),
@@ -313,7 +315,7 @@ mod tests {
         assert_eq!(crio_hooks_dir(&more).unwrap(), Some(PathBuf::from("/c")));
         assert_eq!(crio_hooks_dir(&[]).unwrap(), None);
         let bad = vec![(PathBuf::from("/etc/crio/crio.conf"), "[crio.runtime\n".to_string())];
-        assert!(matches!(crio_hooks_dir(&bad), Err(ConfigError::Syntax { line: 1, .. })));
+        assert!(matches!(crio_hooks_dir(&bad), Err(EngineConfigError::Syntax { line: 1, .. })));
     }
 
     #[test]

@@ -101,7 +101,7 @@ impl Located {
 
 /// A config file that setup refuses to touch, or a failed read or write.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
+pub enum EngineConfigError {
     #[error(transparent)]
     File(#[from] FileError),
     #[error(
@@ -112,15 +112,20 @@ pub enum ConfigError {
     Shape { path: PathBuf, what: String },
 }
 
-impl ConfigError {
-    pub(crate) fn shape(path: &Path, what: impl Into<String>) -> ConfigError {
-        ConfigError::Shape { path: path.to_path_buf(), what: what.into() }
+impl EngineConfigError {
+    pub(crate) fn shape(path: &Path, what: impl Into<String>) -> EngineConfigError {
+        EngineConfigError::Shape { path: path.to_path_buf(), what: what.into() }
     }
 
     /// A syntax error at byte `offset` of `text`.
-    pub(crate) fn syntax(path: &Path, text: &str, offset: Option<usize>, msg: &str) -> ConfigError {
+    pub(crate) fn syntax(path: &Path, text: &str, offset: Option<usize>, msg: &str) -> EngineConfigError {
         let (line, column) = offset.map(|o| line_col(text, o)).unwrap_or((0, 0));
-        ConfigError::Syntax { path: path.to_path_buf(), line, column, msg: msg.trim().replace('\n', ": ") }
+        EngineConfigError::Syntax {
+            path: path.to_path_buf(),
+            line,
+            column,
+            msg: msg.trim().replace('\n', ": "),
+        }
     }
 }
 
@@ -147,7 +152,7 @@ pub struct Profile {
 }
 
 /// The new text of an engine's file: `None` removes it.
-pub(crate) type NewText = Result<Option<String>, ConfigError>;
+pub(crate) type NewText = Result<Option<String>, EngineConfigError>;
 
 /// What each engine family implements.
 pub trait Registrar: Sync {
@@ -157,7 +162,7 @@ pub trait Registrar: Sync {
     ///
     /// # Errors
     /// An engine config that cannot be read to find it (CRI-O's `hooks_dir`).
-    fn config_file(&self, site: &Site<'_>) -> Result<Located, ConfigError>;
+    fn config_file(&self, site: &Site<'_>) -> Result<Located, EngineConfigError>;
     /// The new text of the file (`None`: remove it), given its current text
     /// (`None`: missing), with the registration added. Idempotent; keeps
     /// everything else.
@@ -249,7 +254,7 @@ pub(crate) fn on_path(name: &str) -> Option<PathBuf> {
 ///
 /// # Errors
 /// Not a regular file, too big, not UTF-8, unreadable.
-pub(crate) fn read_config(path: &Path) -> Result<Option<String>, FileError> {
+pub(crate) fn read_engine_config(path: &Path) -> Result<Option<String>, FileError> {
     crate::files::read_text(path, MAX_ENGINE_CONFIG_BYTES)
 }
 
@@ -292,7 +297,7 @@ pub(crate) fn new_text(
     wrapper: &str,
     default: bool,
     undo: bool,
-) -> Result<Option<String>, ConfigError> {
+) -> Result<Option<String>, EngineConfigError> {
     let path = Path::new(path);
     if undo {
         return engine.remove(path, text);

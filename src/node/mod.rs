@@ -45,7 +45,7 @@ use std::path::{Path, PathBuf};
 use clap::ValueEnum;
 
 use crate::engine::change::{self, ChangeSet};
-use crate::engine::{ConfigError, Engine, Registration, Request, Site};
+use crate::engine::{Engine, EngineConfigError, Registration, Request, Site};
 use crate::files::FileError;
 use crate::names::{rooted, RUNTIME_NAME, WRAPPER_NAME};
 
@@ -127,7 +127,7 @@ pub(crate) enum NodeError {
     #[error(transparent)]
     File(#[from] FileError),
     #[error(transparent)]
-    Config(#[from] ConfigError),
+    Config(#[from] EngineConfigError),
     #[error("{path} exists and was not installed by node install; remove it or pick another --bin-dir")]
     NotOurs { path: PathBuf },
     #[error("{path}: {what}; fix or remove it and rerun")]

@@ -26,7 +26,7 @@ use super::hook_copy::{CopyError, HookDir};
 use super::metrics;
 use super::proto::api;
 use super::stub::{Connection, Plugin, Refusal, Runtime};
-use crate::input::{self, ConfigSource, InputError};
+use crate::input::{self, HostConfigSource, InputError};
 use crate::plan::{self, HostFacts};
 use crate::settings::{OnError, Settings};
 
@@ -64,19 +64,19 @@ pub(crate) enum PolicyError {
 /// The host config as read: its settings and its text (`""` for a missing
 /// default file: the defaults).
 #[derive(Clone, Debug)]
-struct Config {
+struct HostConfig {
     settings: Settings,
     text: String,
 }
 
 /// Our plugin: where the host config is and where the hook is.
 pub(crate) struct Policy {
-    config: ConfigSource,
+    config: HostConfigSource,
     /// The hook directory the plugin keeps up to date, when it has one.
     dir: Option<HookDir>,
     site: HookSite,
     host: HostFacts,
-    last_good: Mutex<Config>,
+    last_good: Mutex<HostConfig>,
     /// The config text last copied into the hook directory.
     copied: Mutex<Option<String>>,
 }
@@ -91,8 +91,8 @@ impl Policy {
     /// # Errors
     /// The host config cannot be read or parsed; the host's RAM is unknown;
     /// this binary cannot be found.
-    pub(crate) fn new(config: ConfigSource, dir: Option<HookDir>) -> Result<Policy, PolicyError> {
-        let read = read_config(&config)?;
+    pub(crate) fn new(config: HostConfigSource, dir: Option<HookDir>) -> Result<Policy, PolicyError> {
+        let read = read_host_config(&config)?;
         let site = match &dir {
             Some(d) => d.site(),
             None => HookSite {
@@ -146,9 +146,9 @@ impl Policy {
     }
 
     /// The host config now, or the last good one when it cannot be read.
-    fn current(&self) -> Config {
+    fn current(&self) -> HostConfig {
         let mut last = self.last_good.lock().unwrap_or_else(|p| p.into_inner());
-        match read_config(&self.config) {
+        match read_host_config(&self.config) {
             Ok(c) => {
                 apply_logging(&c.settings, &last.settings);
                 *last = c;
@@ -234,9 +234,9 @@ impl Policy {
 }
 
 /// The host config at `source`, with its text.
-fn read_config(source: &ConfigSource) -> Result<Config, InputError> {
+fn read_host_config(source: &HostConfigSource) -> Result<HostConfig, InputError> {
     let (settings, text) = source.read_with_text()?;
-    Ok(Config { settings, text })
+    Ok(HostConfig { settings, text })
 }
 
 /// The host config's log level, and its log file when it changed.

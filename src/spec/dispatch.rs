@@ -16,7 +16,7 @@ use std::path::Path;
 
 use crate::bundle::HookEntry;
 use crate::error::chain;
-use crate::input::ConfigSource;
+use crate::input::HostConfigSource;
 use crate::real_runtime::version_unsafe;
 use crate::settings::{Mode, OnError, Settings};
 use crate::spec;
@@ -43,7 +43,7 @@ pub(crate) enum Call<'a> {
 /// The plan failed under `on_error = "fail"`.
 pub(crate) fn before_exec(
     call: &Call<'_>,
-    source: &ConfigSource,
+    source: &HostConfigSource,
     settings: &Settings,
     real: &Path,
 ) -> Result<(), crate::error::Error> {
@@ -62,7 +62,7 @@ pub(crate) fn before_exec(
 /// the container `id` that the real runtime `real` will create.
 fn prepare(
     dir: &Path,
-    source: &ConfigSource,
+    source: &HostConfigSource,
     settings: &Settings,
     real: &Path,
     id: Option<&str>,
@@ -103,7 +103,7 @@ fn prepare(
 /// The prestart entry of this binary, or `None` when it cannot be found.
 /// The hook reads the host config the wrapper read: `--config` when
 /// `OCI_TMPFS_HOOK_CONFIG` named one (runtimes give hooks no environment).
-fn hook_entry(source: &ConfigSource) -> Option<HookEntry> {
+fn hook_entry(source: &HostConfigSource) -> Option<HookEntry> {
     match crate::files::this_binary() {
         Ok(exe) => Some(HookEntry::for_stage(&exe, Stage::Prestart, source.named())),
         Err(e) => {
@@ -117,7 +117,7 @@ fn hook_entry(source: &ConfigSource) -> Option<HookEntry> {
 /// [`crate::spec::route::carrier`] gives hook mode). A bundle we cannot
 /// edit is passed through untouched, so the real runtime reports its own
 /// error.
-fn add_hook(dir: &Path, source: &ConfigSource) {
+fn add_hook(dir: &Path, source: &HostConfigSource) {
     let Some(entry) = hook_entry(source) else { return };
     if let Err(e) = crate::spec::inject_hook(dir, &entry) {
         log::warn!("{}; the hook is not added, passing the call through", chain(&e));

@@ -32,7 +32,7 @@ use std::process::{Command, ExitCode};
 
 use clap::Args;
 
-use crate::input::ConfigSource;
+use crate::input::HostConfigSource;
 use crate::names::WRAPPER_NAME;
 use crate::real_runtime::{self, RuntimeError};
 use grammar::CommandLine;
@@ -57,7 +57,7 @@ pub(crate) fn invoked_as_wrapper(argv0: &OsStr) -> bool {
 /// No real runtime, the plan failed under `on_error = "fail"`, or the exec
 /// failed.
 pub(crate) fn run(args: &[OsString]) -> Result<ExitCode, crate::error::Error> {
-    let source = ConfigSource::from_env();
+    let source = HostConfigSource::from_env();
     let settings = source.read().map_err(RuntimeError::Settings)?;
     let real = real_runtime::find(&settings)?;
     let line = CommandLine::parse(args);
