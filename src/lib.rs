@@ -9,10 +9,13 @@
 //!   [`wrapper`] (the runtime wrapper, which picks one of the next two, and
 //!   gives an `exec` the `HOME` the spec executor set: [`exec_home`]),
 //!   [`spec`] (tmpfs entries written into `config.json`, checked on the
-//!   rootfs with the hook's resolver), [`hook`] (by fd in the container's
-//!   namespace, with the syscall layer), [`nri`] (the NRI plugin); beside
+//!   rootfs by fd), [`hook`] (by fd in the container's namespace), [`nri`]
+//!   (the NRI plugin); beside
 //!   them [`node`] (the node installer) and [`diagnose`] (the `doctor` command's checks), over [`engine`]
 //!   (each engine's registration, its changes and its checks).
+//! - [`sys`]: the syscall layer under both fd executors, [`spec`] and
+//!   [`hook`] (openat2 in the rootfs, the mount calls, namespaces, an
+//!   engine's shm, copy-up), with one typed error.
 //! - [`manifest`]: `explain --manifest`, Kubernetes pod templates as the
 //!   plan's input (pure; off the hook's and the wrapper's path).
 //! - [`logger`]: the log backend, and how a plan and its outcome are logged.
@@ -46,6 +49,7 @@ pub mod settings;
 pub mod size;
 pub(crate) mod spec;
 pub mod stage;
+pub(crate) mod sys;
 pub mod target;
 pub(crate) mod termination;
 pub(crate) mod wrapper;

@@ -1,19 +1,19 @@
 //! The spec executor's checks on the host, run by the wrapper before it
 //! execs the runtime: each temp target against the prepared rootfs (the
 //! same landing rules as in the container's namespace, by fd, with the
-//! hook's resolver). The growth of an engine-made `/dev/shm` is the hook's
-//! [`crate::hook::engine_shm`]. What to check comes from the plan; nothing
-//! here decides sizes.
+//! resolver the hook uses too, [`crate::sys::resolve`]). The growth of an
+//! engine-made `/dev/shm` is [`crate::sys::engine_shm`]'s. What to check
+//! comes from the plan; nothing here decides sizes.
 
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use rustix::fs::Mode;
 
-use crate::hook::resolve::{self, Root};
-use crate::hook::{ApplyError, Call};
 use crate::landing;
 use crate::plan::{Action, Note, Passwd, Plan, ShmWay, SHM_PATH};
+use crate::sys::resolve::{self, Root};
+use crate::sys::{Call, SysError};
 use crate::target::TargetPath;
 
 /// Where the spec executor puts each temp target.
@@ -65,7 +65,7 @@ pub(crate) enum Placing {
 /// # Errors
 /// A rootfs that cannot be opened, or a failure that is not a property of
 /// the image.
-pub(crate) fn place_targets(rootfs: &Path, plan: &Plan) -> Result<Placing, ApplyError> {
+pub(crate) fn place_targets(rootfs: &Path, plan: &Plan) -> Result<Placing, SysError> {
     let mut root = Root::open(rootfs)?;
     let landings = landing::landings(&mut root.tree(), &plan.spec_mounts);
     let earlier = ours_in_image(&root, plan, &landings);
@@ -144,7 +144,7 @@ pub(crate) fn with_image_modes(mut plan: Plan, modes: &[(String, u32)]) -> Plan 
 ///
 /// # Errors
 /// A rootfs that cannot be opened, or a kernel without `openat2`.
-pub(crate) fn read_passwd(rootfs: &Path, spec: &crate::oci::Spec, uid: u32) -> Result<Passwd, ApplyError> {
+pub(crate) fn read_passwd(rootfs: &Path, spec: &crate::oci::Spec, uid: u32) -> Result<Passwd, SysError> {
     let mounts = spec.mounts().as_deref().unwrap_or_default();
     let covering = mounts.iter().rev().find_map(|m| {
         let dest = crate::target::normalise(&m.destination().to_string_lossy());
@@ -225,8 +225,8 @@ fn image_files(holding: &[String]) -> Option<String> {
 }
 
 /// The error for a mountpoint directory that cannot be read.
-fn read_error(what: &str, e: rustix::io::Errno) -> ApplyError {
-    ApplyError::sys(Call::Getdents64, "reading the mountpoint", what, e)
+fn read_error(what: &str, e: rustix::io::Errno) -> SysError {
+    SysError::sys(Call::Getdents64, "reading the mountpoint", what, e)
 }
 
 /// How many tmpfs of ours the spec holds, or will, in the image's own tree
@@ -264,7 +264,7 @@ pub(crate) fn routes(
     rootfs: &Path,
     plan: &Plan,
     carrier: &super::route::Carrier,
-) -> Result<(super::route::Carrier, Vec<(String, Route)>), ApplyError> {
+) -> Result<(super::route::Carrier, Vec<(String, Route)>), SysError> {
     use super::route::Carrier;
     let root = Root::open(rootfs)?;
     let landings = landing::landings(&mut root.tree(), &plan.spec_mounts);
@@ -308,8 +308,8 @@ pub(crate) fn routes(
 
 /// Gives the directory `fd` (an `O_PATH` fd, chmod'ed through its
 /// `/proc/self/fd` link) `mode` when it has another; whether it did.
-fn set_mode(fd: &OwnedFd, mode: u32, what: &str) -> Result<bool, ApplyError> {
-    let st = rustix::fs::fstat(fd).map_err(|e| ApplyError::sys(Call::Stat, "reading", what, e))?;
+fn set_mode(fd: &OwnedFd, mode: u32, what: &str) -> Result<bool, SysError> {
+    let st = rustix::fs::fstat(fd).map_err(|e| SysError::sys(Call::Stat, "reading", what, e))?;
     if st.st_mode & 0o7777 == mode {
         return Ok(false);
     }
@@ -318,7 +318,7 @@ fn set_mode(fd: &OwnedFd, mode: u32, what: &str) -> Result<bool, ApplyError> {
         Ok(()) => Ok(true),
         // A rootfs we may not change: the tmpfs keeps the directory's mode.
         Err(rustix::io::Errno::ROFS | rustix::io::Errno::PERM | rustix::io::Errno::ACCESS) => Ok(false),
-        Err(e) => Err(ApplyError::sys(Call::Fchmod, "setting the mode of the mountpoint", what, e)),
+        Err(e) => Err(SysError::sys(Call::Fchmod, "setting the mode of the mountpoint", what, e)),
     }
 }
 

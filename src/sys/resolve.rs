@@ -3,17 +3,18 @@
 //! `O_PATH` fd of the rootfs (plus `RESOLVE_NO_XDEV` for temp targets, so that
 //! "already a mount point" reads as `EXDEV`); missing directories are made
 //! with `mkdirat(2)` on resolved fds; where a path really landed is read back
-//! from the fd. The mount path's only `unsafe` (`mount_setattr(2)`, which
-//! rustix lacks) lives here. No mounts are made here.
+//! from the fd (a read-only rootfs is written through a writable clone,
+//! [`super::mount`]'s). The image's `/etc/passwd` is read here too, by fd
+//! and bounded ([`Root::read_passwd`]). No mounts are made here.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
-use rustix::mount::OpenTreeFlags;
 
-use super::syscall::{ApplyError, Call};
+use super::error::{Call, SysError};
+use super::mount;
 use crate::landing::{self, Entry, Landing, Stop, Tree, Walk};
 use crate::plan::{self, Note, Passwd, SpecMount};
 use crate::size::Bytes;
@@ -43,10 +44,10 @@ pub(crate) struct Root {
 }
 
 /// Temp targets: never cross a mount (a volume, or `/tmp` already mounted).
-pub(super) const TARGET: ResolveFlags =
+pub(crate) const TARGET: ResolveFlags =
     ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS).union(ResolveFlags::NO_XDEV);
 /// `/dev/shm` is a mount by design: resolve into it, then check what it is.
-pub(super) const SHM: ResolveFlags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
+pub(crate) const SHM: ResolveFlags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
 /// A path already walked to its real form: no symlink may be left in it (one
 /// that appears now is a race, and refused), no mount crossed.
 const REAL: ResolveFlags = TARGET.union(ResolveFlags::NO_SYMLINKS);
@@ -59,16 +60,16 @@ impl Root {
     ///
     /// # Errors
     /// A rootfs that cannot be opened, or that is the host's root.
-    pub(crate) fn open(rootfs: &Path) -> Result<Root, ApplyError> {
+    pub(crate) fn open(rootfs: &Path) -> Result<Root, SysError> {
         let shown = rootfs.display().to_string();
         let fd = rustix::fs::open(rootfs, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| ApplyError::sys(Call::Open, "opening the rootfs", shown.as_str(), e))?;
+            .map_err(|e| SysError::sys(Call::Open, "opening the rootfs", shown.as_str(), e))?;
         let st = rustix::fs::fstat(&fd)
-            .map_err(|e| ApplyError::sys(Call::Stat, "reading the rootfs", shown.as_str(), e))?;
-        let host = rustix::fs::stat("/").map_err(|e| ApplyError::sys(Call::Stat, "reading", "/", e))?;
+            .map_err(|e| SysError::sys(Call::Stat, "reading the rootfs", shown.as_str(), e))?;
+        let host = rustix::fs::stat("/").map_err(|e| SysError::sys(Call::Stat, "reading", "/", e))?;
         let name = fd_name(&fd);
         if (st.st_dev, st.st_ino) == (host.st_dev, host.st_ino) || name == "/" || name.is_empty() {
-            return Err(ApplyError::RootIsHost(rootfs.to_path_buf()));
+            return Err(SysError::RootIsHost(rootfs.to_path_buf()));
         }
         Ok(Root { fd, name, writable: None, claimed: Vec::new() })
     }
@@ -111,15 +112,7 @@ impl Root {
     /// the container's own mount stays read-only.
     fn mkdir_through_clone(&mut self, parts: &[&str], flags: ResolveFlags) -> Result<(), Errno> {
         if self.writable.is_none() {
-            let clone = rustix::mount::open_tree(
-                &self.fd,
-                "",
-                OpenTreeFlags::OPEN_TREE_CLONE
-                    | OpenTreeFlags::OPEN_TREE_CLOEXEC
-                    | OpenTreeFlags::AT_EMPTY_PATH,
-            )?;
-            clear_read_only(&clone)?;
-            self.writable = Some(clone);
+            self.writable = Some(mount::clone_writable(&self.fd).map_err(|(_, e)| e)?);
         }
         let clone = self.writable.as_ref().ok_or(Errno::INVAL)?;
         let (last, parents) = parts.split_last().ok_or(Errno::INVAL)?;
@@ -139,10 +132,7 @@ impl Root {
     ///
     /// # Errors
     /// A failure that is not a property of the image.
-    pub(crate) fn resolve_target(
-        &mut self,
-        target: &TargetPath,
-    ) -> Result<Result<OwnedFd, Note>, ApplyError> {
+    pub(crate) fn resolve_target(&mut self, target: &TargetPath) -> Result<Result<OwnedFd, Note>, SysError> {
         self.resolve_target_with(target, TARGET, target.as_str())
     }
 
@@ -152,7 +142,7 @@ impl Root {
         path: &TargetPath,
         flags: ResolveFlags,
         what: &str,
-    ) -> Result<Result<OwnedFd, Note>, ApplyError> {
+    ) -> Result<Result<OwnedFd, Note>, SysError> {
         let fd = match self.resolve_or_create(path.relative(), flags) {
             Ok(fd) => fd,
             Err(e) => {
@@ -161,7 +151,7 @@ impl Root {
                     Some(reason) => {
                         Ok(Err(Note { subject: what.into(), reason: reason.into(), warn: e != Errno::XDEV }))
                     }
-                    None => Err(ApplyError::sys(Call::Openat2, "resolving inside the rootfs", what, e)),
+                    None => Err(SysError::sys(Call::Openat2, "resolving inside the rootfs", what, e)),
                 };
             }
         };
@@ -193,7 +183,7 @@ impl Root {
         &mut self,
         target: &TargetPath,
         landings: &[Landing],
-    ) -> Result<Result<(TargetPath, OwnedFd), Note>, ApplyError> {
+    ) -> Result<Result<(TargetPath, OwnedFd), Note>, SysError> {
         let real = match self.judge_target(target, landings) {
             Ok(real) => real,
             Err(note) => return Ok(Err(note)),
@@ -281,8 +271,8 @@ impl Root {
     ///
     /// # Errors
     /// `fstat` failing.
-    pub(crate) fn claim(&mut self, fd: &OwnedFd, what: &str) -> Result<Option<String>, ApplyError> {
-        let st = rustix::fs::fstat(fd).map_err(|e| ApplyError::sys(Call::Stat, "reading", what, e))?;
+    pub(crate) fn claim(&mut self, fd: &OwnedFd, what: &str) -> Result<Option<String>, SysError> {
+        let st = rustix::fs::fstat(fd).map_err(|e| SysError::sys(Call::Stat, "reading", what, e))?;
         let id = (st.st_dev, st.st_ino);
         if let Some((_, first)) = self.claimed.iter().find(|(d, _)| *d == id) {
             return Ok(Some(first.clone()));
@@ -327,7 +317,7 @@ impl Root {
     ///
     /// # Errors
     /// As [`passwd_in`].
-    pub(crate) fn read_passwd(&self, uid: u32) -> Result<Passwd, ApplyError> {
+    pub(crate) fn read_passwd(&self, uid: u32) -> Result<Passwd, SysError> {
         passwd_in(&self.fd, "etc/passwd", uid)
     }
 
@@ -345,13 +335,13 @@ impl Root {
 /// # Errors
 /// `openat2(2)` missing from the kernel (`ENOSYS`): not a property of the
 /// image, and nothing else can be resolved safely either.
-pub(crate) fn passwd_in(dir: &OwnedFd, rel: &str, uid: u32) -> Result<Passwd, ApplyError> {
+pub(crate) fn passwd_in(dir: &OwnedFd, rel: &str, uid: u32) -> Result<Passwd, SysError> {
     let flags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
     let path = match open_in(dir, rel, OFlags::PATH | OFlags::CLOEXEC, flags) {
         Ok(fd) => fd,
         Err(Errno::NOENT) => return Ok(Passwd::NoEntry),
         Err(Errno::NOSYS) => {
-            return Err(ApplyError::sys(
+            return Err(SysError::sys(
                 Call::Openat2,
                 "resolving inside the rootfs",
                 "/etc/passwd",
@@ -492,7 +482,7 @@ fn fd_name(fd: &impl AsRawFd) -> String {
 }
 
 /// A temp target that the image's layout rules out: why (a skip, not an error).
-pub(super) fn skip_reason(err: Errno) -> Option<&'static str> {
+pub(crate) fn skip_reason(err: Errno) -> Option<&'static str> {
     Some(match err {
         Errno::XDEV => {
             "it is already a mount point, or its path crosses one (a volume, or a symlink into another mount)"
@@ -504,58 +494,4 @@ pub(super) fn skip_reason(err: Errno) -> Option<&'static str> {
         Errno::NAMETOOLONG => "its path is too long",
         _ => return None,
     })
-}
-
-/// A writable clone of the mount whose root `mnt` is: detached, the same
-/// superblock (the same files, the same size), with its read-only flag
-/// cleared, to be attached over it. Not the mount itself: crun re-applies a
-/// spec's `ro` to its own mount after every hook has run, by the fd it kept
-/// (docs/design.md#readonly-shm), so a flag cleared there does not last; a
-/// mount stacked on it does.
-///
-/// # Errors
-/// `open_tree(2)` or `mount_setattr(2)` refused (a flag locked by a user
-/// namespace: EPERM).
-pub(super) fn writable_clone(mnt: &OwnedFd, what: &str) -> Result<OwnedFd, ApplyError> {
-    let clone = rustix::mount::open_tree(
-        mnt,
-        "",
-        OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC | OpenTreeFlags::AT_EMPTY_PATH,
-    )
-    .map_err(|e| ApplyError::sys(Call::OpenTree, "cloning the mount, to make it writable:", what, e))?;
-    clear_read_only(&clone)
-        .map_err(|e| ApplyError::sys(Call::MountSetattr, "making the mount writable:", what, e))?;
-    Ok(clone)
-}
-
-/// `mount_setattr(2)` (Linux 5.12) clearing `MOUNT_ATTR_RDONLY` on a mount
-/// (detached, or the root of one, by fd); rustix has no wrapper for it.
-#[allow(unsafe_code)]
-fn clear_read_only(mnt: &OwnedFd) -> Result<(), Errno> {
-    /// `struct mount_attr` from `<linux/mount.h>`.
-    #[repr(C)]
-    struct MountAttr {
-        attr_set: u64,
-        attr_clr: u64,
-        propagation: u64,
-        userns_fd: u64,
-    }
-    const MOUNT_ATTR_RDONLY: u64 = 0x1;
-    let attr = MountAttr { attr_set: 0, attr_clr: MOUNT_ATTR_RDONLY, propagation: 0, userns_fd: 0 };
-    // SAFETY: the path is a NUL-terminated empty string, `attr` is a valid
-    // `struct mount_attr` that outlives the call, and its size is passed.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            mnt.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if rc < 0 {
-        return Err(Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::INVAL));
-    }
-    Ok(())
 }

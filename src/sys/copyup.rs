@@ -20,7 +20,7 @@
 //! end. Extended attributes are not copied.
 //!
 //! Only this copy: where the source and the tmpfs come from, and what to do
-//! on failure, is [`super::system`]'s.
+//! on failure, is the hook's (`crate::hook::System`).
 
 use std::ffi::{CStr, CString};
 use std::fmt;
@@ -29,6 +29,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, Dir, FileType, Gid, Mode, OFlags, Stat, Timespec, Timestamps, Uid};
 use rustix::io::Errno;
 
+use super::error::Call;
 use crate::plan::Note;
 use crate::size::Bytes;
 
@@ -99,7 +100,7 @@ pub(crate) enum CopyError {
     /// More than `Limits::bytes` of file data.
     TooBig(Bytes),
     /// A system call failed on `path` (relative to the target).
-    Sys { call: &'static str, path: String, errno: Errno },
+    Sys { call: Call, path: String, errno: Errno },
 }
 
 impl CopyError {
@@ -126,7 +127,7 @@ impl fmt::Display for CopyError {
             CopyError::TooMany(n) => write!(f, "it has more than {n} entries"),
             CopyError::TooDeep(n) => write!(f, "it is more than {n} directories deep"),
             CopyError::TooBig(b) => write!(f, "it holds more than {b} of file data"),
-            CopyError::Sys { call, path, errno } => write!(f, "{call}(2) on {path}: {errno}"),
+            CopyError::Sys { call, path, errno } => write!(f, "{call} on {path}: {errno}"),
         }
     }
 }
@@ -145,7 +146,7 @@ pub(crate) fn copy_up(src: &OwnedFd, dst: &OwnedFd, limits: Limits) -> Result<Op
     if entries.is_empty() {
         return Ok(None);
     }
-    copier.dev = rustix::fs::fstat(src).map_err(sys("fstat", "."))?.st_dev;
+    copier.dev = rustix::fs::fstat(src).map_err(sys(Call::Fstat, "."))?.st_dev;
     copier.buf = vec![0; 64 << 10];
     let dst = open_dir(dst, c".", "the new tmpfs")?;
     let src = open_dir(src, c".", ".")?;
@@ -164,13 +165,13 @@ struct Copier {
 /// How many skipped paths the warning names.
 const NAMED_SKIPS: usize = 3;
 
-fn sys<'a>(call: &'static str, path: &'a str) -> impl FnOnce(Errno) -> CopyError + 'a {
+fn sys<'a>(call: Call, path: &'a str) -> impl FnOnce(Errno) -> CopyError + 'a {
     move |errno| CopyError::Sys { call, path: path.to_string(), errno }
 }
 
 fn open_dir(at: impl AsFd, name: &CStr, path: &str) -> Result<OwnedFd, CopyError> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    rustix::fs::openat(at, name, flags, Mode::empty()).map_err(sys("openat", path))
+    rustix::fs::openat(at, name, flags, Mode::empty()).map_err(sys(Call::Openat, path))
 }
 
 fn join(parent: &str, name: &CStr) -> String {
@@ -194,9 +195,9 @@ impl Copier {
     /// bound as they are read: a huge directory is not read to its end.
     fn list(&mut self, dir: OwnedFd, path: &str) -> Result<Vec<CString>, CopyError> {
         let mut names = Vec::new();
-        let mut dir = Dir::new(dir).map_err(sys("getdents64", path))?;
+        let mut dir = Dir::new(dir).map_err(sys(Call::Getdents64, path))?;
         while let Some(entry) = dir.read() {
-            let entry = entry.map_err(sys("getdents64", path))?;
+            let entry = entry.map_err(sys(Call::Getdents64, path))?;
             let name = entry.file_name();
             if name == c"." || name == c".." {
                 continue;
@@ -240,7 +241,7 @@ impl Copier {
                     self.done.entries -= 1;
                     continue;
                 }
-                Err(e) => return Err(sys("fstatat", &path)(e)),
+                Err(e) => return Err(sys(Call::Fstatat, &path)(e)),
             };
             match FileType::from_raw_mode(st.st_mode) {
                 FileType::Directory if st.st_dev == self.dev => {
@@ -268,7 +269,7 @@ impl Copier {
             return Err(CopyError::TooDeep(self.limits.depth));
         }
         let from = open_dir(src, name, path)?;
-        let st = rustix::fs::fstat(&from).map_err(sys("fstat", path))?;
+        let st = rustix::fs::fstat(&from).map_err(sys(Call::Fstat, path))?;
         if st.st_dev != self.dev {
             // Swapped for a mount point since its stat.
             self.skip(format!("/{path}"));
@@ -278,7 +279,7 @@ impl Copier {
         match rustix::fs::mkdirat(dst, name, Mode::from_raw_mode(0o700)) {
             // A directory the plan made already (a nested target): kept as the plan made it.
             Ok(()) | Err(Errno::EXIST) => {}
-            Err(e) => return Err(sys("mkdirat", path)(e)),
+            Err(e) => return Err(sys(Call::Mkdirat, path)(e)),
         }
         let to = open_dir(dst, name, path)?;
         self.copy_entries(&from, &to, names, path, depth + 1)?;
@@ -294,8 +295,8 @@ impl Copier {
         st: &Stat,
     ) -> Result<(), CopyError> {
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
-        let from = rustix::fs::openat(src, name, flags, Mode::empty()).map_err(sys("openat", path))?;
-        let now = rustix::fs::fstat(&from).map_err(sys("fstat", path))?;
+        let from = rustix::fs::openat(src, name, flags, Mode::empty()).map_err(sys(Call::Openat, path))?;
+        let now = rustix::fs::fstat(&from).map_err(sys(Call::Fstat, path))?;
         if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino)
             || FileType::from_raw_mode(now.st_mode) != FileType::RegularFile
         {
@@ -313,10 +314,10 @@ impl Copier {
             return Err(CopyError::TooBig(Bytes(self.limits.bytes)));
         }
         let create = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let to =
-            rustix::fs::openat(dst, name, create, Mode::from_raw_mode(0o600)).map_err(sys("openat", path))?;
+        let to = rustix::fs::openat(dst, name, create, Mode::from_raw_mode(0o600))
+            .map_err(sys(Call::Openat, path))?;
         loop {
-            let n = rustix::io::read(&from, &mut self.buf[..]).map_err(sys("read", path))?;
+            let n = rustix::io::read(&from, &mut self.buf[..]).map_err(sys(Call::Read, path))?;
             if n == 0 {
                 break;
             }
@@ -326,7 +327,7 @@ impl Copier {
             }
             let mut chunk = &self.buf[..n];
             while !chunk.is_empty() {
-                let w = rustix::io::write(&to, chunk).map_err(sys("write", path))?;
+                let w = rustix::io::write(&to, chunk).map_err(sys(Call::Write, path))?;
                 chunk = &chunk[w..];
             }
         }
@@ -342,22 +343,22 @@ impl Copier {
         st: &Stat,
     ) -> Result<(), CopyError> {
         // Its text, never what it points to.
-        let text = rustix::fs::readlinkat(src, name, Vec::new()).map_err(sys("readlinkat", path))?;
-        rustix::fs::symlinkat(text.as_c_str(), dst, name).map_err(sys("symlinkat", path))?;
+        let text = rustix::fs::readlinkat(src, name, Vec::new()).map_err(sys(Call::Readlinkat, path))?;
+        rustix::fs::symlinkat(text.as_c_str(), dst, name).map_err(sys(Call::Symlinkat, path))?;
         let (uid, gid) = (Uid::from_raw(st.st_uid), Gid::from_raw(st.st_gid));
         rustix::fs::chownat(dst, name, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(sys("fchownat", path))?;
+            .map_err(sys(Call::Fchownat, path))?;
         rustix::fs::utimensat(dst, name, &times(st), AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(sys("utimensat", path))
+            .map_err(sys(Call::Utimensat, path))
     }
 
     /// Owner, then mode (a chown clears set-id bits), then times (last: making
     /// the entries of a directory changes its mtime).
     fn set_meta(&mut self, to: &OwnedFd, st: &Stat, path: &str) -> Result<(), CopyError> {
         let (uid, gid) = (Uid::from_raw(st.st_uid), Gid::from_raw(st.st_gid));
-        rustix::fs::fchown(to, Some(uid), Some(gid)).map_err(sys("fchown", path))?;
-        rustix::fs::fchmod(to, Mode::from_raw_mode(st.st_mode & 0o7777)).map_err(sys("fchmod", path))?;
-        rustix::fs::futimens(to, &times(st)).map_err(sys("futimens", path))
+        rustix::fs::fchown(to, Some(uid), Some(gid)).map_err(sys(Call::Fchown, path))?;
+        rustix::fs::fchmod(to, Mode::from_raw_mode(st.st_mode & 0o7777)).map_err(sys(Call::Fchmod, path))?;
+        rustix::fs::futimens(to, &times(st)).map_err(sys(Call::Futimens, path))
     }
 }
 
@@ -452,7 +453,7 @@ mod tests {
 
     #[test]
     fn a_stopped_copy_leaves_the_target_alone_and_says_why() {
-        let sys = CopyError::Sys { call: "openat", path: "d/f".into(), errno: Errno::ACCESS };
+        let sys = CopyError::Sys { call: Call::Openat, path: "d/f".into(), errno: Errno::ACCESS };
         let cases = [
             (CopyError::TooMany(MAX_ENTRIES), "it has more than 4096 entries, past what copy-up takes"),
             (CopyError::TooDeep(MAX_DEPTH), "it is more than 16 directories deep, past what copy-up takes"),

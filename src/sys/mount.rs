@@ -3,17 +3,58 @@
 //! [`Tmpfs`], directories are made in it while nobody else can see it, and it
 //! is attached with `move_mount(2)` onto a resolved fd; `/dev/shm` grows by
 //! `fspick(2)` + `FSCONFIG_CMD_RECONFIGURE` on its superblock. Sizes reach the
-//! kernel as numbers this program formatted. No path resolution here.
+//! kernel as numbers this program formatted; an already read-only mount is
+//! made writable by a clone ([`writable_clone`], with `mount_setattr(2)`:
+//! the mount path's only `unsafe`, since rustix lacks it). Whether a tmpfs is
+//! grown at all is [`growth`], the never-shrink rule; what each effect did
+//! is a [`Done`], for the log. No path resolution here, and no choice of
+//! what to mount: that comes from the plan.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use rustix::fs::{Mode, OFlags};
-use rustix::io::Errno;
-use rustix::mount::{FsMountFlags, FsOpenFlags, FsPickFlags, MountAttrFlags, MoveMountFlags, UnmountFlags};
+use std::fmt;
 
-use super::syscall::{fail, ApplyError, Call};
-use crate::plan::{Owner, Tmpfs};
+use rustix::fs::{AtFlags, Mode, OFlags, StatxAttributes, StatxFlags};
+use rustix::io::Errno;
+use rustix::mount::{
+    FsMountFlags, FsOpenFlags, FsPickFlags, MountAttrFlags, MoveMountFlags, OpenTreeFlags, UnmountFlags,
+};
+
+use super::error::{fail, Call, SysError};
+use crate::plan::{Owner, Tmpfs, SHM_PATH};
 use crate::size::Bytes;
+
+/// One effect carried out, for the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Done {
+    /// A fresh tmpfs on a temp target.
+    Mounted { target: String, size: Bytes },
+    /// A fresh tmpfs on `/dev/shm`, where there was none.
+    MountedShm { size: Bytes },
+    /// `/dev/shm`'s tmpfs resized; `writable`: its read-only flag cleared too.
+    GrewShm { from: Bytes, to: Bytes, writable: bool },
+    /// `/dev/shm` made writable (big enough already).
+    ShmWritable,
+}
+
+impl fmt::Display for Done {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Done::Mounted { target, size } => write!(f, "mounted tmpfs on {target} (size {})", size.approx()),
+            Done::MountedShm { size } => {
+                write!(f, "mounted tmpfs on {SHM_PATH} (there was none; size {})", size.approx())
+            }
+            Done::GrewShm { from, to, writable } => {
+                write!(f, "grew {SHM_PATH} from {} to {}", from.approx(), to.approx())?;
+                if *writable {
+                    f.write_str(" and made it writable (the spec mounts it read-only)")?;
+                }
+                Ok(())
+            }
+            Done::ShmWritable => write!(f, "made {SHM_PATH} writable (the spec mounts it read-only)"),
+        }
+    }
+}
 
 /// `TMPFS_MAGIC` from `<linux/magic.h>`.
 const TMPFS_MAGIC: u64 = 0x0102_1994;
@@ -22,7 +63,7 @@ const TMPFS_MAGIC: u64 = 0x0102_1994;
 const SELINUX_MAGIC: u64 = 0xf97c_ff8c;
 
 /// Whether SELinux is on: selinuxfs is mounted at `/sys/fs/selinux`.
-pub(super) fn selinux_enabled() -> bool {
+pub(crate) fn selinux_enabled() -> bool {
     rustix::fs::statfs("/sys/fs/selinux").is_ok_and(|st| st.f_type as u64 == SELINUX_MAGIC)
 }
 
@@ -34,7 +75,7 @@ pub(super) fn selinux_enabled() -> bool {
 ///
 /// # Errors
 /// The kernel refused a step.
-pub(super) fn build(t: &Tmpfs, subdirs: &[String], what: &str, selinux: bool) -> Result<OwnedFd, ApplyError> {
+pub(crate) fn build(t: &Tmpfs, subdirs: &[String], what: &str, selinux: bool) -> Result<OwnedFd, SysError> {
     let fs = rustix::mount::fsopen("tmpfs", FsOpenFlags::FSOPEN_CLOEXEC).map_err(fail(
         Call::Fsopen,
         "creating a tmpfs context for",
@@ -89,7 +130,7 @@ pub(super) fn build(t: &Tmpfs, subdirs: &[String], what: &str, selinux: bool) ->
     ))?;
     for dir in subdirs {
         make_dirs(&mnt, dir, t.mode, t.owner).map_err(|(call, e)| {
-            ApplyError::sys(call, "creating a directory in the new tmpfs", format!("{what}/{dir}"), e)
+            SysError::sys(call, "creating a directory in the new tmpfs", format!("{what}/{dir}"), e)
         })?;
     }
     Ok(mnt)
@@ -127,8 +168,8 @@ fn make_dirs(mnt: &OwnedFd, rel: &str, mode: u32, owner: Option<Owner>) -> Resul
 ///
 /// # Errors
 /// `fstatfs` failing.
-pub(super) fn tmpfs_size(fd: &OwnedFd, what: &str) -> Result<Option<Bytes>, ApplyError> {
-    let sfs = rustix::fs::fstatfs(fd).map_err(|e| ApplyError::sys(Call::Statfs, "reading", what, e))?;
+pub(crate) fn tmpfs_size(fd: &OwnedFd, what: &str) -> Result<Option<Bytes>, SysError> {
+    let sfs = rustix::fs::fstatfs(fd).map_err(|e| SysError::sys(Call::Statfs, "reading", what, e))?;
     if sfs.f_type as u64 != TMPFS_MAGIC {
         return Ok(None);
     }
@@ -137,7 +178,7 @@ pub(super) fn tmpfs_size(fd: &OwnedFd, what: &str) -> Result<Option<Bytes>, Appl
 
 /// Whether a tmpfs of `current` bytes is grown to `size`: never shrunk, so
 /// `Err` (why not) when it has at least that much already.
-pub(super) fn growth(current: Bytes, size: Bytes) -> Result<(), String> {
+pub(crate) fn growth(current: Bytes, size: Bytes) -> Result<(), String> {
     if current >= size {
         return Err(format!("it already has {current}, not less than {size}; never shrunk"));
     }
@@ -149,7 +190,7 @@ pub(super) fn growth(current: Bytes, size: Bytes) -> Result<(), String> {
 ///
 /// # Errors
 /// The kernel refused.
-pub(super) fn resize(fd: &OwnedFd, size: Bytes, what: &str) -> Result<OwnedFd, ApplyError> {
+pub(crate) fn resize(fd: &OwnedFd, size: Bytes, what: &str) -> Result<OwnedFd, SysError> {
     let fs = rustix::mount::fspick(fd, "", FsPickFlags::FSPICK_EMPTY_PATH | FsPickFlags::FSPICK_CLOEXEC)
         .map_err(fail(Call::Fspick, "picking the superblock of", what))?;
     rustix::mount::fsconfig_set_string(&fs, "size", size.0.to_string()).map_err(fail(
@@ -164,7 +205,7 @@ pub(super) fn resize(fd: &OwnedFd, size: Bytes, what: &str) -> Result<OwnedFd, A
 ///
 /// # Errors
 /// The kernel refused.
-pub(super) fn reconfigure(fs: &OwnedFd, what: &str) -> Result<(), ApplyError> {
+pub(crate) fn reconfigure(fs: &OwnedFd, what: &str) -> Result<(), SysError> {
     rustix::mount::fsconfig_reconfigure(fs).map_err(fail(Call::Fsconfig, "resizing the tmpfs of", what))
 }
 
@@ -172,7 +213,7 @@ pub(super) fn reconfigure(fs: &OwnedFd, what: &str) -> Result<(), ApplyError> {
 ///
 /// # Errors
 /// The kernel refused.
-pub(super) fn attach(mnt: &OwnedFd, target: &OwnedFd, what: &str) -> Result<(), ApplyError> {
+pub(crate) fn attach(mnt: &OwnedFd, target: &OwnedFd, what: &str) -> Result<(), SysError> {
     rustix::mount::move_mount(
         mnt,
         "",
@@ -184,9 +225,82 @@ pub(super) fn attach(mnt: &OwnedFd, target: &OwnedFd, what: &str) -> Result<(), 
 }
 
 /// Detaches an attached mount (rollback, best effort).
-pub(super) fn detach(mnt: &OwnedFd) {
+pub(crate) fn detach(mnt: &OwnedFd) {
     let link = format!("/proc/self/fd/{}", mnt.as_raw_fd());
     if let Err(e) = rustix::mount::unmount(link.as_str(), UnmountFlags::DETACH) {
         log::error!("detaching a tmpfs after a failed mount: {e}");
     }
+}
+
+/// A writable clone of the mount whose root `mnt` is: detached, the same
+/// superblock (the same files, the same size), with its read-only flag
+/// cleared, to be attached over it. Not the mount itself: crun re-applies a
+/// spec's `ro` to its own mount after every hook has run, by the fd it kept
+/// (docs/design.md#readonly-shm), so a flag cleared there does not last; a
+/// mount stacked on it does.
+///
+/// # Errors
+/// `open_tree(2)` or `mount_setattr(2)` refused (a flag locked by a user
+/// namespace: EPERM).
+pub(crate) fn writable_clone(mnt: &OwnedFd, what: &str) -> Result<OwnedFd, SysError> {
+    clone_writable(mnt).map_err(|(call, e)| match call {
+        Call::OpenTree => SysError::sys(call, "cloning the mount, to make it writable:", what, e),
+        _ => SysError::sys(call, "making the mount writable:", what, e),
+    })
+}
+
+/// [`writable_clone`] with the failed call and its errno: `open_tree(2)`
+/// `OPEN_TREE_CLONE`, then [`clear_read_only`].
+pub(super) fn clone_writable(mnt: &OwnedFd) -> Result<OwnedFd, (Call, Errno)> {
+    let clone = rustix::mount::open_tree(
+        mnt,
+        "",
+        OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC | OpenTreeFlags::AT_EMPTY_PATH,
+    )
+    .map_err(|e| (Call::OpenTree, e))?;
+    clear_read_only(&clone).map_err(|e| (Call::MountSetattr, e))?;
+    Ok(clone)
+}
+
+/// `mount_setattr(2)` (Linux 5.12) clearing `MOUNT_ATTR_RDONLY` on a mount
+/// (detached, or the root of one, by fd); rustix has no wrapper for it.
+#[allow(unsafe_code)]
+fn clear_read_only(mnt: &OwnedFd) -> Result<(), Errno> {
+    /// `struct mount_attr` from `<linux/mount.h>`.
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    let attr = MountAttr { attr_set: 0, attr_clr: MOUNT_ATTR_RDONLY, propagation: 0, userns_fd: 0 };
+    // SAFETY: the path is a NUL-terminated empty string, `attr` is a valid
+    // `struct mount_attr` that outlives the call, and its size is passed.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            mnt.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc < 0 {
+        return Err(Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::INVAL));
+    }
+    Ok(())
+}
+
+/// Whether `fd` is the root of a mount (`STATX_ATTR_MOUNT_ROOT`, Linux 5.8).
+///
+/// # Errors
+/// `statx` failing.
+pub(crate) fn is_mount_root(fd: &OwnedFd) -> Result<bool, SysError> {
+    let sx = rustix::fs::statx(fd, "", AtFlags::EMPTY_PATH, StatxFlags::BASIC_STATS)
+        .map_err(|e| SysError::sys(Call::Statx, "reading", SHM_PATH, e))?;
+    Ok(sx.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT)
+        && sx.stx_attributes.contains(StatxAttributes::MOUNT_ROOT))
 }
