@@ -25,3 +25,6 @@ pub(crate) mod ns;
 pub(crate) mod resolve;
 
 pub(crate) use error::{Call, SysError};
+
+#[cfg(test)]
+pub(crate) mod fake;
