@@ -154,6 +154,32 @@ pub(crate) fn copy_up(src: &OwnedFd, dst: &OwnedFd, limits: Limits) -> Result<Op
     Ok(Some(copier.done))
 }
 
+/// What the copy does with one entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Treat {
+    /// Entered and copied, below the bounds.
+    Dir,
+    /// Its data copied.
+    File,
+    /// Copied as a symlink, its text untouched.
+    Symlink,
+    /// Left out, counted into the warning.
+    Skip,
+}
+
+/// What to do with an entry of type `kind`, `here` when it is on the
+/// target's own device: directories and regular files only there (never
+/// into another mount), symlinks as text wherever they are, and nothing
+/// else (device nodes, sockets, fifos: never opened).
+fn treat(kind: FileType, here: bool) -> Treat {
+    match kind {
+        FileType::Directory if here => Treat::Dir,
+        FileType::RegularFile if here => Treat::File,
+        FileType::Symlink => Treat::Symlink,
+        _ => Treat::Skip,
+    }
+}
+
 struct Copier {
     limits: Limits,
     /// The target's device: nothing on another is entered.
@@ -243,15 +269,11 @@ impl Copier {
                 }
                 Err(e) => return Err(sys(Call::Fstatat, &path)(e)),
             };
-            match FileType::from_raw_mode(st.st_mode) {
-                FileType::Directory if st.st_dev == self.dev => {
-                    self.copy_dir(src, dst, &name, &path, depth)?
-                }
-                FileType::RegularFile if st.st_dev == self.dev => {
-                    self.copy_file(src, dst, &name, &path, &st)?
-                }
-                FileType::Symlink => self.copy_symlink(src, dst, &name, &path, &st)?,
-                _ => self.skip(format!("/{path}")),
+            match treat(FileType::from_raw_mode(st.st_mode), st.st_dev == self.dev) {
+                Treat::Dir => self.copy_dir(src, dst, &name, &path, depth)?,
+                Treat::File => self.copy_file(src, dst, &name, &path, &st)?,
+                Treat::Symlink => self.copy_symlink(src, dst, &name, &path, &st)?,
+                Treat::Skip => self.skip(format!("/{path}")),
             }
         }
         Ok(())
@@ -449,6 +471,29 @@ mod tests {
         assert_eq!(copy(&src3, &dst3, Limits { depth: 2, ..BIG }), Err(CopyError::TooDeep(2)));
         let (_, dst4) = dirs("deep-enough");
         assert!(copy(&src3, &dst4, Limits { depth: 3, ..BIG }).is_ok());
+    }
+
+    /// Only directories, regular files and symlinks are copied; a device
+    /// node, socket or fifo is never opened, and nothing on another mount
+    /// is entered or read.
+    #[test]
+    fn what_each_entry_gets() {
+        let cases = [
+            (FileType::Directory, true, Treat::Dir),
+            (FileType::RegularFile, true, Treat::File),
+            (FileType::Symlink, true, Treat::Symlink),
+            (FileType::Symlink, false, Treat::Symlink),
+            (FileType::Directory, false, Treat::Skip),
+            (FileType::RegularFile, false, Treat::Skip),
+            (FileType::CharacterDevice, true, Treat::Skip),
+            (FileType::BlockDevice, true, Treat::Skip),
+            (FileType::Fifo, true, Treat::Skip),
+            (FileType::Socket, true, Treat::Skip),
+            (FileType::Unknown, true, Treat::Skip),
+        ];
+        for (kind, here, want) in cases {
+            assert_eq!(treat(kind, here), want, "{kind:?} on the target's device: {here}");
+        }
     }
 
     #[test]
