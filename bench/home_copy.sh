@@ -14,7 +14,7 @@
 #   hook home=off   our hook (inject --stage prestart) with `home = false`:
 #                   /tmp and /dev/shm only, the floor of the next arm
 #   hook            our hook with HOME: a tmpfs at /root, the image's files
-#                   copied up within the bounds (src/sys/copyup.rs)
+#                   copied up within the bounds (src/hook/copyup.rs)
 #   tmpcopyup       a spec tmpfs at /root with our options plus runc's
 #                   `tmpcopyup` (runc copies everything, without bounds)
 #   overlay         bench/ovlhook.c at prestart, A MEASUREMENT ONLY: an

@@ -1,16 +1,16 @@
 //! The hook, the fd executor: run by the runtime at a container's start, it
 //! reads the state on stdin and the bundle's `config.json`, takes the plan
-//! ([`plan::plan_for`]) and carries it out by fd inside the
-//! container's mount namespace ([`apply`]: the order of effects, behind
-//! [`apply::Mounter`]; [`System`] makes them with the syscall layer,
-//! [`crate::sys`]: [`crate::sys::ns`] joins the namespace, [`crate::sys::resolve`] walks
-//! the rootfs, [`crate::sys::mount`] builds and attaches tmpfs mounts,
-//! [`crate::sys::copyup`] fills them). An engine-made `/dev/shm` is proven on the
-//! host first ([`crate::sys::engine_shm`]). Nothing here decides what to mount:
-//! that is the plan's; and no syscall is made here but through
-//! [`crate::sys`].
+//! ([`plan::plan_for`]) and carries it out by fd inside the container's
+//! mount namespace: [`apply`] is the order of effects, behind
+//! [`apply::Mounter`]; [`System`] makes them with the syscall layer
+//! ([`crate::sys`]: `ns` joins the namespace, `resolve` walks the rootfs,
+//! `mount` builds and attaches tmpfs mounts), and [`copyup`] fills each
+//! tmpfs with what its directory held. An engine-made `/dev/shm` is proven
+//! on the host first ([`crate::sys::engine_shm`]). Nothing here decides
+//! what to mount: that is the plan's.
 
 pub(crate) mod apply;
+pub(crate) mod copyup;
 pub(crate) mod system;
 
 use std::collections::HashMap;

@@ -1,11 +1,11 @@
-//! [`System`], the [`Mounter`] that makes the syscalls, all through the
-//! syscall layer: it joins the namespace ([`crate::sys::ns`]), resolves targets in
-//! the rootfs and applies the landing rules ([`crate::sys::resolve`]), builds,
-//! attaches and resizes tmpfs mounts ([`crate::sys::mount`]) and copies a target's
-//! contents into its tmpfs ([`crate::sys::copyup`]). The hook's policy on what it
-//! finds (a `/dev/shm` that is the host's, or not the proven engine shm, or
-//! a spec mount under a target) is here; what is mounted, and with which
-//! options, comes from the plan.
+//! [`System`], the [`Mounter`] that makes the syscalls through the syscall
+//! layer: it joins the namespace ([`crate::sys::ns`]), resolves targets in
+//! the rootfs and applies the landing rules ([`crate::sys::resolve`]),
+//! builds, attaches and resizes tmpfs mounts ([`crate::sys::mount`]) and
+//! copies a target's contents into its tmpfs ([`super::copyup`]). The
+//! hook's policy on what it finds there is here (a `/dev/shm` that is the
+//! host's, or not the proven engine shm; a spec mount under a target);
+//! what is mounted, and with which options, comes from the plan.
 
 use std::os::fd::OwnedFd;
 use std::path::Path;
@@ -13,9 +13,9 @@ use std::path::Path;
 use rustix::fs::FileType;
 
 use super::apply::{Done, Mounter, Prepared};
+use super::copyup::{self, Fds, Limits};
 use crate::landing::{self, Landing};
 use crate::plan::{Note, Passwd, ShmWay, SpecMount, Tmpfs, SHM_PATH};
-use crate::sys::copyup::{self, Limits};
 use crate::sys::mount::{self, is_mount_root};
 use crate::sys::ns::{self, NsEntry};
 use crate::sys::resolve::{self, Root};
@@ -156,7 +156,7 @@ impl Mounter for System {
     ) -> Result<Option<Note>, Note> {
         let Pending::Attach { mnt, target: dir, .. } = pending else { return Ok(None) };
         let what = target.as_str();
-        match copyup::copy_up(dir, mnt, Limits::for_size(tmpfs.size.bytes)) {
+        match copyup::copy_up(&mut Fds, dir, mnt, Limits::for_size(tmpfs.size.bytes)) {
             Ok(None) => Ok(None),
             Ok(Some(copied)) => {
                 log::debug!(

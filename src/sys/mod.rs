@@ -7,17 +7,19 @@
 //! and clones tmpfs mounts (`fsopen`/`fsmount`/`move_mount`/`fspick`,
 //! `mount_setattr`, the never-shrink rule); [`ns`] gets into a container's
 //! mount namespace and proves it is not the host's; [`engine_shm`] proves
-//! and grows an engine-made `/dev/shm` on the host; [`copyup`] copies a
-//! temp directory's contents into a fresh tmpfs, bounded.
+//! and grows an engine-made `/dev/shm` on the host; [`copy`] holds the
+//! calls copy-up makes (the walk and its bounds are the hook's).
 //!
 //! What it is not: no plan is made here (what to mount, how big, which
 //! targets: [`crate::plan`]), and no order of effects (the hook's
 //! [`crate::hook::apply`], the spec executor's `config.json` edit). The
 //! decisions that read the rootfs (what is left alone, and why) sit behind
-//! the narrow [`resolve::Rootfs`] trait, so that the executors' unit tests
-//! run them against a map instead of a rootfs.
+//! the narrow [`resolve::Rootfs`] trait, and copy-up's walk behind
+//! [`copy::CopyFs`], so that the executors' unit tests run them against a
+//! map instead of a rootfs; the real implementations are generic
+//! parameters, not `dyn`.
 
-pub(crate) mod copyup;
+pub(crate) mod copy;
 pub(crate) mod engine_shm;
 pub(crate) mod error;
 pub(crate) mod mount;
