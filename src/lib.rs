@@ -15,7 +15,7 @@
 //!   (each engine's registration, its changes and its checks).
 //! - [`sys`]: the syscall layer under both fd executors, [`spec`] and
 //!   [`hook`] (openat2 in the rootfs, the mount calls, namespaces, an
-//!   engine's shm, copy-up), with one typed error.
+//!   engine's shm, copy-up's calls), with one typed error.
 //! - [`manifest`]: `explain --manifest`, Kubernetes pod templates as the
 //!   plan's input (pure; off the hook's and the wrapper's path).
 //! - [`logger`]: the log backend, and how a plan and its outcome are logged.
