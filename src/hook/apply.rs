@@ -472,32 +472,4 @@ mod tests {
         assert!(matches!(err, Err(HookError::Plan(PlanError::NoRoot))));
         assert_eq!(r.calls, ["enter prestart Some(7)", "open_root /r", "read_passwd 1000"]);
     }
-
-    #[test]
-    fn start_container_is_too_late() {
-        assert!(matches!(NsEntry::at(Stage::StartContainer), Err(SysError::TooLate)));
-        assert_eq!(NsEntry::at(Stage::CreateContainer).unwrap(), NsEntry::Inside);
-        assert_eq!(NsEntry::at(Stage::CreateRuntime).unwrap(), NsEntry::Join(Stage::CreateRuntime));
-    }
-
-    #[test]
-    fn done_lines_say_what_was_done() {
-        let cases = [
-            (
-                Done::Mounted { target: "/tmp".into(), size: Bytes(4 << 30) },
-                "mounted tmpfs on /tmp (size 4Gi)",
-            ),
-            (
-                Done::MountedShm { size: Bytes(1 << 29) },
-                "mounted tmpfs on /dev/shm (there was none; size 512Mi)",
-            ),
-            (
-                Done::GrewShm { from: Bytes(64 << 20), to: Bytes(12_342_044 << 10), writable: false },
-                "grew /dev/shm from 64Mi to 12342044Ki (~11.8Gi)",
-            ),
-        ];
-        for (done, want) in cases {
-            assert_eq!(done.to_string(), want);
-        }
-    }
 }

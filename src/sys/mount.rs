@@ -304,3 +304,39 @@ pub(crate) fn is_mount_root(fd: &OwnedFd) -> Result<bool, SysError> {
     Ok(sx.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT)
         && sx.stx_attributes.contains(StatxAttributes::MOUNT_ROOT))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tmpfs is grown only to more than it has: never shrunk, and the
+    /// reason says so.
+    #[test]
+    fn growth_never_shrinks() {
+        assert_eq!(growth(Bytes(64 << 20), Bytes(1 << 30)), Ok(()));
+        let same = growth(Bytes(1 << 30), Bytes(1 << 30)).unwrap_err();
+        assert!(same.ends_with("never shrunk"), "{same}");
+        assert!(growth(Bytes(2 << 30), Bytes(1 << 30)).is_err());
+    }
+
+    #[test]
+    fn done_lines_say_what_was_done() {
+        let cases = [
+            (
+                Done::Mounted { target: "/tmp".into(), size: Bytes(4 << 30) },
+                "mounted tmpfs on /tmp (size 4Gi)",
+            ),
+            (
+                Done::MountedShm { size: Bytes(1 << 29) },
+                "mounted tmpfs on /dev/shm (there was none; size 512Mi)",
+            ),
+            (
+                Done::GrewShm { from: Bytes(64 << 20), to: Bytes(12_342_044 << 10), writable: false },
+                "grew /dev/shm from 64Mi to 12342044Ki (~11.8Gi)",
+            ),
+        ];
+        for (done, want) in cases {
+            assert_eq!(done.to_string(), want);
+        }
+    }
+}

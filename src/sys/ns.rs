@@ -246,4 +246,11 @@ mod tests {
         // Told one way or the other (pid 1's namespace, else its mount ids).
         assert!(in_init_ns("self", ns_id("/proc/self/ns/mnt").unwrap()).is_some());
     }
+
+    #[test]
+    fn start_container_is_too_late() {
+        assert!(matches!(NsEntry::at(Stage::StartContainer), Err(SysError::TooLate)));
+        assert_eq!(NsEntry::at(Stage::CreateContainer).unwrap(), NsEntry::Inside);
+        assert_eq!(NsEntry::at(Stage::CreateRuntime).unwrap(), NsEntry::Join(Stage::CreateRuntime));
+    }
 }
