@@ -7,13 +7,16 @@
 //! - [`cli`]: one file per subcommand, its flags and a thin `run`; the
 //!   runtime wrapper's is `runtime`, with runc's command-line grammar.
 //! - the executors, each taking a [`plan::Plan`] from [`plan::plan_for`]:
-//!   [`spec`] (the runtime wrapper's dispatch, which picks it or the hook
-//!   and gives an `exec` the `HOME` it set; tmpfs entries written into
-//!   `config.json`, checked on the
-//!   rootfs with the hook's resolver), [`hook`] (by fd in the container's
-//!   namespace, with the syscall layer), [`nri`] (the NRI plugin); beside
-//!   them [`node`] (the node installer) and [`diagnose`] (the `doctor` command's checks), over [`engine`]
-//!   (each engine's registration, its changes and its checks).
+//!   [`spec`] (tmpfs entries written into `config.json`, checked on the
+//!   rootfs by fd; and the runtime wrapper's dispatch, which picks it or the
+//!   hook and gives an `exec` the `HOME` it set), [`hook`] (by fd in the
+//!   container's namespace), [`nri`] (the NRI plugin, which hands
+//!   containers to the hook); beside them [`node`] (the node installer) and
+//!   [`diagnose`] (the `doctor` command's checks), over [`engine`] (each
+//!   engine's registration, its changes and its checks).
+//! - [`sys`]: the syscall layer under both fd executors, [`spec`] and
+//!   [`hook`] (openat2 in the rootfs, the mount calls, namespaces, an
+//!   engine's shm, copy-up's calls), with one typed error.
 //! - [`real_runtime`]: the runtime the wrapper execs, and whether its
 //!   version may be handed our temp-target mounts (asked once, cached).
 //! - [`manifest`]: `explain --manifest`, Kubernetes pod templates as the
@@ -49,5 +52,6 @@ pub mod settings;
 pub mod size;
 pub(crate) mod spec;
 pub mod stage;
+pub(crate) mod sys;
 pub mod target;
 pub(crate) mod termination;

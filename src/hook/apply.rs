@@ -1,7 +1,7 @@
 //! Carrying out a [`Plan`] inside the container's mount namespace: the order
 //! of effects, with the effects behind the small [`Mounter`] trait.
 //! [`super::System`] is the only implementation that makes syscalls (built
-//! from [`super::ns`], [`super::resolve`] and [`super::mount`]); unit tests here use a recorder to
+//! on [`crate::sys`]); unit tests here use a recorder to
 //! check the order. This module only reads the plan: what to mount, how big
 //! and with which attributes was decided there.
 //!
@@ -14,13 +14,13 @@
 //! failure before the first attach changes nothing; a failure while attaching
 //! detaches what was attached.
 
-use std::fmt;
 use std::path::Path;
 
-use super::ns::Entry;
-use super::syscall::ApplyError;
-use crate::plan::{Action, Note, Passwd, Plan, PlanError, ShmWay, SpecMount, Tmpfs, SHM_PATH};
-use crate::size::Bytes;
+use super::HookError;
+use crate::plan::{Action, Note, Passwd, Plan, PlanError, ShmWay, SpecMount, Tmpfs};
+pub(crate) use crate::sys::mount::Done;
+use crate::sys::ns::NsEntry;
+use crate::sys::SysError;
 use crate::target::TargetPath;
 
 /// The outcome of preparing one action.
@@ -30,38 +30,6 @@ pub(crate) enum Prepared<P> {
     Ready(P, Done),
     /// Left alone, and why.
     Skip(Note),
-}
-
-/// One effect carried out, for the log.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Done {
-    /// A fresh tmpfs on a temp target.
-    Mounted { target: String, size: Bytes },
-    /// A fresh tmpfs on `/dev/shm`, where there was none.
-    MountedShm { size: Bytes },
-    /// `/dev/shm`'s tmpfs resized; `writable`: its read-only flag cleared too.
-    GrewShm { from: Bytes, to: Bytes, writable: bool },
-    /// `/dev/shm` made writable (big enough already).
-    ShmWritable,
-}
-
-impl fmt::Display for Done {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Done::Mounted { target, size } => write!(f, "mounted tmpfs on {target} (size {})", size.approx()),
-            Done::MountedShm { size } => {
-                write!(f, "mounted tmpfs on {SHM_PATH} (there was none; size {})", size.approx())
-            }
-            Done::GrewShm { from, to, writable } => {
-                write!(f, "grew {SHM_PATH} from {} to {}", from.approx(), to.approx())?;
-                if *writable {
-                    f.write_str(" and made it writable (the spec mounts it read-only)")?;
-                }
-                Ok(())
-            }
-            Done::ShmWritable => write!(f, "made {SHM_PATH} writable (the spec mounts it read-only)"),
-        }
-    }
 }
 
 /// The effects. Each method is one step of [`apply`].
@@ -76,20 +44,20 @@ pub(crate) trait Mounter {
     ///
     /// # Errors
     /// When the target cannot be told apart from the host's namespace.
-    fn enter(&mut self, entry: Entry, pid: Option<i64>) -> Result<(), ApplyError>;
+    fn enter(&mut self, entry: NsEntry, pid: Option<i64>) -> Result<(), SysError>;
     /// Opens the container's rootfs (after `enter`); `spec_mounts` are the
     /// spec's mount destinations, for the landing rule.
     ///
     /// # Errors
     /// A rootfs that cannot be opened or is the host's root.
-    fn open_root(&mut self, rootfs: &Path, spec_mounts: &[SpecMount]) -> Result<Self::Root, ApplyError>;
+    fn open_root(&mut self, rootfs: &Path, spec_mounts: &[SpecMount]) -> Result<Self::Root, SysError>;
     /// What the rootfs' `/etc/passwd` (as the container will see it) says
     /// of `uid`, read by fd and bounded.
     ///
     /// # Errors
     /// Failures that are not a property of the image (a kernel without
     /// `openat2`).
-    fn read_passwd(&mut self, root: &mut Self::Root, uid: u32) -> Result<Passwd, ApplyError>;
+    fn read_passwd(&mut self, root: &mut Self::Root, uid: u32) -> Result<Passwd, SysError>;
     /// Resolves `target` inside the rootfs and builds the detached tmpfs.
     ///
     /// # Errors
@@ -100,7 +68,7 @@ pub(crate) trait Mounter {
         target: &TargetPath,
         tmpfs: &Tmpfs,
         subdirs: &[String],
-    ) -> Result<Prepared<Self::Pending>, ApplyError>;
+    ) -> Result<Prepared<Self::Pending>, SysError>;
     /// Copies what the directory under a prepared tmpfs holds (the image's
     /// files, or a vendor hook's that ran before ours) into the still
     /// detached tmpfs, so attaching it hides nothing
@@ -127,12 +95,12 @@ pub(crate) trait Mounter {
         way: ShmWay,
         writable: bool,
         tmpfs: &Tmpfs,
-    ) -> Result<Prepared<Self::Pending>, ApplyError>;
+    ) -> Result<Prepared<Self::Pending>, SysError>;
     /// Attaches a prepared mount or applies a prepared resize.
     ///
     /// # Errors
     /// The kernel refused.
-    fn commit(&mut self, pending: Self::Pending) -> Result<(), ApplyError>;
+    fn commit(&mut self, pending: Self::Pending) -> Result<(), SysError>;
     /// Detaches everything attached so far (best effort, after a failed commit).
     fn rollback(&mut self);
 }
@@ -149,15 +117,16 @@ pub(crate) struct Report {
 /// with `again` once the rootfs is open, from what the container will read.
 ///
 /// # Errors
-/// Any [`ApplyError`]; on error nothing stays mounted by this call.
+/// Any [`SysError`], or a failed re-plan; on error nothing stays mounted
+/// by this call.
 pub(crate) fn apply<M: Mounter>(
     m: &mut M,
     plan: &Plan,
     again: &mut dyn FnMut(Passwd) -> Result<Plan, PlanError>,
-    entry: Entry,
+    entry: NsEntry,
     pid: Option<i64>,
     rootfs: &Path,
-) -> Result<Report, ApplyError> {
+) -> Result<Report, HookError> {
     let mut report = Report::default();
     // decide leaves a disabled plan without actions or questions.
     if plan.actions.is_empty() && plan.passwd_uid.is_none() {
@@ -202,7 +171,7 @@ pub(crate) fn apply<M: Mounter>(
     for (pending, done) in ready {
         if let Err(e) = m.commit(pending) {
             m.rollback();
-            return Err(e);
+            return Err(e.into());
         }
         report.done.push(done);
     }
@@ -212,10 +181,11 @@ pub(crate) fn apply<M: Mounter>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hook::syscall::Call;
     use crate::plan::fixtures::{mount, tmpfs};
     use crate::plan::{Owner, ShmSource};
+    use crate::size::Bytes;
     use crate::stage::Stage;
+    use crate::sys::Call;
 
     /// Records every call; fails where told to.
     #[derive(Default)]
@@ -236,11 +206,11 @@ mod tests {
     impl Mounter for Recorder {
         type Root = String;
         type Pending = String;
-        fn enter(&mut self, entry: Entry, pid: Option<i64>) -> Result<(), ApplyError> {
+        fn enter(&mut self, entry: NsEntry, pid: Option<i64>) -> Result<(), SysError> {
             self.calls.push(format!("enter {entry} {pid:?}"));
             Ok(())
         }
-        fn open_root(&mut self, rootfs: &Path, _: &[SpecMount]) -> Result<String, ApplyError> {
+        fn open_root(&mut self, rootfs: &Path, _: &[SpecMount]) -> Result<String, SysError> {
             self.calls.push(format!("open_root {}", rootfs.display()));
             Ok(rootfs.display().to_string())
         }
@@ -250,7 +220,7 @@ mod tests {
             target: &TargetPath,
             tmpfs: &Tmpfs,
             _subdirs: &[String],
-        ) -> Result<Prepared<String>, ApplyError> {
+        ) -> Result<Prepared<String>, SysError> {
             self.calls.push(format!("prepare {target} {} in {root}", tmpfs.size.bytes));
             self.owners.push(tmpfs.owner);
             self.labels.push(tmpfs.label.clone());
@@ -277,7 +247,7 @@ mod tests {
             way: ShmWay,
             _writable: bool,
             tmpfs: &Tmpfs,
-        ) -> Result<Prepared<String>, ApplyError> {
+        ) -> Result<Prepared<String>, SysError> {
             self.calls.push(format!("prepare shm {way:?} {}", tmpfs.size.bytes));
             self.owners.push(tmpfs.owner);
             self.labels.push(tmpfs.label.clone());
@@ -286,14 +256,14 @@ mod tests {
                 Done::GrewShm { from: Bytes(1 << 26), to: tmpfs.size.bytes, writable: false },
             )
         }
-        fn read_passwd(&mut self, _: &mut String, uid: u32) -> Result<Passwd, ApplyError> {
+        fn read_passwd(&mut self, _: &mut String, uid: u32) -> Result<Passwd, SysError> {
             self.calls.push(format!("read_passwd {uid}"));
             Ok(self.passwd.clone())
         }
-        fn commit(&mut self, p: String) -> Result<(), ApplyError> {
+        fn commit(&mut self, p: String) -> Result<(), SysError> {
             self.calls.push(format!("commit {p}"));
             if self.fail_commit == Some(p.as_str()) {
-                return Err(ApplyError::sys(Call::MoveMount, "attaching", p, rustix::io::Errno::IO));
+                return Err(SysError::sys(Call::MoveMount, "attaching", p, rustix::io::Errno::IO));
             }
             Ok(())
         }
@@ -303,9 +273,9 @@ mod tests {
     }
 
     impl Recorder {
-        fn prepared(&self, what: &str, done: Done) -> Result<Prepared<String>, ApplyError> {
+        fn prepared(&self, what: &str, done: Done) -> Result<Prepared<String>, SysError> {
             if self.fail_prepare == Some(what) {
-                return Err(ApplyError::sys(Call::Openat2, "resolving", what, rustix::io::Errno::IO));
+                return Err(SysError::sys(Call::Openat2, "resolving", what, rustix::io::Errno::IO));
             }
             if self.skip.contains(&what) {
                 return Ok(Prepared::Skip(Note::info(what, "already a mount point")));
@@ -339,8 +309,8 @@ mod tests {
         }
     }
 
-    fn run(r: &mut Recorder, stage: Stage) -> Result<Report, ApplyError> {
-        apply(r, &plan_owned(None), &mut never, Entry::at(stage)?, Some(42), Path::new("/b/rootfs"))
+    fn run(r: &mut Recorder, stage: Stage) -> Result<Report, HookError> {
+        apply(r, &plan_owned(None), &mut never, NsEntry::at(stage)?, Some(42), Path::new("/b/rootfs"))
     }
 
     #[test]
@@ -374,7 +344,7 @@ mod tests {
             &mut r,
             &plan_owned(owner),
             &mut never,
-            Entry::Join(Stage::Prestart),
+            NsEntry::Join(Stage::Prestart),
             Some(42),
             Path::new("/r"),
         )
@@ -391,11 +361,18 @@ mod tests {
             tmpfs.label = label.clone();
         }
         let mut r = Recorder::default();
-        apply(&mut r, &plan, &mut never, Entry::Join(Stage::Prestart), Some(42), Path::new("/r")).unwrap();
+        apply(&mut r, &plan, &mut never, NsEntry::Join(Stage::Prestart), Some(42), Path::new("/r")).unwrap();
         assert_eq!(r.labels, [label.clone(), label.clone(), label]);
         let mut r = Recorder::default();
-        apply(&mut r, &plan_owned(None), &mut never, Entry::Join(Stage::Prestart), Some(42), Path::new("/r"))
-            .unwrap();
+        apply(
+            &mut r,
+            &plan_owned(None),
+            &mut never,
+            NsEntry::Join(Stage::Prestart),
+            Some(42),
+            Path::new("/r"),
+        )
+        .unwrap();
         assert_eq!(r.labels, [None, None, None]);
     }
 
@@ -450,7 +427,7 @@ mod tests {
     fn nothing_to_do_touches_nothing() {
         let mut r = Recorder::default();
         let empty = Plan { enabled: true, ..Plan::default() };
-        apply(&mut r, &empty, &mut never, Entry::Join(Stage::Prestart), Some(1), Path::new("/r")).unwrap();
+        apply(&mut r, &empty, &mut never, NsEntry::Join(Stage::Prestart), Some(1), Path::new("/r")).unwrap();
         // A disabled plan has no actions: plan::decide's tests hold that.
         assert!(r.calls.is_empty());
     }
@@ -472,7 +449,7 @@ mod tests {
             })
         };
         let report =
-            apply(&mut r, &asking, &mut again, Entry::Join(Stage::Prestart), Some(7), Path::new("/r"))
+            apply(&mut r, &asking, &mut again, NsEntry::Join(Stage::Prestart), Some(7), Path::new("/r"))
                 .unwrap();
         assert_eq!(asked, [Passwd::Entry("/home/app".into())]);
         assert_eq!(
@@ -490,36 +467,9 @@ mod tests {
         // A failed re-plan fails the apply before anything is prepared.
         let mut r = Recorder::default();
         let mut refuse = |_: Passwd| Err(PlanError::NoRoot);
-        let err = apply(&mut r, &asking, &mut refuse, Entry::Join(Stage::Prestart), Some(7), Path::new("/r"));
-        assert!(matches!(err, Err(ApplyError::Plan(PlanError::NoRoot))));
+        let err =
+            apply(&mut r, &asking, &mut refuse, NsEntry::Join(Stage::Prestart), Some(7), Path::new("/r"));
+        assert!(matches!(err, Err(HookError::Plan(PlanError::NoRoot))));
         assert_eq!(r.calls, ["enter prestart Some(7)", "open_root /r", "read_passwd 1000"]);
-    }
-
-    #[test]
-    fn start_container_is_too_late() {
-        assert!(matches!(Entry::at(Stage::StartContainer), Err(ApplyError::TooLate)));
-        assert_eq!(Entry::at(Stage::CreateContainer).unwrap(), Entry::Inside);
-        assert_eq!(Entry::at(Stage::CreateRuntime).unwrap(), Entry::Join(Stage::CreateRuntime));
-    }
-
-    #[test]
-    fn done_lines_say_what_was_done() {
-        let cases = [
-            (
-                Done::Mounted { target: "/tmp".into(), size: Bytes(4 << 30) },
-                "mounted tmpfs on /tmp (size 4Gi)",
-            ),
-            (
-                Done::MountedShm { size: Bytes(1 << 29) },
-                "mounted tmpfs on /dev/shm (there was none; size 512Mi)",
-            ),
-            (
-                Done::GrewShm { from: Bytes(64 << 20), to: Bytes(12_342_044 << 10), writable: false },
-                "grew /dev/shm from 64Mi to 12342044Ki (~11.8Gi)",
-            ),
-        ];
-        for (done, want) in cases {
-            assert_eq!(done.to_string(), want);
-        }
     }
 }

@@ -19,18 +19,22 @@
 //! directory costs one `openat` and the `getdents64` calls that read its
 //! end. Extended attributes are not copied.
 //!
-//! Only this copy: where the source and the tmpfs come from, and what to do
-//! on failure, is [`super::system`]'s.
+//! This is the walk and its bounds, the hook's policy; its calls are
+//! [`crate::sys::copy`]'s, behind [`CopyFs`], so the walk's decisions are
+//! tested on a map too. Only this copy: where the source and the tmpfs come
+//! from, and what to do on failure, is [`super::system`]'s.
 
 use std::ffi::{CStr, CString};
 use std::fmt;
-use std::os::fd::{AsFd, OwnedFd};
 
-use rustix::fs::{AtFlags, Dir, FileType, Gid, Mode, OFlags, Stat, Timespec, Timestamps, Uid};
+use rustix::fs::FileType;
 use rustix::io::Errno;
 
 use crate::plan::Note;
 use crate::size::Bytes;
+pub(crate) use crate::sys::copy::Fds;
+use crate::sys::copy::{CopyFs, Meta};
+use crate::sys::Call;
 
 /// At most this many entries are copied (a hostile `/tmp` of a million files
 /// must not hold the container's start).
@@ -99,7 +103,7 @@ pub(crate) enum CopyError {
     /// More than `Limits::bytes` of file data.
     TooBig(Bytes),
     /// A system call failed on `path` (relative to the target).
-    Sys { call: &'static str, path: String, errno: Errno },
+    Sys { call: Call, path: String, errno: Errno },
 }
 
 impl CopyError {
@@ -126,34 +130,67 @@ impl fmt::Display for CopyError {
             CopyError::TooMany(n) => write!(f, "it has more than {n} entries"),
             CopyError::TooDeep(n) => write!(f, "it is more than {n} directories deep"),
             CopyError::TooBig(b) => write!(f, "it holds more than {b} of file data"),
-            CopyError::Sys { call, path, errno } => write!(f, "{call}(2) on {path}: {errno}"),
+            CopyError::Sys { call, path, errno } => write!(f, "{call} on {path}: {errno}"),
         }
     }
 }
 
 /// Copies the contents of the directory `src` (an `O_PATH` fd of the
 /// resolved target) into the directory `dst` (the root of the detached
-/// tmpfs). `Ok(None)`: `src` is empty, nothing was made.
+/// tmpfs), with the calls of `fs` ([`Fds`] for the real ones).
+/// `Ok(None)`: `src` is empty, nothing was made.
 ///
 /// # Errors
 /// A bound was passed or a system call failed; what was copied so far stays
 /// in `dst`, which the caller then drops, leaving the target alone.
-pub(crate) fn copy_up(src: &OwnedFd, dst: &OwnedFd, limits: Limits) -> Result<Option<Copied>, CopyError> {
-    let dir = open_dir(src, c".", ".")?;
-    let mut copier = Copier { limits, dev: 0, done: Copied::default(), buf: Vec::new() };
+pub(crate) fn copy_up<F: CopyFs>(
+    fs: &mut F,
+    src: &F::Fd,
+    dst: &F::Fd,
+    limits: Limits,
+) -> Result<Option<Copied>, CopyError> {
+    let mut copier = Copier { fs, limits, dev: 0, done: Copied::default(), buf: Vec::new() };
+    let dir = copier.open_dir(src, c".", ".")?;
     let entries = copier.list(dir, ".")?;
     if entries.is_empty() {
         return Ok(None);
     }
-    copier.dev = rustix::fs::fstat(src).map_err(sys("fstat", "."))?.st_dev;
+    copier.dev = copier.fs.stat(src).map_err(sys(Call::Fstat, "."))?.dev;
     copier.buf = vec![0; 64 << 10];
-    let dst = open_dir(dst, c".", "the new tmpfs")?;
-    let src = open_dir(src, c".", ".")?;
+    let dst = copier.open_dir(dst, c".", "the new tmpfs")?;
+    let src = copier.open_dir(src, c".", ".")?;
     copier.copy_entries(&src, &dst, entries, "", 1)?;
     Ok(Some(copier.done))
 }
 
-struct Copier {
+/// What the copy does with one entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Treat {
+    /// Entered and copied, below the bounds.
+    Dir,
+    /// Its data copied.
+    File,
+    /// Copied as a symlink, its text untouched.
+    Symlink,
+    /// Left out, counted into the warning.
+    Skip,
+}
+
+/// What to do with an entry of type `kind`, `here` when it is on the
+/// target's own device: directories and regular files only there (never
+/// into another mount), symlinks as text wherever they are, and nothing
+/// else (device nodes, sockets, fifos: never opened).
+fn treat(kind: FileType, here: bool) -> Treat {
+    match kind {
+        FileType::Directory if here => Treat::Dir,
+        FileType::RegularFile if here => Treat::File,
+        FileType::Symlink => Treat::Symlink,
+        _ => Treat::Skip,
+    }
+}
+
+struct Copier<'f, F: CopyFs> {
+    fs: &'f mut F,
     limits: Limits,
     /// The target's device: nothing on another is entered.
     dev: u64,
@@ -164,13 +201,8 @@ struct Copier {
 /// How many skipped paths the warning names.
 const NAMED_SKIPS: usize = 3;
 
-fn sys<'a>(call: &'static str, path: &'a str) -> impl FnOnce(Errno) -> CopyError + 'a {
+fn sys<'a>(call: Call, path: &'a str) -> impl FnOnce(Errno) -> CopyError + 'a {
     move |errno| CopyError::Sys { call, path: path.to_string(), errno }
-}
-
-fn open_dir(at: impl AsFd, name: &CStr, path: &str) -> Result<OwnedFd, CopyError> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    rustix::fs::openat(at, name, flags, Mode::empty()).map_err(sys("openat", path))
 }
 
 fn join(parent: &str, name: &CStr) -> String {
@@ -182,37 +214,20 @@ fn join(parent: &str, name: &CStr) -> String {
     }
 }
 
-fn times(st: &Stat) -> Timestamps {
-    Timestamps {
-        last_access: Timespec { tv_sec: st.st_atime as _, tv_nsec: st.st_atime_nsec as _ },
-        last_modification: Timespec { tv_sec: st.st_mtime as _, tv_nsec: st.st_mtime_nsec as _ },
+impl<F: CopyFs> Copier<'_, F> {
+    fn open_dir(&mut self, at: &F::Fd, name: &CStr, path: &str) -> Result<F::Fd, CopyError> {
+        self.fs.open_dir(at, name).map_err(sys(Call::Openat, path))
     }
-}
 
-impl Copier {
     /// The names in `dir` (without `.` and `..`), counted against the entry
     /// bound as they are read: a huge directory is not read to its end.
-    fn list(&mut self, dir: OwnedFd, path: &str) -> Result<Vec<CString>, CopyError> {
-        let mut names = Vec::new();
-        let mut dir = Dir::new(dir).map_err(sys("getdents64", path))?;
-        while let Some(entry) = dir.read() {
-            let entry = entry.map_err(sys("getdents64", path))?;
-            let name = entry.file_name();
-            if name == c"." || name == c".." {
-                continue;
-            }
-            self.count()?;
-            names.push(name.to_owned());
-        }
-        Ok(names)
-    }
-
-    fn count(&mut self) -> Result<(), CopyError> {
-        self.done.entries += 1;
-        if self.done.entries > self.limits.entries {
+    fn list(&mut self, dir: F::Fd, path: &str) -> Result<Vec<CString>, CopyError> {
+        let room = self.limits.entries.saturating_sub(self.done.entries);
+        let Some(names) = self.fs.list(dir, room).map_err(sys(Call::Getdents64, path))? else {
             return Err(CopyError::TooMany(self.limits.entries));
-        }
-        Ok(())
+        };
+        self.done.entries += names.len() as u32;
+        Ok(names)
     }
 
     fn skip(&mut self, path: String) {
@@ -225,32 +240,28 @@ impl Copier {
 
     fn copy_entries(
         &mut self,
-        src: &OwnedFd,
-        dst: &OwnedFd,
+        src: &F::Fd,
+        dst: &F::Fd,
         names: Vec<CString>,
         parent: &str,
         depth: u32,
     ) -> Result<(), CopyError> {
         for name in names {
             let path = join(parent, &name);
-            let st = match rustix::fs::statat(src, &name, AtFlags::SYMLINK_NOFOLLOW) {
+            let st = match self.fs.stat_at(src, &name) {
                 Ok(st) => st,
                 // Gone since it was listed.
                 Err(Errno::NOENT) => {
                     self.done.entries -= 1;
                     continue;
                 }
-                Err(e) => return Err(sys("fstatat", &path)(e)),
+                Err(e) => return Err(sys(Call::Fstatat, &path)(e)),
             };
-            match FileType::from_raw_mode(st.st_mode) {
-                FileType::Directory if st.st_dev == self.dev => {
-                    self.copy_dir(src, dst, &name, &path, depth)?
-                }
-                FileType::RegularFile if st.st_dev == self.dev => {
-                    self.copy_file(src, dst, &name, &path, &st)?
-                }
-                FileType::Symlink => self.copy_symlink(src, dst, &name, &path, &st)?,
-                _ => self.skip(format!("/{path}")),
+            match treat(st.kind, st.dev == self.dev) {
+                Treat::Dir => self.copy_dir(src, dst, &name, &path, depth)?,
+                Treat::File => self.copy_file(src, dst, &name, &path, &st)?,
+                Treat::Symlink => self.copy_symlink(src, dst, &name, &path, &st)?,
+                Treat::Skip => self.skip(format!("/{path}")),
             }
         }
         Ok(())
@@ -258,8 +269,8 @@ impl Copier {
 
     fn copy_dir(
         &mut self,
-        src: &OwnedFd,
-        dst: &OwnedFd,
+        src: &F::Fd,
+        dst: &F::Fd,
         name: &CStr,
         path: &str,
         depth: u32,
@@ -267,56 +278,51 @@ impl Copier {
         if depth > self.limits.depth {
             return Err(CopyError::TooDeep(self.limits.depth));
         }
-        let from = open_dir(src, name, path)?;
-        let st = rustix::fs::fstat(&from).map_err(sys("fstat", path))?;
-        if st.st_dev != self.dev {
+        let from = self.open_dir(src, name, path)?;
+        let st = self.fs.stat(&from).map_err(sys(Call::Fstat, path))?;
+        if st.dev != self.dev {
             // Swapped for a mount point since its stat.
             self.skip(format!("/{path}"));
             return Ok(());
         }
-        let names = self.list(open_dir(&from, c".", path)?, path)?;
-        match rustix::fs::mkdirat(dst, name, Mode::from_raw_mode(0o700)) {
+        let listed = self.open_dir(&from, c".", path)?;
+        let names = self.list(listed, path)?;
+        match self.fs.mkdir(dst, name) {
             // A directory the plan made already (a nested target): kept as the plan made it.
             Ok(()) | Err(Errno::EXIST) => {}
-            Err(e) => return Err(sys("mkdirat", path)(e)),
+            Err(e) => return Err(sys(Call::Mkdirat, path)(e)),
         }
-        let to = open_dir(dst, name, path)?;
+        let to = self.open_dir(dst, name, path)?;
         self.copy_entries(&from, &to, names, path, depth + 1)?;
         self.set_meta(&to, &st, path)
     }
 
     fn copy_file(
         &mut self,
-        src: &OwnedFd,
-        dst: &OwnedFd,
+        src: &F::Fd,
+        dst: &F::Fd,
         name: &CStr,
         path: &str,
-        st: &Stat,
+        st: &Meta,
     ) -> Result<(), CopyError> {
-        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
-        let from = rustix::fs::openat(src, name, flags, Mode::empty()).map_err(sys("openat", path))?;
-        let now = rustix::fs::fstat(&from).map_err(sys("fstat", path))?;
-        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino)
-            || FileType::from_raw_mode(now.st_mode) != FileType::RegularFile
-        {
+        let from = self.fs.open_file(src, name).map_err(sys(Call::Openat, path))?;
+        let now = self.fs.stat(&from).map_err(sys(Call::Fstat, path))?;
+        if (now.dev, now.ino) != (st.dev, st.ino) || now.kind != FileType::RegularFile {
             // Swapped since its stat: not what was looked at.
             self.skip(format!("/{path}"));
             return Ok(());
         }
-        if now.st_nlink > 1 {
+        if now.nlink > 1 {
             self.done.hard_links += 1;
         }
         // Past the bound by its size alone: stop before reading it (a
         // sparse 1 GiB file would be read 64 MiB deep, docs/design.md#home-copy).
-        if self.done.bytes.saturating_add(u64::try_from(now.st_size).unwrap_or(u64::MAX)) > self.limits.bytes
-        {
+        if self.done.bytes.saturating_add(now.size) > self.limits.bytes {
             return Err(CopyError::TooBig(Bytes(self.limits.bytes)));
         }
-        let create = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let to =
-            rustix::fs::openat(dst, name, create, Mode::from_raw_mode(0o600)).map_err(sys("openat", path))?;
+        let to = self.fs.create(dst, name).map_err(sys(Call::Openat, path))?;
         loop {
-            let n = rustix::io::read(&from, &mut self.buf[..]).map_err(sys("read", path))?;
+            let n = self.fs.read(&from, &mut self.buf[..]).map_err(sys(Call::Read, path))?;
             if n == 0 {
                 break;
             }
@@ -326,7 +332,7 @@ impl Copier {
             }
             let mut chunk = &self.buf[..n];
             while !chunk.is_empty() {
-                let w = rustix::io::write(&to, chunk).map_err(sys("write", path))?;
+                let w = self.fs.write(&to, chunk).map_err(sys(Call::Write, path))?;
                 chunk = &chunk[w..];
             }
         }
@@ -335,35 +341,27 @@ impl Copier {
 
     fn copy_symlink(
         &mut self,
-        src: &OwnedFd,
-        dst: &OwnedFd,
+        src: &F::Fd,
+        dst: &F::Fd,
         name: &CStr,
         path: &str,
-        st: &Stat,
+        st: &Meta,
     ) -> Result<(), CopyError> {
-        // Its text, never what it points to.
-        let text = rustix::fs::readlinkat(src, name, Vec::new()).map_err(sys("readlinkat", path))?;
-        rustix::fs::symlinkat(text.as_c_str(), dst, name).map_err(sys("symlinkat", path))?;
-        let (uid, gid) = (Uid::from_raw(st.st_uid), Gid::from_raw(st.st_gid));
-        rustix::fs::chownat(dst, name, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(sys("fchownat", path))?;
-        rustix::fs::utimensat(dst, name, &times(st), AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(sys("utimensat", path))
+        self.fs.copy_link(src, dst, name, st).map_err(|(call, e)| sys(call, path)(e))
     }
 
     /// Owner, then mode (a chown clears set-id bits), then times (last: making
     /// the entries of a directory changes its mtime).
-    fn set_meta(&mut self, to: &OwnedFd, st: &Stat, path: &str) -> Result<(), CopyError> {
-        let (uid, gid) = (Uid::from_raw(st.st_uid), Gid::from_raw(st.st_gid));
-        rustix::fs::fchown(to, Some(uid), Some(gid)).map_err(sys("fchown", path))?;
-        rustix::fs::fchmod(to, Mode::from_raw_mode(st.st_mode & 0o7777)).map_err(sys("fchmod", path))?;
-        rustix::fs::futimens(to, &times(st)).map_err(sys("futimens", path))
+    fn set_meta(&mut self, to: &F::Fd, st: &Meta, path: &str) -> Result<(), CopyError> {
+        self.fs.set_meta(to, st).map_err(|(call, e)| sys(call, path)(e))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustix::fs::{Mode, OFlags, Timespec};
+    use std::os::fd::OwnedFd;
     use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
     use std::path::Path;
 
@@ -381,10 +379,260 @@ mod tests {
     }
 
     fn copy(src: &Path, dst: &Path, limits: Limits) -> Result<Option<Copied>, CopyError> {
-        copy_up(&o_path(src), &o_path(dst), limits)
+        copy_up(&mut Fds, &o_path(src), &o_path(dst), limits)
     }
 
     const BIG: Limits = Limits { entries: 100, depth: 4, bytes: 1 << 20 };
+
+    /// A source tree as a map, for the walk's decisions without root (a
+    /// device node needs root to make): path (relative to the target, `""`
+    /// the target) -> what is there. The fds are paths, `src:` or `dst:`;
+    /// every call that touches an entry is recorded.
+    #[derive(Default)]
+    struct MapFs {
+        nodes: std::collections::BTreeMap<String, Node>,
+        calls: Vec<String>,
+        /// Read offsets of the files opened.
+        read: std::collections::HashMap<String, usize>,
+    }
+
+    #[derive(Clone)]
+    struct Node {
+        kind: FileType,
+        dev: u64,
+        data: Vec<u8>,
+        /// Its size by `stat` (a sparse file's is more than its data).
+        size: u64,
+        /// Another file once opened (a rename between `stat` and `open`).
+        swapped: bool,
+        /// Listed, but gone by its `stat`.
+        gone: bool,
+    }
+
+    impl MapFs {
+        fn new(entries: &[(&str, FileType)]) -> MapFs {
+            let mut t = MapFs::default();
+            t.add("", FileType::Directory, 1, b"");
+            for (path, kind) in entries {
+                t.add(path, *kind, 1, b"x");
+            }
+            t
+        }
+
+        fn add(&mut self, path: &str, kind: FileType, dev: u64, data: &[u8]) -> &mut Node {
+            let node =
+                Node { kind, dev, data: data.to_vec(), size: data.len() as u64, swapped: false, gone: false };
+            self.nodes.entry(path.to_string()).or_insert(node)
+        }
+
+        fn path(at: &str, name: &CStr) -> String {
+            let name = name.to_str().unwrap();
+            let (side, at) = at.split_once(':').unwrap();
+            match (at, name) {
+                (at, ".") => format!("{side}:{at}"),
+                ("", name) => format!("{side}:{name}"),
+                (at, name) => format!("{side}:{at}/{name}"),
+            }
+        }
+
+        fn node(&self, fd: &str) -> Result<&Node, Errno> {
+            match fd.split_once(':').unwrap() {
+                ("src", p) => self.nodes.get(p).filter(|n| !n.gone).ok_or(Errno::NOENT),
+                _ => Err(Errno::NOENT),
+            }
+        }
+
+        fn meta(&self, fd: &str, opened: bool) -> Result<Meta, Errno> {
+            if fd.starts_with("dst:") {
+                let dir = Timespec { tv_sec: 0, tv_nsec: 0 };
+                let kind = FileType::Directory;
+                return Ok(Meta {
+                    kind,
+                    dev: 9,
+                    ino: 0,
+                    mode: 0o755,
+                    uid: 0,
+                    gid: 0,
+                    size: 0,
+                    nlink: 1,
+                    atime: dir,
+                    mtime: dir,
+                });
+            }
+            let n = self.node(fd)?;
+            let ino = fd.len() as u64 + u64::from(opened && n.swapped);
+            let t = Timespec { tv_sec: 1, tv_nsec: 0 };
+            Ok(Meta {
+                kind: n.kind,
+                dev: n.dev,
+                ino,
+                mode: 0o644,
+                uid: 0,
+                gid: 0,
+                size: n.size,
+                nlink: 1,
+                atime: t,
+                mtime: t,
+            })
+        }
+    }
+
+    impl CopyFs for MapFs {
+        type Fd = String;
+
+        fn open_dir(&mut self, at: &String, name: &CStr) -> Result<String, Errno> {
+            let fd = MapFs::path(at, name);
+            if fd.starts_with("src:") && self.node(&fd)?.kind != FileType::Directory {
+                return Err(Errno::NOTDIR);
+            }
+            Ok(fd)
+        }
+
+        fn list(&mut self, dir: String, room: u32) -> Result<Option<Vec<CString>>, Errno> {
+            let dir = dir.strip_prefix("src:").unwrap().to_string();
+            let mut names = Vec::new();
+            for path in self.nodes.keys().filter(|p| !p.is_empty()) {
+                let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
+                if parent == dir {
+                    if names.len() >= room as usize {
+                        self.calls.push(format!("list {dir}: stopped"));
+                        return Ok(None);
+                    }
+                    names.push(CString::new(name).unwrap());
+                }
+            }
+            Ok(Some(names))
+        }
+
+        fn stat(&mut self, fd: &String) -> Result<Meta, Errno> {
+            self.meta(fd, true)
+        }
+
+        fn stat_at(&mut self, dir: &String, name: &CStr) -> Result<Meta, Errno> {
+            self.meta(&MapFs::path(dir, name), false)
+        }
+
+        fn mkdir(&mut self, dir: &String, name: &CStr) -> Result<(), Errno> {
+            self.calls.push(format!("mkdir {}", MapFs::path(dir, name)));
+            Ok(())
+        }
+
+        fn open_file(&mut self, dir: &String, name: &CStr) -> Result<String, Errno> {
+            let fd = MapFs::path(dir, name);
+            self.calls.push(format!("open {fd}"));
+            Ok(fd)
+        }
+
+        fn create(&mut self, dir: &String, name: &CStr) -> Result<String, Errno> {
+            let fd = MapFs::path(dir, name);
+            self.calls.push(format!("create {fd}"));
+            Ok(fd)
+        }
+
+        fn read(&mut self, fd: &String, buf: &mut [u8]) -> Result<usize, Errno> {
+            let data = self.node(fd)?.data.clone();
+            let at = self.read.entry(fd.clone()).or_default();
+            let n = (data.len() - *at).min(buf.len());
+            buf[..n].copy_from_slice(&data[*at..*at + n]);
+            *at += n;
+            Ok(n)
+        }
+
+        fn write(&mut self, fd: &String, buf: &[u8]) -> Result<usize, Errno> {
+            self.calls.push(format!("write {fd} {}", buf.len()));
+            Ok(buf.len())
+        }
+
+        fn copy_link(
+            &mut self,
+            _: &String,
+            dst: &String,
+            name: &CStr,
+            _: &Meta,
+        ) -> Result<(), (Call, Errno)> {
+            self.calls.push(format!("link {}", MapFs::path(dst, name)));
+            Ok(())
+        }
+
+        fn set_meta(&mut self, _: &String, _: &Meta) -> Result<(), (Call, Errno)> {
+            Ok(())
+        }
+    }
+
+    fn walk(tree: &mut MapFs, limits: Limits) -> Result<Option<Copied>, CopyError> {
+        copy_up(tree, &"src:".to_string(), &"dst:".to_string(), limits)
+    }
+
+    /// Device nodes, sockets and fifos are left out and never opened; the
+    /// warning names the first three.
+    #[test]
+    fn devices_sockets_and_fifos_are_never_opened() {
+        let mut tree = MapFs::new(&[
+            ("null", FileType::CharacterDevice),
+            ("sda", FileType::BlockDevice),
+            ("fifo", FileType::Fifo),
+            ("sock", FileType::Socket),
+            ("f", FileType::RegularFile),
+        ]);
+        let copied = walk(&mut tree, BIG).unwrap().unwrap();
+        assert_eq!((copied.entries, copied.skipped, copied.bytes), (1, 4, 1));
+        assert_eq!(copied.skipped_paths, ["/fifo", "/null", "/sda"]);
+        assert_eq!(tree.calls, ["open src:f", "create dst:f", "write dst:f 1"]);
+    }
+
+    /// Nothing on another mount is entered or read; a symlink there is
+    /// copied as its text.
+    #[test]
+    fn another_mount_is_not_entered() {
+        let mut tree = MapFs::new(&[]);
+        tree.add("vol", FileType::Directory, 2, b"");
+        tree.add("vol/secret", FileType::RegularFile, 2, b"s");
+        tree.add("f", FileType::RegularFile, 2, b"s");
+        tree.add("l", FileType::Symlink, 2, b"");
+        let copied = walk(&mut tree, BIG).unwrap().unwrap();
+        assert_eq!((copied.entries, copied.skipped), (1, 2));
+        assert_eq!(tree.calls, ["link dst:l"]);
+    }
+
+    /// Each bound stops the walk where it is passed: the entry bound while
+    /// listing (the rest is not read), the depth bound before the deeper
+    /// directory is opened, the byte bound by a file's size before a byte
+    /// of it is read or its copy made.
+    #[test]
+    fn the_bounds_stop_the_walk() {
+        let mut tree = MapFs::new(&[("a", FileType::RegularFile), ("b", FileType::RegularFile)]);
+        tree.add("d", FileType::Directory, 1, b"");
+        tree.add("d/c", FileType::RegularFile, 1, b"x");
+        tree.add("d/e", FileType::RegularFile, 1, b"x");
+        assert_eq!(walk(&mut tree, Limits { entries: 4, ..BIG }), Err(CopyError::TooMany(4)));
+        assert_eq!(tree.calls.last().unwrap(), "list d: stopped");
+        assert!(walk(&mut MapFs::new(&[("a", FileType::RegularFile)]), Limits { entries: 1, ..BIG }).is_ok());
+
+        let mut deep = MapFs::new(&[("a", FileType::Directory), ("a/b", FileType::Directory)]);
+        deep.add("a/b/c", FileType::RegularFile, 1, b"x");
+        assert_eq!(walk(&mut deep, Limits { depth: 1, ..BIG }), Err(CopyError::TooDeep(1)));
+        assert_eq!(deep.calls, ["mkdir dst:a"], "a/b is never made");
+
+        let mut big = MapFs::new(&[]);
+        big.add("sparse", FileType::RegularFile, 1, b"").size = 1 << 30;
+        assert_eq!(walk(&mut big, Limits { bytes: 4096, ..BIG }), Err(CopyError::TooBig(Bytes(4096))));
+        assert_eq!(big.calls, ["open src:sparse"], "nothing made for a file past the bound");
+    }
+
+    /// What changed between its `stat` and its `open` is left out (a file
+    /// swapped for another), and what is gone is not counted.
+    #[test]
+    fn a_swapped_file_is_left_out_and_a_gone_one_not_counted() {
+        let mut tree = MapFs::new(&[("f", FileType::RegularFile)]);
+        tree.add("swapped", FileType::RegularFile, 1, b"x").swapped = true;
+        tree.add("gone", FileType::RegularFile, 1, b"x").gone = true;
+        let copied = walk(&mut tree, BIG).unwrap().unwrap();
+        assert_eq!(
+            (copied.entries, copied.skipped, copied.skipped_paths.as_slice()),
+            (1, 1, &["/swapped".to_string()][..])
+        );
+        assert_eq!(tree.calls, ["open src:f", "create dst:f", "write dst:f 1", "open src:swapped"]);
+    }
 
     #[test]
     fn an_empty_directory_copies_nothing() {
@@ -450,9 +698,32 @@ mod tests {
         assert!(copy(&src3, &dst4, Limits { depth: 3, ..BIG }).is_ok());
     }
 
+    /// Only directories, regular files and symlinks are copied; a device
+    /// node, socket or fifo is never opened, and nothing on another mount
+    /// is entered or read.
+    #[test]
+    fn what_each_entry_gets() {
+        let cases = [
+            (FileType::Directory, true, Treat::Dir),
+            (FileType::RegularFile, true, Treat::File),
+            (FileType::Symlink, true, Treat::Symlink),
+            (FileType::Symlink, false, Treat::Symlink),
+            (FileType::Directory, false, Treat::Skip),
+            (FileType::RegularFile, false, Treat::Skip),
+            (FileType::CharacterDevice, true, Treat::Skip),
+            (FileType::BlockDevice, true, Treat::Skip),
+            (FileType::Fifo, true, Treat::Skip),
+            (FileType::Socket, true, Treat::Skip),
+            (FileType::Unknown, true, Treat::Skip),
+        ];
+        for (kind, here, want) in cases {
+            assert_eq!(treat(kind, here), want, "{kind:?} on the target's device: {here}");
+        }
+    }
+
     #[test]
     fn a_stopped_copy_leaves_the_target_alone_and_says_why() {
-        let sys = CopyError::Sys { call: "openat", path: "d/f".into(), errno: Errno::ACCESS };
+        let sys = CopyError::Sys { call: Call::Openat, path: "d/f".into(), errno: Errno::ACCESS };
         let cases = [
             (CopyError::TooMany(MAX_ENTRIES), "it has more than 4096 entries, past what copy-up takes"),
             (CopyError::TooDeep(MAX_DEPTH), "it is more than 16 directories deep, past what copy-up takes"),

@@ -1,32 +1,28 @@
 //! The hook, the fd executor: run by the runtime at a container's start, it
 //! reads the state on stdin and the bundle's `config.json`, takes the plan
-//! ([`plan::plan_for`]) and carries it out by fd inside the
-//! container's mount namespace ([`apply`], with the syscalls behind
-//! [`apply::Mounter`] in [`System`]: [`ns`] joins the namespace, [`resolve`] walks
-//! the rootfs, [`mount`] builds and attaches tmpfs mounts). An engine-made
-//! `/dev/shm` is proven on the host first ([`mod@engine_shm`]). Nothing here
-//! decides what to mount: that is the plan's.
+//! ([`plan::plan_for`]) and carries it out by fd inside the container's
+//! mount namespace: [`apply`] is the order of effects, behind
+//! [`apply::Mounter`]; [`System`] makes them with the syscall layer
+//! ([`crate::sys`]: `ns` joins the namespace, `resolve` walks the rootfs,
+//! `mount` builds and attaches tmpfs mounts), and [`copyup`] fills each
+//! tmpfs with what its directory held. An engine-made `/dev/shm` is proven
+//! on the host first ([`crate::sys::engine_shm`]). Nothing here decides
+//! what to mount: that is the plan's.
 
 pub(crate) mod apply;
 pub(crate) mod copyup;
-pub(crate) mod engine_shm;
-pub(crate) mod mount;
-pub(crate) mod ns;
-pub(crate) mod resolve;
-pub(crate) mod syscall;
 pub(crate) mod system;
 
 use std::collections::HashMap;
 use std::io;
 
-pub(crate) use apply::Done;
-pub(crate) use syscall::{ApplyError, Call};
 pub(crate) use system::System;
 
 use crate::input::{self, InputError};
 use crate::plan::{self, Action, ShmSource, ShmWay};
 use crate::settings::Settings;
 use crate::stage::Stage;
+use crate::sys::{engine_shm, ns, SysError};
 
 /// Everything that can stop the hook after the host config is read.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +32,7 @@ pub(crate) enum HookError {
     #[error(transparent)]
     Plan(#[from] plan::PlanError),
     #[error(transparent)]
-    Apply(#[from] ApplyError),
+    Sys(#[from] SysError),
 }
 
 /// Runs the hook for the container whose state is on `stdin`, registered at
@@ -49,7 +45,7 @@ pub(crate) fn run(stage: Option<Stage>, settings: &Settings, stdin: impl io::Rea
     let state = input::read_state(stdin)?;
     crate::logger::set_container(&state.id);
     // Before the bundle is read: at startContainer nothing can be done.
-    let entry = stage.map(ns::Entry::at).transpose()?;
+    let entry = stage.map(ns::NsEntry::at).transpose()?;
     let spec = input::read_spec(&state.bundle)?;
     let host = input::host_facts()?;
     let plan = plan::plan_for(&spec, state.annotations.as_ref(), settings, host, &plan::UserFacts::HOOK)?;

@@ -1,22 +1,25 @@
-//! [`System`], the [`Mounter`] that makes the syscalls: it joins the
-//! namespace ([`super::ns`]), resolves targets in the rootfs and applies the
-//! landing rules ([`super::resolve`]), and builds, attaches and resizes
-//! tmpfs mounts ([`super::mount`]). What is mounted, and with which options,
-//! comes from the plan.
+//! [`System`], the [`Mounter`] that makes the syscalls through the syscall
+//! layer: it joins the namespace ([`crate::sys::ns`]), resolves targets in
+//! the rootfs and applies the landing rules ([`crate::sys::resolve`]),
+//! builds, attaches and resizes tmpfs mounts ([`crate::sys::mount`]) and
+//! copies a target's contents into its tmpfs ([`super::copyup`]). The
+//! hook's policy on what it finds there is here (a `/dev/shm` that is the
+//! host's, or not the proven engine shm; a spec mount under a target);
+//! what is mounted, and with which options, comes from the plan.
 
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
-use rustix::fs::{AtFlags, FileType, StatxAttributes, StatxFlags};
+use rustix::fs::FileType;
 
 use super::apply::{Done, Mounter, Prepared};
-use super::copyup::{self, Limits};
-use super::ns::Entry;
-use super::resolve::{self, Root};
-use super::syscall::{ApplyError, Call};
-use super::{mount, ns};
+use super::copyup::{self, Fds, Limits};
 use crate::landing::{self, Landing};
 use crate::plan::{Note, Passwd, ShmWay, SpecMount, Tmpfs, SHM_PATH};
+use crate::sys::mount::{self, is_mount_root};
+use crate::sys::ns::{self, NsEntry};
+use crate::sys::resolve::{self, Root};
+use crate::sys::{Call, SysError};
 use crate::target::TargetPath;
 
 /// A prepared effect.
@@ -55,7 +58,7 @@ pub(crate) struct System {
 
 impl System {
     /// The real thing, for a container whose `/dev/shm` is bound from
-    /// `engine_shm` (proven or not by [`super::engine_shm::prove`]).
+    /// `engine_shm` (proven or not by [`crate::sys::engine_shm::prove`]).
     pub(crate) fn new(engine_shm: Option<Result<u64, Note>>, labelled: bool) -> System {
         System { engine_shm, labelled, ..System::default() }
     }
@@ -80,10 +83,10 @@ impl System {
 
 /// Where a resolution error leaves `/dev/shm`: a skip with a warning (a
 /// property of the image) or an error.
-fn shm_resolve_failed(e: rustix::io::Errno) -> Result<Prepared<Pending>, ApplyError> {
+fn shm_resolve_failed(e: rustix::io::Errno) -> Result<Prepared<Pending>, SysError> {
     match resolve::skip_reason(e) {
         Some(reason) => Ok(Prepared::Skip(Note::warn(SHM_PATH, reason))),
-        None => Err(ApplyError::sys(Call::Openat2, "resolving inside the rootfs", SHM_PATH, e)),
+        None => Err(SysError::sys(Call::Openat2, "resolving inside the rootfs", SHM_PATH, e)),
     }
 }
 
@@ -91,20 +94,20 @@ impl Mounter for System {
     type Root = Root;
     type Pending = Pending;
 
-    fn enter(&mut self, entry: Entry, pid: Option<i64>) -> Result<(), ApplyError> {
+    fn enter(&mut self, entry: NsEntry, pid: Option<i64>) -> Result<(), SysError> {
         // Before anything else: what the host's /dev/shm is (docs/design.md#hostile-rootfs rule 6).
         self.host_shm = rustix::fs::stat(SHM_PATH).ok().map(|s| s.st_dev);
         self.selinux = self.labelled && mount::selinux_enabled();
         ns::enter(entry, pid)
     }
 
-    fn open_root(&mut self, rootfs: &Path, spec_mounts: &[SpecMount]) -> Result<Root, ApplyError> {
+    fn open_root(&mut self, rootfs: &Path, spec_mounts: &[SpecMount]) -> Result<Root, SysError> {
         self.spec_mounts = spec_mounts.to_vec();
         self.landings = None;
         Root::open(rootfs)
     }
 
-    fn read_passwd(&mut self, root: &mut Root, uid: u32) -> Result<Passwd, ApplyError> {
+    fn read_passwd(&mut self, root: &mut Root, uid: u32) -> Result<Passwd, SysError> {
         root.read_passwd(uid)
     }
 
@@ -114,7 +117,7 @@ impl Mounter for System {
         target: &TargetPath,
         tmpfs: &Tmpfs,
         subdirs: &[String],
-    ) -> Result<Prepared<Pending>, ApplyError> {
+    ) -> Result<Prepared<Pending>, SysError> {
         let what = target.as_str();
         // A home keeps the mode of the image's directory (read before a
         // missing one is made).
@@ -153,7 +156,7 @@ impl Mounter for System {
     ) -> Result<Option<Note>, Note> {
         let Pending::Attach { mnt, target: dir, .. } = pending else { return Ok(None) };
         let what = target.as_str();
-        match copyup::copy_up(dir, mnt, Limits::for_size(tmpfs.size.bytes)) {
+        match copyup::copy_up(&mut Fds, dir, mnt, Limits::for_size(tmpfs.size.bytes)) {
             Ok(None) => Ok(None),
             Ok(Some(copied)) => {
                 log::debug!(
@@ -175,7 +178,7 @@ impl Mounter for System {
         way: ShmWay,
         writable: bool,
         tmpfs: &Tmpfs,
-    ) -> Result<Prepared<Pending>, ApplyError> {
+    ) -> Result<Prepared<Pending>, SysError> {
         let skip = |reason: String, warn| Ok(Prepared::Skip(Note { subject: SHM_PATH.into(), reason, warn }));
         let fd = match root.resolve_or_create(&SHM_PATH[1..], resolve::SHM) {
             Ok(fd) => fd,
@@ -188,7 +191,7 @@ impl Mounter for System {
                 return skip(format!("it resolves to {to} instead"), true);
             }
         }
-        let st = rustix::fs::fstat(&fd).map_err(|e| ApplyError::sys(Call::Stat, "reading", SHM_PATH, e))?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| SysError::sys(Call::Stat, "reading", SHM_PATH, e))?;
         if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
             return skip("it is not a directory".into(), true);
         }
@@ -216,21 +219,21 @@ impl Mounter for System {
         let size = tmpfs.size.bytes;
         if let Err(reason) = mount::growth(current, size) {
             if writable {
-                let mnt = resolve::writable_clone(&fd, SHM_PATH)?;
+                let mnt = mount::writable_clone(&fd, SHM_PATH)?;
                 let pending = Pending::Attach { mnt, target: fd, what: SHM_PATH.into() };
                 return Ok(Prepared::Ready(pending, Done::ShmWritable));
             }
             return skip(reason, false);
         }
         let fs = mount::resize(&fd, size, SHM_PATH)?;
-        let clone = if writable { Some((resolve::writable_clone(&fd, SHM_PATH)?, fd)) } else { None };
+        let clone = if writable { Some((mount::writable_clone(&fd, SHM_PATH)?, fd)) } else { None };
         Ok(Prepared::Ready(
             Pending::Reconfigure { fs, writable: clone, what: SHM_PATH.into() },
             Done::GrewShm { from: current, to: size, writable },
         ))
     }
 
-    fn commit(&mut self, pending: Pending) -> Result<(), ApplyError> {
+    fn commit(&mut self, pending: Pending) -> Result<(), SysError> {
         match pending {
             Pending::Attach { mnt, target, what } => {
                 mount::attach(&mnt, &target, &what)?;
@@ -253,12 +256,4 @@ impl Mounter for System {
             mount::detach(&mnt);
         }
     }
-}
-
-/// Whether `fd` is the root of a mount (`STATX_ATTR_MOUNT_ROOT`, Linux 5.8).
-pub(super) fn is_mount_root(fd: &OwnedFd) -> Result<bool, ApplyError> {
-    let sx = rustix::fs::statx(fd, "", AtFlags::EMPTY_PATH, StatxFlags::BASIC_STATS)
-        .map_err(|e| ApplyError::sys(Call::Statx, "reading", SHM_PATH, e))?;
-    Ok(sx.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT)
-        && sx.stx_attributes.contains(StatxAttributes::MOUNT_ROOT))
 }

@@ -1,12 +1,12 @@
 //! The plan carried out in the spec: the spec executor's pure part, next to
-//! the hook's by-fd mounts ([`crate::hook`]).
+//! its checks by fd on the host ([`super::host`]).
 //! A pure edit of `config.json` (a generic JSON value, so nothing the
 //! typed view does not know is lost): a `tmpfs` entry in `mounts` per
 //! temp target, for the runtime to mount with its own in-root resolution (as
 //! it does for `docker run --tmpfs`), and `/dev/shm` raised in the spec, or
 //! handed back to the caller when it is an engine-made tmpfs bound from the
 //! host (that one is grown on the host, by fd, by
-//! [`crate::hook::engine_shm::grow`]).
+//! [`crate::sys::engine_shm::grow`]).
 //!
 //! Runtimes mount these inside the container's user namespace, where a fresh
 //! tmpfs already belongs to the container's root, so no `uid=`/`gid=` is

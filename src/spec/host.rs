@@ -1,19 +1,18 @@
 //! The spec executor's checks on the host, run by the wrapper before it
 //! execs the runtime: each temp target against the prepared rootfs (the
 //! same landing rules as in the container's namespace, by fd, with the
-//! hook's resolver). The growth of an engine-made `/dev/shm` is the hook's
-//! [`crate::hook::engine_shm`]. What to check comes from the plan; nothing
-//! here decides sizes.
+//! resolver the hook uses too, [`crate::sys::resolve`]). The growth of an
+//! engine-made `/dev/shm` is [`crate::sys::engine_shm`]'s. What to check
+//! comes from the plan; nothing here decides sizes.
 
-use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use rustix::fs::Mode;
 
-use crate::hook::resolve::{self, Root};
-use crate::hook::{ApplyError, Call};
 use crate::landing;
 use crate::plan::{Action, Note, Passwd, Plan, ShmWay, SHM_PATH};
+use crate::sys::resolve::{self, Root, Rootfs};
+use crate::sys::{Call, SysError};
 use crate::target::TargetPath;
 
 /// Where the spec executor puts each temp target.
@@ -65,10 +64,14 @@ pub(crate) enum Placing {
 /// # Errors
 /// A rootfs that cannot be opened, or a failure that is not a property of
 /// the image.
-pub(crate) fn place_targets(rootfs: &Path, plan: &Plan) -> Result<Placing, ApplyError> {
-    let mut root = Root::open(rootfs)?;
-    let landings = landing::landings(&mut root.tree(), &plan.spec_mounts);
-    let earlier = ours_in_image(&root, plan, &landings);
+pub(crate) fn place_targets(rootfs: &Path, plan: &Plan) -> Result<Placing, SysError> {
+    place_in(&mut Root::open(rootfs)?, plan)
+}
+
+/// [`place_targets`] in the opened rootfs `root`.
+fn place_in<R: Rootfs>(root: &mut R, plan: &Plan) -> Result<Placing, SysError> {
+    let landings = landing::landings(root, &plan.spec_mounts);
+    let earlier = ours_in_image(root, plan, &landings);
     let targets = || {
         plan.actions.iter().filter_map(|a| match a {
             Action::MountTmpfs { target, tmpfs, .. } => Some((target, tmpfs)),
@@ -97,7 +100,7 @@ pub(crate) fn place_targets(rootfs: &Path, plan: &Plan) -> Result<Placing, Apply
         match root.place_target(target, &landings)? {
             Err(note) => out.refused.push((what.to_string(), note)),
             Ok((real, fd)) => {
-                if resolve::holds_entries(&fd).map_err(|e| read_error(real.as_str(), e))? {
+                if root.holds_entries(&fd).map_err(|e| read_error(real.as_str(), e))? {
                     holding.push(real.to_string());
                     continue;
                 }
@@ -110,7 +113,7 @@ pub(crate) fn place_targets(rootfs: &Path, plan: &Plan) -> Result<Placing, Apply
                     }
                     _ => tmpfs.mode,
                 };
-                if set_mode(&fd, mode, real.as_str())? {
+                if root.set_mode(&fd, mode, real.as_str())? {
                     out.chmodded.push(real.to_string());
                 }
                 out.placed.push((what.to_string(), real.to_string()));
@@ -144,7 +147,7 @@ pub(crate) fn with_image_modes(mut plan: Plan, modes: &[(String, u32)]) -> Plan 
 ///
 /// # Errors
 /// A rootfs that cannot be opened, or a kernel without `openat2`.
-pub(crate) fn read_passwd(rootfs: &Path, spec: &crate::oci::Spec, uid: u32) -> Result<Passwd, ApplyError> {
+pub(crate) fn read_passwd(rootfs: &Path, spec: &crate::oci::Spec, uid: u32) -> Result<Passwd, SysError> {
     let mounts = spec.mounts().as_deref().unwrap_or_default();
     let covering = mounts.iter().rev().find_map(|m| {
         let dest = crate::target::normalise(&m.destination().to_string_lossy());
@@ -225,16 +228,16 @@ fn image_files(holding: &[String]) -> Option<String> {
 }
 
 /// The error for a mountpoint directory that cannot be read.
-fn read_error(what: &str, e: rustix::io::Errno) -> ApplyError {
-    ApplyError::sys(Call::Getdents64, "reading the mountpoint", what, e)
+fn read_error(what: &str, e: rustix::io::Errno) -> SysError {
+    SysError::sys(Call::Getdents64, "reading the mountpoint", what, e)
 }
 
 /// How many tmpfs of ours the spec holds, or will, in the image's own tree
 /// besides the temp targets: entries of an earlier run that no other spec
 /// mount covers, and a fresh `/dev/shm` when no spec mount (`/dev`) does.
-fn ours_in_image(root: &Root, plan: &Plan, landings: &[landing::Landing]) -> usize {
+fn ours_in_image(root: &mut impl Rootfs, plan: &Plan, landings: &[landing::Landing]) -> usize {
     let fresh_shm = plan.actions.iter().any(|a| matches!(a, Action::Shm { way: ShmWay::Fresh, .. }));
-    let shm_in_image = fresh_shm && !landing::inside_a_landing(&mut root.tree(), SHM_PATH, landings);
+    let shm_in_image = fresh_shm && !landing::inside_a_landing(root, SHM_PATH, landings);
     landings.iter().filter(|l| l.ours).count() + usize::from(shm_in_image)
 }
 
@@ -264,10 +267,18 @@ pub(crate) fn routes(
     rootfs: &Path,
     plan: &Plan,
     carrier: &super::route::Carrier,
-) -> Result<(super::route::Carrier, Vec<(String, Route)>), ApplyError> {
+) -> Result<(super::route::Carrier, Vec<(String, Route)>), SysError> {
+    routes_in(&mut Root::open(rootfs)?, plan, carrier)
+}
+
+/// [`routes`] in the opened rootfs `root`.
+fn routes_in<R: Rootfs>(
+    root: &mut R,
+    plan: &Plan,
+    carrier: &super::route::Carrier,
+) -> Result<(super::route::Carrier, Vec<(String, Route)>), SysError> {
     use super::route::Carrier;
-    let root = Root::open(rootfs)?;
-    let landings = landing::landings(&mut root.tree(), &plan.spec_mounts);
+    let landings = landing::landings(root, &plan.spec_mounts);
     let judged: Vec<(&str, Result<TargetPath, Note>)> = plan
         .actions
         .iter()
@@ -287,7 +298,7 @@ pub(crate) fn routes(
                 holding.push(real.to_string());
             }
         }
-        if let Some(why) = to_hook(ours_in_image(&root, plan, &landings), &passing, &holding) {
+        if let Some(why) = to_hook(ours_in_image(root, plan, &landings), &passing, &holding) {
             // The carrier is the spec: no other party's runtime-namespace hook.
             carrier = Carrier::Hook { stage: super::route::hook_stage(&[]), why };
         }
@@ -306,25 +317,131 @@ pub(crate) fn routes(
     Ok((carrier, routes))
 }
 
-/// Gives the directory `fd` (an `O_PATH` fd, chmod'ed through its
-/// `/proc/self/fd` link) `mode` when it has another; whether it did.
-fn set_mode(fd: &OwnedFd, mode: u32, what: &str) -> Result<bool, ApplyError> {
-    let st = rustix::fs::fstat(fd).map_err(|e| ApplyError::sys(Call::Stat, "reading", what, e))?;
-    if st.st_mode & 0o7777 == mode {
-        return Ok(false);
-    }
-    let link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(fd));
-    match rustix::fs::chmod(link.as_str(), Mode::from_raw_mode(mode)) {
-        Ok(()) => Ok(true),
-        // A rootfs we may not change: the tmpfs keeps the directory's mode.
-        Err(rustix::io::Errno::ROFS | rustix::io::Errno::PERM | rustix::io::Errno::ACCESS) => Ok(false),
-        Err(e) => Err(ApplyError::sys(Call::Fchmod, "setting the mode of the mountpoint", what, e)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::landing::Entry;
+    use crate::plan::fixtures::{mount, tmpfs};
+    use crate::plan::SpecMount;
+    use crate::sys::fake::FakeRoot;
+
+    /// A plan with a 1 GiB tmpfs on each of `targets`, over a spec that
+    /// mounts `mounts` (dest, one of ours).
+    fn plan(targets: &[&str], mounts: &[(&str, bool)]) -> Plan {
+        Plan {
+            enabled: true,
+            actions: targets.iter().map(|t| mount(t, tmpfs(1 << 30, None))).collect(),
+            spec_mounts: mounts
+                .iter()
+                .map(|(d, ours)| SpecMount { dest: d.to_string(), ours: *ours })
+                .collect(),
+            ..Plan::default()
+        }
+    }
+
+    fn spec(placing: Placing) -> Placed {
+        match placing {
+            Placing::Spec(placed) => placed,
+            Placing::Hook(why) => panic!("to the hook: {why}"),
+        }
+    }
+
+    fn hook(placing: Placing) -> String {
+        match placing {
+            Placing::Hook(why) => why,
+            Placing::Spec(placed) => panic!("into the spec: {placed:?}"),
+        }
+    }
+
+    #[test]
+    fn one_target_is_placed_with_its_tmpfs_mode() {
+        let mut root = FakeRoot::new(&[("/tmp", Entry::Dir)]);
+        let placed = spec(place_in(&mut root, &plan(&["/tmp"], &[])).unwrap());
+        assert_eq!(placed.placed, [("/tmp".to_string(), "/tmp".to_string())]);
+        assert_eq!(placed.chmodded, ["/tmp"]);
+        assert_eq!(root.calls, ["chmod /tmp 1777"]);
+    }
+
+    /// A symlink into a volume (`/tmp -> /data`, the spec mounting `/data`)
+    /// leaves that target alone with a warning naming both, and nothing is
+    /// made for it; the other target is placed.
+    #[test]
+    fn a_target_through_a_symlink_into_a_volume_is_left_alone() {
+        let mut root = FakeRoot::new(&[
+            ("/tmp", FakeRoot::link("/data")),
+            ("/var", Entry::Dir),
+            ("/var/tmp", Entry::Dir),
+        ]);
+        let placed = spec(place_in(&mut root, &plan(&["/tmp", "/var/tmp"], &[("/data", false)])).unwrap());
+        assert_eq!(placed.placed, [("/var/tmp".to_string(), "/var/tmp".to_string())]);
+        let [(target, note)] = &placed.refused[..] else { panic!("{:?}", placed.refused) };
+        assert_eq!(target, "/tmp");
+        assert!(
+            note.warn && note.reason.contains("/tmp -> /data") && note.reason.contains("a volume wins"),
+            "{note:?}"
+        );
+        assert_eq!(root.calls, ["chmod /var/tmp 1777"]);
+    }
+
+    /// Two tmpfs of ours in the image's tree go to the hook, judged before
+    /// anything is made or changed.
+    #[test]
+    fn two_targets_go_to_the_hook_before_anything_is_made() {
+        let mut root = FakeRoot::new(&[("/tmp", Entry::Dir), ("/var", Entry::Dir)]);
+        let why = hook(place_in(&mut root, &plan(&["/tmp", "/var/tmp"], &[])).unwrap());
+        assert!(why.contains("2 tmpfs of ours") && why.contains("/tmp, /var/tmp"), "{why}");
+        assert!(root.calls.is_empty(), "{:?}", root.calls);
+        // An entry of ours from an earlier run counts as one of them.
+        let mut root = FakeRoot::new(&[("/tmp", Entry::Dir), ("/var", Entry::Dir), ("/var/tmp", Entry::Dir)]);
+        let why = hook(place_in(&mut root, &plan(&["/tmp"], &[("/var/tmp", true)])).unwrap());
+        assert!(why.contains("and one the spec has already"), "{why}");
+        // Not when the earlier entry sits inside a volume (the spec's /var).
+        let mut root = FakeRoot::new(&[("/tmp", Entry::Dir), ("/var", Entry::Dir)]);
+        let placing = place_in(&mut root, &plan(&["/tmp"], &[("/var", false), ("/var/tmp", true)])).unwrap();
+        assert_eq!(spec(placing).placed.len(), 1);
+    }
+
+    /// A target whose directory holds the image's files goes to the hook
+    /// (which copies them up); its mode is left as it was.
+    #[test]
+    fn a_directory_holding_files_goes_to_the_hook() {
+        let mut root = FakeRoot::new(&[("/tmp", Entry::Dir)]);
+        root.holding.push("/tmp".into());
+        let why = hook(place_in(&mut root, &plan(&["/tmp"], &[])).unwrap());
+        assert!(why.starts_with("the image's /tmp holds files"), "{why}");
+        assert!(root.calls.is_empty(), "{:?}", root.calls);
+    }
+
+    /// A home's tmpfs takes the mode of the image's directory, read before
+    /// anything is made.
+    #[test]
+    fn a_home_keeps_the_image_mode() {
+        let mut root = FakeRoot::new(&[("/root", Entry::Dir)]);
+        root.modes.insert("/root".into(), 0o700);
+        let mut p = plan(&["/root"], &[]);
+        let Action::MountTmpfs { tmpfs, .. } = &mut p.actions[0] else { unreachable!() };
+        tmpfs.image_mode = true;
+        let placed = spec(place_in(&mut root, &p).unwrap());
+        assert_eq!(placed.modes, [("/root".to_string(), 0o700)]);
+        assert!(placed.chmodded.is_empty() && root.calls.is_empty(), "{:?}", root.calls);
+    }
+
+    /// `explain`'s routes judge as the placing does, and change nothing.
+    #[test]
+    fn routes_say_where_each_target_goes() {
+        let entries = [("/tmp", FakeRoot::link("/data")), ("/var", Entry::Dir), ("/var/tmp", Entry::Dir)];
+        let mut root = FakeRoot::new(&entries);
+        let p = plan(&["/tmp", "/var/tmp"], &[("/data", false)]);
+        let (carrier, routes) = routes_in(&mut root, &p, &super::super::route::Carrier::Spec).unwrap();
+        assert_eq!(carrier, super::super::route::Carrier::Spec);
+        assert!(matches!(&routes[0], (t, Route::None { warn: true, .. }) if t == "/tmp"), "{routes:?}");
+        assert_eq!(routes[1], ("/var/tmp".to_string(), Route::Spec { destination: "/var/tmp".into() }));
+        root.holding.push("/var/tmp".into());
+        let (carrier, routes) = routes_in(&mut root, &p, &super::super::route::Carrier::Spec).unwrap();
+        assert!(matches!(carrier, super::super::route::Carrier::Hook { .. }), "{carrier:?}");
+        assert!(matches!(&routes[1].1, Route::Hook { why, .. } if why.contains("holds files")), "{routes:?}");
+        assert!(root.calls.is_empty(), "{:?}", root.calls);
+    }
 
     #[test]
     fn image_files_names_the_directories() {

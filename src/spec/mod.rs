@@ -3,7 +3,7 @@
 //! bundle's `config.json` ([`plan::plan_for`]), check every temp target
 //! against the rootfs by fd ([`host`]), write the mounts into `config.json`
 //! ([`edit`], pure), grow an engine-made `/dev/shm` on the host
-//! ([`crate::hook::engine_shm::grow`]). A plan that needs a directory inside
+//! ([`crate::sys::engine_shm::grow`]). A plan that needs a directory inside
 //! a fresh tmpfs (`TMPDIR=/tmp/job`) gets the hook instead.
 
 pub(crate) mod dispatch;
@@ -15,11 +15,11 @@ pub(crate) mod route;
 use std::path::Path;
 
 use crate::bundle::{self, BundleError, HookEntry};
-use crate::hook::{engine_shm, ApplyError};
 use crate::input;
 use crate::plan;
 use crate::settings::{Mode, Settings};
 use crate::stage::Stage;
+use crate::sys::{engine_shm, SysError};
 
 /// What the edit did, for the caller to print or log.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -46,7 +46,7 @@ pub(crate) enum SpecError {
     #[error(transparent)]
     Plan(#[from] plan::PlanError),
     #[error(transparent)]
-    Apply(#[from] ApplyError),
+    Sys(#[from] SysError),
     #[error(transparent)]
     Shape(#[from] edit::ShapeError),
 }

@@ -3,17 +3,18 @@
 //! `O_PATH` fd of the rootfs (plus `RESOLVE_NO_XDEV` for temp targets, so that
 //! "already a mount point" reads as `EXDEV`); missing directories are made
 //! with `mkdirat(2)` on resolved fds; where a path really landed is read back
-//! from the fd. The mount path's only `unsafe` (`mount_setattr(2)`, which
-//! rustix lacks) lives here. No mounts are made here.
+//! from the fd (a read-only rootfs is written through a writable clone,
+//! [`super::mount`]'s). The image's `/etc/passwd` is read here too, by fd
+//! and bounded ([`Root::read_passwd`]). No mounts are made here.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
-use rustix::mount::OpenTreeFlags;
 
-use super::syscall::{ApplyError, Call};
+use super::error::{Call, SysError};
+use super::mount;
 use crate::landing::{self, Entry, Landing, Stop, Tree, Walk};
 use crate::plan::{self, Note, Passwd, SpecMount};
 use crate::size::Bytes;
@@ -43,10 +44,10 @@ pub(crate) struct Root {
 }
 
 /// Temp targets: never cross a mount (a volume, or `/tmp` already mounted).
-pub(super) const TARGET: ResolveFlags =
+pub(crate) const TARGET: ResolveFlags =
     ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS).union(ResolveFlags::NO_XDEV);
 /// `/dev/shm` is a mount by design: resolve into it, then check what it is.
-pub(super) const SHM: ResolveFlags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
+pub(crate) const SHM: ResolveFlags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
 /// A path already walked to its real form: no symlink may be left in it (one
 /// that appears now is a race, and refused), no mount crossed.
 const REAL: ResolveFlags = TARGET.union(ResolveFlags::NO_SYMLINKS);
@@ -59,16 +60,16 @@ impl Root {
     ///
     /// # Errors
     /// A rootfs that cannot be opened, or that is the host's root.
-    pub(crate) fn open(rootfs: &Path) -> Result<Root, ApplyError> {
+    pub(crate) fn open(rootfs: &Path) -> Result<Root, SysError> {
         let shown = rootfs.display().to_string();
         let fd = rustix::fs::open(rootfs, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| ApplyError::sys(Call::Open, "opening the rootfs", shown.as_str(), e))?;
+            .map_err(|e| SysError::sys(Call::Open, "opening the rootfs", shown.as_str(), e))?;
         let st = rustix::fs::fstat(&fd)
-            .map_err(|e| ApplyError::sys(Call::Stat, "reading the rootfs", shown.as_str(), e))?;
-        let host = rustix::fs::stat("/").map_err(|e| ApplyError::sys(Call::Stat, "reading", "/", e))?;
+            .map_err(|e| SysError::sys(Call::Stat, "reading the rootfs", shown.as_str(), e))?;
+        let host = rustix::fs::stat("/").map_err(|e| SysError::sys(Call::Stat, "reading", "/", e))?;
         let name = fd_name(&fd);
         if (st.st_dev, st.st_ino) == (host.st_dev, host.st_ino) || name == "/" || name.is_empty() {
-            return Err(ApplyError::RootIsHost(rootfs.to_path_buf()));
+            return Err(SysError::RootIsHost(rootfs.to_path_buf()));
         }
         Ok(Root { fd, name, writable: None, claimed: Vec::new() })
     }
@@ -111,15 +112,7 @@ impl Root {
     /// the container's own mount stays read-only.
     fn mkdir_through_clone(&mut self, parts: &[&str], flags: ResolveFlags) -> Result<(), Errno> {
         if self.writable.is_none() {
-            let clone = rustix::mount::open_tree(
-                &self.fd,
-                "",
-                OpenTreeFlags::OPEN_TREE_CLONE
-                    | OpenTreeFlags::OPEN_TREE_CLOEXEC
-                    | OpenTreeFlags::AT_EMPTY_PATH,
-            )?;
-            clear_read_only(&clone)?;
-            self.writable = Some(clone);
+            self.writable = Some(mount::clone_writable(&self.fd).map_err(|(_, e)| e)?);
         }
         let clone = self.writable.as_ref().ok_or(Errno::INVAL)?;
         let (last, parents) = parts.split_last().ok_or(Errno::INVAL)?;
@@ -139,10 +132,7 @@ impl Root {
     ///
     /// # Errors
     /// A failure that is not a property of the image.
-    pub(crate) fn resolve_target(
-        &mut self,
-        target: &TargetPath,
-    ) -> Result<Result<OwnedFd, Note>, ApplyError> {
+    pub(crate) fn resolve_target(&mut self, target: &TargetPath) -> Result<Result<OwnedFd, Note>, SysError> {
         self.resolve_target_with(target, TARGET, target.as_str())
     }
 
@@ -152,7 +142,7 @@ impl Root {
         path: &TargetPath,
         flags: ResolveFlags,
         what: &str,
-    ) -> Result<Result<OwnedFd, Note>, ApplyError> {
+    ) -> Result<Result<OwnedFd, Note>, SysError> {
         let fd = match self.resolve_or_create(path.relative(), flags) {
             Ok(fd) => fd,
             Err(e) => {
@@ -161,7 +151,7 @@ impl Root {
                     Some(reason) => {
                         Ok(Err(Note { subject: what.into(), reason: reason.into(), warn: e != Errno::XDEV }))
                     }
-                    None => Err(ApplyError::sys(Call::Openat2, "resolving inside the rootfs", what, e)),
+                    None => Err(SysError::sys(Call::Openat2, "resolving inside the rootfs", what, e)),
                 };
             }
         };
@@ -179,57 +169,7 @@ impl Root {
         Ok(Ok(fd))
     }
 
-    /// The spec executor's landing rule for the temp target `target` in the
-    /// prepared (bare) rootfs, before the runtime mounts anything: walk it
-    /// ([`landing::walk`]), judge the walk against where the spec's mounts
-    /// will land (`landings`), then resolve the real path it found (no
-    /// symlink left, missing directories made by fd in the image's own
-    /// rootfs) with the hook's rules. `Ok` is the real in-root path to write
-    /// as the mount's destination, with its fd.
-    ///
-    /// # Errors
-    /// A failure that is not a property of the image.
-    pub(crate) fn place_target(
-        &mut self,
-        target: &TargetPath,
-        landings: &[Landing],
-    ) -> Result<Result<(TargetPath, OwnedFd), Note>, ApplyError> {
-        let real = match self.judge_target(target, landings) {
-            Ok(real) => real,
-            Err(note) => return Ok(Err(note)),
-        };
-        Ok(self.resolve_target_with(&real, REAL, target.as_str())?.map(|fd| (real, fd)))
-    }
-
-    /// The read-only half of [`Root::place_target`] (for `explain` too):
-    /// the walk and its judgement; `Ok` is the real in-root path, `Err` the
-    /// note for a target left alone.
-    pub(crate) fn judge_target(&self, target: &TargetPath, landings: &[Landing]) -> Result<TargetPath, Note> {
-        let what = target.as_str();
-        let w = landing::walk(&mut self.tree(), what);
-        // A spec mount first: it explains a symlink dangling in the bare
-        // rootfs (`/tmp -> /vol`, where the runtime makes /vol for the volume).
-        if let Some(conflict) = landing::judge(&w, landings) {
-            if conflict.landing().ours {
-                let reason = format!("our tmpfs at {} covers it already", conflict.landing().dest);
-                return Err(Note::info(what, reason));
-            }
-            return Err(Note::warn(what, conflict.reason(&w)));
-        }
-        if target::denied(&w.real) {
-            let reason =
-                format!("it resolves to {} inside the container, a system directory{}", w.real, w.through());
-            return Err(Note::warn(what, reason));
-        }
-        if let Some(reason) = walk_refusal(&w) {
-            return Err(Note::warn(what, reason));
-        }
-        let real = target::validate(&w.real)
-            .map_err(|e| Note::warn(what, format!("it resolves to {}, which {e}{}", w.real, w.through())))?;
-        Ok(real)
-    }
-
-    /// Whether the real in-root path `real` ([`Root::judge_target`]'s)
+    /// Whether the real in-root path `real` ([`Rootfs::judge_target`]'s)
     /// holds any entry in the image, read-only (for `explain`, as
     /// [`holds_entries`] on the fd the placing gets): a directory not there
     /// yet, which the placing makes empty, or one the placing refuses (a
@@ -243,6 +183,27 @@ impl Root {
             Err(Errno::NOENT) => Ok(false),
             Err(e) if skip_reason(e).is_some() => Ok(false),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Gives the directory `fd` (an `O_PATH` fd, chmod'ed through its
+    /// `/proc/self/fd` link) `mode` when it has another; whether it did.
+    ///
+    /// # Errors
+    /// `fstat` failing, or a `chmod` refused for another reason than a
+    /// rootfs that may not be changed (then the tmpfs keeps the directory's
+    /// mode).
+    pub(crate) fn set_mode(&self, fd: &OwnedFd, mode: u32, what: &str) -> Result<bool, SysError> {
+        let st = rustix::fs::fstat(fd).map_err(|e| SysError::sys(Call::Stat, "reading", what, e))?;
+        if st.st_mode & 0o7777 == mode {
+            return Ok(false);
+        }
+        let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        match rustix::fs::chmod(link.as_str(), Mode::from_raw_mode(mode)) {
+            Ok(()) => Ok(true),
+            // A rootfs we may not change: the tmpfs keeps the directory's mode.
+            Err(Errno::ROFS | Errno::PERM | Errno::ACCESS) => Ok(false),
+            Err(e) => Err(SysError::sys(Call::Fchmod, "setting the mode of the mountpoint", what, e)),
         }
     }
 
@@ -281,8 +242,8 @@ impl Root {
     ///
     /// # Errors
     /// `fstat` failing.
-    pub(crate) fn claim(&mut self, fd: &OwnedFd, what: &str) -> Result<Option<String>, ApplyError> {
-        let st = rustix::fs::fstat(fd).map_err(|e| ApplyError::sys(Call::Stat, "reading", what, e))?;
+    pub(crate) fn claim(&mut self, fd: &OwnedFd, what: &str) -> Result<Option<String>, SysError> {
+        let st = rustix::fs::fstat(fd).map_err(|e| SysError::sys(Call::Stat, "reading", what, e))?;
         let id = (st.st_dev, st.st_ino);
         if let Some((_, first)) = self.claimed.iter().find(|(d, _)| *d == id) {
             return Ok(Some(first.clone()));
@@ -290,6 +251,141 @@ impl Root {
         self.claimed.push((id, what.to_string()));
         Ok(None)
     }
+}
+
+/// The rootfs as the spec executor (and `explain`) judges and places its
+/// temp targets before the runtime mounts anything (docs/design.md#landing):
+/// a [`Tree`] to walk, and the few steps by fd the placing takes. [`Root`]
+/// is the real one; a unit test's is a map (`super::fake::FakeRoot`), so
+/// that the decisions (what is left alone and why, what goes to the hook)
+/// are tested without root. Generic, not `dyn`: the real one costs nothing
+/// more.
+pub(crate) trait Rootfs: Tree + Sized {
+    /// A resolved directory.
+    type Dir;
+
+    /// The read-only half of [`Rootfs::place_target`] (for `explain` too):
+    /// [`judge`] on this root; `Ok` is the real in-root path, `Err` the
+    /// note for a target left alone.
+    fn judge_target(&mut self, target: &TargetPath, landings: &[Landing]) -> Result<TargetPath, Note> {
+        judge(self, target, landings)
+    }
+
+    /// The spec executor's landing rule for the temp target `target` in the
+    /// prepared (bare) rootfs, before the runtime mounts anything: walk it
+    /// ([`landing::walk`]), judge the walk against where the spec's mounts
+    /// will land (`landings`), then resolve the real path it found
+    /// ([`Rootfs::resolve_real`]). `Ok` is the real in-root path to write
+    /// as the mount's destination, with its directory.
+    ///
+    /// # Errors
+    /// A failure that is not a property of the image.
+    fn place_target(
+        &mut self,
+        target: &TargetPath,
+        landings: &[Landing],
+    ) -> Result<Result<(TargetPath, Self::Dir), Note>, SysError> {
+        let real = match self.judge_target(target, landings) {
+            Ok(real) => real,
+            Err(note) => return Ok(Err(note)),
+        };
+        Ok(self.resolve_real(&real, target.as_str())?.map(|dir| (real, dir)))
+    }
+
+    /// Resolves the real in-root path `real` (no symlink left, no mount
+    /// crossed), making missing directories, with the hook's rules (one
+    /// mount per directory); notes name `what`.
+    ///
+    /// # Errors
+    /// A failure that is not a property of the image.
+    fn resolve_real(&mut self, real: &TargetPath, what: &str) -> Result<Result<Self::Dir, Note>, SysError>;
+
+    /// The mode of the directory at `target` when the image has one.
+    fn dir_mode(&self, target: &TargetPath) -> Option<u32>;
+
+    /// Whether the directory `dir` holds any entry.
+    ///
+    /// # Errors
+    /// The directory cannot be read.
+    fn holds_entries(&self, dir: &Self::Dir) -> Result<bool, Errno>;
+
+    /// Whether the real in-root path `real` holds any entry in the image,
+    /// read-only: one not there yet holds none.
+    ///
+    /// # Errors
+    /// The directory cannot be read.
+    fn holds_entries_at(&self, real: &TargetPath) -> Result<bool, Errno>;
+
+    /// Gives `dir` `mode` when it has another; whether it did.
+    ///
+    /// # Errors
+    /// The mode cannot be read or set for another reason than a rootfs
+    /// that may not be changed.
+    fn set_mode(&mut self, dir: &Self::Dir, mode: u32, what: &str) -> Result<bool, SysError>;
+}
+
+impl Tree for Root {
+    fn entry(&mut self, path: &str) -> Entry {
+        self.tree().entry(path)
+    }
+}
+
+impl Rootfs for Root {
+    type Dir = OwnedFd;
+
+    fn resolve_real(&mut self, real: &TargetPath, what: &str) -> Result<Result<OwnedFd, Note>, SysError> {
+        self.resolve_target_with(real, REAL, what)
+    }
+
+    fn dir_mode(&self, target: &TargetPath) -> Option<u32> {
+        Root::dir_mode(self, target)
+    }
+
+    fn holds_entries(&self, dir: &OwnedFd) -> Result<bool, Errno> {
+        holds_entries(dir)
+    }
+
+    fn holds_entries_at(&self, real: &TargetPath) -> Result<bool, Errno> {
+        Root::holds_entries_at(self, real)
+    }
+
+    fn set_mode(&mut self, dir: &OwnedFd, mode: u32, what: &str) -> Result<bool, SysError> {
+        Root::set_mode(self, dir, mode, what)
+    }
+}
+
+/// The landing rule's judgement of the temp target `target` in `tree` (a
+/// bare rootfs): walk it ([`landing::walk`]); a spec mount it reaches,
+/// crosses or sits over (`landings`) leaves it alone (ours already covering
+/// it: information; a volume: a warning naming the symlinks), as does a
+/// real path in a system directory, a walk that stopped (not a directory,
+/// a mount, a loop) or a dangling symlink. `Ok` is the real in-root path.
+pub(crate) fn judge(
+    tree: &mut impl Tree,
+    target: &TargetPath,
+    landings: &[Landing],
+) -> Result<TargetPath, Note> {
+    let what = target.as_str();
+    let w = landing::walk(tree, what);
+    // A spec mount first: it explains a symlink dangling in the bare
+    // rootfs (`/tmp -> /vol`, where the runtime makes /vol for the volume).
+    if let Some(conflict) = landing::judge(&w, landings) {
+        if conflict.landing().ours {
+            let reason = format!("our tmpfs at {} covers it already", conflict.landing().dest);
+            return Err(Note::info(what, reason));
+        }
+        return Err(Note::warn(what, conflict.reason(&w)));
+    }
+    if target::denied(&w.real) {
+        let reason =
+            format!("it resolves to {} inside the container, a system directory{}", w.real, w.through());
+        return Err(Note::warn(what, reason));
+    }
+    if let Some(reason) = walk_refusal(&w) {
+        return Err(Note::warn(what, reason));
+    }
+    target::validate(&w.real)
+        .map_err(|e| Note::warn(what, format!("it resolves to {}, which {e}{}", w.real, w.through())))
 }
 
 /// Whether the directory `fd` (an `O_PATH` fd of a resolved directory)
@@ -327,7 +423,7 @@ impl Root {
     ///
     /// # Errors
     /// As [`passwd_in`].
-    pub(crate) fn read_passwd(&self, uid: u32) -> Result<Passwd, ApplyError> {
+    pub(crate) fn read_passwd(&self, uid: u32) -> Result<Passwd, SysError> {
         passwd_in(&self.fd, "etc/passwd", uid)
     }
 
@@ -345,13 +441,13 @@ impl Root {
 /// # Errors
 /// `openat2(2)` missing from the kernel (`ENOSYS`): not a property of the
 /// image, and nothing else can be resolved safely either.
-pub(crate) fn passwd_in(dir: &OwnedFd, rel: &str, uid: u32) -> Result<Passwd, ApplyError> {
+pub(crate) fn passwd_in(dir: &OwnedFd, rel: &str, uid: u32) -> Result<Passwd, SysError> {
     let flags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
     let path = match open_in(dir, rel, OFlags::PATH | OFlags::CLOEXEC, flags) {
         Ok(fd) => fd,
         Err(Errno::NOENT) => return Ok(Passwd::NoEntry),
         Err(Errno::NOSYS) => {
-            return Err(ApplyError::sys(
+            return Err(SysError::sys(
                 Call::Openat2,
                 "resolving inside the rootfs",
                 "/etc/passwd",
@@ -492,7 +588,7 @@ fn fd_name(fd: &impl AsRawFd) -> String {
 }
 
 /// A temp target that the image's layout rules out: why (a skip, not an error).
-pub(super) fn skip_reason(err: Errno) -> Option<&'static str> {
+pub(crate) fn skip_reason(err: Errno) -> Option<&'static str> {
     Some(match err {
         Errno::XDEV => {
             "it is already a mount point, or its path crosses one (a volume, or a symlink into another mount)"
@@ -506,56 +602,138 @@ pub(super) fn skip_reason(err: Errno) -> Option<&'static str> {
     })
 }
 
-/// A writable clone of the mount whose root `mnt` is: detached, the same
-/// superblock (the same files, the same size), with its read-only flag
-/// cleared, to be attached over it. Not the mount itself: crun re-applies a
-/// spec's `ro` to its own mount after every hook has run, by the fd it kept
-/// (docs/design.md#readonly-shm), so a flag cleared there does not last; a
-/// mount stacked on it does.
-///
-/// # Errors
-/// `open_tree(2)` or `mount_setattr(2)` refused (a flag locked by a user
-/// namespace: EPERM).
-pub(super) fn writable_clone(mnt: &OwnedFd, what: &str) -> Result<OwnedFd, ApplyError> {
-    let clone = rustix::mount::open_tree(
-        mnt,
-        "",
-        OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC | OpenTreeFlags::AT_EMPTY_PATH,
-    )
-    .map_err(|e| ApplyError::sys(Call::OpenTree, "cloning the mount, to make it writable:", what, e))?;
-    clear_read_only(&clone)
-        .map_err(|e| ApplyError::sys(Call::MountSetattr, "making the mount writable:", what, e))?;
-    Ok(clone)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::fake::FakeRoot;
 
-/// `mount_setattr(2)` (Linux 5.12) clearing `MOUNT_ATTR_RDONLY` on a mount
-/// (detached, or the root of one, by fd); rustix has no wrapper for it.
-#[allow(unsafe_code)]
-fn clear_read_only(mnt: &OwnedFd) -> Result<(), Errno> {
-    /// `struct mount_attr` from `<linux/mount.h>`.
-    #[repr(C)]
-    struct MountAttr {
-        attr_set: u64,
-        attr_clr: u64,
-        propagation: u64,
-        userns_fd: u64,
+    fn landing(dest: &str, ours: bool) -> Landing {
+        Landing { dest: dest.into(), ours, at: dest.into() }
     }
-    const MOUNT_ATTR_RDONLY: u64 = 0x1;
-    let attr = MountAttr { attr_set: 0, attr_clr: MOUNT_ATTR_RDONLY, propagation: 0, userns_fd: 0 };
-    // SAFETY: the path is a NUL-terminated empty string, `attr` is a valid
-    // `struct mount_attr` that outlives the call, and its size is passed.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            mnt.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if rc < 0 {
-        return Err(Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::INVAL));
+
+    /// What the landing rule leaves alone in a bare rootfs, and why: each
+    /// case names the layout, the spec's mounts, and the real path or the
+    /// note (warning or not, and words its reason must hold).
+    #[test]
+    fn judge_table() {
+        let dir = || Entry::Dir;
+        let link = FakeRoot::link;
+        type Case<'a> =
+            (&'a str, Vec<(&'a str, Entry)>, &'a str, Vec<Landing>, Result<&'a str, (bool, &'a str)>);
+        let cases: Vec<Case> = vec![
+            ("a plain directory", vec![("/tmp", dir())], "/tmp", vec![], Ok("/tmp")),
+            ("a missing one, made later", vec![], "/data/cache", vec![], Ok("/data/cache")),
+            (
+                "a symlink to another directory lands there",
+                vec![("/tmp", link("/scratch")), ("/scratch", dir())],
+                "/tmp",
+                vec![],
+                Ok("/scratch"),
+            ),
+            (
+                "a symlink into a volume is left alone",
+                vec![("/tmp", link("/data"))],
+                "/tmp",
+                vec![landing("/data", false)],
+                Err((true, "it resolves to /data through the symlink /tmp -> /data: the spec's mount at /data")),
+            ),
+            (
+                "a path through a volume",
+                vec![("/tmp", link("/data/t"))],
+                "/tmp",
+                vec![landing("/data", false)],
+                Err((true, "under the spec's mount at /data")),
+            ),
+            (
+                "a volume beneath it would be hidden",
+                vec![("/tmp", dir())],
+                "/tmp",
+                vec![landing("/tmp/data", false)],
+                Err((true, "the spec mounts /tmp/data inside it")),
+            ),
+            (
+                "ours covers it already",
+                vec![("/tmp", dir())],
+                "/tmp",
+                vec![landing("/tmp", true)],
+                Err((false, "our tmpfs at /tmp covers it already")),
+            ),
+            (
+                "a symlink into a system directory",
+                vec![("/tmp", link("/etc")), ("/etc", dir())],
+                "/tmp",
+                vec![],
+                Err((true, "it resolves to /etc inside the container, a system directory through the symlink /tmp -> /etc")),
+            ),
+            (
+                "a symlink to the root",
+                vec![("/tmp", link("/"))],
+                "/tmp",
+                vec![],
+                Err((true, "it resolves to / inside the container, a system directory")),
+            ),
+            (
+                "a file",
+                vec![("/tmp", Entry::NotDir)],
+                "/tmp",
+                vec![],
+                Err((true, "the image has something other than a directory there")),
+            ),
+            ("a mount already", vec![("/tmp", Entry::Mount)], "/tmp", vec![], Err((true, "already a mount point"))),
+            (
+                "a dangling symlink",
+                vec![("/tmp", link("/gone"))],
+                "/tmp",
+                vec![],
+                Err((true, "it is a dangling symlink in the image through the symlink /tmp -> /gone")),
+            ),
+            (
+                "a symlink loop",
+                vec![("/data", dir()), ("/data/x", link("/data/x"))],
+                "/data/x",
+                vec![],
+                Err((true, "its path has a symlink loop")),
+            ),
+        ];
+        for (name, entries, target, landings, want) in cases {
+            let mut root = FakeRoot::new(&entries);
+            let got = root.judge_target(&target::validate(target).unwrap(), &landings);
+            match (got, want) {
+                (Ok(real), Ok(want)) => assert_eq!(real.as_str(), want, "{name}"),
+                (Err(note), Err((warn, words))) => {
+                    assert_eq!(note.subject, target, "{name}");
+                    assert_eq!(note.warn, warn, "{name}: {}", note.reason);
+                    assert!(note.reason.contains(words), "{name}: {}", note.reason);
+                }
+                (got, want) => panic!("{name}: got {got:?}, want {want:?}"),
+            }
+            assert!(root.calls.is_empty(), "{name}: judging makes nothing: {:?}", root.calls);
+        }
     }
-    Ok(())
+
+    /// Placing resolves the judged real path, makes what is missing, and
+    /// places one mount per directory: two targets led to one directory
+    /// (`/var -> /` with `/tmp` and `/var/tmp`) are one mount and a note.
+    #[test]
+    fn place_target_makes_the_real_path_once() {
+        let mut root = FakeRoot::new(&[("/var", FakeRoot::link("/")), ("/tmp", Entry::Dir)]);
+        let t = |p: &str| target::validate(p).unwrap();
+        let first = root.place_target(&t("/tmp"), &[]).unwrap().unwrap();
+        assert_eq!((first.0.as_str(), first.1.as_str()), ("/tmp", "/tmp"));
+        let second = root.place_target(&t("/var/tmp"), &[]).unwrap().unwrap_err();
+        assert_eq!(second, Note::warn("/var/tmp", "it is the same directory as /tmp"));
+        let made = root.place_target(&t("/data/cache"), &[]).unwrap().unwrap();
+        assert_eq!(made.1, "/data/cache");
+        assert_eq!(root.calls, ["mkdir /data", "mkdir /data/cache"]);
+    }
+
+    #[test]
+    fn skip_reasons_are_for_the_image_only() {
+        for e in [Errno::XDEV, Errno::NOTDIR, Errno::LOOP, Errno::NOENT, Errno::ROFS, Errno::NAMETOOLONG] {
+            assert!(skip_reason(e).is_some(), "{e:?}: a property of the image");
+        }
+        for e in [Errno::PERM, Errno::IO, Errno::NOSYS, Errno::AGAIN] {
+            assert!(skip_reason(e).is_none(), "{e:?}: an error");
+        }
+    }
 }

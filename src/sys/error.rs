@@ -1,7 +1,10 @@
-//! What can stop the hook's mounting ([`super::apply`]), with every failed
-//! system call typed: the call, what it was doing, on which path, and the
-//! kernel that added it, so `ENOSYS` names the Linux version needed without
-//! matching strings.
+//! The syscall layer's one error, [`SysError`]: what can stop resolving,
+//! mounting, joining a namespace or growing an engine's shm, with every
+//! failed system call typed by [`Call`] (the call, what it was doing, on
+//! which path, and the kernel that added it, so `ENOSYS` names the Linux
+//! version needed without matching strings). Copy-up names its calls with
+//! the same [`Call`]. No policy here: which failure is a skip and which an
+//! error is the caller's.
 
 use std::fmt;
 use std::io;
@@ -11,15 +14,25 @@ use rustix::io::Errno;
 
 use crate::stage::Stage;
 
-/// A system call `apply` makes.
+/// A system call this layer makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Call {
     Open,
+    Openat,
     Openat2,
     Mkdirat,
     Fchown,
+    Fchownat,
     Fchmod,
     Stat,
+    Fstat,
+    Fstatat,
+    Read,
+    Write,
+    Readlinkat,
+    Symlinkat,
+    Utimensat,
+    Futimens,
     Getdents64,
     Statfs,
     Statx,
@@ -39,11 +52,21 @@ impl Call {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Call::Open => "open",
+            Call::Openat => "openat",
             Call::Openat2 => "openat2",
             Call::Mkdirat => "mkdirat",
             Call::Fchown => "fchown",
+            Call::Fchownat => "fchownat",
             Call::Fchmod => "fchmod",
             Call::Stat => "stat",
+            Call::Fstat => "fstat",
+            Call::Fstatat => "fstatat",
+            Call::Read => "read",
+            Call::Write => "write",
+            Call::Readlinkat => "readlinkat",
+            Call::Symlinkat => "symlinkat",
+            Call::Utimensat => "utimensat",
+            Call::Futimens => "futimens",
             Call::Getdents64 => "getdents64",
             Call::Statfs => "fstatfs",
             Call::Statx => "statx",
@@ -82,8 +105,11 @@ impl fmt::Display for Call {
     }
 }
 
+/// What can stop the syscall layer: a refusal to join or mount (the
+/// namespace cannot be told from the host's, the rootfs is the host's), a
+/// call the kernel lacks, or a failed call.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ApplyError {
+pub(crate) enum SysError {
     #[error("the hook cannot act at startContainer (the root is already pivoted and read-only); register it at prestart, createRuntime or createContainer")]
     TooLate,
     #[error("the state's pid {0:?} is not a container process the hook can join (stage {1}); check the hook's --stage")]
@@ -104,8 +130,6 @@ pub(crate) enum ApplyError {
     Unsupported { call: Call, since: &'static str },
     #[error("the rootfs {0} is the host's root directory; refusing")]
     RootIsHost(PathBuf),
-    #[error(transparent)]
-    Plan(#[from] crate::plan::PlanError),
     #[error("{op} {path}")]
     Sys {
         call: Call,
@@ -116,20 +140,20 @@ pub(crate) enum ApplyError {
     },
 }
 
-impl ApplyError {
+impl SysError {
     /// The error for `call` failing with `e` while doing `op` on `path`;
     /// `ENOSYS` from a call younger than 5.0 names the kernel needed.
     pub(crate) fn sys(call: Call, op: &'static str, path: impl Into<String>, e: Errno) -> Self {
         match (e, call.since()) {
-            (Errno::NOSYS, Some(since)) => ApplyError::Unsupported { call, since },
-            _ => ApplyError::Sys { call, op, path: path.into(), source: e.into() },
+            (Errno::NOSYS, Some(since)) => SysError::Unsupported { call, since },
+            _ => SysError::Sys { call, op, path: path.into(), source: e.into() },
         }
     }
 }
 
 /// `map_err` helper: `.map_err(fail(Call::Fsopen, "creating a tmpfs for", path))`.
-pub(crate) fn fail<'a>(call: Call, op: &'static str, path: &'a str) -> impl Fn(Errno) -> ApplyError + 'a {
-    move |e| ApplyError::sys(call, op, path, e)
+pub(crate) fn fail<'a>(call: Call, op: &'static str, path: &'a str) -> impl Fn(Errno) -> SysError + 'a {
+    move |e| SysError::sys(call, op, path, e)
 }
 
 #[cfg(test)]
@@ -146,13 +170,13 @@ mod tests {
             (Call::Openat2, Errno::PERM, None),
         ];
         for (call, e, want) in cases {
-            let got = match ApplyError::sys(call, "doing", "/x", e) {
-                ApplyError::Unsupported { since, .. } => Some(since),
+            let got = match SysError::sys(call, "doing", "/x", e) {
+                SysError::Unsupported { since, .. } => Some(since),
                 _ => None,
             };
             assert_eq!(got, want, "{call} {e:?}");
         }
-        let text = ApplyError::sys(Call::Fsopen, "x", "/x", Errno::NOSYS).to_string();
+        let text = SysError::sys(Call::Fsopen, "x", "/x", Errno::NOSYS).to_string();
         assert!(text.starts_with("fsopen(2) is not available") && text.contains("Linux 5.2"), "{text}");
     }
 }

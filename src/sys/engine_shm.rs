@@ -2,8 +2,9 @@
 //! bound into the container: proven to be the engine's on the host, by fd,
 //! before anything grows it (docs/design.md#engine-shm), and grown there by
 //! the spec executor ([`grow`]); the hook proves it before joining the
-//! container and grows it inside ([`super::System`]). The never-shrink rule
-//! both follow is [`super::mount::growth`].
+//! container and grows it inside (`crate::hook::System`). The never-shrink rule
+//! both follow is [`super::mount::growth`]. Which `/dev/shm` the plan grows
+//! is the plan's.
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -11,8 +12,8 @@ use std::path::Path;
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 
-use super::syscall::{ApplyError, Call};
-use super::{mount, system, Done};
+use super::error::{Call, SysError};
+use super::mount::{self, Done};
 use crate::plan::{Note, SHM_PATH};
 use crate::size::Bytes;
 
@@ -38,7 +39,7 @@ pub(crate) fn container_ids<'a>(
 ///
 /// # Errors
 /// The kernel refused the resize; what is not a growable engine shm is a note.
-pub(crate) fn grow(source: &Path, size: Bytes, ids: &[&str]) -> Result<Result<Done, Note>, ApplyError> {
+pub(crate) fn grow(source: &Path, size: Bytes, ids: &[&str]) -> Result<Result<Done, Note>, SysError> {
     let shown = source.display().to_string();
     let fd = match prove(&shown, ids)? {
         Ok((fd, _)) => fd,
@@ -72,14 +73,14 @@ fn shm_note(shown: &str, reason: String, warn: bool) -> Note {
 ///
 /// # Errors
 /// `fstat`/`statx` failing on what was opened.
-pub(crate) fn prove(source: &str, ids: &[&str]) -> Result<Result<(OwnedFd, u64), Note>, ApplyError> {
+pub(crate) fn prove(source: &str, ids: &[&str]) -> Result<Result<(OwnedFd, u64), Note>, SysError> {
     let note = |reason: String, warn| Ok(Err(shm_note(source, reason, warn)));
     let host = rustix::fs::stat(SHM_PATH).ok().map(|s| s.st_dev);
     let fd = match open_trusted(source) {
         Ok(fd) => fd,
         Err(reason) => return note(reason, true),
     };
-    let st = rustix::fs::fstat(&fd).map_err(|e| ApplyError::sys(Call::Stat, "reading", source, e))?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| SysError::sys(Call::Stat, "reading", source, e))?;
     if Some(st.st_dev) == host {
         return note("it is the host's own /dev/shm (host IPC); never resized".into(), false);
     }
@@ -92,7 +93,7 @@ pub(crate) fn prove(source: &str, ids: &[&str]) -> Result<Result<(OwnedFd, u64),
             true,
         );
     }
-    if !system::is_mount_root(&fd)? {
+    if !mount::is_mount_root(&fd)? {
         return note("its source is not the root of a mount".into(), true);
     }
     Ok(Ok((fd, st.st_dev)))

@@ -12,13 +12,13 @@ use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags};
 use rustix::thread::{LinkNameSpaceType, ThreadNameSpaceType};
 
-use super::syscall::{ApplyError, Call};
+use super::error::{Call, SysError};
 use crate::stage::Stage;
 
 /// How the hook gets into the container's mount namespace, from the stage it
-/// is registered at. [`Entry::at`] is the one place startContainer is refused.
+/// is registered at. [`NsEntry::at`] is the one place startContainer is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Entry {
+pub(crate) enum NsEntry {
     /// prestart or createRuntime: the runtime's namespaces; `setns` into the
     /// container process's.
     Join(Stage),
@@ -26,25 +26,25 @@ pub(crate) enum Entry {
     Inside,
 }
 
-impl Entry {
+impl NsEntry {
     /// The way in at `stage`.
     ///
     /// # Errors
-    /// [`ApplyError::TooLate`] at startContainer: the root is pivoted by then.
-    pub(crate) fn at(stage: Stage) -> Result<Entry, ApplyError> {
+    /// [`SysError::TooLate`] at startContainer: the root is pivoted by then.
+    pub(crate) fn at(stage: Stage) -> Result<NsEntry, SysError> {
         match stage {
-            Stage::Prestart | Stage::CreateRuntime => Ok(Entry::Join(stage)),
-            Stage::CreateContainer => Ok(Entry::Inside),
-            Stage::StartContainer => Err(ApplyError::TooLate),
+            Stage::Prestart | Stage::CreateRuntime => Ok(NsEntry::Join(stage)),
+            Stage::CreateContainer => Ok(NsEntry::Inside),
+            Stage::StartContainer => Err(SysError::TooLate),
         }
     }
 }
 
-impl std::fmt::Display for Entry {
+impl std::fmt::Display for NsEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Entry::Join(stage) => stage.fmt(f),
-            Entry::Inside => Stage::CreateContainer.fmt(f),
+            NsEntry::Join(stage) => stage.fmt(f),
+            NsEntry::Inside => Stage::CreateContainer.fmt(f),
         }
     }
 }
@@ -52,8 +52,8 @@ impl std::fmt::Display for Entry {
 /// A namespace's identity: device and inode of its nsfs file.
 type NsId = (u64, u64);
 
-fn ns_id(path: &str) -> Result<NsId, ApplyError> {
-    let st = rustix::fs::stat(path).map_err(|e| ApplyError::sys(Call::Stat, "reading namespace", path, e))?;
+fn ns_id(path: &str) -> Result<NsId, SysError> {
+    let st = rustix::fs::stat(path).map_err(|e| SysError::sys(Call::Stat, "reading namespace", path, e))?;
     Ok((st.st_dev, st.st_ino))
 }
 
@@ -120,11 +120,11 @@ fn in_init_ns(who: &str, id: NsId) -> Option<bool> {
 /// Refuses when process `who`, whose mount namespace is `id`, is in the
 /// mount namespace of pid 1 (the host's init in our procfs), or when that
 /// cannot be told: never guess.
-fn outside_init(who: &str, id: NsId, stage: Stage) -> Result<(), ApplyError> {
+fn outside_init(who: &str, id: NsId, stage: Stage) -> Result<(), SysError> {
     match in_init_ns(who, id) {
         Some(false) => Ok(()),
-        Some(true) => Err(ApplyError::SameNamespace(stage)),
-        None => Err(ApplyError::InitUnknown),
+        Some(true) => Err(SysError::SameNamespace(stage)),
+        None => Err(SysError::InitUnknown),
     }
 }
 
@@ -141,47 +141,47 @@ pub(super) fn pid_namespace_depth() -> usize {
 /// runtime-namespace stage; anything else is refused.
 ///
 /// # Errors
-/// [`ApplyError::UnknownStage`].
-pub(crate) fn detect_entry(pid: Option<i64>) -> Result<Entry, ApplyError> {
+/// [`SysError::UnknownStage`].
+pub(crate) fn detect_entry(pid: Option<i64>) -> Result<NsEntry, SysError> {
     if pid_namespace_depth() > 1 {
-        return Ok(Entry::Inside);
+        return Ok(NsEntry::Inside);
     }
     if let Some(p) = pid.filter(|&p| p > 1) {
         let own = ns_id("/proc/self/ns/mnt")?;
         if let Ok(theirs) = ns_id(&format!("/proc/{p}/ns/mnt")) {
             if theirs != own && in_init_ns(&p.to_string(), theirs) == Some(false) {
-                return Ok(Entry::Join(Stage::CreateRuntime));
+                return Ok(NsEntry::Join(Stage::CreateRuntime));
             }
         }
     }
-    Err(ApplyError::UnknownStage(pid))
+    Err(SysError::UnknownStage(pid))
 }
 
 /// Gets into the container's mount namespace the way `entry` says.
 ///
 /// # Errors
 /// Whenever the namespace reached could be the host's or our own.
-pub(crate) fn enter(entry: Entry, pid: Option<i64>) -> Result<(), ApplyError> {
+pub(crate) fn enter(entry: NsEntry, pid: Option<i64>) -> Result<(), SysError> {
     match entry {
-        Entry::Inside => {
+        NsEntry::Inside => {
             // We must already be in the container's mount namespace, before
             // pivot_root. Two independent proofs, both required: the runtime
             // started us inside the container's pid namespace (runc and crun
             // both do), and our mount namespace is not pid 1's (told by mount
             // ids where /proc/1/ns is unreadable).
             if pid_namespace_depth() < 2 {
-                return Err(ApplyError::NotInContainer);
+                return Err(SysError::NotInContainer);
             }
             outside_init("self", ns_id("/proc/self/ns/mnt")?, Stage::CreateContainer)
         }
-        Entry::Join(stage) => join(stage, pid),
+        NsEntry::Join(stage) => join(stage, pid),
     }
 }
 
 /// prestart / createRuntime: `setns` into the mount namespace of `pid`.
-fn join(stage: Stage, pid: Option<i64>) -> Result<(), ApplyError> {
+fn join(stage: Stage, pid: Option<i64>) -> Result<(), SysError> {
     if pid_namespace_depth() > 1 {
-        return Err(ApplyError::InsideContainer(stage));
+        return Err(SysError::InsideContainer(stage));
     }
     let own = ns_id("/proc/self/ns/mnt")?;
     // pid 0 and 1 are what runtimes pass at createContainer; 1 is the host's
@@ -190,16 +190,16 @@ fn join(stage: Stage, pid: Option<i64>) -> Result<(), ApplyError> {
         .filter(|&p| p > 1)
         .and_then(|p| i32::try_from(p).ok())
         .and_then(Pid::from_raw)
-        .ok_or(ApplyError::BadPid(pid, stage))?;
+        .ok_or(SysError::BadPid(pid, stage))?;
     let raw = i64::from(p.as_raw_nonzero().get());
     let shown = raw.to_string();
     let pidfd = rustix::process::pidfd_open(p, PidfdFlags::empty()).map_err(|e| match e {
-        Errno::SRCH => ApplyError::NoProcess(raw),
-        e => ApplyError::sys(Call::PidfdOpen, "opening a pidfd for process", shown.as_str(), e),
+        Errno::SRCH => SysError::NoProcess(raw),
+        e => SysError::sys(Call::PidfdOpen, "opening a pidfd for process", shown.as_str(), e),
     })?;
     let theirs = ns_id(&format!("/proc/{raw}/ns/mnt"))?;
     if theirs == own {
-        return Err(ApplyError::SameNamespace(stage));
+        return Err(SysError::SameNamespace(stage));
     }
     outside_init(&shown, theirs, stage)?;
     // setns(2) by pidfd (Linux 5.8): bound to the process, not to a pid
@@ -210,15 +210,15 @@ fn join(stage: Stage, pid: Option<i64>) -> Result<(), ApplyError> {
         Err(Errno::INVAL) => {
             let path = format!("/proc/{raw}/ns/mnt");
             let nsfd = rustix::fs::open(path.as_str(), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
-                .map_err(|e| ApplyError::sys(Call::Open, "opening", path.as_str(), e))?;
+                .map_err(|e| SysError::sys(Call::Open, "opening", path.as_str(), e))?;
             rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::CONT)
-                .map_err(|_| ApplyError::NoProcess(raw))?;
+                .map_err(|_| SysError::NoProcess(raw))?;
             rustix::thread::move_into_link_name_space(nsfd.as_fd(), Some(LinkNameSpaceType::Mount)).map_err(
-                |e| ApplyError::sys(Call::Setns, "joining the mount namespace of", path.as_str(), e),
+                |e| SysError::sys(Call::Setns, "joining the mount namespace of", path.as_str(), e),
             )?;
         }
         Err(e) => {
-            return Err(ApplyError::sys(
+            return Err(SysError::sys(
                 Call::Setns,
                 "joining the mount namespace of process",
                 shown.as_str(),
@@ -228,7 +228,7 @@ fn join(stage: Stage, pid: Option<i64>) -> Result<(), ApplyError> {
     }
     let now = ns_id("/proc/self/ns/mnt")?;
     if now == own {
-        return Err(ApplyError::SameNamespace(stage));
+        return Err(SysError::SameNamespace(stage));
     }
     outside_init("self", now, stage)
 }
@@ -245,5 +245,12 @@ mod tests {
         assert_eq!(mount_ids("0"), None);
         // Told one way or the other (pid 1's namespace, else its mount ids).
         assert!(in_init_ns("self", ns_id("/proc/self/ns/mnt").unwrap()).is_some());
+    }
+
+    #[test]
+    fn start_container_is_too_late() {
+        assert!(matches!(NsEntry::at(Stage::StartContainer), Err(SysError::TooLate)));
+        assert_eq!(NsEntry::at(Stage::CreateContainer).unwrap(), NsEntry::Inside);
+        assert_eq!(NsEntry::at(Stage::CreateRuntime).unwrap(), NsEntry::Join(Stage::CreateRuntime));
     }
 }

@@ -1,0 +1,217 @@
+//! The calls copy-up makes ([`crate::hook::copyup`]), by fd, behind the
+//! narrow [`CopyFs`] trait: open a directory or a file under a directory fd
+//! without following a symlink (`O_NOFOLLOW`), list a directory up to a
+//! bound, `stat`, make a directory or a file, read and write data, copy a
+//! symlink as its text, and set owner, mode and times. [`Fds`] makes them
+//! with rustix; a unit test's is a map, so that the walk's decisions (what
+//! is copied, what is left out, where it stops) are tested without root.
+//! No decision here: what to copy, within which bounds, is copy-up's.
+
+use std::ffi::{CStr, CString};
+use std::os::fd::OwnedFd;
+
+use rustix::fs::{AtFlags, Dir, FileType, Gid, Mode, OFlags, Stat, Timespec, Timestamps, Uid};
+use rustix::io::Errno;
+
+use super::error::Call;
+
+/// What copy-up reads of an entry: its `stat`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Meta {
+    pub kind: FileType,
+    pub dev: u64,
+    pub ino: u64,
+    /// The permission bits (`& 0o7777`).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// Its size in bytes (`u64::MAX` for a negative one).
+    pub size: u64,
+    pub nlink: u64,
+    pub atime: Timespec,
+    pub mtime: Timespec,
+}
+
+/// The calls of a copy by fd. Each is one system call (two or three where
+/// the walk never looks between them: [`CopyFs::copy_link`],
+/// [`CopyFs::set_meta`], which name the one that failed).
+pub(crate) trait CopyFs {
+    /// An open file or directory.
+    type Fd;
+
+    /// Opens the directory `name` under `at` to read it, never following a
+    /// symlink (`openat(2)` `O_RDONLY | O_DIRECTORY | O_NOFOLLOW`).
+    ///
+    /// # Errors
+    /// The errno.
+    fn open_dir(&mut self, at: &Self::Fd, name: &CStr) -> Result<Self::Fd, Errno>;
+    /// The names in `dir`, without `.` and `..`, read with `getdents64(2)`;
+    /// `None` as soon as there are more than `room`: a huge directory is not
+    /// read to its end.
+    ///
+    /// # Errors
+    /// The errno.
+    fn list(&mut self, dir: Self::Fd, room: u32) -> Result<Option<Vec<CString>>, Errno>;
+    /// `fstat(2)`.
+    ///
+    /// # Errors
+    /// The errno.
+    fn stat(&mut self, fd: &Self::Fd) -> Result<Meta, Errno>;
+    /// `fstatat(2)` of `name` under `dir`, not following a symlink.
+    ///
+    /// # Errors
+    /// The errno.
+    fn stat_at(&mut self, dir: &Self::Fd, name: &CStr) -> Result<Meta, Errno>;
+    /// `mkdirat(2)` mode 0700.
+    ///
+    /// # Errors
+    /// The errno (`EEXIST` for one there already).
+    fn mkdir(&mut self, dir: &Self::Fd, name: &CStr) -> Result<(), Errno>;
+    /// Opens the file `name` under `dir` to read it: `O_NOFOLLOW`,
+    /// `O_NONBLOCK` and `O_NOCTTY`, so that whatever it turned into blocks
+    /// nothing and becomes no terminal.
+    ///
+    /// # Errors
+    /// The errno.
+    fn open_file(&mut self, dir: &Self::Fd, name: &CStr) -> Result<Self::Fd, Errno>;
+    /// Creates the file `name` under `dir`, mode 0600, to write it
+    /// (`O_CREAT | O_EXCL | O_NOFOLLOW`).
+    ///
+    /// # Errors
+    /// The errno.
+    fn create(&mut self, dir: &Self::Fd, name: &CStr) -> Result<Self::Fd, Errno>;
+    /// `read(2)` into `buf`.
+    ///
+    /// # Errors
+    /// The errno.
+    fn read(&mut self, fd: &Self::Fd, buf: &mut [u8]) -> Result<usize, Errno>;
+    /// `write(2)` of `buf`, or part of it.
+    ///
+    /// # Errors
+    /// The errno.
+    fn write(&mut self, fd: &Self::Fd, buf: &[u8]) -> Result<usize, Errno>;
+    /// Copies the symlink `name` under `src` to `dst` as its text, with the
+    /// owner and times of `meta`: `readlinkat(2)`, `symlinkat(2)`,
+    /// `fchownat(2)`, `utimensat(2)`.
+    ///
+    /// # Errors
+    /// The call that failed, and its errno.
+    fn copy_link(
+        &mut self,
+        src: &Self::Fd,
+        dst: &Self::Fd,
+        name: &CStr,
+        meta: &Meta,
+    ) -> Result<(), (Call, Errno)>;
+    /// Gives `fd` the owner, then the mode (a chown clears set-id bits),
+    /// then the times of `meta`: `fchown(2)`, `fchmod(2)`, `futimens(2)`.
+    ///
+    /// # Errors
+    /// The call that failed, and its errno.
+    fn set_meta(&mut self, fd: &Self::Fd, meta: &Meta) -> Result<(), (Call, Errno)>;
+}
+
+/// The real calls, by rustix.
+#[derive(Debug, Default)]
+pub(crate) struct Fds;
+
+// `st_dev`, `st_ino` and `st_nlink` are u64 here, narrower on some other targets.
+#[allow(clippy::useless_conversion)]
+fn meta(st: &Stat) -> Meta {
+    Meta {
+        kind: FileType::from_raw_mode(st.st_mode),
+        dev: u64::from(st.st_dev),
+        ino: u64::from(st.st_ino),
+        mode: st.st_mode & 0o7777,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        size: u64::try_from(st.st_size).unwrap_or(u64::MAX),
+        nlink: u64::from(st.st_nlink),
+        atime: Timespec { tv_sec: st.st_atime as _, tv_nsec: st.st_atime_nsec as _ },
+        mtime: Timespec { tv_sec: st.st_mtime as _, tv_nsec: st.st_mtime_nsec as _ },
+    }
+}
+
+fn times(meta: &Meta) -> Timestamps {
+    Timestamps { last_access: meta.atime, last_modification: meta.mtime }
+}
+
+impl CopyFs for Fds {
+    type Fd = OwnedFd;
+
+    fn open_dir(&mut self, at: &OwnedFd, name: &CStr) -> Result<OwnedFd, Errno> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        rustix::fs::openat(at, name, flags, Mode::empty())
+    }
+
+    fn list(&mut self, dir: OwnedFd, room: u32) -> Result<Option<Vec<CString>>, Errno> {
+        let mut names = Vec::new();
+        let mut dir = Dir::new(dir)?;
+        while let Some(entry) = dir.read() {
+            let entry = entry?;
+            let name = entry.file_name();
+            if name == c"." || name == c".." {
+                continue;
+            }
+            if names.len() >= room as usize {
+                return Ok(None);
+            }
+            names.push(name.to_owned());
+        }
+        Ok(Some(names))
+    }
+
+    fn stat(&mut self, fd: &OwnedFd) -> Result<Meta, Errno> {
+        rustix::fs::fstat(fd).map(|st| meta(&st))
+    }
+
+    fn stat_at(&mut self, dir: &OwnedFd, name: &CStr) -> Result<Meta, Errno> {
+        rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map(|st| meta(&st))
+    }
+
+    fn mkdir(&mut self, dir: &OwnedFd, name: &CStr) -> Result<(), Errno> {
+        rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o700))
+    }
+
+    fn open_file(&mut self, dir: &OwnedFd, name: &CStr) -> Result<OwnedFd, Errno> {
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+        rustix::fs::openat(dir, name, flags, Mode::empty())
+    }
+
+    fn create(&mut self, dir: &OwnedFd, name: &CStr) -> Result<OwnedFd, Errno> {
+        let create = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        rustix::fs::openat(dir, name, create, Mode::from_raw_mode(0o600))
+    }
+
+    fn read(&mut self, fd: &OwnedFd, buf: &mut [u8]) -> Result<usize, Errno> {
+        rustix::io::read(fd, buf)
+    }
+
+    fn write(&mut self, fd: &OwnedFd, buf: &[u8]) -> Result<usize, Errno> {
+        rustix::io::write(fd, buf)
+    }
+
+    fn copy_link(
+        &mut self,
+        src: &OwnedFd,
+        dst: &OwnedFd,
+        name: &CStr,
+        meta: &Meta,
+    ) -> Result<(), (Call, Errno)> {
+        // Its text, never what it points to.
+        let text = rustix::fs::readlinkat(src, name, Vec::new()).map_err(|e| (Call::Readlinkat, e))?;
+        rustix::fs::symlinkat(text.as_c_str(), dst, name).map_err(|e| (Call::Symlinkat, e))?;
+        let (uid, gid) = (Uid::from_raw(meta.uid), Gid::from_raw(meta.gid));
+        rustix::fs::chownat(dst, name, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| (Call::Fchownat, e))?;
+        rustix::fs::utimensat(dst, name, &times(meta), AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| (Call::Utimensat, e))
+    }
+
+    fn set_meta(&mut self, fd: &OwnedFd, meta: &Meta) -> Result<(), (Call, Errno)> {
+        let (uid, gid) = (Uid::from_raw(meta.uid), Gid::from_raw(meta.gid));
+        rustix::fs::fchown(fd, Some(uid), Some(gid)).map_err(|e| (Call::Fchown, e))?;
+        rustix::fs::fchmod(fd, Mode::from_raw_mode(meta.mode)).map_err(|e| (Call::Fchmod, e))?;
+        rustix::fs::futimens(fd, &times(meta)).map_err(|e| (Call::Futimens, e))
+    }
+}

@@ -1,0 +1,104 @@
+//! A rootfs as a map, for unit tests: the [`Rootfs`] that the resolver's
+//! judgement and the spec executor's placing run against without root or
+//! a real directory tree. Paths not listed are missing; what the placing
+//! would do by fd (make a directory, set a mode) is recorded, not done.
+//! Not a model of the kernel: a listed path's parents are taken as real
+//! directories, as [`Tree::entry`] says.
+
+use std::collections::HashMap;
+
+use rustix::io::Errno;
+
+use super::resolve::{skip_reason, Rootfs};
+use super::SysError;
+use crate::landing::{Entry, Tree};
+use crate::plan::Note;
+use crate::target::TargetPath;
+
+/// A rootfs as a map: path -> entry.
+#[derive(Debug, Default)]
+pub(crate) struct FakeRoot {
+    entries: HashMap<String, Entry>,
+    /// Directory modes (default 0755).
+    pub modes: HashMap<String, u32>,
+    /// Directories that hold entries in the image.
+    pub holding: Vec<String>,
+    /// What the placing did, in order: `mkdir /x`, `chmod /x 1777`.
+    pub calls: Vec<String>,
+    /// Directories placed so far, and for which target.
+    claimed: Vec<(String, String)>,
+}
+
+impl FakeRoot {
+    /// A rootfs holding `entries`.
+    pub(crate) fn new(entries: &[(&str, Entry)]) -> FakeRoot {
+        let entries = entries.iter().map(|(p, e)| (p.to_string(), e.clone())).collect();
+        FakeRoot { entries, ..FakeRoot::default() }
+    }
+
+    /// A symlink's entry.
+    pub(crate) fn link(to: &str) -> Entry {
+        Entry::Link(to.to_string())
+    }
+}
+
+impl Tree for FakeRoot {
+    fn entry(&mut self, path: &str) -> Entry {
+        self.entries.get(path).cloned().unwrap_or(Entry::Missing)
+    }
+}
+
+impl Rootfs for FakeRoot {
+    type Dir = String;
+
+    fn resolve_real(&mut self, real: &TargetPath, what: &str) -> Result<Result<String, Note>, SysError> {
+        let mut at = String::new();
+        for part in real.relative().split('/').filter(|p| !p.is_empty()) {
+            at = format!("{at}/{part}");
+            let errno = match self.entry(&at) {
+                Entry::Dir => continue,
+                Entry::Missing => {
+                    self.calls.push(format!("mkdir {at}"));
+                    self.entries.insert(at.clone(), Entry::Dir);
+                    continue;
+                }
+                // A symlink left, or one that appeared: refused, as `RESOLVE_NO_SYMLINKS` is.
+                Entry::Link(_) => Errno::LOOP,
+                Entry::NotDir => Errno::NOTDIR,
+                Entry::Mount => Errno::XDEV,
+                Entry::Unreadable(e) => e,
+            };
+            let reason = skip_reason(errno).unwrap_or("unresolvable");
+            return Ok(Err(Note { subject: what.into(), reason: reason.into(), warn: errno != Errno::XDEV }));
+        }
+        if let Some((_, first)) = self.claimed.iter().find(|(d, _)| *d == at) {
+            return Ok(Err(Note::warn(what, format!("it is the same directory as {first}"))));
+        }
+        self.claimed.push((at.clone(), what.to_string()));
+        Ok(Ok(at))
+    }
+
+    fn dir_mode(&self, target: &TargetPath) -> Option<u32> {
+        match self.entries.get(target.as_str()) {
+            Some(Entry::Dir) => Some(self.modes.get(target.as_str()).copied().unwrap_or(0o755)),
+            _ => None,
+        }
+    }
+
+    fn holds_entries(&self, dir: &String) -> Result<bool, Errno> {
+        Ok(self.holding.contains(dir))
+    }
+
+    fn holds_entries_at(&self, real: &TargetPath) -> Result<bool, Errno> {
+        Ok(self.holding.iter().any(|h| h == real.as_str()))
+    }
+
+    fn set_mode(&mut self, dir: &String, mode: u32, _: &str) -> Result<bool, SysError> {
+        if self.modes.get(dir).copied().unwrap_or(0o755) == mode {
+            return Ok(false);
+        }
+        self.calls.push(format!("chmod {dir} {mode:o}"));
+        self.modes.insert(dir.clone(), mode);
+        Ok(true)
+    }
+}
