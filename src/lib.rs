@@ -21,7 +21,8 @@
 //!   version may be handed our temp-target mounts (asked once, cached).
 //! - [`manifest`]: `explain --manifest`, Kubernetes pod templates as the
 //!   plan's input (pure; off the hook's and the wrapper's path).
-//! - [`logger`]: the log backend, and how a plan and its outcome are logged.
+//! - [`report`]: how a plan and its outcome are worded for the log;
+//!   [`logger`]: the log backend (where records go; it knows no plan).
 //! - [`plan`], pure: what to mount; [`landing`], the landing rule the hook
 //!   and the spec executor share.
 //! - values and helpers: [`input`] (bounded reads, where the host config
@@ -48,6 +49,7 @@ pub mod nri;
 pub mod oci;
 pub mod plan;
 pub(crate) mod real_runtime;
+pub(crate) mod report;
 pub mod settings;
 pub mod size;
 pub(crate) mod spec;

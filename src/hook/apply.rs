@@ -139,7 +139,7 @@ pub(crate) fn apply<M: Mounter>(
         Some(uid) => {
             let passwd = m.read_passwd(&mut root, uid)?;
             replanned = again(passwd)?;
-            crate::logger::decision(&replanned);
+            crate::report::decision(&replanned);
             &replanned
         }
         None => plan,

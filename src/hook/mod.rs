@@ -53,7 +53,7 @@ pub(crate) fn run(stage: Option<Stage>, settings: &Settings, stdin: impl io::Rea
     // A plan that asks for /etc/passwd is logged once, made again
     // (`apply::apply`): its notes would be logged twice.
     if plan.passwd_uid.is_none() {
-        crate::logger::decision(&plan);
+        crate::report::decision(&plan);
     }
     if plan.actions.is_empty() && plan.passwd_uid.is_none() {
         return Ok(());
@@ -73,7 +73,7 @@ pub(crate) fn run(stage: Option<Stage>, settings: &Settings, stdin: impl io::Rea
     };
     let mut system = System::new(engine_shm, labelled);
     let report = apply::apply(&mut system, &plan, &mut again, entry, state.pid, &rootfs)?;
-    crate::logger::outcome(&report.notes, &report.done);
+    crate::report::outcome(&report.notes, &report.done);
     Ok(())
 }
 

@@ -192,7 +192,7 @@ impl Policy {
         if !plan.notes.is_empty() {
             log::info!("nri: {who}: notes of the plan follow");
         }
-        crate::logger::decision(&plan);
+        crate::report::decision(&plan);
         let adjustment = adjust::adjustment(&plan, pod, ctr, &self.site);
         if adjust::needs_hook(&plan) {
             let copied: Vec<&String> = adjustment.annotations.keys().collect();

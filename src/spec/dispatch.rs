@@ -84,7 +84,7 @@ fn prepare(
     let launch = spec::Launch { id, runtime_unsafe: unsafe_runtime.as_deref() };
     match spec::carry_out(dir, settings, hook_entry(source).as_ref(), &launch) {
         Ok(outcome) => {
-            crate::logger::outcome(&outcome.notes, &outcome.done);
+            crate::report::outcome(&outcome.notes, &outcome.done);
             Ok(())
         }
         // A bundle we cannot read is passed through: the runtime reports it.

@@ -131,7 +131,7 @@ fn in_spec(
         plan = plan::plan_for(&parsed, None, settings, host, &user)?;
     }
     log::debug!("{}", plan.why);
-    crate::logger::decision(&plan);
+    crate::report::decision(&plan);
     if plan.actions.is_empty() {
         return Ok(false);
     }
