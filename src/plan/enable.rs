@@ -3,7 +3,7 @@
 
 use crate::oci::{LinuxNamespaceType, Spec};
 
-use super::{Inputs, Note, Owner, PlanError, ANNOTATION_ENABLED};
+use super::{Inputs, Note, Off, Owner, PlanError, ANNOTATION_ENABLED};
 use crate::names::{CRIO_CONTAINER_TYPE, CRI_CONTAINER_TYPE, SANDBOX};
 
 /// Whether the hook acts, and why.
@@ -11,6 +11,8 @@ use crate::names::{CRIO_CONTAINER_TYPE, CRI_CONTAINER_TYPE, SANDBOX};
 pub(super) struct Verdict {
     pub(super) enabled: bool,
     pub(super) why: String,
+    /// Why not, when not enabled.
+    pub(super) off: Option<Off>,
 }
 
 /// Off for a pod's sandbox (pause) container, whatever it asks: nothing runs
@@ -22,18 +24,18 @@ pub(super) fn enablement(inputs: &Inputs<'_>) -> Result<Verdict, PlanError> {
     for key in [CRI_CONTAINER_TYPE, CRIO_CONTAINER_TYPE] {
         if inputs.annotation(key) == Some(SANDBOX) {
             let why = format!("a pod sandbox container ({key}={SANDBOX}): nothing runs there but pause");
-            return Ok(Verdict { enabled: false, why });
+            return Ok(Verdict { enabled: false, why, off: Some(Off::Sandbox) });
         }
     }
     let readonly = inputs.spec.root().as_ref().and_then(|r| r.readonly()).unwrap_or(false);
-    let (enabled, why) = match inputs.annotation(ANNOTATION_ENABLED) {
-        Some("true") => (true, format!("annotation {ANNOTATION_ENABLED}=true")),
-        Some("false") => (false, format!("annotation {ANNOTATION_ENABLED}=false")),
+    let (off, why) = match inputs.annotation(ANNOTATION_ENABLED) {
+        Some("true") => (None, format!("annotation {ANNOTATION_ENABLED}=true")),
+        Some("false") => (Some(Off::Annotation), format!("annotation {ANNOTATION_ENABLED}=false")),
         Some(other) => return Err(PlanError::Enabled(other.to_string())),
-        None if readonly => (true, "root.readonly is true".to_string()),
-        None => (false, "the root filesystem is writable".to_string()),
+        None if readonly => (None, "root.readonly is true".to_string()),
+        None => (Some(Off::WritableRoot), "the root filesystem is writable".to_string()),
     };
-    Ok(Verdict { enabled, why })
+    Ok(Verdict { enabled: off.is_none(), why, off })
 }
 
 /// A container the hook may act on names its rootfs.
@@ -46,7 +48,7 @@ pub(super) fn check_container(spec: &Spec) -> Result<(), PlanError> {
 
 /// What the plan's `why` ends with for a container left alone by
 /// [`unserved`].
-pub(crate) const NO_OWN_MOUNT_NAMESPACE: &str = "the container has no mount namespace of its own";
+pub(super) const NO_OWN_MOUNT_NAMESPACE: &str = "the container has no mount namespace of its own";
 
 /// Why nothing can be mounted for this container, when nothing can: it has
 /// no mount namespace of its own, so a tmpfs made for it would land in the

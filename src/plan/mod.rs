@@ -24,7 +24,6 @@ use std::collections::HashMap;
 
 use crate::oci::Spec;
 
-pub(crate) use enable::NO_OWN_MOUNT_NAMESPACE;
 pub use home::passwd_home;
 use inputs::SpecMounts;
 pub use inputs::{HostFacts, Inputs, Passwd, UserFacts, PASSWD_MAX};
@@ -63,7 +62,7 @@ pub fn plan_for(
 /// rootfs.
 pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
     let verdict = enable::enablement(inputs)?;
-    let mut plan = Plan { enabled: verdict.enabled, why: verdict.why, ..Plan::default() };
+    let mut plan = Plan { enabled: verdict.enabled, why: verdict.why, off: verdict.off, ..Plan::default() };
     plan.notes.extend(inputs.ignored_annotations());
     if !plan.enabled {
         return Ok(plan);
@@ -71,6 +70,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
     enable::check_container(inputs.spec)?;
     if let Some(note) = enable::unserved(inputs.spec) {
         plan.enabled = false;
+        plan.off = Some(Off::NoMountNamespace);
         plan.why = format!("{}, but {}", plan.why, enable::NO_OWN_MOUNT_NAMESPACE);
         plan.notes.push(note);
         return Ok(plan);
@@ -659,6 +659,7 @@ mod tests {
                 let p = plan(&with(c, "/linux/namespaces", namespaces.clone()));
                 assert!(!p.enabled && p.actions.is_empty(), "{name}, {enabled_by}: {p:?}");
                 assert!(p.why.ends_with(enable::NO_OWN_MOUNT_NAMESPACE), "{name}: {}", p.why);
+                assert_eq!(p.off, Some(Off::NoMountNamespace), "{name}, {enabled_by}");
                 let warnings: Vec<&Note> = p.notes.iter().filter(|n| n.warn).collect();
                 assert_eq!(warnings.len(), 1, "{name}, {enabled_by}: {:?}", p.notes);
                 assert!(warnings[0].reason.contains(needle), "{name}: {:?}", warnings[0].reason);
@@ -700,6 +701,7 @@ mod tests {
         let p = plan(&sandbox);
         assert!(!p.enabled && p.actions.is_empty(), "{p:?}");
         assert!(p.why.contains("sandbox"), "{}", p.why);
+        assert_eq!(p.off, Some(Off::Sandbox));
 
         let mut app = with(base(), "/annotations", json!({"io.kubernetes.cri.container-type": "container"}));
         app = with(app, "/linux/resources", json!({"memory": {"limit": GI}}));

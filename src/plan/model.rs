@@ -272,12 +272,29 @@ impl Note {
     }
 }
 
+/// Why the hook does not act for a container: the fixed set that `why`
+/// words (a metric's label, a test's check).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Off {
+    /// A pod's sandbox (pause) container.
+    Sandbox,
+    /// Its root is writable and no annotation turns the hook on.
+    WritableRoot,
+    /// The enable annotation says `false`.
+    Annotation,
+    /// No mount namespace of its own.
+    NoMountNamespace,
+}
+
 /// The decision.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Plan {
     pub enabled: bool,
     /// Why the hook acts or not.
     pub why: String,
+    /// Why not, when `enabled` is false.
+    #[serde(skip)]
+    pub off: Option<Off>,
     /// Owner of every fresh tmpfs (and directory made in it); `None`: root.
     pub owner: Option<Owner>,
     pub actions: Vec<Action>,

@@ -24,7 +24,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use crate::plan::{Action, Plan};
+use crate::plan::{Action, Off, Plan};
 
 pub(crate) use http::serve;
 
@@ -54,16 +54,12 @@ impl LeftAlone {
         if !plan.actions.is_empty() {
             return None;
         }
-        Some(if plan.enabled {
-            LeftAlone::NothingToDo
-        } else if plan.why.starts_with("a pod sandbox container") {
-            LeftAlone::Sandbox
-        } else if plan.why.ends_with(crate::plan::NO_OWN_MOUNT_NAMESPACE) {
-            LeftAlone::NoMountNamespace
-        } else if plan.why.ends_with("=false") {
-            LeftAlone::DisabledByAnnotation
-        } else {
-            LeftAlone::WritableRoot
+        Some(match plan.off {
+            None => LeftAlone::NothingToDo,
+            Some(Off::Sandbox) => LeftAlone::Sandbox,
+            Some(Off::NoMountNamespace) => LeftAlone::NoMountNamespace,
+            Some(Off::Annotation) => LeftAlone::DisabledByAnnotation,
+            Some(Off::WritableRoot) => LeftAlone::WritableRoot,
         })
     }
 
