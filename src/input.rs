@@ -126,17 +126,18 @@ fn read_config_json(bundle: &Path) -> Result<(PathBuf, Vec<u8>), InputError> {
 /// # Errors
 /// As [`read_spec`].
 pub fn read_spec_and_hooks(bundle: &Path) -> Result<(Spec, serde_json::Value), InputError> {
+    /// One parse: the plan's view and the `hooks` member beside it.
     #[derive(serde::Deserialize)]
-    struct Hooks {
+    struct WithHooks {
+        #[serde(flatten)]
+        spec: Spec,
         #[serde(default)]
         hooks: serde_json::Value,
     }
     let (path, bytes) = read_config_json(bundle)?;
-    let spec = serde_json::from_slice(&bytes)
-        .map_err(|source| InputError::ConfigJson { path: path.clone(), source })?;
-    let hooks: Hooks =
+    let both: WithHooks =
         serde_json::from_slice(&bytes).map_err(|source| InputError::ConfigJson { path, source })?;
-    Ok((spec, hooks.hooks))
+    Ok((both.spec, both.hooks))
 }
 
 /// Where the host config is read from: the one way every command finds it.
