@@ -376,6 +376,11 @@ pub(crate) fn judge(
         }
         return Err(Note::warn(what, conflict.reason(&w)));
     }
+    // A loop stops the walk where it began: `real` is then not where the
+    // path leads (`/tmp -> /tmp` stops at `/`), so it is named first.
+    if matches!(w.stopped, Some(Stop::Loop)) {
+        return Err(Note::warn(what, walk_refusal(&w).expect("a stopped walk is refused")));
+    }
     if target::denied(&w.real) {
         let reason =
             format!("it resolves to {} inside the container, a system directory{}", w.real, w.through());
@@ -686,6 +691,13 @@ mod tests {
                 "/tmp",
                 vec![],
                 Err((true, "it is a dangling symlink in the image through the symlink /tmp -> /gone")),
+            ),
+            (
+                "a symlink loop right under the root",
+                vec![("/tmp", link("/tmp"))],
+                "/tmp",
+                vec![],
+                Err((true, "its path has a symlink loop")),
             ),
             (
                 "a symlink loop",
