@@ -96,7 +96,7 @@ impl Mounter for System {
 
     fn enter(&mut self, entry: NsEntry, pid: Option<i64>) -> Result<(), SysError> {
         // Before anything else: what the host's /dev/shm is (docs/design.md#hostile-rootfs rule 6).
-        self.host_shm = rustix::fs::stat(SHM_PATH).ok().map(|s| s.st_dev);
+        self.host_shm = resolve::host_shm_dev();
         self.selinux = self.labelled && mount::selinux_enabled();
         ns::enter(entry, pid)
     }
@@ -191,11 +191,11 @@ impl Mounter for System {
                 return skip(format!("it resolves to {to} instead"), true);
             }
         }
-        let st = rustix::fs::fstat(&fd).map_err(|e| SysError::sys(Call::Stat, "reading", SHM_PATH, e))?;
-        if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+        let (kind, dev) = resolve::kind_and_dev(&fd, SHM_PATH)?;
+        if kind != FileType::Directory {
             return skip("it is not a directory".into(), true);
         }
-        if Some(st.st_dev) == self.host_shm {
+        if Some(dev) == self.host_shm {
             return skip("it is the host's own /dev/shm (host IPC); never resized".into(), false);
         }
         if !is_mount_root(&fd)? {
@@ -208,7 +208,7 @@ impl Mounter for System {
         }
         match &self.engine_shm {
             Some(Err(note)) => return Ok(Prepared::Skip(note.clone())),
-            Some(Ok(dev)) if *dev != st.st_dev => {
+            Some(Ok(engine)) if *engine != dev => {
                 return skip("it is not the engine's shm the spec binds there".into(), true);
             }
             _ => {}

@@ -7,8 +7,6 @@
 
 use std::path::Path;
 
-use rustix::fs::Mode;
-
 use crate::landing;
 use crate::plan::{Action, Note, Passwd, Plan, ShmWay, SHM_PATH};
 use crate::sys::resolve::{self, Root, Rootfs};
@@ -168,11 +166,7 @@ pub(crate) fn read_passwd(rootfs: &Path, spec: &crate::oci::Spec, uid: u32) -> R
             _ => return unknown("whose source has no parent"),
         },
     };
-    match rustix::fs::open(
-        dir,
-        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
+    match resolve::open_host_dir(dir) {
         Ok(fd) => resolve::passwd_in(&fd, &rel, uid),
         Err(e) => unknown(&format!("whose source {} cannot be opened ({e})", dir.display())),
     }

@@ -445,6 +445,30 @@ impl Root {
 ///
 /// # Errors
 /// `openat2(2)` missing from the kernel (`ENOSYS`): not a property of the
+/// A host directory, opened `O_PATH` (a bind's source: the passwd read of
+/// the spec executor), to read in with [`passwd_in`].
+///
+/// # Errors
+/// It cannot be opened as a directory.
+pub(crate) fn open_host_dir(dir: &Path) -> Result<OwnedFd, Errno> {
+    rustix::fs::open(dir, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+}
+
+/// The device of the host's `/dev/shm`, read in the host's namespace before
+/// the hook joins the container's; `None` when it cannot be read.
+pub(crate) fn host_shm_dev() -> Option<u64> {
+    rustix::fs::stat(plan::SHM_PATH).ok().map(|s| s.st_dev)
+}
+
+/// What `fd` is (its type) and the device it is on.
+///
+/// # Errors
+/// `fstat(2)` failed; `what` names it.
+pub(crate) fn kind_and_dev(fd: &OwnedFd, what: &str) -> Result<(FileType, u64), SysError> {
+    let st = rustix::fs::fstat(fd).map_err(|e| SysError::sys(Call::Stat, "reading", what, e))?;
+    Ok((FileType::from_raw_mode(st.st_mode), st.st_dev))
+}
+
 /// image, and nothing else can be resolved safely either.
 pub(crate) fn passwd_in(dir: &OwnedFd, rel: &str, uid: u32) -> Result<Passwd, SysError> {
     let flags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
