@@ -1,9 +1,9 @@
 //! The bottom of the error handling: what a command fails with, and the
 //! one-line chain every layer prints an error as (`main` prints it once,
-//! through `cli::report`). No error type of a layer is defined here; each
+//! through `cli::print_error`). No error type of a layer is defined here; each
 //! layer has its own. Imports nothing of the crate.
 
-/// What a command fails with: any error, printed by [`crate::cli::report`] as its chain.
+/// What a command fails with: any error, printed by [`crate::cli::print_error`] as its chain.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// Exit code: failed.

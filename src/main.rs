@@ -16,6 +16,6 @@ fn main() -> ExitCode {
     oci_tmpfs_hook::logger::init(log::LevelFilter::Warn);
     match cli::try_main() {
         Ok(code) => code,
-        Err(e) => cli::report(e.as_ref()),
+        Err(e) => cli::print_error(e.as_ref()),
     }
 }

@@ -2,7 +2,7 @@
 //! argument struct (whose doc comments are the `--help` text) and a thin
 //! `run` that turns the arguments into a library request, calls the library
 //! and prints the result; no handler prints its own error
-//! ([`report`] prints the chain once, for `main`). Usage
+//! ([`print_error`] prints the chain once, for `main`). Usage
 //! errors are clap's (exit 2), including the few rules clap cannot express
 //! by itself ([`parse`]). Nothing below this module imports it.
 
@@ -137,7 +137,7 @@ fn usage_error(subcommand: &str, kind: clap::error::ErrorKind, msg: impl std::fm
 
 /// Prints `oci-tmpfs-hook: [container ID: ]a: b: c` on stderr (and in the
 /// log file) and returns exit 1.
-pub fn report(err: &(dyn std::error::Error + '_)) -> ExitCode {
+pub fn print_error(err: &(dyn std::error::Error + '_)) -> ExitCode {
     let line = match crate::logger::container() {
         Some(id) => format!("oci-tmpfs-hook: container {id}: {}", chain(err)),
         None => format!("oci-tmpfs-hook: {}", chain(err)),

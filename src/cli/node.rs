@@ -71,7 +71,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<ExitCode, Error> {
     match node::run(&args.options(args.action), &mut print) {
         // A host root that is our own root is a wrong flag: a usage error.
         Err(e @ node::NodeError::OwnRoot(_)) => {
-            super::report(&e);
+            super::print_error(&e);
             return Ok(ExitCode::from(EXIT_USAGE));
         }
         done => done?,

@@ -137,6 +137,6 @@ fn probe(path: &Path) -> Result<ExitCode, Error> {
             println!("nri: {line}");
             Ok(ExitCode::SUCCESS)
         }
-        Err(e) => Ok(super::report(&e)),
+        Err(e) => Ok(super::print_error(&e)),
     }
 }

@@ -107,7 +107,7 @@ pub(crate) fn run(args: &SetupArgs) -> Result<ExitCode, Error> {
     let stage = args.stage.unwrap_or(Stage::Prestart);
     let reg = Registration { hook: &hook, wrapper: &wrapper, default: args.default, stage };
     let changes = change::propose(&args.request(), &reg)?;
-    print!("{}", report(args, &reg, &changes));
+    print!("{}", summary(args, &reg, &changes));
     if args.dry_run {
         return Ok(ExitCode::SUCCESS);
     }
@@ -121,7 +121,7 @@ pub(crate) fn run(args: &SetupArgs) -> Result<ExitCode, Error> {
 }
 
 /// What setup did (or, with `dry_run`, would do), for people.
-fn report(args: &SetupArgs, reg: &Registration<'_>, changes: &ChangeSet) -> String {
+fn summary(args: &SetupArgs, reg: &Registration<'_>, changes: &ChangeSet) -> String {
     let engine = args.engine;
     let mut out = String::new();
     for line in changes.note_lines(engine) {
