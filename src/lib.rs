@@ -23,13 +23,15 @@
 //!   plan's input (pure; off the hook's and the wrapper's path).
 //! - [`report`]: how a plan and its outcome are worded for the log;
 //!   [`logger`]: the log backend (where records go; it knows no plan).
+//! - [`input`] (bounded reads of the state, `config.json` and the host
+//!   config, and the host's facts, which it gives the plan as
+//!   [`plan::HostFacts`]), [`bundle`] (`config.json` edits).
 //! - [`plan`], pure: what to mount; [`landing`], the landing rule the hook
 //!   and the spec executor share.
-//! - values and helpers: [`input`] (bounded reads, where the host config
-//!   is, the host's facts), [`bundle`] (`config.json` edits), [`settings`],
-//!   [`size`], [`target`], [`stage`], [`names`], [`files`], and [`error`] at
-//!   the bottom; [`arena`], the process's allocator; [`termination`],
-//!   SIGTERM and SIGINT for the commands that run until stopped.
+//! - values and helpers: [`settings`], [`size`], [`target`], [`stage`],
+//!   [`names`], [`files`], and [`error`] at the bottom; [`arena`], the
+//!   process's allocator; [`termination`], SIGTERM and SIGINT for the
+//!   commands that run until stopped.
 
 pub mod arena;
 pub mod bundle;
