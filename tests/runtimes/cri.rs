@@ -229,10 +229,10 @@ impl Drop for Volume {
 
 /// Every entry under `dir`: relative path, kind and size, sorted.
 fn tree(dir: &Path) -> Vec<String> {
-    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
-        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let Ok(m) = std::fs::symlink_metadata(e.path()) else { continue };
-            let rel = e.path().strip_prefix(base).unwrap().display().to_string();
+    let mut out: Vec<String> = walk(dir, false)
+        .iter()
+        .map(|e| {
+            let m = &e.meta;
             let kind = if m.is_dir() {
                 "dir"
             } else if m.file_type().is_symlink() {
@@ -240,14 +240,9 @@ fn tree(dir: &Path) -> Vec<String> {
             } else {
                 "file"
             };
-            out.push(format!("{rel} {kind} {}", if m.is_dir() { 0 } else { m.len() }));
-            if m.is_dir() {
-                walk(base, &e.path(), out);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(dir, dir, &mut out);
+            format!("{} {kind} {}", e.rel.display(), if m.is_dir() { 0 } else { m.len() })
+        })
+        .collect();
     out.sort();
     out
 }

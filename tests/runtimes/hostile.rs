@@ -10,7 +10,6 @@
 //! `unshare`, standing in for a container's init; never a container without a
 //! mount namespace (runc would do its own mounts on the host).
 
-use std::collections::BTreeMap;
 use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -66,27 +65,6 @@ impl Drop for Marker {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
     }
-}
-
-/// Every entry under a directory: relative path -> (mode, size, uid, gid).
-type Tree = BTreeMap<String, (u32, u64, u32, u32)>;
-
-fn tree(dir: &Path) -> Tree {
-    fn walk(base: &Path, dir: &Path, out: &mut Tree) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        for e in entries.flatten() {
-            let p = e.path();
-            let m = std::fs::symlink_metadata(&p).unwrap();
-            let rel = p.strip_prefix(base).unwrap().display().to_string();
-            out.insert(rel, (m.mode(), if m.is_dir() { 0 } else { m.len() }, m.uid(), m.gid()));
-            if m.is_dir() {
-                walk(base, &p, out);
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
 }
 
 fn all_mounts(pid: &str) -> Vec<MountInfo> {

@@ -17,7 +17,7 @@
 //! is skipped.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -245,31 +245,6 @@ fn assert_executor(ran: &Ran, rt: Runtime, exec: Exec, ours: &[&str], case: &str
 
 // ---------------------------------------------------------------------------
 // Host directories and checks
-
-/// Every entry under a directory, the directory itself as ".": relative path
-/// -> (mode, size, uid, gid).
-type Tree = BTreeMap<String, (u32, u64, u32, u32)>;
-
-fn tree(dir: &Path) -> Tree {
-    fn walk(base: &Path, dir: &Path, out: &mut Tree) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        for e in entries.flatten() {
-            let p = e.path();
-            let Ok(m) = std::fs::symlink_metadata(&p) else { continue };
-            let rel = p.strip_prefix(base).unwrap().display().to_string();
-            out.insert(rel, (m.mode(), if m.is_dir() { 0 } else { m.len() }, m.uid(), m.gid()));
-            if m.is_dir() {
-                walk(base, &p, out);
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    if let Ok(m) = std::fs::symlink_metadata(dir) {
-        out.insert(".".into(), (m.mode(), 0, m.uid(), m.gid()));
-    }
-    walk(dir, dir, &mut out);
-    out
-}
 
 fn is_mountpoint(dir: &Path) -> bool {
     let d = dir.display().to_string();

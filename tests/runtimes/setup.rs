@@ -42,24 +42,18 @@ impl Root {
     /// Every file and symlink under the root (relative path -> contents or
     /// "-> target"), to compare trees before and after.
     fn tree(&self) -> BTreeMap<String, String> {
-        fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<String, String>) {
-            for e in fs::read_dir(dir).unwrap() {
-                let p = e.unwrap().path();
-                let rel = p.strip_prefix(base).unwrap().display().to_string();
-                let meta = fs::symlink_metadata(&p).unwrap();
-                if meta.file_type().is_symlink() {
-                    out.insert(rel, format!("-> {}", fs::read_link(&p).unwrap().display()));
-                } else if meta.is_dir() {
-                    walk(&p, base, out);
+        crate::support::walk(&self.0, true)
+            .into_iter()
+            .filter(|e| !e.meta.is_dir())
+            .map(|e| {
+                let what = if e.meta.file_type().is_symlink() {
+                    format!("-> {}", fs::read_link(&e.path).unwrap().display())
                 } else {
-                    let bytes = fs::read(&p).unwrap();
-                    out.insert(rel, String::from_utf8(bytes).unwrap_or_else(|_| "<binary>".into()));
-                }
-            }
-        }
-        let mut out = BTreeMap::new();
-        walk(&self.0, &self.0, &mut out);
-        out
+                    String::from_utf8(fs::read(&e.path).unwrap()).unwrap_or_else(|_| "<binary>".into())
+                };
+                (e.rel.display().to_string(), what)
+            })
+            .collect()
     }
 
     fn root_arg(&self) -> String {
