@@ -13,7 +13,6 @@
 use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::support::host::{hold_host, HostGuard, HostUse};
@@ -511,15 +510,6 @@ fn case04_tmpdir_behind_a_symlinked_component() {
 // ---------------------------------------------------------------------------
 // 5. A race against RENAME_EXCHANGE
 
-/// Sets the flag when dropped, panics included.
-struct StopOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
-
 #[test]
 fn case05_rename_exchange_race_never_reaches_the_host() {
     require_root();
@@ -541,56 +531,27 @@ fn case05_rename_exchange_race_never_reaches_the_host() {
                     if rt == Runtime::Crun {
                         std::fs::create_dir_all(b.rootfs().join(&marker_path[1..])).unwrap();
                     }
-                    let root = rustix::fs::open(
-                        b.rootfs(),
-                        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
-                        rustix::fs::Mode::empty(),
-                    )
-                    .unwrap();
-                    let stop = AtomicBool::new(false);
-                    let swaps = AtomicUsize::new(0);
                     let (mut mounted, mut on_copy, mut left_alone) = (0, 0, 0);
-                    std::thread::scope(|inner| {
-                        inner.spawn(|| {
-                            while !stop.load(Ordering::Relaxed) {
-                                rustix::fs::renameat_with(
-                                    &root,
-                                    "tmp",
-                                    &root,
-                                    "tmp-link",
-                                    rustix::fs::RenameFlags::EXCHANGE,
-                                )
-                                .unwrap();
-                                swaps.fetch_add(1, Ordering::Relaxed);
-                            }
-                        });
-                        // Stops the swapper even when a check below panics.
-                        let _stop = StopOnDrop(&stop);
-                        for i in 0..RUNS_PER_RUNTIME {
-                            let case = format!("case 5 race run {i} ({rt:?})");
-                            let r = run(&b, rt, &case);
-                            r.assert_ok();
-                            // The tmpfs lands on the real directory, wherever the swap left its name.
-                            let ours =
-                                assert_hook_mounts_within(&r, &case, &["/tmp", "/tmp-link", &marker_path]);
-                            assert!(ours.len() <= 1, "{case}: {}", r.stdout());
-                            for m in &ours {
-                                assert_tmpfs(m, m.size().unwrap(), &case);
-                            }
-                            match ours.first() {
-                                None => left_alone += 1,
-                                Some(m) if m.mount_point == marker_path => on_copy += 1,
-                                Some(_) => mounted += 1,
-                            }
-                            let host_table = all_mounts("1");
-                            assert_no_mount_under(&host_table, &marker_path, &case);
-                            assert!(
-                                !host_table.iter().any(|m| m.source == HOOK_SOURCE),
-                                "{case}: host mount"
-                            );
+                    let swaps = race::under_swaps(&[b.rootfs().as_ref()], RUNS_PER_RUNTIME, false, |i, _| {
+                        let case = format!("case 5 race run {i} ({rt:?})");
+                        let r = run(&b, rt, &case);
+                        r.assert_ok();
+                        // The tmpfs lands on the real directory, wherever the swap left its name.
+                        let ours = assert_hook_mounts_within(&r, &case, &["/tmp", "/tmp-link", &marker_path]);
+                        assert!(ours.len() <= 1, "{case}: {}", r.stdout());
+                        for m in &ours {
+                            assert_tmpfs(m, m.size().unwrap(), &case);
                         }
+                        match ours.first() {
+                            None => left_alone += 1,
+                            Some(m) if m.mount_point == marker_path => on_copy += 1,
+                            Some(_) => mounted += 1,
+                        }
+                        let host_table = all_mounts("1");
+                        assert_no_mount_under(&host_table, &marker_path, &case);
+                        assert!(!host_table.iter().any(|m| m.source == HOOK_SOURCE), "{case}: host mount");
                     });
-                    (rt, mounted, on_copy, left_alone, swaps.load(Ordering::Relaxed))
+                    (rt, mounted, on_copy, left_alone, swaps)
                 })
             })
             .collect();

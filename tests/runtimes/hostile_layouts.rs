@@ -20,7 +20,6 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::support::host::{hold_host, HostGuard, HostUse};
@@ -832,15 +831,6 @@ fn check_spec_sizes(ran: &Ran, tmp: Option<u64>, shm: Option<u64>, case: &str) {
 // ---------------------------------------------------------------------------
 // The rename races
 
-/// Sets the flag when dropped, panics included.
-struct StopOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
-
 const RACE_STARTS: usize = 200;
 
 /// Starts `starts` containers through `exec`, taking `bundles` in turn, while
@@ -855,45 +845,13 @@ fn under_race(
     starts: usize,
     mut each: impl FnMut(&str, usize, &Ran),
 ) -> usize {
-    let roots: Vec<_> = bundles
-        .iter()
-        .map(|b| {
-            rustix::fs::open(
-                b.rootfs(),
-                rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
-                rustix::fs::Mode::empty(),
-            )
-            .unwrap()
-        })
-        .collect();
-    let stop = AtomicBool::new(false);
-    let swaps = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            while !stop.load(Ordering::Relaxed) {
-                for root in &roots {
-                    rustix::fs::renameat_with(
-                        root,
-                        "tmp",
-                        root,
-                        "tmp-link",
-                        rustix::fs::RenameFlags::EXCHANGE,
-                    )
-                    .unwrap();
-                    swaps.fetch_add(1, Ordering::Relaxed);
-                }
-                std::thread::yield_now();
-            }
-        });
-        let _stop = StopOnDrop(&stop);
-        for i in 0..starts {
-            let k = i % bundles.len();
-            let case = format!("{case} start {i}");
-            let ran = run(&bundles[k], rt, exec, &case);
-            each(&case, k, &ran);
-        }
-    });
-    swaps.load(Ordering::Relaxed)
+    let rootfses: Vec<_> = bundles.iter().map(Bundle::rootfs).collect();
+    let rootfses: Vec<&Path> = rootfses.iter().map(|r| r.as_ref()).collect();
+    race::under_swaps(&rootfses, starts, true, |i, k| {
+        let case = format!("{case} start {i}");
+        let ran = run(&bundles[k], rt, exec, &case);
+        each(&case, k, &ran);
+    })
 }
 
 /// How the starts of one race ended.

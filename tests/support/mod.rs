@@ -3,8 +3,9 @@
 //! snapshots (`fs`), running commands (`process`), private daemons
 //! (`daemons`), the CRI client, containerd and pod options (`cri`), the CRI
 //! node and its report (`pods`), the pod cases written once (`cases`), the
-//! node suite's fake host (`kube`), the lock for suites that watch the host (`host`), and the
-//! container user's `HOME` through the engines (`home`). Root tests
+//! node suite's fake host (`kube`), the lock for suites that watch the host (`host`), the
+//! container user's `HOME` through the engines (`home`), and the rename race
+//! of the hostile suites (`race`). Root tests
 //! fail loudly without root or a runtime; they never skip.
 #![allow(dead_code, unreachable_pub)]
 
@@ -19,6 +20,7 @@ pub mod kube;
 pub mod mountinfo;
 pub mod pods;
 pub mod process;
+pub mod race;
 
 pub use bundle::*;
 pub use fs::*;
