@@ -2,7 +2,8 @@
 //! (`bundle`), mount tables (`mountinfo`), temporary directories and tree
 //! snapshots (`fs`), running commands (`process`), private daemons
 //! (`daemons`), the CRI client, containerd and pod options (`cri`), the CRI
-//! node and its report (`pods`), the pod cases written once (`cases`), the
+//! node and its report (`pods`), the pod cases written once (`cases`) and
+//! the hostile layouts of a pod written once (`layouts`), the
 //! node suite's fake host (`kube`), the lock for suites that watch the host (`host`), the
 //! container user's `HOME` through the engines (`home`), and the rename race
 //! of the hostile suites (`race`). Root tests
@@ -17,6 +18,7 @@ pub mod fs;
 pub mod home;
 pub mod host;
 pub mod kube;
+pub mod layouts;
 pub mod mountinfo;
 pub mod pods;
 pub mod process;
