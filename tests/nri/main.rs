@@ -50,6 +50,9 @@ use serde_json::{json, Value};
 
 // ---------------------------------------------------------------- cases
 
+// Boilerplate: one test per case of tests/support/cases.rs, so that libtest
+// names, filters and runs each on its own.
+
 /// Case 1 (tests/support/cases.rs): a read-only 1 GiB container.
 #[test]
 fn case1_read_only_container_gets_sized_tmp_and_shm() {

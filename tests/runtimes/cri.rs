@@ -38,6 +38,9 @@ use crate::support::*;
 
 // ---------------------------------------------------------------- cases
 
+// Boilerplate: one test per case of tests/support/cases.rs, so that libtest
+// names, filters and runs each on its own.
+
 /// Case 1: One read-only container with a 1 GiB limit: `/tmp` 256 MiB and
 /// `/dev/shm` 512 MiB, both writable; 600 MiB into `/dev/shm` is ENOSPC,
 /// not an OOM kill.

@@ -271,6 +271,8 @@ fn podman_own_tmpfs_cases(runtime: Runtime) {
     assert!(out.contains("SHM-WRITABLE"), "{what}: /dev/shm not writable: {shm:?}\n{out}");
 }
 
+// Boilerplate: one test per runtime and case, so that libtest names,
+// filters and runs each on its own.
 #[test]
 fn podman_runc_uses_the_hooks_dir() {
     podman_cases(Runtime::Runc);

@@ -143,6 +143,8 @@ fn crun_spec_mode() {
     spec_mode_case(Runtime::Crun, true);
 }
 
+// Boilerplate: one test per runtime and stage, so that libtest names,
+// filters and runs each on its own; the case is `read_only_case`.
 #[test]
 fn runc_prestart() {
     read_only_case(Runtime::Runc, "prestart");

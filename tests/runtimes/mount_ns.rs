@@ -268,6 +268,8 @@ fn left_alone(rt: Runtime) {
     }
 }
 
+// Boilerplate: one test per runtime, so that libtest names, filters and
+// runs each on its own.
 #[test]
 fn runc_no_own_mount_namespace_is_left_alone() {
     left_alone(Runtime::Runc);

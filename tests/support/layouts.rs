@@ -61,12 +61,17 @@ pub struct Layout<'a> {
     /// The one warning line about the container holds each part (one of
     /// its alternatives each).
     pub warning: &'a [&'a [&'a str]],
+    /// No symlink on the way: the spec executor decides it alone, so in
+    /// spec mode no hook is left in `config.json`, whatever the runc.
+    pub spec_alone: bool,
 }
 
 const PRIVATE: &[bool] = &[false];
 const BOTH: &[bool] = &[false, true];
 const SYSTEM_DEV: &[&str] = &["the spec's mount at /dev", "a system directory"];
 
+// Boilerplate: a table, each entry spelling out its fields (alike by
+// design, so that an entry reads on its own).
 /// Every hostile layout of a CRI node.
 pub const LAYOUTS: &[Layout] = &[
     // A volume after `/tmp` in sort order.
@@ -134,6 +139,7 @@ pub const LAYOUTS: &[Layout] = &[
         through: Some("/tmp/data/through-link"),
         refused: &["/tmp"],
         warning: &[&["/tmp"], &["the spec mounts /tmp/data inside it"]],
+        spec_alone: true,
         ..NONE
     },
     // The same, its mount point in the image.
@@ -146,6 +152,7 @@ pub const LAYOUTS: &[Layout] = &[
         through: Some("/tmp/data/through-link"),
         refused: &["/tmp"],
         warning: &[&["/tmp"], &["the spec mounts /tmp/data inside it"]],
+        spec_alone: true,
         ..NONE
     },
     // A volume through a symlink into `/tmp`: it lands at `/tmp/data`.
@@ -236,6 +243,7 @@ const NONE: Layout = Layout {
     none_ours: false,
     system: None,
     warning: &[],
+    spec_alone: false,
 };
 
 /// The layouts of [`LAYOUTS`] that `pick` keeps, each in a pod of its own
@@ -503,7 +511,17 @@ fn pod_layout(node: &mut Node, r: &mut Report, l: &Layout, image: &str, shared: 
             );
         }
         check_warning(r, node, &what, c, l.warning);
-        r.executor(node, c, true);
+        if node.way == Way::Spec && l.spec_alone {
+            let hooked = node.runs_our_hook(c);
+            r.check(
+                hooked == Ok(false),
+                format!(
+                    "{what}: spec mode leaves the hook nothing, yet our hook in config.json is {hooked:?}"
+                ),
+            );
+        } else {
+            r.executor(node, c, true);
+        }
     }
     let during = node.mount_tables();
     check_tables(r, &format!("{what}, running"), &tables, &during, &watched);
