@@ -12,7 +12,7 @@
 
 use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::host::{hold_host, HostGuard, HostUse};
@@ -218,36 +218,9 @@ fn replace(b: &Bundle, rel: &str, make: impl FnOnce(&Path)) {
 // ---------------------------------------------------------------------------
 // Direct hook runs
 
-/// A process in a fresh private mount namespace, standing in for a
-/// container's init at prestart.
-struct Sleeper {
-    child: Child,
-}
-
+/// The sleeper ([`Sleeper`], support's) stands in for a container's init
+/// at prestart.
 impl Sleeper {
-    fn new() -> Sleeper {
-        let child = Command::new("unshare")
-            .args(["--mount", "--propagation", "private", "sleep", "300"])
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("unshare (util-linux) is installed");
-        let own = std::fs::read_link("/proc/self/ns/mnt").unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let theirs = std::fs::read_link(format!("/proc/{}/ns/mnt", child.id())).ok();
-            if theirs.is_some_and(|t| t != own) {
-                break;
-            }
-            assert!(Instant::now() < deadline, "unshare did not make a mount namespace");
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        Sleeper { child }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
     /// Mounts a tmpfs of `size` at `path` inside the sleeper's namespace, as a
     /// runtime mounts the spec's `/dev/shm` before the hook runs.
     fn mount_tmpfs(&self, path: &Path, size: &str) {
@@ -262,14 +235,7 @@ impl Sleeper {
     }
 
     fn hook_mounts(&self) -> Vec<MountInfo> {
-        all_mounts(&self.pid().to_string()).into_iter().filter(|m| m.source == HOOK_SOURCE).collect()
-    }
-}
-
-impl Drop for Sleeper {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.mounts().into_iter().filter(|m| m.source == HOOK_SOURCE).collect()
     }
 }
 
@@ -354,6 +320,9 @@ fn memory_capped() -> HookCmd<'static> {
 // ---------------------------------------------------------------------------
 // 1. /tmp is a symlink
 
+// Boilerplate: each case below opens alike (root, a host marker, the host
+// before) and ends with `assert_untouched`; what it runs and checks between
+// is its own.
 #[test]
 fn case01_symlinked_tmp_never_leaves_the_rootfs() {
     require_root();
