@@ -19,7 +19,8 @@ root and `runc spec`'s other defaults (64 MiB /dev/shm). Variants:
           hook executor's physical floor;
   LABEL   `oci-tmpfs-hook inject --stage prestart` with the binary given as
           `--hook LABEL=PATH` (repeatable: e.g. a glibc and a musl build).
-The home section's rootfs adds debian:12's /etc/passwd and a /root, so that
+The home section's rootfs adds debian:12's /etc/passwd and a /root
+(bench/home_rootfs.sh, as bench/callgrind.sh's env and passwd bundles), so that
 root's HOME is /root whether it comes from process.env or from the passwd
 entry the hook reads (docs/design.md#home-plan).
 Latency is the wall time of `<runtime> run` (create, hooks, start, `true`,
@@ -455,28 +456,6 @@ def section_startup(b, runtimes, runs):
     ]
 
 
-# debian:12's /etc/passwd (base-passwd): 18 entries, 839 bytes (as bench/callgrind.sh).
-DEBIAN_PASSWD = """root:x:0:0:root:/root:/bin/bash
-daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin
-bin:x:2:2:bin:/bin:/usr/sbin/nologin
-sys:x:3:3:sys:/dev:/usr/sbin/nologin
-sync:x:4:65534:sync:/bin:/bin/sync
-games:x:5:60:games:/usr/games:/usr/sbin/nologin
-man:x:6:12:man:/var/cache/man:/usr/sbin/nologin
-lp:x:7:7:lp:/var/spool/lpd:/usr/sbin/nologin
-mail:x:8:8:mail:/var/mail:/usr/sbin/nologin
-news:x:9:9:news:/var/spool/news:/usr/sbin/nologin
-uucp:x:10:10:uucp:/var/spool/uucp:/usr/sbin/nologin
-proxy:x:13:13:proxy:/bin:/usr/sbin/nologin
-www-data:x:33:33:www-data:/var/www:/usr/sbin/nologin
-backup:x:34:34:backup:/var/backups:/usr/sbin/nologin
-list:x:38:38:Mailing List Manager:/var/list:/usr/sbin/nologin
-irc:x:39:39:ircd:/run/ircd:/usr/sbin/nologin
-_apt:x:42:65534::/nonexistent:/usr/sbin/nologin
-nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin
-"""
-
-
 def section_home(b, runtimes, runs):
     """Where HOME comes from, with the hook at prestart: HOME=/root in
     process.env (no passwd read) against no HOME, where the hook reads the
@@ -490,9 +469,8 @@ def section_home(b, runtimes, runs):
     rootfs = os.path.join(b.work, "rootfs-home")
     if not os.path.exists(rootfs):
         shutil.copytree(b.rootfs, rootfs, symlinks=True)
-        os.makedirs(os.path.join(rootfs, "root"), mode=0o700)
-        with open(os.path.join(rootfs, "etc/passwd"), "w") as f:
-            f.write(DEBIAN_PASSWD)
+        # debian:12's /etc/passwd and a /root (bench/home_rootfs.sh).
+        subprocess.run([os.path.join(HERE, "home_rootfs.sh"), rootfs, "700"], check=True)
     env_row, read_row = "HOME=/root in process.env", "no HOME, /etc/passwd read"
     rows, hrows = [], []
     for rt in runtimes:

@@ -12,6 +12,8 @@ cache=${OCI_TMPFS_HOOK_VENV_DIR:-/var/cache/oci-tmpfs-hook/venv}
 py=$(command -v python3) || { echo "kubernetes-validate.sh: no python3 on PATH (apt-get install python3-venv)" >&2; exit 1; }
 pyver=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 dir="$cache/kubernetes-validate-py$pyver-$(sha256sum "$req" | cut -c1-12)"
+# Boilerplate: the steps of tests/env/venv.sh, kept apart because this
+# venv's cache key (the directory name) is its own.
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9

@@ -38,6 +38,8 @@ die() { echo "$me: $*" >&2; exit 1; }
 built() { [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$SUITE $PACKAGES" ] && [ -f "$ROOT/.debootstrap-done" ]; }
 
 build() {
+  # Boilerplate: the same prologue as tests/env/sid.sh's build (lock, the
+  # built check, the mirror, debootstrap present); each builds its own root.
   mkdir -p "$BASE"
   exec 9>"$BASE/lock"
   flock 9

@@ -64,6 +64,8 @@ APT_OPTS=(-o Acquire::Check-Valid-Until=false -o Dpkg::Use-Pty=0 -o APT::Install
 built() { [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$PACKAGES" ] && [ -x "$ROOT/usr/bin/runc" ]; }
 
 build() {
+  # Boilerplate: the same prologue as tests/env/pkgroot.sh's build (lock, the
+  # built check, the mirror, debootstrap present); each builds its own root.
   mkdir -p "$BASE"
   exec 9>"$BASE/lock"
   flock 9

@@ -6,8 +6,8 @@
 //! (tests/cri/cri.py), with the plugin running from the built binary in the
 //! node's mount namespace, dialling `/var/run/nri/nri.sock` as a
 //! DaemonSet's plugin does; and what only NRI has (planning failures, the
-//! plugin as a container, a missing hook binary, the bench, the hostile
-//! layouts through the plugin).
+//! plugin as a container, a missing hook binary, the bench) and the hostile
+//! layouts of tests/support/layouts.rs through the plugin.
 //!
 //! Run it against sid's containerd 2.1 (docs/design.md#test-machine):
 //! `tests/env/nri.sh` (builds, then runs this suite in the sid environment).
@@ -23,6 +23,7 @@ mod support;
 use support::cases::{self, each_way};
 use support::cri::*;
 use support::home;
+use support::layouts;
 use support::pods::*;
 use support::*;
 
@@ -42,14 +43,15 @@ mod stop;
 /// through the wrapper in hook and spec mode.
 mod burst;
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 // ---------------------------------------------------------------- cases
+
+// Boilerplate: one test per case of tests/support/cases.rs, so that libtest
+// names, filters and runs each on its own.
 
 /// Case 1 (tests/support/cases.rs): a read-only 1 GiB container.
 #[test]
@@ -595,296 +597,15 @@ fn case12_hook_binary_missing_on_the_node_fails_closed() {
 
 // ------------------------------------------------------- hostile layouts
 
-/// One hostile (or just unusual) layout: an image with symlinks, maybe a
-/// volume, and what must hold (tests/runtimes/hostile_layouts.rs's suite,
-/// through NRI).
-#[derive(Default)]
-struct Hostile<'a> {
-    name: &'a str,
-    /// Symlinks made in the image: (path, target).
-    links: &'a [(&'a str, &'a str)],
-    /// Directories made in the image (the volumes' mount points).
-    dirs: &'a [&'a str],
-    env: &'a [(&'a str, &'a str)],
-    /// The volume's container path.
-    volume: Option<&'a str>,
-    /// The volume's host directory is a tmpfs (kubelet's emptyDir with
-    /// `medium: Memory`).
-    tmpfs_volume: bool,
-    /// Bidirectional propagation (the host directory a shared mount).
-    shared: bool,
-    /// A path the container writes through the symlink, and where that
-    /// must land in the volume's host directory.
-    through: Option<(&'a str, &'a str)>,
-    /// Container paths that must not get our tmpfs.
-    refused: &'a [&'a str],
-    /// Container paths that must get our tmpfs (the safe targets).
-    served: &'a [&'a str],
-    /// The hook's log says why, with one of these.
-    why: &'a [&'a str],
-}
-
-/// The refusal texts for a target reaching or crossing a spec mount at `dest`.
-const REACHES_VOL: &[&str] = &["the spec's mount at /vol"];
-const REACHES_DATA: &[&str] = &["the spec's mount at /data"];
-
-impl Node {
-    /// The node's busybox image with `links` and `dirs` made in its rootfs
-    /// (`links` replace what is there), imported; its reference.
-    fn import_image(&self, name: &str, links: &[(&str, &str)], dirs: &[&str]) -> String {
-        let bundle = Bundle::new(&format!("img-{name}"));
-        let rootfs = bundle.rootfs();
-        for d in dirs {
-            std::fs::create_dir_all(rootfs.join(d.trim_start_matches('/'))).unwrap();
-        }
-        for (path, target) in links {
-            let p = rootfs.join(path.trim_start_matches('/'));
-            let _ = std::fs::remove_dir(&p);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::os::unix::fs::symlink(target, &p).unwrap();
-        }
-        let reference = format!("docker.io/library/{}:latest", unique(name));
-        let tar =
-            build_image_with(&self.dir, &rootfs, &reference, &["/bin/sleep", "2147483647"], &unique(name));
-        ok(self.ctr().args(["images", "import"]).arg(&tar));
-        let _ = std::fs::remove_dir_all(&bundle.dir);
-        reference
-    }
-
-    /// Runs `script` in the node's mount namespace.
-    fn in_ns(&self, script: &str) -> String {
-        ok(Command::new("nsenter")
-            .arg(format!("--mount=/proc/{}/ns/mnt", self.holder.id()))
-            .args(["--", "sh", "-c", script]))
-    }
-
-    /// The node's mount table (the namespace containerd and runc run in).
-    fn mount_table(&self) -> String {
-        std::fs::read_to_string(format!("/proc/{}/mountinfo", self.holder.id())).unwrap_or_default()
-    }
-}
-
-/// Mounts of ours on the host tables (pid 1's, this process's, the node's),
-/// and the node's mounts under `dir` (as "point fstype source").
-fn host_view(node: &Node, dir: &Path) -> (Vec<String>, Vec<String>) {
-    let mut ours = Vec::new();
-    for (name, table) in [
-        ("/proc/1/mountinfo", std::fs::read_to_string("/proc/1/mountinfo").unwrap_or_default()),
-        ("/proc/self/mountinfo", std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default()),
-        ("the node's mountinfo", node.mount_table()),
-    ] {
-        for m in parse_mountinfo(&table).into_iter().filter(|m| m.source == OURS) {
-            ours.push(format!("{name}: {} {}", m.mount_point, sz(m.size())));
-        }
-    }
-    let prefix = dir.display().to_string();
-    let mut under: Vec<String> = parse_mountinfo(&node.mount_table())
-        .into_iter()
-        .filter(|m| m.mount_point.starts_with(&prefix))
-        .map(|m| format!("{} {} {}", m.mount_point, m.fstype, m.source))
-        .collect();
-    under.sort();
-    (ours, under)
-}
-
-/// The checks of [`hostile`] on what the container saw (`out`: its
-/// mountinfo, `===`, the canary read through the link, `===`, `WROTE`) and
-/// on the volume's host directory (`host`: through the node's namespace,
-/// and as named).
-fn inside(r: &mut Report, h: &Hostile, out: &str, host: (&Path, &Path), before: &[String], canary: &str) {
-    let (name, (host_ns, host_dir)) = (h.name, host);
-    let mut parts = out.split("===\n");
-    let mounts = parse_mountinfo(parts.next().unwrap_or(""));
-    let ours: Vec<String> = mounts
-        .iter()
-        .filter(|m| m.source == OURS)
-        .map(|m| format!("{} {}", m.mount_point, sz(m.size())))
-        .collect();
-    r.seen(&format!("{name}: the container's mounts of ours"), format!("{ours:?}"));
-    for p in h.refused {
-        let m = mount_at(&mounts, p);
-        r.check(m.is_none_or(|m| m.source != OURS), format!("{name}: our tmpfs at {p}: {m:?}"));
-    }
-    if let Some(v) = h.volume {
-        let on_vol: Vec<&String> = ours
-            .iter()
-            .filter(|m| *m == v || m.starts_with(&format!("{v}/")) || m.starts_with(&format!("{v} ")))
-            .collect();
-        r.check(on_vol.is_empty(), format!("{name}: ours on the volume {v}: {on_vol:?}"));
-        let m = mount_at(&mounts, v);
-        r.check(
-            m.is_some_and(|m| m.source != OURS),
-            format!("{name}: the volume at {v} is not on top: {m:?}"),
-        );
-    }
-    for p in h.served {
-        let m = mount_at(&mounts, p);
-        r.check(m.is_some_and(|m| m.source == OURS), format!("{name}: {p} is not our tmpfs: {m:?}"));
-    }
-    if let Some((path, rel)) = h.through {
-        let seen = parts.next().unwrap_or("").trim().to_string();
-        r.check(seen == canary, format!("{name}: the volume's canary through the link: {seen:?}"));
-        r.check(
-            parts.next().unwrap_or("").contains("WROTE"),
-            format!("{name}: writing {path} failed: {out}"),
-        );
-        let landed = std::fs::read_to_string(host_ns.join(rel)).unwrap_or_default();
-        r.check(
-            landed.trim() == format!("x-{name}"),
-            format!("{name}: {path} did not reach the host's {}: {landed:?}", host_dir.join(rel).display()),
-        );
-        let mut want = before.to_vec();
-        want.push(rel.to_string());
-        want.sort();
-        let after = support::home::listing(host_ns);
-        r.check(after == want, format!("{name}: the volume holds {after:?}, want {want:?}"));
-    }
-}
-
-/// Runs one hostile layout in a pod of its own and checks every rule of the
-/// hostile-layout suite (docs/design.md#landing): no tmpfs of ours on any
-/// host table and nothing new mounted under the volume's host directory
-/// (while it runs and after); the volume's canary visible in the container; a
-/// file written through the symlink in the host directory; nothing else
-/// created in the volume; the refused targets not ours and the hook's log
-/// saying why; the safe ones ours.
-fn hostile(node: &mut Node, r: &mut Report, h: &Hostile) {
-    let name = h.name;
-    let image = node.import_image(name, h.links, h.dirs);
-    let host_dir = node.dir.join(format!("vol-{name}"));
-    std::fs::create_dir_all(&host_dir).unwrap();
-    if h.tmpfs_volume {
-        node.in_ns(&format!("mount -t tmpfs -o size=8m,mode=755 emptydir {}", host_dir.display()));
-    }
-    if h.shared {
-        node.in_ns(&format!("mount --bind {0} {0} && mount --make-shared {0}", host_dir.display()));
-    }
-    // Through the node's namespace: a tmpfs volume is only there.
-    let host_ns = node.ns_path(&host_dir.display().to_string());
-    let canary = format!("canary of {name}");
-    if h.volume.is_some() {
-        std::fs::write(host_ns.join("canary"), &canary).unwrap();
-    }
-    let before = support::home::listing(&host_ns);
-    let (_, mounts_before) = host_view(node, &host_dir);
-    let propagation = if h.shared { "PROPAGATION_BIDIRECTIONAL" } else { "PROPAGATION_PRIVATE" };
-    let vols: Vec<Value> = h.volume.map(|v| vol(v, &host_dir, propagation)).into_iter().collect();
-    let opts = CtrOpts { env: h.env, image: Some(&image), mounts: &vols, ..CtrOpts::ro(name, GI) };
-    let Some(pod) = r.step(&format!("{name}: RunPodSandbox"), node.run_pod(name, &PodOpts::default())) else {
-        return;
-    };
-    let Some(c) = r.step(&format!("{name}: start"), node.start_container(&pod, &opts)) else {
-        let _ = node.teardown(&pod, &[]);
-        return;
-    };
-    let mut script = String::from("cat /proc/self/mountinfo; echo ===");
-    if let Some((path, _)) = h.through {
-        let parent = Path::new(path).parent().unwrap().display().to_string();
-        let _ = write!(script, "; cat {parent}/canary; echo; echo ===; echo x-{name} > {path} && echo WROTE");
-    }
-    let out = r.step(&format!("{name}: exec"), node.exec(&c, &["sh", "-c", &script])).map(|x| x.1);
-    inside(r, h, &out.unwrap_or_default(), (&host_ns, &host_dir), &before, &canary);
-    let (ours_host, mounts_running) = host_view(node, &host_dir);
-    r.check(ours_host.is_empty(), format!("{name}: tmpfs of ours on the host: {ours_host:?}"));
-    r.check(
-        mounts_running == mounts_before,
-        format!(
-            "{name}: the node's mounts under the test dir changed: {mounts_before:?} -> {mounts_running:?}"
-        ),
-    );
-    r.executor(node, &c, true);
-    let log = node.read("hook.log");
-    // The hook's lines name the container (the plugin's do not).
-    let hook_lines = format!("container {c}: ");
-    let why: Vec<&str> = log
-        .lines()
-        .filter(|l| {
-            l.contains(&hook_lines) && h.refused.iter().any(|p| l.contains(p)) && l.contains("warning")
-        })
-        .collect();
-    r.seen(&format!("{name}: the hook's warnings"), format!("{why:?}"));
-    if !h.why.is_empty() {
-        r.check(
-            why.iter().any(|l| h.why.iter().any(|w| l.contains(w))),
-            format!("{name}: no warning with one of {:?} in the hook's log:\n{log}", h.why),
-        );
-    }
-    r.step(&format!("{name}: stop and remove"), node.teardown(&pod, &[&c]));
-    let (ours_host, mounts_after) = host_view(node, &host_dir);
-    r.check(ours_host.is_empty(), format!("{name}: after removal, tmpfs of ours on the host: {ours_host:?}"));
-    r.check(
-        mounts_after == mounts_before,
-        format!("{name}: after removal, the node's mounts changed: {mounts_before:?} -> {mounts_after:?}"),
-    );
-    if let Some((_, rel)) = h.through {
-        let mut want = before.clone();
-        want.push(rel.to_string());
-        want.sort();
-        r.check(
-            support::home::listing(&host_ns) == want,
-            format!("{name}: after removal the volume holds {:?}", support::home::listing(&host_ns)),
-        );
-    }
-}
-
-/// A node whose host config logs the hook's warnings to `hook.log`.
-fn hostile_node(case: &str) -> Node {
-    let node = Node::nri(case);
-    node.host_config(&format!("log_file = {:?}\nlog_level = \"info\"\n", node.dir.join("hook.log")));
-    node
-}
-
-/// Symlinked `/tmp` and a symlinked TMPDIR parent reaching a volume, private
-/// and shared, with the volume sorting after `/tmp` (`/vol`) and before it
-/// (`/data`): the volume always wins.
+/// Every hostile layout with a volume (tests/support/layouts.rs, which the
+/// CRI suite runs through the wrapper): a symlinked `/tmp` or `TMPDIR`
+/// parent onto a private, shared or memory volume sorting after `/tmp`
+/// (`/vol`) and before it (`/data`), a volume at or through a symlink into
+/// `/tmp/data`, through the plugin: the volume always wins and stays on
+/// top, nothing of ours reaches any host table, the hook's log says why.
 #[test]
 fn hostile_symlinks_to_volumes() {
-    let mut r = Report::of("nri", "hostile-volumes");
-    let mut node = hostile_node("hostile-volumes");
-    for shared in [false, true] {
-        let sfx = if shared { "shared" } else { "private" };
-        let cases = [
-            Hostile {
-                name: &format!("tmp-to-vol-{sfx}"),
-                links: &[("/tmp", "/vol")],
-                dirs: &["/vol"],
-                volume: Some("/vol"),
-                shared,
-                through: Some(("/tmp/through-link", "through-link")),
-                refused: &["/tmp"],
-                why: REACHES_VOL,
-                ..Hostile::default()
-            },
-            Hostile {
-                name: &format!("tmp-to-data-{sfx}"),
-                links: &[("/tmp", "/data")],
-                dirs: &["/data"],
-                volume: Some("/data"),
-                shared,
-                through: Some(("/tmp/through-link", "through-link")),
-                refused: &["/tmp"],
-                why: REACHES_DATA,
-                ..Hostile::default()
-            },
-            Hostile {
-                name: &format!("scratch-to-vol-{sfx}"),
-                links: &[("/scratch", "/vol")],
-                dirs: &["/vol"],
-                env: &[("TMPDIR", "/scratch/tmp")],
-                volume: Some("/vol"),
-                shared,
-                through: Some(("/scratch/through-link", "through-link")),
-                refused: &["/scratch/tmp", "/scratch"],
-                served: &["/tmp"],
-                why: REACHES_VOL,
-                ..Hostile::default()
-            },
-        ];
-        for h in &cases {
-            hostile(&mut node, &mut r, h);
-        }
-    }
-    r.finish();
+    each_way(Node::nri("hostile-volumes"), |node, r| layouts::pod_layouts(node, r, |l| l.volume.is_some()));
 }
 
 /// The hostile `HOME`s and passwd files of tests/runtimes/home.rs (written
@@ -901,67 +622,12 @@ fn hostile_homes_through_the_plugin() {
     each_way(Node::nri("home-hostile"), |node, r| home::pod_hostile_homes(node, r, &mut images));
 }
 
-/// A symlink onto a tmpfs (a memory emptyDir at `/run`, the spec's `/dev`
-/// tmpfs, the pod's `/dev/shm`), into `/proc` and `/sys`, and a volume at
-/// `/tmp/data`: none gets our tmpfs over or under it.
+/// Every hostile layout into a system directory (tests/support/layouts.rs):
+/// `/tmp -> /proc`, `/sys`, `/dev`, `/dev/shm` through the plugin: refused,
+/// nothing of ours anywhere in the container, the runtime's mounts on top.
 #[test]
-fn hostile_system_dirs_tmpfs_and_a_volume_beneath() {
-    let mut r = Report::of("nri", "hostile-system");
-    let mut node = hostile_node("hostile-system");
-    let cases = [
-        Hostile {
-            name: "tmp-to-emptydir-memory",
-            links: &[("/tmp", "/run")],
-            dirs: &["/run"],
-            volume: Some("/run"),
-            tmpfs_volume: true,
-            through: Some(("/tmp/through-link", "through-link")),
-            refused: &["/tmp"],
-            why: &["the spec's mount at /run"],
-            ..Hostile::default()
-        },
-        Hostile {
-            name: "tmp-to-dev",
-            links: &[("/tmp", "/dev")],
-            refused: &["/tmp", "/dev"],
-            why: &["the spec's mount at /dev", "a system directory"],
-            ..Hostile::default()
-        },
-        Hostile {
-            name: "tmp-to-dev-shm",
-            links: &[("/tmp", "/dev/shm")],
-            refused: &["/tmp"],
-            why: &["the spec's mount at /dev", "a system directory"],
-            ..Hostile::default()
-        },
-        Hostile {
-            name: "tmp-to-proc",
-            links: &[("/tmp", "/proc")],
-            refused: &["/tmp", "/proc"],
-            why: &["the spec's mount at /proc", "a system directory"],
-            ..Hostile::default()
-        },
-        Hostile {
-            name: "tmp-to-sys",
-            links: &[("/tmp", "/sys")],
-            refused: &["/tmp", "/sys"],
-            why: &["the spec's mount at /sys", "a system directory"],
-            ..Hostile::default()
-        },
-        Hostile {
-            name: "volume-at-tmp-data",
-            dirs: &["/tmp/data"],
-            volume: Some("/tmp/data"),
-            through: Some(("/tmp/data/through-link", "through-link")),
-            refused: &["/tmp"],
-            why: &["the spec mounts /tmp/data inside it"],
-            ..Hostile::default()
-        },
-    ];
-    for h in &cases {
-        hostile(&mut node, &mut r, h);
-    }
-    r.finish();
+fn hostile_symlinks_into_system_dirs() {
+    each_way(Node::nri("hostile-system"), |node, r| layouts::pod_layouts(node, r, |l| l.volume.is_none()));
 }
 
 /// The memory limit caps every size. 512 KiB: no hook, a note `below 1Mi`;
@@ -1026,7 +692,7 @@ fn memory_limits_cap_every_size() {
             );
         }
     }
-    let (ours, _) = host_view(&node, &node.dir.0);
+    let ours = ours_on(&node.mount_tables());
     r.check(ours.is_empty(), format!("tmpfs of ours on the host: {ours:?}"));
     r.finish();
 }

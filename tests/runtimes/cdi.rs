@@ -274,6 +274,8 @@ fn device_with_vendor_hooks(runtime: Runtime, ours: Option<Stage>) -> String {
     out
 }
 
+// Boilerplate: one test per runtime and stage, so that libtest names,
+// filters and runs each on its own; the case is `device_with_vendor_hooks`.
 #[test]
 fn runc_hook_at_prestart() {
     device_with_vendor_hooks(Runtime::Runc, Some(Stage::Prestart));

@@ -5,14 +5,12 @@
 //! stopped by its pid afterwards; an engine that does not start fails the
 //! test (docs/design.md#test-machine has the flags that work on this machine).
 
-use crate::support::daemons::dockerd_flags;
+use crate::support::daemons;
 use crate::support::*;
 
 use std::ffi::OsStr;
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use oci_tmpfs_hook::engine::hooks_dir::oci_hooks_json;
 use serde_json::{json, Value};
@@ -273,6 +271,8 @@ fn podman_own_tmpfs_cases(runtime: Runtime) {
     assert!(out.contains("SHM-WRITABLE"), "{what}: /dev/shm not writable: {shm:?}\n{out}");
 }
 
+// Boilerplate: one test per runtime and case, so that libtest names,
+// filters and runs each on its own.
 #[test]
 fn podman_runc_uses_the_hooks_dir() {
     podman_cases(Runtime::Runc);
@@ -302,13 +302,20 @@ fn podman_crun_own_tmpfs_left_alone() {
 /// that growing it by mistake would show (the real host's is as big as RAM
 /// here, which the hook's sizes can never exceed).
 pub(crate) struct Dockerd {
-    pub(crate) dir: TempDir,
-    child: Child,
-    sock: PathBuf,
+    inner: daemons::Dockerd,
     namespaces: Vec<String>,
 }
 
 const DOCKER: &str = "/usr/bin/docker";
+
+/// The launcher's own: `dir`, `docker()`, `pid()`.
+impl std::ops::Deref for Dockerd {
+    type Target = daemons::Dockerd;
+
+    fn deref(&self) -> &daemons::Dockerd {
+        &self.inner
+    }
+}
 
 impl Dockerd {
     pub(crate) fn start() -> Dockerd {
@@ -323,8 +330,6 @@ impl Dockerd {
         ok(&mut setup);
         let written: Value = serde_json::from_slice(&std::fs::read(&daemon_json).unwrap()).unwrap();
         assert_eq!(written["runtimes"]["oci-tmpfs"]["path"], json!(wrapper));
-        let sock = dir.join("docker.sock");
-        let log = File::create(dir.join("dockerd.log")).unwrap();
         // The wrapper's host config: the executor under test, and a log of
         // what it (and, in hook mode, the hook) did.
         let host_config = dir.join("host-config.toml");
@@ -334,48 +339,17 @@ impl Dockerd {
             format!("mode = \"{}\"\nlog_level = \"info\"\nlog_file = {:?}\n", wrapper_mode(), wrapper_log),
         )
         .unwrap();
-        let script = "mount -t tmpfs -o size=64m,nosuid,nodev,noexec shm /dev/shm && exec \"$@\"";
-        let child = Command::new("unshare")
-            .env("OCI_TMPFS_HOOK_CONFIG", &host_config)
-            .args(["--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", "dockerd"])
-            .args(dockerd_flags(&dir, &daemon_json))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("starting dockerd (apt-get install docker.io)");
-        let mut d = Dockerd { dir, child, sock, namespaces: Vec::new() };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok(Some(status)) = d.child.try_wait() {
-                panic!("dockerd exited ({status}):\n{}", d.log());
-            }
-            if d.sock.exists() && output(d.docker().arg("version")).status.success() {
-                break;
-            }
-            assert!(Instant::now() < deadline, "dockerd did not answer within 60s:\n{}", d.log());
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        d
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("dockerd.log")).unwrap_or_default()
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
+        let opts = daemons::DockerdOptions {
+            cli: Some(DOCKER),
+            env: vec![("OCI_TMPFS_HOOK_CONFIG", host_config)],
+            shm_mib: Some(SHM_64M / MI),
+        };
+        Dockerd { inner: daemons::Dockerd::launch_owned(dir, &daemon_json, opts), namespaces: Vec::new() }
     }
 
     /// The daemon's own /dev/shm, seen through its root.
     fn daemon_shm(&self) -> PathBuf {
         PathBuf::from(format!("/proc/{}/root/dev/shm", self.pid()))
-    }
-
-    pub(crate) fn docker(&self) -> Command {
-        let mut c = Command::new(DOCKER);
-        c.arg("-H").arg(format!("unix://{}", self.sock.display()));
-        c
     }
 
     /// `docker run --rm --network none FLAGS IMAGE sh -c PROBE`.
@@ -412,7 +386,7 @@ impl Dockerd {
 
 impl Drop for Dockerd {
     fn drop(&mut self) {
-        stop(&mut self.child, Duration::from_secs(30));
+        self.inner.stop();
         // runc state of the containerd namespaces lives on the host's /run.
         for ns in &self.namespaces {
             let _ = std::fs::remove_dir(Path::new("/run/containerd/runc").join(ns));

@@ -149,6 +149,8 @@ fn podman_home(runtime: Runtime) {
     }
 }
 
+// Boilerplate: one test per runtime, so that libtest names, filters and
+// runs each on its own.
 #[test]
 fn podman_runc_home_through_the_hooks_dir() {
     podman_home(Runtime::Runc);

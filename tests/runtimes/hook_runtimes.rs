@@ -143,6 +143,8 @@ fn crun_spec_mode() {
     spec_mode_case(Runtime::Crun, true);
 }
 
+// Boilerplate: one test per runtime and stage, so that libtest names,
+// filters and runs each on its own; the case is `read_only_case`.
 #[test]
 fn runc_prestart() {
     read_only_case(Runtime::Runc, "prestart");
@@ -520,15 +522,7 @@ fn assert_writable_tmpfs(b: &Bundle, run: &Run, tmpfs: &[(String, u64)], case: &
 
 /// The names of every file under `dir` (not following symlinks).
 fn walk_names(dir: &std::path::Path) -> Vec<String> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = e.path();
-        if e.file_type().is_ok_and(|t| t.is_dir()) {
-            out.extend(walk_names(&path));
-        }
-        out.push(path.display().to_string());
-    }
-    out
+    walk(dir, false).iter().map(|e| e.path.display().to_string()).collect()
 }
 
 /// The hook: `TRITON_CACHE_DIR` and `XDG_CACHE_HOME` (default

@@ -10,11 +10,9 @@
 //! `unshare`, standing in for a container's init; never a container without a
 //! mount namespace (runc would do its own mounts on the host).
 
-use std::collections::BTreeMap;
 use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::host::{hold_host, HostGuard, HostUse};
@@ -66,27 +64,6 @@ impl Drop for Marker {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
     }
-}
-
-/// Every entry under a directory: relative path -> (mode, size, uid, gid).
-type Tree = BTreeMap<String, (u32, u64, u32, u32)>;
-
-fn tree(dir: &Path) -> Tree {
-    fn walk(base: &Path, dir: &Path, out: &mut Tree) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        for e in entries.flatten() {
-            let p = e.path();
-            let m = std::fs::symlink_metadata(&p).unwrap();
-            let rel = p.strip_prefix(base).unwrap().display().to_string();
-            out.insert(rel, (m.mode(), if m.is_dir() { 0 } else { m.len() }, m.uid(), m.gid()));
-            if m.is_dir() {
-                walk(base, &p, out);
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
 }
 
 fn all_mounts(pid: &str) -> Vec<MountInfo> {
@@ -241,36 +218,9 @@ fn replace(b: &Bundle, rel: &str, make: impl FnOnce(&Path)) {
 // ---------------------------------------------------------------------------
 // Direct hook runs
 
-/// A process in a fresh private mount namespace, standing in for a
-/// container's init at prestart.
-struct Sleeper {
-    child: Child,
-}
-
+/// The sleeper ([`Sleeper`], support's) stands in for a container's init
+/// at prestart.
 impl Sleeper {
-    fn new() -> Sleeper {
-        let child = Command::new("unshare")
-            .args(["--mount", "--propagation", "private", "sleep", "300"])
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("unshare (util-linux) is installed");
-        let own = std::fs::read_link("/proc/self/ns/mnt").unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let theirs = std::fs::read_link(format!("/proc/{}/ns/mnt", child.id())).ok();
-            if theirs.is_some_and(|t| t != own) {
-                break;
-            }
-            assert!(Instant::now() < deadline, "unshare did not make a mount namespace");
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        Sleeper { child }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
     /// Mounts a tmpfs of `size` at `path` inside the sleeper's namespace, as a
     /// runtime mounts the spec's `/dev/shm` before the hook runs.
     fn mount_tmpfs(&self, path: &Path, size: &str) {
@@ -285,14 +235,7 @@ impl Sleeper {
     }
 
     fn hook_mounts(&self) -> Vec<MountInfo> {
-        all_mounts(&self.pid().to_string()).into_iter().filter(|m| m.source == HOOK_SOURCE).collect()
-    }
-}
-
-impl Drop for Sleeper {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.mounts().into_iter().filter(|m| m.source == HOOK_SOURCE).collect()
     }
 }
 
@@ -377,6 +320,9 @@ fn memory_capped() -> HookCmd<'static> {
 // ---------------------------------------------------------------------------
 // 1. /tmp is a symlink
 
+// Boilerplate: each case below opens alike (root, a host marker, the host
+// before) and ends with `assert_untouched`; what it runs and checks between
+// is its own.
 #[test]
 fn case01_symlinked_tmp_never_leaves_the_rootfs() {
     require_root();
@@ -533,15 +479,6 @@ fn case04_tmpdir_behind_a_symlinked_component() {
 // ---------------------------------------------------------------------------
 // 5. A race against RENAME_EXCHANGE
 
-/// Sets the flag when dropped, panics included.
-struct StopOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
-
 #[test]
 fn case05_rename_exchange_race_never_reaches_the_host() {
     require_root();
@@ -563,56 +500,27 @@ fn case05_rename_exchange_race_never_reaches_the_host() {
                     if rt == Runtime::Crun {
                         std::fs::create_dir_all(b.rootfs().join(&marker_path[1..])).unwrap();
                     }
-                    let root = rustix::fs::open(
-                        b.rootfs(),
-                        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
-                        rustix::fs::Mode::empty(),
-                    )
-                    .unwrap();
-                    let stop = AtomicBool::new(false);
-                    let swaps = AtomicUsize::new(0);
                     let (mut mounted, mut on_copy, mut left_alone) = (0, 0, 0);
-                    std::thread::scope(|inner| {
-                        inner.spawn(|| {
-                            while !stop.load(Ordering::Relaxed) {
-                                rustix::fs::renameat_with(
-                                    &root,
-                                    "tmp",
-                                    &root,
-                                    "tmp-link",
-                                    rustix::fs::RenameFlags::EXCHANGE,
-                                )
-                                .unwrap();
-                                swaps.fetch_add(1, Ordering::Relaxed);
-                            }
-                        });
-                        // Stops the swapper even when a check below panics.
-                        let _stop = StopOnDrop(&stop);
-                        for i in 0..RUNS_PER_RUNTIME {
-                            let case = format!("case 5 race run {i} ({rt:?})");
-                            let r = run(&b, rt, &case);
-                            r.assert_ok();
-                            // The tmpfs lands on the real directory, wherever the swap left its name.
-                            let ours =
-                                assert_hook_mounts_within(&r, &case, &["/tmp", "/tmp-link", &marker_path]);
-                            assert!(ours.len() <= 1, "{case}: {}", r.stdout());
-                            for m in &ours {
-                                assert_tmpfs(m, m.size().unwrap(), &case);
-                            }
-                            match ours.first() {
-                                None => left_alone += 1,
-                                Some(m) if m.mount_point == marker_path => on_copy += 1,
-                                Some(_) => mounted += 1,
-                            }
-                            let host_table = all_mounts("1");
-                            assert_no_mount_under(&host_table, &marker_path, &case);
-                            assert!(
-                                !host_table.iter().any(|m| m.source == HOOK_SOURCE),
-                                "{case}: host mount"
-                            );
+                    let swaps = race::under_swaps(&[b.rootfs().as_ref()], RUNS_PER_RUNTIME, false, |i, _| {
+                        let case = format!("case 5 race run {i} ({rt:?})");
+                        let r = run(&b, rt, &case);
+                        r.assert_ok();
+                        // The tmpfs lands on the real directory, wherever the swap left its name.
+                        let ours = assert_hook_mounts_within(&r, &case, &["/tmp", "/tmp-link", &marker_path]);
+                        assert!(ours.len() <= 1, "{case}: {}", r.stdout());
+                        for m in &ours {
+                            assert_tmpfs(m, m.size().unwrap(), &case);
                         }
+                        match ours.first() {
+                            None => left_alone += 1,
+                            Some(m) if m.mount_point == marker_path => on_copy += 1,
+                            Some(_) => mounted += 1,
+                        }
+                        let host_table = all_mounts("1");
+                        assert_no_mount_under(&host_table, &marker_path, &case);
+                        assert!(!host_table.iter().any(|m| m.source == HOOK_SOURCE), "{case}: host mount");
                     });
-                    (rt, mounted, on_copy, left_alone, swaps.load(Ordering::Relaxed))
+                    (rt, mounted, on_copy, left_alone, swaps)
                 })
             })
             .collect();

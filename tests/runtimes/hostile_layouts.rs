@@ -17,10 +17,9 @@
 //! is skipped.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::support::host::{hold_host, HostGuard, HostUse};
@@ -245,31 +244,6 @@ fn assert_executor(ran: &Ran, rt: Runtime, exec: Exec, ours: &[&str], case: &str
 
 // ---------------------------------------------------------------------------
 // Host directories and checks
-
-/// Every entry under a directory, the directory itself as ".": relative path
-/// -> (mode, size, uid, gid).
-type Tree = BTreeMap<String, (u32, u64, u32, u32)>;
-
-fn tree(dir: &Path) -> Tree {
-    fn walk(base: &Path, dir: &Path, out: &mut Tree) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        for e in entries.flatten() {
-            let p = e.path();
-            let Ok(m) = std::fs::symlink_metadata(&p) else { continue };
-            let rel = p.strip_prefix(base).unwrap().display().to_string();
-            out.insert(rel, (m.mode(), if m.is_dir() { 0 } else { m.len() }, m.uid(), m.gid()));
-            if m.is_dir() {
-                walk(base, &p, out);
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    if let Ok(m) = std::fs::symlink_metadata(dir) {
-        out.insert(".".into(), (m.mode(), 0, m.uid(), m.gid()));
-    }
-    walk(dir, dir, &mut out);
-    out
-}
 
 fn is_mountpoint(dir: &Path) -> bool {
     let d = dir.display().to_string();
@@ -857,15 +831,6 @@ fn check_spec_sizes(ran: &Ran, tmp: Option<u64>, shm: Option<u64>, case: &str) {
 // ---------------------------------------------------------------------------
 // The rename races
 
-/// Sets the flag when dropped, panics included.
-struct StopOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
-
 const RACE_STARTS: usize = 200;
 
 /// Starts `starts` containers through `exec`, taking `bundles` in turn, while
@@ -880,45 +845,13 @@ fn under_race(
     starts: usize,
     mut each: impl FnMut(&str, usize, &Ran),
 ) -> usize {
-    let roots: Vec<_> = bundles
-        .iter()
-        .map(|b| {
-            rustix::fs::open(
-                b.rootfs(),
-                rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
-                rustix::fs::Mode::empty(),
-            )
-            .unwrap()
-        })
-        .collect();
-    let stop = AtomicBool::new(false);
-    let swaps = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            while !stop.load(Ordering::Relaxed) {
-                for root in &roots {
-                    rustix::fs::renameat_with(
-                        root,
-                        "tmp",
-                        root,
-                        "tmp-link",
-                        rustix::fs::RenameFlags::EXCHANGE,
-                    )
-                    .unwrap();
-                    swaps.fetch_add(1, Ordering::Relaxed);
-                }
-                std::thread::yield_now();
-            }
-        });
-        let _stop = StopOnDrop(&stop);
-        for i in 0..starts {
-            let k = i % bundles.len();
-            let case = format!("{case} start {i}");
-            let ran = run(&bundles[k], rt, exec, &case);
-            each(&case, k, &ran);
-        }
-    });
-    swaps.load(Ordering::Relaxed)
+    let rootfses: Vec<_> = bundles.iter().map(Bundle::rootfs).collect();
+    let rootfses: Vec<&Path> = rootfses.iter().map(|r| r.as_ref()).collect();
+    race::under_swaps(&rootfses, starts, true, |i, k| {
+        let case = format!("{case} start {i}");
+        let ran = run(&bundles[k], rt, exec, &case);
+        each(&case, k, &ran);
+    })
 }
 
 /// How the starts of one race ended.

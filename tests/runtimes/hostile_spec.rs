@@ -33,22 +33,13 @@ impl Marker {
     }
 
     fn listing(&self) -> Vec<(String, u64)> {
-        let mut out: Vec<(String, u64)> = walk(&self.0);
+        let mut out: Vec<(String, u64)> = walk(&self.0, true)
+            .iter()
+            .map(|e| (e.path.display().to_string(), if e.meta.is_dir() { 0 } else { e.meta.len() }))
+            .collect();
         out.sort();
         out
     }
-}
-
-fn walk(dir: &Path) -> Vec<(String, u64)> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let m = std::fs::symlink_metadata(e.path()).unwrap();
-        out.push((e.path().display().to_string(), if m.is_dir() { 0 } else { m.len() }));
-        if m.is_dir() {
-            out.extend(walk(&e.path()));
-        }
-    }
-    out
 }
 
 impl Drop for Marker {

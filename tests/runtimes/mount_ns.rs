@@ -17,8 +17,8 @@
 //! (the runtime `pivot_root`s inside it).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use crate::support::host::{hold_host, HostUse};
 use crate::support::*;
@@ -48,43 +48,6 @@ enum Way {
     Hook(&'static str),
     /// The wrapper in this mode.
     Wrapper(&'static str),
-}
-
-/// A `sleep` in a fresh private mount namespace: the namespace a `Joined`
-/// container joins.
-struct Helper(Child);
-
-impl Helper {
-    fn new() -> Helper {
-        let own = std::fs::read_link("/proc/self/ns/mnt").unwrap();
-        let child = Command::new("unshare")
-            .args(["-m", "--propagation", "private", "sleep", "600"])
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("unshare (util-linux) is installed");
-        let helper = Helper(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::fs::read_link(helper.ns()).ok().is_none_or(|ns| ns == own) {
-            assert!(Instant::now() < deadline, "unshare made no mount namespace");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        helper
-    }
-
-    fn ns(&self) -> String {
-        format!("/proc/{}/ns/mnt", self.0.id())
-    }
-
-    fn mounts(&self) -> Vec<MountInfo> {
-        parse_mountinfo(&std::fs::read_to_string(format!("/proc/{}/mountinfo", self.0.id())).unwrap())
-    }
-}
-
-impl Drop for Helper {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// One finished run.
@@ -118,7 +81,7 @@ impl Ran {
 fn run(rt: Runtime, shape: Shape, way: Way) -> Ran {
     let mut b = Bundle::new(&format!("ns-{}-{shape:?}", rt.bin()));
     b.script("cat /proc/self/mountinfo; echo RAN");
-    let helper = (shape == Shape::Joined).then(Helper::new);
+    let helper = (shape == Shape::Joined).then(Sleeper::new);
     let needle = match &helper {
         None => {
             let linux = b.config["linux"].as_object_mut().unwrap();
@@ -183,7 +146,7 @@ fn run(rt: Runtime, shape: Shape, way: Way) -> Ran {
         .spawn()
         .unwrap();
     let out = wait_timeout(child, Duration::from_secs(60)).unwrap_or_else(|| panic!("{argv:?} timed out"));
-    let helper_ours = helper.as_ref().map(Helper::mounts).unwrap_or_default();
+    let helper_ours = helper.as_ref().map(Sleeper::mounts).unwrap_or_default();
     Ran {
         ok: out.status.success(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -268,6 +231,8 @@ fn left_alone(rt: Runtime) {
     }
 }
 
+// Boilerplate: one test per runtime, so that libtest names, filters and
+// runs each on its own.
 #[test]
 fn runc_no_own_mount_namespace_is_left_alone() {
     left_alone(Runtime::Runc);

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{hook_bin, require_root, succeeded, text, unique};
+use crate::support::daemons::{Dockerd, DockerdOptions};
+use crate::support::{hook_bin, ok, require_root, succeeded, text, unique};
 
 const HOOK: &str = "/usr/local/bin/oci-tmpfs-hook";
 const WRAPPER: &str = "/usr/local/bin/oci-tmpfs-runtime";
@@ -41,24 +42,18 @@ impl Root {
     /// Every file and symlink under the root (relative path -> contents or
     /// "-> target"), to compare trees before and after.
     fn tree(&self) -> BTreeMap<String, String> {
-        fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<String, String>) {
-            for e in fs::read_dir(dir).unwrap() {
-                let p = e.unwrap().path();
-                let rel = p.strip_prefix(base).unwrap().display().to_string();
-                let meta = fs::symlink_metadata(&p).unwrap();
-                if meta.file_type().is_symlink() {
-                    out.insert(rel, format!("-> {}", fs::read_link(&p).unwrap().display()));
-                } else if meta.is_dir() {
-                    walk(&p, base, out);
+        crate::support::walk(&self.0, true)
+            .into_iter()
+            .filter(|e| !e.meta.is_dir())
+            .map(|e| {
+                let what = if e.meta.file_type().is_symlink() {
+                    format!("-> {}", fs::read_link(&e.path).unwrap().display())
                 } else {
-                    let bytes = fs::read(&p).unwrap();
-                    out.insert(rel, String::from_utf8(bytes).unwrap_or_else(|_| "<binary>".into()));
-                }
-            }
-        }
-        let mut out = BTreeMap::new();
-        walk(&self.0, &self.0, &mut out);
-        out
+                    String::from_utf8(fs::read(&e.path).unwrap()).unwrap_or_else(|_| "<binary>".into())
+                };
+                (e.rel.display().to_string(), what)
+            })
+            .collect()
     }
 
     fn root_arg(&self) -> String {
@@ -535,52 +530,8 @@ fn real_dockerd_loads_the_setup_daemon_json() {
         ],
     );
     assert_ok(&out);
-    let sock = root.path("/d.sock");
-    let host = format!("unix://{}", sock.display());
-    let log = fs::File::create(root.path("/dockerd.log")).unwrap();
-    let mut daemon = Command::new(dockerd)
-        .arg("--config-file")
-        .arg(&config)
-        .args(["--iptables=false", "--ip6tables=false", "--bridge=none", "-H", &host])
-        .arg("--data-root")
-        .arg(root.path("/data"))
-        .arg("--exec-root")
-        .arg(root.path("/exec"))
-        .arg("--pidfile")
-        .arg(root.path("/dockerd.pid"))
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    /// SIGTERM, so that dockerd stops the containerd it started.
-    struct Stop<'a>(&'a mut std::process::Child);
-    impl Drop for Stop<'_> {
-        fn drop(&mut self) {
-            if let Some(pid) = rustix::process::Pid::from_raw(self.0.id() as i32) {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-            }
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.0.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _stop = Stop(&mut daemon);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let info = loop {
-        let out = Command::new("docker").args(["-H", &host, "info"]).output().unwrap();
-        if out.status.success() {
-            break text(&out.stdout);
-        }
-        assert!(Instant::now() < deadline, "dockerd did not come up: {}", root.read("/dockerd.log"));
-        std::thread::sleep(Duration::from_millis(250));
-    };
+    let d = Dockerd::launch(&root.0, &config, DockerdOptions::default());
+    let info = ok(d.docker().arg("info"));
     let runtimes = info.lines().find(|l| l.trim_start().starts_with("Runtimes:")).unwrap_or("");
     assert!(runtimes.split_whitespace().any(|w| w == "oci-tmpfs"), "{info}");
     assert!(info.contains("Default Runtime: oci-tmpfs"), "{info}");

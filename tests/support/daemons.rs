@@ -1,5 +1,8 @@
-//! Private daemons, each in its own mount namespace with its own paths,
-//! stopped by pid on drop.
+//! Private engines: the one dockerd launcher of the suites (its own paths,
+//! mount namespace and `daemon.json`, stopped by pid on drop) and a Podman
+//! on paths of its own. What the suites do with them (the wrapper's
+//! registration, the probes) stays with the suites; the node suite's image
+//! build is the one exception.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -8,13 +11,6 @@ use std::time::{Duration, Instant};
 
 use super::kube::static_binary;
 use super::*;
-
-/// A private dockerd in its own mount namespace, stopped by pid on drop.
-pub struct Dockerd {
-    dir: TempDir,
-    child: Child,
-    sock: PathBuf,
-}
 
 /// `podman` with its storage, run root, temp dir and hooks dir
 /// (`dir/hooks.d`) all under `dir`, `runtime` as its OCI runtime, cgroupfs
@@ -53,23 +49,76 @@ pub fn dockerd_flags(dir: &Path, daemon_json: &Path) -> Vec<std::ffi::OsString> 
     flags
 }
 
+/// A private dockerd, the one launcher of the suites: its data, exec
+/// root, pidfile and socket under `dir`, configured by a `daemon.json` of the
+/// caller's, started in a mount namespace of its own (`unshare --mount
+/// --propagation private`), ready once `CLI version` answers, and stopped by
+/// pid on drop (SIGTERM, so that it stops the containerd it started).
+pub struct Dockerd {
+    child: Child,
+    sock: PathBuf,
+    /// The docker client the suite drives it with.
+    cli: PathBuf,
+    /// Where it keeps everything (and, for `dir_owned`, removed after it stops).
+    pub dir: PathBuf,
+    dir_owned: Option<TempDir>,
+    stopped: bool,
+}
+
+/// What a caller adds to the plain private dockerd.
+#[derive(Default)]
+pub struct DockerdOptions<'a> {
+    /// The docker client (`docker` on `PATH` unless named).
+    pub cli: Option<&'a str>,
+    /// Variables set for dockerd (and what it starts: containerd, runtimes).
+    pub env: Vec<(&'a str, PathBuf)>,
+    /// Mount a tmpfs of this many MiB on the namespace's `/dev/shm` first.
+    pub shm_mib: Option<u64>,
+}
+
 impl Dockerd {
+    /// A dockerd under a new `TempDir`, with `{}` as its `daemon.json`.
     pub fn start() -> Dockerd {
-        require_root();
         let dir = TempDir::new("node-dockerd");
-        let sock = dir.join("docker.sock");
-        let log = File::create(dir.join("dockerd.log")).unwrap();
         let daemon_json = dir.join("daemon.json");
         std::fs::write(&daemon_json, "{}").unwrap();
-        let child = Command::new("unshare")
-            .args(["--mount", "--propagation", "private", "--", "dockerd"])
-            .args(dockerd_flags(&dir, &daemon_json))
+        Dockerd::launch_owned(dir, &daemon_json, DockerdOptions::default())
+    }
+
+    /// [`Dockerd::launch`] under `dir`, which is removed after dockerd stops.
+    pub fn launch_owned(dir: TempDir, daemon_json: &Path, opts: DockerdOptions) -> Dockerd {
+        let mut d = Dockerd::launch(&dir, daemon_json, opts);
+        d.dir_owned = Some(dir);
+        d
+    }
+
+    /// A dockerd under `dir`, configured by `daemon_json`, started and
+    /// answering (it panics with dockerd's log when it exits or does not
+    /// answer within 60 s).
+    pub fn launch(dir: &Path, daemon_json: &Path, opts: DockerdOptions) -> Dockerd {
+        require_root();
+        let sock = dir.join("docker.sock");
+        let log = File::create(dir.join("dockerd.log")).unwrap();
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--mount", "--propagation", "private", "--"]);
+        if let Some(mib) = opts.shm_mib {
+            let script =
+                format!("mount -t tmpfs -o size={mib}m,nosuid,nodev,noexec shm /dev/shm && exec \"$@\"");
+            cmd.args(["sh", "-c", &script, "sh"]);
+        }
+        for (k, v) in &opts.env {
+            cmd.env(k, v);
+        }
+        let child = cmd
+            .arg("dockerd")
+            .args(dockerd_flags(dir, daemon_json))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
             .expect("starting dockerd (apt-get install docker.io)");
-        let mut d = Dockerd { dir, child, sock };
+        let cli = PathBuf::from(opts.cli.unwrap_or("docker"));
+        let mut d = Dockerd { child, sock, cli, dir: dir.to_path_buf(), dir_owned: None, stopped: false };
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Ok(Some(status)) = d.child.try_wait() {
@@ -83,12 +132,27 @@ impl Dockerd {
         }
     }
 
-    fn log(&self) -> String {
+    /// Stops it (SIGTERM, SIGKILL after 30 s), once: what a caller cleans up
+    /// after it goes first in the caller's `Drop`.
+    pub fn stop(&mut self) {
+        if !std::mem::replace(&mut self.stopped, true) {
+            stop(&mut self.child, Duration::from_secs(30));
+        }
+    }
+
+    /// dockerd's own log.
+    pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("dockerd.log")).unwrap_or_default()
     }
 
+    /// Its pid (`unshare` execs it, through `sh` where `/dev/shm` was mounted).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The client, pointed at this dockerd.
     pub fn docker(&self) -> Command {
-        let mut c = Command::new("docker");
+        let mut c = Command::new(&self.cli);
         c.arg("-H").arg(format!("unix://{}", self.sock.display()));
         c
     }
@@ -126,6 +190,6 @@ impl Dockerd {
 
 impl Drop for Dockerd {
     fn drop(&mut self) {
-        stop(&mut self.child, Duration::from_secs(30));
+        self.stop();
     }
 }

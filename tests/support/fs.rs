@@ -1,6 +1,10 @@
-//! Temporary directories (one `TempDir`) and sizes of filesystems.
+//! Temporary directories (one `TempDir`), the one walk of a directory
+//! tree (`walk`, and `tree`, the listing the hostile suites compare before
+//! and after), and sizes of filesystems. What a suite keeps of each entry
+//! (contents, kinds, sizes) is a map over `walk`'s result in the suite.
 
-use std::os::unix::fs::PermissionsExt as _;
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
 use super::unique;
@@ -75,4 +79,66 @@ pub fn sz(bytes: Option<u64>) -> String {
         Some(b) if b % MI == 0 => format!("{}Mi", b / MI),
         Some(b) => format!("{}k ({:.2}Gi)", b / 1024, b as f64 / GI as f64),
     }
+}
+
+/// One entry [`walk`] found.
+pub struct Entry {
+    pub path: PathBuf,
+    /// `path` relative to the walked directory.
+    pub rel: PathBuf,
+    /// Its own metadata (a symlink's, not its target's).
+    pub meta: std::fs::Metadata,
+}
+
+/// Every entry under `dir` (not `dir` itself), a directory before what it
+/// holds, in the order `read_dir` gives; symlinks are not followed.
+/// `strict`: a directory or entry that cannot be read panics (a tree the
+/// test made and must see whole); otherwise it is passed over (a tree a race
+/// may change while it is read, compared with an earlier listing: what
+/// vanished shows as a difference there).
+pub fn walk(dir: &Path, strict: bool) -> Vec<Entry> {
+    fn go(base: &Path, dir: &Path, strict: bool, out: &mut Vec<Entry>) {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if strict => panic!("read_dir {}: {e}", dir.display()),
+            Err(_) => return,
+        };
+        for e in entries {
+            let path = match e {
+                Ok(e) => e.path(),
+                Err(e) if strict => panic!("read_dir {}: {e}", dir.display()),
+                Err(_) => continue,
+            };
+            let meta = match std::fs::symlink_metadata(&path) {
+                Ok(m) => m,
+                Err(e) if strict => panic!("lstat {}: {e}", path.display()),
+                Err(_) => continue,
+            };
+            let is_dir = meta.is_dir();
+            let rel = path.strip_prefix(base).unwrap().to_path_buf();
+            out.push(Entry { path: path.clone(), rel, meta });
+            if is_dir {
+                go(base, &path, strict, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    go(dir, dir, strict, &mut out);
+    out
+}
+
+/// Every entry under a directory, the directory itself as ".": relative
+/// path -> (mode, size, uid, gid), sizes of directories as 0.
+pub type Tree = BTreeMap<String, (u32, u64, u32, u32)>;
+
+/// The [`Tree`] of `dir`, read leniently (see [`walk`]): what a hostile
+/// case compares before and after to prove a host directory untouched.
+pub fn tree(dir: &Path) -> Tree {
+    let row = |m: &std::fs::Metadata| (m.mode(), if m.is_dir() { 0 } else { m.len() }, m.uid(), m.gid());
+    let mut out: Tree =
+        walk(dir, false).iter().map(|e| (e.rel.display().to_string(), row(&e.meta))).collect();
+    if let Ok(m) = std::fs::symlink_metadata(dir) {
+        out.insert(".".into(), (m.mode(), 0, m.uid(), m.gid()));
+    }
+    out
 }

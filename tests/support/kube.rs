@@ -39,27 +39,21 @@ pub fn static_binary() -> &'static Path {
 /// Every file, dir and symlink under `root`, with its mode and contents
 /// (or link target): what "restores every byte" compares.
 pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, String>) {
-        let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
-        entries.sort();
-        for p in entries {
-            let m = std::fs::symlink_metadata(&p).unwrap();
-            let rel = p.strip_prefix(root).unwrap().to_path_buf();
+    super::walk(root, true)
+        .into_iter()
+        .map(|e| {
+            let m = &e.meta;
             let mode = m.permissions().mode() & 0o7777;
             let what = if m.file_type().is_symlink() {
-                format!("link {:?}", std::fs::read_link(&p).unwrap())
+                format!("link {:?}", std::fs::read_link(&e.path).unwrap())
             } else if m.is_dir() {
-                walk(root, &p, out);
                 format!("dir {mode:o} {}:{}", m.uid(), m.gid())
             } else {
-                format!("file {mode:o} {}:{} {}", m.uid(), m.gid(), text(&std::fs::read(&p).unwrap()))
+                format!("file {mode:o} {}:{} {}", m.uid(), m.gid(), text(&std::fs::read(&e.path).unwrap()))
             };
-            out.insert(rel, what);
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(root, root, &mut out);
-    out
+            (e.rel, what)
+        })
+        .collect()
 }
 
 /// The differences between two snapshots, one line each.

@@ -1,11 +1,14 @@
 //! The harness every test binary shares: bundles and real runtime runs
-//! (`bundle`), mount tables (`mountinfo`), temporary directories and tree
-//! snapshots (`fs`), running commands (`process`), private daemons
-//! (`daemons`), the CRI client, containerd and pod options (`cri`), the CRI
-//! node and its report (`pods`), the pod cases written once (`cases`), the
-//! node suite's fake host (`kube`), the lock for suites that watch the host (`host`), and the
-//! container user's `HOME` through the engines (`home`). Root tests
-//! fail loudly without root or a runtime; they never skip.
+//! (`bundle`), mount tables (`mountinfo`), temporary directories, the one
+//! tree walk and sizes (`fs`), running commands (`process`), the one private
+//! dockerd launcher and a private Podman (`daemons`), the CRI client,
+//! containerd and pod options (`cri`), the CRI node and its report (`pods`),
+//! the pod cases written once (`cases`), the hostile layouts of a pod
+//! written once (`layouts`), the node suite's fake host (`kube`), the lock
+//! for suites that watch the host (`host`), the container user's `HOME`
+//! through the engines (`home`), and the hostile suites' rename race
+//! (`race`). Root tests fail loudly without root or a runtime; they never
+//! skip.
 #![allow(dead_code, unreachable_pub)]
 
 pub mod bundle;
@@ -16,9 +19,11 @@ pub mod fs;
 pub mod home;
 pub mod host;
 pub mod kube;
+pub mod layouts;
 pub mod mountinfo;
 pub mod pods;
 pub mod process;
+pub mod race;
 
 pub use bundle::*;
 pub use fs::*;

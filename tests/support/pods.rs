@@ -761,6 +761,16 @@ pub fn check_tables(
     }
 }
 
+/// The mounts of ours on any of `tables` (as "file: point size"): there
+/// must be none on the host's, this test's or the node's.
+pub fn ours_on(tables: &[(String, Vec<MountInfo>)]) -> Vec<String> {
+    tables
+        .iter()
+        .flat_map(|(file, t)| t.iter().filter(|m| m.source == OURS).map(move |m| (file, m)))
+        .map(|(file, m)| format!("{file}: {} {}", m.mount_point, sz(m.size())))
+        .collect()
+}
+
 /// What one case saw and which of its checks failed. The checks fail the
 /// test only in [`Report::finish`]: a report dropped unfinished panics, so a
 /// case that forgets to finish fails instead of passing unchecked.

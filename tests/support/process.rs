@@ -1,4 +1,5 @@
-//! Running commands: with a timeout, with stdin, their text.
+//! Running commands: with a timeout, with stdin, their text; stopping
+//! them; a `sleep` holding a fresh mount namespace (`Sleeper`).
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -110,5 +111,53 @@ pub fn stop(child: &mut std::process::Child, grace: Duration) {
     if wait_status(child, grace).is_none() {
         let _ = child.kill();
         let _ = child.wait();
+    }
+}
+
+/// A `sleep` in a fresh private mount namespace (`unshare`), killed on
+/// drop: a container's init at prestart, or the namespace a container
+/// joins. [`Sleeper::new`] returns once the namespace is there.
+pub struct Sleeper {
+    child: std::process::Child,
+}
+
+impl Sleeper {
+    pub fn new() -> Sleeper {
+        let own = std::fs::read_link("/proc/self/ns/mnt").unwrap();
+        let child = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sleep", "600"])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("unshare (util-linux) is installed");
+        let s = Sleeper { child };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::read_link(s.ns()).ok().is_none_or(|ns| ns == own) {
+            assert!(Instant::now() < deadline, "unshare made no mount namespace");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        s
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its mount namespace, `/proc/PID/ns/mnt`.
+    pub fn ns(&self) -> String {
+        format!("/proc/{}/ns/mnt", self.pid())
+    }
+
+    /// Its mount table (empty once it is gone).
+    pub fn mounts(&self) -> Vec<super::MountInfo> {
+        super::parse_mountinfo(
+            &std::fs::read_to_string(format!("/proc/{}/mountinfo", self.pid())).unwrap_or_default(),
+        )
+    }
+}
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
