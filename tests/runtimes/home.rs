@@ -30,18 +30,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::pytorch::{PYTHON, WORK};
-use crate::support::home::{hostile_cases, Expect, ESCAPE, ROOT_LINE};
+use crate::support::home::{self, hostile_cases, Expect, ESCAPE, ROOT_LINE, PROBE};
 use crate::support::*;
 use serde_json::json;
-
-/// Prints what the assertions read: `HOME=`, `WRITABLE`/`READONLY`, `STAT
-/// mode uid gid`, `PROFILE` lines, and the mountinfo line at `HOME`.
-const PROBE: &str = r#"echo "HOME=${HOME-(unset)}"; h=${HOME:-/}
-if touch "$h/.probe" 2>/dev/null; then echo WRITABLE; else echo READONLY; fi
-echo "STAT $(stat -c '%a %u %g' "$h")"
-if [ -f "$h/.profile" ]; then echo "PROFILE $(cat "$h/.profile")"; fi
-while read -r _ _ _ _ at rest; do if [ "$at" = "$h" ]; then echo "MOUNT $rest"; fi; done </proc/self/mountinfo
-true"#;
 
 /// How the container gets our mounts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +49,7 @@ const EXECUTORS: [Executor; 3] = [Executor::None, Executor::Hook, Executor::Spec
 struct Seen {
     home: String,
     writable: bool,
+    /// uid, gid and octal mode of `HOME`.
     stat: String,
     profile: Option<String>,
     /// The filesystem type of the mount at `HOME`, if `HOME` is one.
@@ -143,20 +135,17 @@ fn run_with(b: &mut Bundle, executor: Executor, rt: Runtime, timeout: Duration) 
 /// Runs [`PROBE`]'s bundle with `executor` and reads what it printed.
 fn start(b: &mut Bundle, executor: Executor, rt: Runtime) -> Seen {
     let Printed { out, log, inject, context } = run_with(b, executor, rt, Duration::from_secs(60));
-    let line = |prefix: &str| out.lines().find_map(|l| l.strip_prefix(prefix)).map(str::to_string);
-    let mount =
-        out.lines().filter_map(|l| l.strip_prefix("MOUNT ")).next_back().map(|l| {
-            l.split(" - ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or("?").to_string()
-        });
+    let shown = home::Seen::parse(&out);
+    assert!(shown.home != "(no HOME line)", "no HOME line: {context}");
     let env_home = b.config["process"]["env"]
         .as_array()
         .and_then(|e| e.iter().rev().find_map(|v| v.as_str()?.strip_prefix("HOME=").map(String::from)));
     Seen {
-        home: line("HOME=").unwrap_or_else(|| panic!("no HOME line: {context}")),
-        writable: out.lines().any(|l| l == "WRITABLE"),
-        stat: line("STAT ").unwrap_or_default(),
-        profile: line("PROFILE "),
-        mount,
+        writable: shown.writable,
+        stat: shown.stat,
+        profile: Some(shown.profile).filter(|p| !p.is_empty()),
+        mount: shown.mount.map(|m| m.fstype),
+        home: shown.home,
         env_home,
         log,
         inject,
@@ -182,7 +171,7 @@ fn root_gets_a_writable_home_with_the_images_files() {
             let s = start(&mut b, ex, rt);
             assert_eq!(s.home, "/root", "{}", s.context);
             assert_eq!(s.profile.as_deref(), Some("image profile"), "the image's dotfile: {}", s.context);
-            assert_eq!(s.stat, "750 0 0", "the image directory's mode: {}", s.context);
+            assert_eq!(s.stat, "0 0 750", "the image directory's mode: {}", s.context);
             assert_eq!(s.env_home, None, "HOME came from /etc/passwd, nothing set: {}", s.context);
             match ex {
                 Executor::None => {
@@ -195,7 +184,7 @@ fn root_gets_a_writable_home_with_the_images_files() {
             }
             // The image's own file is unchanged.
             assert_eq!(std::fs::read_to_string(b.rootfs().join("root/.profile")).unwrap(), "image profile");
-            assert!(!b.rootfs().join("root/.probe").exists(), "nothing written into the image");
+            assert!(!b.rootfs().join("root/new").exists(), "nothing written into the image");
         }
     }
 }
@@ -216,7 +205,7 @@ fn a_missing_home_is_made_and_owned_by_the_user() {
                 continue;
             }
             assert!(s.writable, "{}", s.context);
-            assert_eq!(s.stat, "700 1000 1000", "{}", s.context);
+            assert_eq!(s.stat, "1000 1000 700", "{}", s.context);
             assert_eq!(s.mount.as_deref(), Some("tmpfs"), "{}", s.context);
         }
     }
@@ -244,7 +233,7 @@ fn a_user_without_a_home_gets_one_where_the_environment_can_be_set() {
                     assert_eq!(s.env_home.as_deref(), Some("/home/1000"), "{}", s.context);
                     assert_eq!(s.home, "/home/1000", "{}", s.context);
                     assert!(s.writable, "{}", s.context);
-                    assert_eq!(s.stat, "700 1000 0", "{}", s.context);
+                    assert_eq!(s.stat, "1000 0 700", "{}", s.context);
                     assert_eq!(s.mount.as_deref(), Some("tmpfs"), "{}", s.context);
                 }
             }
@@ -276,7 +265,7 @@ fn a_volume_at_home_wins() {
             let s = start(&mut b, ex, rt);
             assert_eq!(s.profile.as_deref(), Some("volume profile"), "{}", s.context);
             assert_ne!(s.mount.as_deref(), Some("tmpfs"), "no tmpfs over the volume: {}", s.context);
-            assert!(vol.join(".probe").exists(), "the container wrote into its volume: {}", s.context);
+            assert!(vol.join("new").exists(), "the container wrote into its volume: {}", s.context);
         }
     }
 }
@@ -303,7 +292,7 @@ fn hostile_homes_are_left_alone() {
                 let what = format!("{}, {rt:?}, {ex:?}: {}", c.name, s.context);
                 assert!(!Path::new(ESCAPE).exists() && !Path::new("/home/first").exists(), "{what}");
                 assert_eq!(std::fs::read_to_string(vol.join("mine")).unwrap(), "volume", "{what}");
-                assert!(!vol.join(".probe").exists() || c.name.contains("volume"), "{what}");
+                assert!(!vol.join("new").exists() || c.name.contains("volume"), "{what}");
                 if !c.note.is_empty() {
                     assert!(s.log.contains(c.note) || s.inject.contains(c.note), "want {:?}: {what}", c.note);
                 }
@@ -323,7 +312,7 @@ fn hostile_homes_are_left_alone() {
                     "a home holding device nodes and sockets" => {
                         assert_eq!(s.profile.as_deref(), Some("image profile"), "{what}");
                     }
-                    "a HOME owned by another uid" => assert_eq!(s.stat, "755 1000 0", "{what}"),
+                    "a HOME owned by another uid" => assert_eq!(s.stat, "1000 0 755", "{what}"),
                     _ => {}
                 }
                 if ex == Executor::Hook {
