@@ -30,7 +30,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::pytorch::{PYTHON, WORK};
-use crate::support::home::{self, hostile_cases, Expect, ESCAPE, ROOT_LINE, PROBE};
+use crate::support::home::{self, hostile_cases, Expect, ESCAPE, PROBE, ROOT_LINE};
 use crate::support::*;
 use serde_json::json;
 
