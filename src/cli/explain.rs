@@ -61,19 +61,20 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
     let (spec, hooks) = input::read_spec_and_hooks(bundle)?;
     let host = input::host_facts()?;
     let rootfs = input::rootfs_path(&spec, bundle);
+    let mut root = rootfs.as_deref().map(crate::spec::host::LazyRoot::new);
     // As the runtime wrapper makes it: with the rootfs' /etc/passwd when
     // HOME depends on it; in spec mode it can set HOME.
     let sets_env = args.mode.unwrap_or(settings.mode) == crate::settings::Mode::Spec;
     let mut user = plan::UserFacts { passwd: plan::Passwd::NotRead, sets_env };
     let mut plan = plan::plan_for(&spec, None, &settings, host, &user)?;
-    if let (Some(uid), Some(r)) = (plan.passwd_uid, &rootfs) {
+    if let (Some(uid), Some(r)) = (plan.passwd_uid, root.as_mut()) {
         user.passwd = match crate::spec::host::read_passwd(r, &spec, uid) {
             Ok(p) => p,
             Err(e) => plan::Passwd::Unreadable(format!("cannot be read: {}", chain(&e))),
         };
         plan = plan::plan_for(&spec, None, &settings, host, &user)?;
     }
-    let carried = match (&rootfs, plan.enabled) {
+    let carried = match (root.as_mut(), plan.enabled) {
         (Some(r), true) => {
             let runtime_unsafe = crate::real_runtime::bundle_runtime_unsafe(args.runtime.as_deref());
             let ours = crate::files::this_binary()?;

@@ -13,6 +13,30 @@ use crate::sys::resolve::{self, Root, Rootfs};
 use crate::sys::{Call, SysError};
 use crate::target::TargetPath;
 
+/// The prepared rootfs, opened on first use: the passwd read and the
+/// placing (or `explain`'s routes) share one [`Root`], one `openat2` of it.
+pub(crate) struct LazyRoot<'a> {
+    path: &'a Path,
+    root: Option<Root>,
+}
+
+impl<'a> LazyRoot<'a> {
+    pub(crate) fn new(path: &'a Path) -> LazyRoot<'a> {
+        LazyRoot { path, root: None }
+    }
+
+    /// The open root; a failed open is tried again on the next call.
+    ///
+    /// # Errors
+    /// The rootfs cannot be opened.
+    fn root(&mut self) -> Result<&mut Root, SysError> {
+        if self.root.is_none() {
+            self.root = Some(Root::open(self.path)?);
+        }
+        Ok(self.root.as_mut().expect("opened above"))
+    }
+}
+
 /// Where the spec executor puts each temp target.
 #[derive(Debug, Default)]
 pub(crate) struct Placed {
@@ -62,8 +86,8 @@ pub(crate) enum Placing {
 /// # Errors
 /// A rootfs that cannot be opened, or a failure that is not a property of
 /// the image.
-pub(crate) fn place_targets(rootfs: &Path, plan: &Plan) -> Result<Placing, SysError> {
-    place_in(&mut Root::open(rootfs)?, plan)
+pub(crate) fn place_targets(rootfs: &mut LazyRoot<'_>, plan: &Plan) -> Result<Placing, SysError> {
+    place_in(rootfs.root()?, plan)
 }
 
 /// [`place_targets`] in the opened rootfs `root`.
@@ -145,13 +169,17 @@ pub(crate) fn with_image_modes(mut plan: Plan, modes: &[(String, u32)]) -> Plan 
 ///
 /// # Errors
 /// A rootfs that cannot be opened, or a kernel without `openat2`.
-pub(crate) fn read_passwd(rootfs: &Path, spec: &crate::oci::Spec, uid: u32) -> Result<Passwd, SysError> {
+pub(crate) fn read_passwd(
+    rootfs: &mut LazyRoot<'_>,
+    spec: &crate::oci::Spec,
+    uid: u32,
+) -> Result<Passwd, SysError> {
     let mounts = spec.mounts().as_deref().unwrap_or_default();
     let covering = mounts.iter().rev().find_map(|m| {
         let dest = crate::target::normalise(&m.destination().to_string_lossy());
         (dest == "/etc" || dest == "/etc/passwd").then_some((dest, m))
     });
-    let Some((dest, m)) = covering else { return Root::open(rootfs)?.read_passwd(uid) };
+    let Some((dest, m)) = covering else { return rootfs.root()?.read_passwd(uid) };
     let bind = m.typ().as_deref() == Some("bind")
         || m.options().iter().flatten().any(|o| o == "bind" || o == "rbind");
     let source = m.source().as_deref().filter(|s| s.is_absolute());
@@ -258,11 +286,11 @@ pub(crate) enum Route {
 /// # Errors
 /// A rootfs that cannot be opened.
 pub(crate) fn routes(
-    rootfs: &Path,
+    rootfs: &mut LazyRoot<'_>,
     plan: &Plan,
     carrier: &super::route::Carrier,
 ) -> Result<(super::route::Carrier, Vec<(String, Route)>), SysError> {
-    routes_in(&mut Root::open(rootfs)?, plan, carrier)
+    routes_in(rootfs.root()?, plan, carrier)
 }
 
 /// [`routes`] in the opened rootfs `root`.

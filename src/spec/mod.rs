@@ -126,8 +126,10 @@ fn in_spec(
     let host = input::host_facts()?;
     let user = plan::UserFacts { passwd: plan::Passwd::NotRead, sets_env: true };
     let mut plan = plan::plan_for(&parsed, None, settings, host, &user)?;
-    if let (Some(uid), Some(rootfs)) = (plan.passwd_uid, input::rootfs_path(&parsed, dir)) {
-        let user = plan::UserFacts { passwd: host::read_passwd(&rootfs, &parsed, uid)?, sets_env: true };
+    let rootfs = input::rootfs_path(&parsed, dir);
+    let mut root = rootfs.as_deref().map(host::LazyRoot::new);
+    if let (Some(uid), Some(root)) = (plan.passwd_uid, root.as_mut()) {
+        let user = plan::UserFacts { passwd: host::read_passwd(root, &parsed, uid)?, sets_env: true };
         plan = plan::plan_for(&parsed, None, settings, host, &user)?;
     }
     log::debug!("{}", plan.why);
@@ -153,8 +155,8 @@ fn in_spec(
     let placing = match route::carrier(&plan, &facts) {
         route::Carrier::Hook { stage, why } => Err((why, stage)),
         route::Carrier::Spec => {
-            let rootfs = input::rootfs_path(&parsed, dir).expect("a plan with actions has a root.path");
-            match host::place_targets(&rootfs, &plan)? {
+            let root = root.as_mut().expect("a plan with actions has a root.path");
+            match host::place_targets(root, &plan)? {
                 host::Placing::Spec(placed) => Ok(placed),
                 // No foreign hook (the carrier would be the hook): prestart.
                 host::Placing::Hook(why) => Err((why, route::hook_stage(&foreign))),
