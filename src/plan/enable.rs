@@ -79,10 +79,10 @@ pub(super) fn unserved(spec: &Spec) -> Option<Note> {
 pub(super) const UNSERVED_SUBJECT: &str = "/tmp, the temp dirs and /dev/shm";
 
 /// The host ids the container's uid 0 and gid 0 map to, when it has a user
-/// namespace of its own with mappings that cover them.
+/// namespace with mappings that cover them.
 pub(super) fn container_root_owner(spec: &Spec) -> Option<Owner> {
     let linux = spec.linux().as_ref()?;
-    if !own_user_namespace(linux) {
+    if !in_user_namespace(linux) {
         return None;
     }
     let root_of = |maps: &Option<Vec<crate::oci::LinuxIdMapping>>| -> Option<u32> {
@@ -91,14 +91,14 @@ pub(super) fn container_root_owner(spec: &Spec) -> Option<Owner> {
     Some(Owner { uid: root_of(linux.uid_mappings())?, gid: root_of(linux.gid_mappings())? })
 }
 
-/// Whether the container gets a user namespace of its own (an entry
-/// without a path).
-pub(super) fn own_user_namespace(linux: &crate::oci::Linux) -> bool {
-    linux.namespaces().as_ref().is_some_and(|ns| {
-        ns.iter().any(|n| {
-            n.typ() == LinuxNamespaceType::User && n.path().as_ref().is_none_or(|p| p.as_os_str().is_empty())
-        })
-    })
+/// Whether the container runs in a user namespace: one of its own (an
+/// entry without a path) or one it joins (an entry with a path, as
+/// containerd's CRI gives each app container of a `hostUsers: false` pod,
+/// with the sandbox's `uidMappings`/`gidMappings` beside it:
+/// docs/design.md#user-namespaces). Either way the spec's mappings say
+/// which host ids its ids are.
+pub(super) fn in_user_namespace(linux: &crate::oci::Linux) -> bool {
+    linux.namespaces().as_ref().is_some_and(|ns| ns.iter().any(|n| n.typ() == LinuxNamespaceType::User))
 }
 
 #[cfg(test)]

@@ -158,11 +158,12 @@ fn fallback(
     }
 }
 
-/// The host ids the container's `ids` map to: themselves without a user
-/// namespace of its own; `None` when its mappings do not cover them.
+/// The host ids the container's `ids` map to: themselves outside a user
+/// namespace; through the spec's mappings in one, its own or one it joins;
+/// `None` when the mappings do not cover them (or the spec gives none).
 pub(super) fn host_owner(spec: &crate::oci::Spec, ids: Owner) -> Option<Owner> {
     let Some(linux) = spec.linux().as_ref() else { return Some(ids) };
-    if !super::enable::own_user_namespace(linux) {
+    if !super::enable::in_user_namespace(linux) {
         return Some(ids);
     }
     let map = |maps: &Option<Vec<crate::oci::LinuxIdMapping>>, id: u32| -> Option<u32> {

@@ -678,10 +678,16 @@ mod tests {
         c["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
         c["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": 200000, "size": 65536}]);
         assert_eq!(plan(&c).owner, Some(Owner { uid: 100000, gid: 200000 }));
-        // Joined user namespace, unmapped root, or no user namespace: root.
+        // A user namespace joined by path (a hostUsers: false pod's app
+        // container) maps through the spec's mappings as well.
         let mut joined = c.clone();
         joined["linux"]["namespaces"][2] = json!({"type": "user", "path": "/proc/9/ns/user"});
-        assert_eq!(plan(&joined).owner, None);
+        assert_eq!(plan(&joined).owner, Some(Owner { uid: 100000, gid: 200000 }));
+        // Joined without mappings in the spec, unmapped root, or no user
+        // namespace: root.
+        let mut bare = joined.clone();
+        bare["linux"].as_object_mut().unwrap().remove("uidMappings");
+        assert_eq!(plan(&bare).owner, None);
         let mut unmapped = c.clone();
         unmapped["linux"]["uidMappings"] = json!([{"containerID": 1000, "hostID": 100000, "size": 1}]);
         assert_eq!(plan(&unmapped).owner, None);
@@ -958,6 +964,14 @@ mod tests {
             (h.3, h.4),
             (Some(Owner { uid: 101000, gid: 201000 }), Some(Owner { uid: 1000, gid: 1000 }))
         );
+        // A joined one too (containerd's CRI, hostUsers: false).
+        c["linux"]["namespaces"].as_array_mut().unwrap().pop();
+        c["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "user", "path": "/proc/7/ns/user"}));
+        let h = home_of(&home_plan(&c, &s, Passwd::NotRead, false)).unwrap();
+        assert_eq!(h.3, Some(Owner { uid: 101000, gid: 201000 }));
         c["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 1}]);
         let p = home_plan(&c, &s, Passwd::NotRead, false);
         assert!(home_of(&p).is_none() && p.notes.iter().any(|n| n.reason.contains("maps no host id")));
