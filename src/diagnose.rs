@@ -214,6 +214,7 @@ mod tests {
                 "home_size",
                 "max_home_size",
                 "home_fallback",
+                "home_caches",
                 "annotations",
                 "mode",
                 "extra_targets",

@@ -10,7 +10,7 @@
 //! so that a symlink that jumps into a volume (`/tmp -> /data`,
 //! `/scratch -> /vol`) is seen even though the volume is not mounted yet.
 
-use crate::plan::SpecMount;
+use crate::plan::{Note, SpecMount};
 
 /// What a [`Tree`] finds at an in-root path whose parents are real
 /// directories (no symlink among them).
@@ -248,6 +248,25 @@ impl Conflict {
             ),
         }
     }
+}
+
+/// The note for a home, or a cache under it, whose directory the image
+/// gives to another uid than the process's (`owner`: the directory's host
+/// uid, when the image has one; `want`: the plan's
+/// [`crate::plan::Tmpfs::image_owner`]): such a directory is left alone, so
+/// that no file of it becomes writable, replaceable or readable for the
+/// process (docs/design.md#home-rule). Every executor asks this of the
+/// directory it resolved.
+pub(crate) fn not_the_processs(what: &str, owner: Option<u32>, want: Option<u32>) -> Option<Note> {
+    let (Some(owner), Some(want)) = (owner, want) else { return None };
+    (owner != want).then(|| {
+        Note::warn(
+            what,
+            format!(
+                "the image gives it to uid {owner} (host), not to the process (uid {want}): left alone, read-only; point the cache elsewhere (TRITON_CACHE_DIR, XDG_CACHE_HOME, ...: each gets a tmpfs of its own)"
+            ),
+        )
+    })
 }
 
 #[cfg(test)]

@@ -97,9 +97,16 @@ pub struct Process {
     env: Option<Vec<String>>,
     #[serde(default)]
     user: User,
+    /// The working directory (`/` when absent, as runc and crun start in).
+    #[serde(default)]
+    cwd: Option<String>,
 }
 
 impl Process {
+    pub fn cwd(&self) -> &str {
+        self.cwd.as_deref().unwrap_or("/")
+    }
+
     pub fn env(&self) -> &Option<Vec<String>> {
         &self.env
     }

@@ -3,13 +3,16 @@
 //! effects into log records (warning or information). Where the records go
 //! is the backend's ([`crate::logger`]), which knows nothing of plans.
 
-use crate::plan::{Cap, Note, Plan, SizeFrom};
+use crate::plan::{Cap, HomeWay, Note, Plan, SizeFrom};
 
 /// Logs a plan's notes and caps: a cap the host config put on an
 /// annotation is a warning (the pod author asked for more), one from the
 /// memory limit is information.
 pub(crate) fn decision(plan: &Plan) {
     outcome(&plan.notes, &[] as &[&str]);
+    if let Some(home @ HomeWay::Caches { .. }) = &plan.home {
+        log::info!("{}", home.line());
+    }
     let mut warned: Vec<&str> = Vec::new();
     for action in &plan.actions {
         let size = &action.tmpfs().size;

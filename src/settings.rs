@@ -19,6 +19,13 @@ pub const DEFAULT_HOME_SIZE: Size = Size::Percent(25);
 pub const DEFAULT_HOME_FALLBACK: &str = "/home/{uid}";
 /// The most variables `env_targets` may name.
 pub const MAX_ENV_TARGETS: usize = 64;
+/// The caches under a `HOME` that is not made writable whole
+/// (docs/design.md#home-rule): where Triton, CuPy, CUDA's JIT, pip, Hugging
+/// Face, torch.hub, Keras and matplotlib write by default.
+pub const DEFAULT_HOME_CACHES: [&str; 6] =
+    [".cache", ".triton", ".cupy", ".nv", ".keras", ".config/matplotlib"];
+/// The most entries `home_caches` may name.
+pub const MAX_HOME_CACHES: usize = 32;
 
 /// What to do when the hook cannot do its job.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -90,6 +97,7 @@ struct RawSettings {
     home_size: Option<Size>,
     max_home_size: Option<Size>,
     home_fallback: Option<HomeFallback>,
+    home_caches: Option<Vec<String>>,
     #[serde(default)]
     annotations: AnnotationPolicy,
     #[serde(default)]
@@ -173,6 +181,9 @@ pub struct Settings {
     /// Where an executor that can set the environment points `HOME` when the
     /// runtime would give `/` (`{uid}`: the process's uid); `None`: off.
     pub home_fallback: Option<String>,
+    /// The caches under `HOME`, relative to it, that get a tmpfs each when
+    /// `HOME` itself is not made writable (docs/design.md#home-rule).
+    pub home_caches: Vec<String>,
     pub annotations: AnnotationPolicy,
     /// The runtime wrapper's executor.
     pub mode: Mode,
@@ -214,6 +225,7 @@ impl Default for Settings {
             home_size_set: false,
             max_home_size: None,
             home_fallback: Some(DEFAULT_HOME_FALLBACK.to_string()),
+            home_caches: DEFAULT_HOME_CACHES.iter().map(|c| (*c).to_string()).collect(),
             annotations: AnnotationPolicy::Allow,
             mode: Mode::Spec,
             extra_targets: Vec::new(),
@@ -241,6 +253,41 @@ pub enum SettingsError {
     Relative { key: &'static str },
     #[error("home_fallback = {0:?}: {1}")]
     HomeFallback(String, String),
+    #[error("home_caches: {0:?}: {1}")]
+    HomeCache(String, String),
+}
+
+/// `home_caches` as written, checked: at most [`MAX_HOME_CACHES`] paths,
+/// each relative to `HOME`, without `.` or `..` components, deduplicated.
+fn home_caches(list: Vec<String>) -> Result<Vec<String>, SettingsError> {
+    if list.len() > MAX_HOME_CACHES {
+        return Err(SettingsError::HomeCache(
+            format!("{} entries", list.len()),
+            format!("more than {MAX_HOME_CACHES}"),
+        ));
+    }
+    let mut out: Vec<String> = Vec::new();
+    for c in list {
+        let bad = |why: &str| Err(SettingsError::HomeCache(c.clone(), why.to_string()));
+        if c.starts_with('/') {
+            return bad("is absolute; name it relative to HOME (\".cache\")");
+        }
+        let parts: Vec<&str> = c.split('/').filter(|p| !p.is_empty()).collect();
+        if parts.is_empty() {
+            return bad("is empty");
+        }
+        if parts.iter().any(|p| *p == "." || *p == "..") {
+            return bad("has a '.' or '..' component");
+        }
+        let clean = parts.join("/");
+        if target::validate(&format!("/home/u/{clean}")).is_err() {
+            return bad("is not a usable path under HOME");
+        }
+        if !out.contains(&clean) {
+            out.push(clean);
+        }
+    }
+    Ok(out)
 }
 
 impl Settings {
@@ -281,6 +328,10 @@ impl Settings {
                 Some(t)
             }
         };
+        let home_caches = match raw.home_caches {
+            None => DEFAULT_HOME_CACHES.iter().map(|c| (*c).to_string()).collect(),
+            Some(list) => home_caches(list)?,
+        };
         Ok(Settings {
             tmp_size: raw.tmp_size.unwrap_or(DEFAULT_TMP_SIZE),
             shm_size: raw.shm_size.unwrap_or(DEFAULT_SHM_SIZE),
@@ -293,6 +344,7 @@ impl Settings {
             home_size_set: raw.home_size.is_some(),
             max_home_size: raw.max_home_size,
             home_fallback,
+            home_caches,
             annotations: raw.annotations,
             mode: raw.mode,
             extra_targets,

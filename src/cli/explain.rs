@@ -65,14 +65,16 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
     // As the runtime wrapper makes it: with the rootfs' /etc/passwd when
     // HOME depends on it; in spec mode it can set HOME.
     let sets_env = args.mode.unwrap_or(settings.mode) == crate::settings::Mode::Spec;
-    let mut user = plan::UserFacts { passwd: plan::Passwd::NotRead, sets_env };
-    let mut plan = plan::plan_for(&spec, None, &settings, host, &user)?;
-    if let (Some(uid), Some(r)) = (plan.passwd_uid, root.as_mut()) {
-        user.passwd = match crate::spec::host::read_passwd(r, &spec, uid) {
-            Ok(p) => p,
-            Err(e) => plan::Passwd::Unreadable(format!("cannot be read: {}", chain(&e))),
-        };
-        plan = plan::plan_for(&spec, None, &settings, host, &user)?;
+    let user = plan::UserFacts { passwd: plan::Passwd::NotRead, home_dir: None, sets_env };
+    let make = |user: &plan::UserFacts| plan::plan_for(&spec, None, &settings, host, user);
+    let mut plan = make(&user)?;
+    if let Some(r) = root.as_mut() {
+        plan = plan::finish(plan, user, make, |q, user| {
+            if let Err(e) = crate::spec::host::answer(r, &spec, q, user) {
+                user.passwd = plan::Passwd::Unreadable(format!("cannot be read: {}", chain(&e)));
+            }
+            Ok::<(), plan::PlanError>(())
+        })?;
     }
     let carried = match (root.as_mut(), plan.enabled) {
         (Some(r), true) => {
@@ -187,6 +189,9 @@ pub(crate) fn render(
     }
     let verdict = if plan.enabled { "acts" } else { "does nothing" };
     let _ = writeln!(out, "hook:    {verdict} ({})", plan.why);
+    if let Some(home) = &plan.home {
+        let _ = writeln!(out, "home:    {}", home.line());
+    }
     if let (Some(o), false) = (plan.owner, plan.actions.is_empty()) {
         let _ = writeln!(
             out,
@@ -245,6 +250,7 @@ fn action_line(action: &Action) -> String {
                     Origin::Home(HomeFrom::Env) => "$HOME".to_string(),
                     Origin::Home(HomeFrom::Passwd) => "HOME, from /etc/passwd".to_string(),
                     Origin::Home(HomeFrom::Fallback) => "HOME, home_fallback".to_string(),
+                    Origin::HomeCache(_) => "a cache under HOME (home_caches)".to_string(),
                 })
                 .collect();
             format!(
@@ -284,7 +290,7 @@ fn executors(out: &mut String, plan: &Plan) {
     let _ = writeln!(out, "executors:");
     let but_home = match &plan.home_env {
         Some(home) => format!(
-            ", but {home}: it cannot set HOME, so it leaves the runtime's HOME=/ alone, with a warning"
+            ", but {home}: it cannot set HOME, so for the runtime's HOME=/ it mounts the caches under / (home_caches) instead"
         ),
         None => String::new(),
     };

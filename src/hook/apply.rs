@@ -17,7 +17,9 @@
 use std::path::Path;
 
 use super::HookError;
-use crate::plan::{Action, Note, Passwd, Plan, PlanError, ShmWay, SpecMount, Tmpfs};
+use crate::plan::{
+    Action, HomeDir, Note, Passwd, Plan, PlanError, Question, ShmWay, SpecMount, Tmpfs, UserFacts,
+};
 pub(crate) use crate::sys::mount::Done;
 use crate::sys::ns::NsEntry;
 use crate::sys::SysError;
@@ -58,6 +60,9 @@ pub(crate) trait Mounter {
     /// Failures that are not a property of the image (a kernel without
     /// `openat2`).
     fn read_passwd(&mut self, root: &mut Self::Root, uid: u32) -> Result<Passwd, SysError>;
+    /// What the rootfs holds at the home `path` (docs/design.md#home-rule),
+    /// as the container will see it.
+    fn read_home_dir(&mut self, root: &mut Self::Root, path: &TargetPath) -> HomeDir;
     /// Resolves `target` inside the rootfs and builds the detached tmpfs.
     ///
     /// # Errors
@@ -113,8 +118,10 @@ pub(crate) struct Report {
 }
 
 /// Executes `plan` for a container whose rootfs is `rootfs`. A plan that
-/// asks for the image's `/etc/passwd` ([`Plan::passwd_uid`]) is made again
-/// with `again` once the rootfs is open, from what the container will read.
+/// asks what only the image can say ([`Plan::question`]: its
+/// `/etc/passwd`, what it holds at the home) is finished once the rootfs is
+/// open, from what the container will see ([`crate::plan::finish`], with
+/// `make`), before anything is prepared.
 ///
 /// # Errors
 /// Any [`SysError`], or a failed re-plan; on error nothing stays mounted
@@ -122,25 +129,32 @@ pub(crate) struct Report {
 pub(crate) fn apply<M: Mounter>(
     m: &mut M,
     plan: &Plan,
-    again: &mut dyn FnMut(Passwd) -> Result<Plan, PlanError>,
+    make: &dyn Fn(&UserFacts) -> Result<Plan, PlanError>,
     entry: NsEntry,
     pid: Option<i64>,
     rootfs: &Path,
 ) -> Result<Report, HookError> {
     let mut report = Report::default();
     // decide leaves a disabled plan without actions or questions.
-    if plan.actions.is_empty() && plan.passwd_uid.is_none() {
+    if !plan.has_work() {
         return Ok(report);
     }
     m.enter(entry, pid)?;
     let mut root = m.open_root(rootfs, &plan.spec_mounts)?;
-    let replanned;
-    let plan = match plan.passwd_uid {
-        Some(uid) => {
-            let passwd = m.read_passwd(&mut root, uid)?;
-            replanned = again(passwd)?;
-            crate::report::decision(&replanned);
-            &replanned
+    let finished;
+    let plan = match plan.question() {
+        Some(_) => {
+            finished = crate::plan::finish(plan.clone(), UserFacts::HOOK, make, |q, user| {
+                match q {
+                    Question::Passwd(uid) => user.passwd = m.read_passwd(&mut root, *uid)?,
+                    Question::HomeDir(path) => {
+                        user.home_dir = Some((path.clone(), m.read_home_dir(&mut root, path)));
+                    }
+                }
+                Ok::<(), HookError>(())
+            })?;
+            crate::report::decision(&finished);
+            &finished
         }
         None => plan,
     };
@@ -260,6 +274,10 @@ mod tests {
             self.calls.push(format!("read_passwd {uid}"));
             Ok(self.passwd.clone())
         }
+        fn read_home_dir(&mut self, _: &mut String, path: &TargetPath) -> HomeDir {
+            self.calls.push(format!("read_home_dir {path}"));
+            HomeDir::Missing
+        }
         fn commit(&mut self, p: String) -> Result<(), SysError> {
             self.calls.push(format!("commit {p}"));
             if self.fail_commit == Some(p.as_str()) {
@@ -285,7 +303,7 @@ mod tests {
     }
 
     /// The re-plan of a test whose plan never asks for `/etc/passwd`.
-    fn never(_: Passwd) -> Result<Plan, PlanError> {
+    fn never(_: &UserFacts) -> Result<Plan, PlanError> {
         panic!("the plan asked for /etc/passwd")
     }
 
@@ -310,7 +328,7 @@ mod tests {
     }
 
     fn run(r: &mut Recorder, stage: Stage) -> Result<Report, HookError> {
-        apply(r, &plan_owned(None), &mut never, NsEntry::at(stage)?, Some(42), Path::new("/b/rootfs"))
+        apply(r, &plan_owned(None), &never, NsEntry::at(stage)?, Some(42), Path::new("/b/rootfs"))
     }
 
     #[test]
@@ -340,15 +358,8 @@ mod tests {
     fn the_plan_owner_reaches_every_mount() {
         let mut r = Recorder::default();
         let owner = Some(Owner { uid: 100000, gid: 100000 });
-        apply(
-            &mut r,
-            &plan_owned(owner),
-            &mut never,
-            NsEntry::Join(Stage::Prestart),
-            Some(42),
-            Path::new("/r"),
-        )
-        .unwrap();
+        apply(&mut r, &plan_owned(owner), &never, NsEntry::Join(Stage::Prestart), Some(42), Path::new("/r"))
+            .unwrap();
         assert_eq!(r.owners, [owner; 3]);
     }
 
@@ -361,18 +372,11 @@ mod tests {
             tmpfs.label = label.clone();
         }
         let mut r = Recorder::default();
-        apply(&mut r, &plan, &mut never, NsEntry::Join(Stage::Prestart), Some(42), Path::new("/r")).unwrap();
+        apply(&mut r, &plan, &never, NsEntry::Join(Stage::Prestart), Some(42), Path::new("/r")).unwrap();
         assert_eq!(r.labels, [label.clone(), label.clone(), label]);
         let mut r = Recorder::default();
-        apply(
-            &mut r,
-            &plan_owned(None),
-            &mut never,
-            NsEntry::Join(Stage::Prestart),
-            Some(42),
-            Path::new("/r"),
-        )
-        .unwrap();
+        apply(&mut r, &plan_owned(None), &never, NsEntry::Join(Stage::Prestart), Some(42), Path::new("/r"))
+            .unwrap();
         assert_eq!(r.labels, [None, None, None]);
     }
 
@@ -427,7 +431,7 @@ mod tests {
     fn nothing_to_do_touches_nothing() {
         let mut r = Recorder::default();
         let empty = Plan { enabled: true, ..Plan::default() };
-        apply(&mut r, &empty, &mut never, NsEntry::Join(Stage::Prestart), Some(1), Path::new("/r")).unwrap();
+        apply(&mut r, &empty, &never, NsEntry::Join(Stage::Prestart), Some(1), Path::new("/r")).unwrap();
         // A disabled plan has no actions: plan::decide's tests hold that.
         assert!(r.calls.is_empty());
     }
@@ -435,29 +439,41 @@ mod tests {
     #[test]
     fn a_plan_that_asks_for_passwd_is_made_again_inside() {
         // Nothing to mount yet (a volume at /tmp, say), but HOME depends on
-        // the image's /etc/passwd: it is read from the opened rootfs, as
-        // the container will see it, and the new plan is the one carried out.
+        // the image's /etc/passwd, then on what the image holds at that
+        // home: both are read from the opened rootfs, as the container will
+        // see it, before anything is prepared, and the last plan is the one
+        // carried out.
+        let home = crate::target::validate("/home/app").unwrap();
         let mut r = Recorder { passwd: Passwd::Entry("/home/app".into()), ..Recorder::default() };
         let asking = Plan { enabled: true, passwd_uid: Some(1000), ..Plan::default() };
-        let mut asked = Vec::new();
-        let mut again = |p: Passwd| {
-            asked.push(p);
-            Ok(Plan {
-                enabled: true,
-                actions: vec![mount("/home/app", tmpfs(1 << 20, None))],
-                ..Plan::default()
+        let asked = std::cell::RefCell::new(Vec::new());
+        let again = |u: &UserFacts| {
+            asked.borrow_mut().push((u.passwd.clone(), u.home_dir.clone()));
+            Ok(match &u.home_dir {
+                None => Plan { enabled: true, home_dir: Some(home.clone()), ..Plan::default() },
+                Some(_) => Plan {
+                    enabled: true,
+                    actions: vec![mount("/home/app", tmpfs(1 << 20, None))],
+                    ..Plan::default()
+                },
             })
         };
         let report =
-            apply(&mut r, &asking, &mut again, NsEntry::Join(Stage::Prestart), Some(7), Path::new("/r"))
-                .unwrap();
-        assert_eq!(asked, [Passwd::Entry("/home/app".into())]);
+            apply(&mut r, &asking, &again, NsEntry::Join(Stage::Prestart), Some(7), Path::new("/r")).unwrap();
+        assert_eq!(
+            asked.into_inner(),
+            [
+                (Passwd::Entry("/home/app".into()), None),
+                (Passwd::Entry("/home/app".into()), Some((home, HomeDir::Missing))),
+            ]
+        );
         assert_eq!(
             r.calls,
             [
                 "enter prestart Some(7)",
                 "open_root /r",
                 "read_passwd 1000",
+                "read_home_dir /home/app",
                 "prepare /home/app 1Mi in /r",
                 "copy_up /home/app",
                 "commit /home/app",
@@ -466,9 +482,8 @@ mod tests {
         assert_eq!(report.done.len(), 1);
         // A failed re-plan fails the apply before anything is prepared.
         let mut r = Recorder::default();
-        let mut refuse = |_: Passwd| Err(PlanError::NoRoot);
-        let err =
-            apply(&mut r, &asking, &mut refuse, NsEntry::Join(Stage::Prestart), Some(7), Path::new("/r"));
+        let refuse = |_: &UserFacts| Err(PlanError::NoRoot);
+        let err = apply(&mut r, &asking, &refuse, NsEntry::Join(Stage::Prestart), Some(7), Path::new("/r"));
         assert!(matches!(err, Err(HookError::Plan(PlanError::NoRoot))));
         assert_eq!(r.calls, ["enter prestart Some(7)", "open_root /r", "read_passwd 1000"]);
     }

@@ -48,14 +48,16 @@ pub(crate) fn run(stage: Option<Stage>, settings: &Settings, stdin: impl io::Rea
     let entry = stage.map(ns::NsEntry::at).transpose()?;
     let spec = input::read_spec(&state.bundle)?;
     let host = input::host_facts()?;
-    let plan = plan::plan_for(&spec, state.annotations.as_ref(), settings, host, &plan::UserFacts::HOOK)?;
+    let make =
+        |user: &plan::UserFacts| plan::plan_for(&spec, state.annotations.as_ref(), settings, host, user);
+    let plan = make(&plan::UserFacts::HOOK)?;
     log::debug!("{}", plan.why);
-    // A plan that asks for /etc/passwd is logged once, made again
-    // (`apply::apply`): its notes would be logged twice.
-    if plan.passwd_uid.is_none() {
+    // A plan that asks what only the image can say is logged once it is
+    // finished (`apply::apply`): its notes would be logged twice.
+    if plan.question().is_none() {
         crate::report::decision(&plan);
     }
-    if plan.actions.is_empty() && plan.passwd_uid.is_none() {
+    if !plan.has_work() {
         return Ok(());
     }
     let entry = match entry {
@@ -67,12 +69,8 @@ pub(crate) fn run(stage: Option<Stage>, settings: &Settings, stdin: impl io::Rea
     let labelled = plan.actions.iter().any(|a| match a {
         Action::MountTmpfs { tmpfs, .. } | Action::Shm { tmpfs, .. } => tmpfs.label.is_some(),
     });
-    let mut again = |passwd| {
-        let user = plan::UserFacts { passwd, sets_env: false };
-        plan::plan_for(&spec, state.annotations.as_ref(), settings, host, &user)
-    };
     let mut system = System::new(engine_shm, labelled);
-    let report = apply::apply(&mut system, &plan, &mut again, entry, state.pid, &rootfs)?;
+    let report = apply::apply(&mut system, &plan, &make, entry, state.pid, &rootfs)?;
     crate::report::outcome(&report.notes, &report.done);
     Ok(())
 }

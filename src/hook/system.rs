@@ -15,7 +15,7 @@ use rustix::fs::FileType;
 use super::apply::{Done, Mounter, Prepared};
 use super::copyup::{self, Fds, Limits};
 use crate::landing::{self, Landing};
-use crate::plan::{Note, Passwd, ShmWay, SpecMount, Tmpfs, SHM_PATH};
+use crate::plan::{HomeDir, Note, Passwd, ShmWay, SpecMount, Tmpfs, SHM_PATH};
 use crate::sys::mount::{self, is_mount_root};
 use crate::sys::ns::{self, NsEntry};
 use crate::sys::resolve::{self, Root};
@@ -111,6 +111,10 @@ impl Mounter for System {
         root.read_passwd(uid)
     }
 
+    fn read_home_dir(&mut self, root: &mut Root, path: &TargetPath) -> HomeDir {
+        root.home_dir(path)
+    }
+
     fn prepare_tmpfs(
         &mut self,
         root: &mut Root,
@@ -119,9 +123,15 @@ impl Mounter for System {
         subdirs: &[String],
     ) -> Result<Prepared<Pending>, SysError> {
         let what = target.as_str();
-        // A home keeps the mode of the image's directory (read before a
-        // missing one is made).
-        let image_mode = if tmpfs.image_mode { root.dir_mode(target) } else { None };
+        // A home (or a cache under it) keeps the mode of the image's
+        // directory, and is left alone where the image gives that directory
+        // to another uid (read before a missing one is made).
+        let image =
+            if tmpfs.image_mode || tmpfs.image_owner.is_some() { root.dir_stat(target) } else { None };
+        if let Some(note) = landing::not_the_processs(what, image.map(|(_, uid)| uid), tmpfs.image_owner) {
+            return Ok(Prepared::Skip(note));
+        }
+        let image_mode = image.filter(|_| tmpfs.image_mode).map(|(mode, _)| mode);
         // The rules apply to where the path lands, not only to its text.
         let fd = match root.resolve_target(target)? {
             Ok(fd) => fd,

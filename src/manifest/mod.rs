@@ -223,7 +223,7 @@ pub(crate) fn explain(w: &Workload, settings: &Settings, ram: Bytes) -> PodRepor
     for c in &p.containers {
         let spec = pod::spec_for(p, c);
         // The image's /etc/passwd is unknown here: the plan says what it assumes.
-        let user = plan::UserFacts { passwd: plan::Passwd::Unknown, sets_env: false };
+        let user = plan::UserFacts::unknown(false);
         let plan = plan::plan_for(&spec, None, settings, plan::HostFacts { ram }, &user);
         if let (Ok(plan), PodShm::Sandbox { size, by, .. }) = (&plan, &mut shm) {
             // The pod's shm is a bind from containerd's sandbox dir; a

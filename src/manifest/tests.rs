@@ -13,7 +13,8 @@ const MI: u64 = 1 << 20;
 const GI: u64 = 1 << 30;
 const RAM: Bytes = Bytes(16 * GI);
 /// What `explain --manifest` knows of the image's /etc/passwd.
-const UNKNOWN: plan::UserFacts = plan::UserFacts { passwd: plan::Passwd::Unknown, sets_env: false };
+const UNKNOWN: plan::UserFacts =
+    plan::UserFacts { passwd: plan::Passwd::Unknown, home_dir: None, sets_env: false };
 
 fn manifest(yaml: &str) -> Vec<Workload> {
     let docs = doc::load("t.yaml", yaml).expect("yaml");

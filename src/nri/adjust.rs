@@ -151,10 +151,10 @@ pub(crate) struct HookSite {
 /// namespace (the hook enters the container's), as the hooks dir does.
 pub(crate) const HOOK_STAGE: Stage = Stage::CreateRuntime;
 
-/// Whether `plan` needs our hook: it has something to do (only an enabled
-/// plan has).
+/// Whether `plan` needs our hook: it has something to do, or asks what
+/// only the image can say (only an enabled plan does).
 pub(crate) fn needs_hook(plan: &Plan) -> bool {
-    !plan.actions.is_empty()
+    plan.has_work()
 }
 
 /// The adjustment carrying out `plan`: never a mount (the plugin cannot see
@@ -394,14 +394,20 @@ mod tests {
         ));
         c.mounts.retain(|m| m.destination != "/dev/shm");
         c.mounts.push(mnt("/dev/shm", "bind", "/dev/shm", &["rbind", "rprivate", "rw"]));
-        let p = plan(None, &c, &Settings::default());
+        // HOME aside (below): it comes from the image's /etc/passwd.
+        let no_home = Settings::parse("home = false").unwrap();
+        let p = plan(None, &c, &no_home);
         assert!(!needs_hook(&p), "{p:?}");
-        c.env.push("TRITON_CACHE_DIR=/cache/triton".into());
+        // A HOME that only the image's /etc/passwd names is work for the
+        // hook too: the plan asks for it, and only the hook can read it.
         let p = plan(None, &c, &Settings::default());
+        assert!(needs_hook(&p) && p.actions.is_empty() && p.passwd_uid.is_some(), "{p:?}");
+        c.env.push("TRITON_CACHE_DIR=/cache/triton".into());
+        let p = plan(None, &c, &no_home);
         assert_eq!(summary(&p), format!("/cache/triton {}", Bytes(256 * MI)));
         assert!(needs_hook(&p));
         assert_eq!(adjustment(&p, None, &c, &site()).hooks.create_runtime.len(), 1);
-        let off = Settings::parse("env_targets = []").unwrap();
+        let off = Settings::parse("home = false\nenv_targets = []").unwrap();
         assert!(!needs_hook(&plan(None, &c, &off)));
     }
 

@@ -1,33 +1,60 @@
-//! Step 4 of the plan: the container user's `HOME` (docs/design.md#home-plan).
-//! `HOME` is what the runtime will set: the last `HOME=` of
-//! `process.env` (runc and crun keep the last: docs/design.md#env-last), else the home field of the process uid's entry in the
-//! image's `/etc/passwd` (which only an executor can read: the plan asks for
-//! it with [`super::Plan::passwd_uid`] and is made again with the answer),
-//! else `/`. A home of `/` is replaced by the host config's
-//! `home_fallback` where the executor can set the environment; a system
-//! path is left alone with a note. Pure: [`passwd_home`] parses bytes an
-//! executor read.
+//! Step 4 of the plan: the container user's `HOME` (docs/design.md#home-plan)
+//! and what it gets (docs/design.md#home-rule).
+//!
+//! `HOME` is what the runtime will set: the last `HOME=` of `process.env`
+//! (runc and crun keep the last: docs/design.md#env-last), else the home
+//! field of the process uid's entry in the image's `/etc/passwd` (which
+//! only an executor can read: the plan asks for it with
+//! [`super::Plan::passwd_uid`] and is made again with the answer), else `/`.
+//!
+//! What it gets never opens up the image: a home the image gives to
+//! another uid is left alone; a home that holds more than dot-entries, or
+//! holds the process's working directory, keeps its files as the image made
+//! them and only its caches (`home_caches`) get a tmpfs each; otherwise
+//! `HOME` gets a tmpfs with the image directory's owner and mode. What the
+//! image holds there is read by an executor too ([`super::Plan::home_dir`]).
+//! A `HOME` of `/` is replaced by `home_fallback` where the executor can
+//! set the environment, else gets the caches under `/`. Pure:
+//! [`passwd_home`] parses bytes an executor read.
 
-use super::{HomeFrom, Inputs, Note, Owner, Passwd, PlanError};
+use super::{DirFacts, HomeDir, HomeFrom, Inputs, Note, Owner, Passwd, PlanError};
 use crate::names::ANNOTATION_HOME;
 use crate::target::{self, Reject, TargetPath};
 
-/// The home to mount.
+/// The home to mount, or its caches.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct Home {
-    pub(super) path: TargetPath,
+    /// `HOME`, as the process gets it (`/` for caches under the root).
+    pub(super) path: String,
     pub(super) from: HomeFrom,
-    /// The container-side ids of the process, who owns it.
+    /// The container-side ids of the process.
     pub(super) user: Owner,
+    /// The host ids of the process.
+    pub(super) host: Owner,
+    pub(super) way: Way,
+}
+
+/// What the home gets.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Way {
+    /// A tmpfs at `HOME`, like the image's directory when it has one
+    /// (`None`: made for the process, mode [`super::HOME_MODE`]).
+    Whole { path: TargetPath, dir: Option<DirFacts> },
+    /// A tmpfs at each of these caches, and why not at `HOME`.
+    Caches { paths: Vec<TargetPath>, why: String },
 }
 
 /// The step's outcome.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Step {
-    /// No home to mount (notes say why where it matters).
+    /// No home to mount, nothing to say (off, or unknown here).
     None,
     /// Read `/etc/passwd` for this uid, then decide again.
     Ask(u32),
+    /// Read what the image holds at this directory, then decide again.
+    Look(TargetPath),
+    /// Left alone: the note says why.
+    Left(Note),
     Mount(Home),
 }
 
@@ -49,11 +76,16 @@ fn wanted(inputs: &Inputs<'_>) -> Result<bool, PlanError> {
     }
 }
 
-/// The home to mount for this container, if any.
+/// The variables that move the caches out of `HOME`, for a warning about a
+/// home left alone.
+const CACHE_VARS: &str =
+    "TRITON_CACHE_DIR, CUPY_CACHE_DIR, CUDA_CACHE_PATH, XDG_CACHE_HOME, HF_HOME, TORCH_HOME, MPLCONFIGDIR";
+
+/// The home for this container, and what it gets.
 ///
 /// # Errors
 /// An `oci-tmpfs-hook/home` annotation that is neither `true` nor `false`.
-pub(super) fn home(inputs: &Inputs<'_>, notes: &mut Vec<Note>) -> Result<Step, PlanError> {
+pub(super) fn home(inputs: &Inputs<'_>) -> Result<Step, PlanError> {
     if !wanted(inputs)? {
         return Ok(Step::None);
     }
@@ -70,22 +102,20 @@ pub(super) fn home(inputs: &Inputs<'_>, notes: &mut Vec<Note>) -> Result<Step, P
         (None, Passwd::Entry(h)) => (h.as_str(), HomeFrom::Passwd),
         (None, Passwd::NoEntry) => ("", HomeFrom::Fallback),
         (None, Passwd::Unknown) => {
-            notes.push(Note::info(
+            return Ok(Step::Left(Note::info(
                 "HOME",
                 format!(
                     "comes from the image's /etc/passwd entry for uid {} (unknown here): assumed to be a directory of its own, which gets a tmpfs; with no entry the runtime gives HOME=/, replaced by {} where the executor can set the environment",
                     user.uid,
                     fallback_text(inputs, user.uid)
                 ),
-            ));
-            return Ok(Step::None);
+            )));
         }
         (None, Passwd::Unreadable(why)) => {
-            notes.push(Note::warn(
+            return Ok(Step::Left(Note::warn(
                 "HOME",
                 format!("the image's /etc/passwd {why}; set HOME in the container's environment"),
-            ));
-            return Ok(Step::None);
+            )));
         }
     };
     let subject = match from {
@@ -95,65 +125,119 @@ pub(super) fn home(inputs: &Inputs<'_>, notes: &mut Vec<Note>) -> Result<Step, P
             format!("HOME (uid {} has no /etc/passwd entry: the runtime gives /)", user.uid)
         }
     };
+    let Some(host) = host_owner(inputs.spec, user) else {
+        return Ok(Step::Left(Note::warn(
+            subject,
+            format!(
+                "the container's user namespace maps no host id to the process's uid {} / gid {}",
+                user.uid, user.gid
+            ),
+        )));
+    };
     match target::validate(value) {
-        Ok(path) => Ok(Step::Mount(Home { path, from, user })),
+        Ok(path) => Ok(judge(inputs, Home { path: path.to_string(), from, user, host, way: whole(path) }, subject)),
         Err(Reject::Root | Reject::Empty)
             if from != HomeFrom::Env || (!value.is_empty() && target::normalise(value) == "/") =>
         {
-            fallback(inputs, user, subject, notes)
+            Ok(fallback(inputs, user, host, subject))
         }
-        Err(reason) => {
-            notes.push(Note::warn(
-                subject,
-                format!(
-                    "HOME {reason}; give the user a home of its own (HOME in the environment or its /etc/passwd entry) or mount a volume there"
-                ),
-            ));
-            Ok(Step::None)
-        }
+        Err(reason) => Ok(Step::Left(Note::warn(
+            subject,
+            format!(
+                "HOME {reason}; give the user a home of its own (HOME in the environment or its /etc/passwd entry) or mount a volume there"
+            ),
+        ))),
     }
+}
+
+fn whole(path: TargetPath) -> Way {
+    Way::Whole { path, dir: None }
+}
+
+/// A home at a path of its own: what the image holds there decides
+/// whether it gets a tmpfs whole, only its caches, or nothing
+/// (docs/design.md#home-rule).
+fn judge(inputs: &Inputs<'_>, mut home: Home, subject: String) -> Step {
+    let Way::Whole { path, .. } = &home.way else { return Step::Mount(home) };
+    let path = path.clone();
+    let dir = match inputs.user.home_dir_at(&path) {
+        HomeDir::NotRead => return Step::Look(path),
+        // Unknown (`explain --manifest`): assumed to be a home of its own;
+        // missing, or not a directory: made, or left to the landing rules.
+        HomeDir::Unknown | HomeDir::Missing | HomeDir::Other => return Step::Mount(home),
+        HomeDir::Dir(d) => d.clone(),
+    };
+    if dir.owner.uid != home.host.uid {
+        return Step::Left(Note::warn(
+            subject,
+            format!(
+                "the image gives {path} to uid {} (host), not to the process (uid {}): left alone, read-only, so no file of it is opened up; point the caches elsewhere ({CACHE_VARS}: each gets a tmpfs of its own)",
+                dir.owner.uid, home.host.uid
+            ),
+        ));
+    }
+    let cwd = inputs.spec.process().as_ref().map(|p| target::normalise(p.cwd()));
+    let why = match (&dir.plain, cwd) {
+        (Some(name), _) => {
+            Some(format!("it holds {name:?}, not only dot-entries: the image's files stay as they are"))
+        }
+        (None, Some(cwd)) if cwd == path.as_str() || cwd.starts_with(&format!("{path}/")) => Some(format!(
+            "it holds the process's working directory {cwd}: nothing new may appear beside the app"
+        )),
+        _ => None,
+    };
+    home.way = match why {
+        Some(why) => Way::Caches { paths: caches_under(inputs, path.as_str()), why },
+        None => Way::Whole { path, dir: Some(dir) },
+    };
+    Step::Mount(home)
+}
+
+/// The caches of `home_caches` under `home` (`/` included).
+fn caches_under(inputs: &Inputs<'_>, home: &str) -> Vec<TargetPath> {
+    let base = home.trim_end_matches('/');
+    inputs.settings.home_caches.iter().filter_map(|c| target::validate(&format!("{base}/{c}")).ok()).collect()
 }
 
 fn fallback_text(inputs: &Inputs<'_>, uid: u32) -> String {
     inputs.settings.home_fallback.as_ref().map_or_else(
-        || "nothing (home_fallback = false)".to_string(),
+        || "its caches under / (home_fallback = false)".to_string(),
         |t| t.replace("{uid}", &uid.to_string()),
     )
 }
 
-/// A home of `/`: the fallback where the executor can set `HOME`, else a note.
-fn fallback(
-    inputs: &Inputs<'_>,
-    user: Owner,
-    subject: String,
-    notes: &mut Vec<Note>,
-) -> Result<Step, PlanError> {
-    let Some(template) = &inputs.settings.home_fallback else {
-        notes.push(Note::info(
-            subject,
-            "a tmpfs over / would hide the image (home_fallback = false); set HOME in the container's environment",
-        ));
-        return Ok(Step::None);
+/// A home of `/`: the fallback where the executor can set `HOME`, else the
+/// caches under `/` (nothing else of `/` becomes writable).
+fn fallback(inputs: &Inputs<'_>, user: Owner, host: Owner, subject: String) -> Step {
+    let caches = |why: String| {
+        Step::Mount(Home {
+            path: "/".into(),
+            from: HomeFrom::Fallback,
+            user,
+            host,
+            way: Way::Caches { paths: caches_under(inputs, "/"), why },
+        })
     };
-    let path = template.replace("{uid}", &user.uid.to_string());
+    let Some(template) = &inputs.settings.home_fallback else {
+        return caches("a tmpfs over / would hide the image (home_fallback = false)".into());
+    };
     if !inputs.user.sets_env {
-        notes.push(Note::warn(
-            subject,
-            format!(
-                "a tmpfs over / would hide the image, and the hook cannot set the environment; the runtime wrapper in spec mode (or `inject --mode spec`) sets HOME={path} and mounts it, or set HOME in the container's environment"
-            ),
+        let path = template.replace("{uid}", &user.uid.to_string());
+        return caches(format!(
+            "a tmpfs over / would hide the image, and the hook cannot set the environment; the runtime wrapper in spec mode (or `inject --mode spec`) sets HOME={path} instead"
         ));
-        return Ok(Step::None);
     }
+    let path = template.replace("{uid}", &user.uid.to_string());
     match target::validate(&path) {
-        // Not a note: notes are what is left alone. The plan's `home_env`
-        // says it, and the spec executor logs it when it sets it.
-        Ok(path) => Ok(Step::Mount(Home { path, from: HomeFrom::Fallback, user })),
+        Ok(path) => judge(
+            inputs,
+            Home { path: path.to_string(), from: HomeFrom::Fallback, user, host, way: whole(path) },
+            subject,
+        ),
         // Settings checked the template with uid 1000; a uid cannot make it
         // relative or `..`, but keep the note for any other reason.
         Err(reason) => {
-            notes.push(Note::warn(subject, format!("home_fallback gives {path:?}, which {reason}")));
-            Ok(Step::None)
+            Step::Left(Note::warn(subject, format!("home_fallback gives {path:?}, which {reason}")))
         }
     }
 }
@@ -173,6 +257,19 @@ pub(super) fn host_owner(spec: &crate::oci::Spec, ids: Owner) -> Option<Owner> {
         })
     };
     Some(Owner { uid: map(linux.uid_mappings(), ids.uid)?, gid: map(linux.gid_mappings(), ids.gid)? })
+}
+
+/// The container-side gid of the host gid `host` (the inverse of
+/// [`host_owner`]'s mapping); `None` when the mappings do not cover it.
+pub(super) fn container_gid(spec: &crate::oci::Spec, host: u32) -> Option<u32> {
+    let Some(linux) = spec.linux().as_ref() else { return Some(host) };
+    if !super::enable::in_user_namespace(linux) {
+        return Some(host);
+    }
+    linux.gid_mappings().as_ref()?.iter().find_map(|m| {
+        let off = host.checked_sub(m.host_id())?;
+        (off < m.size()).then(|| m.container_id().checked_add(off)).flatten()
+    })
 }
 
 /// The home field of `uid`'s first entry in the bytes of an

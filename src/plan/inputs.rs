@@ -48,10 +48,46 @@ pub enum Passwd {
     Unreadable(String),
 }
 
+/// What the image holds at the home directory, as an executor read it
+/// (resolved in the rootfs by fd, never followed out of it): what decides
+/// whether `HOME` is made writable whole, only its caches, or not at all
+/// (docs/design.md#home-rule).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum HomeDir {
+    /// Not read: the plan asks for it ([`super::Plan::home_dir`]).
+    #[default]
+    NotRead,
+    /// No image to read (`explain --manifest`).
+    Unknown,
+    /// The image has nothing there: the executor makes it.
+    Missing,
+    /// A directory.
+    Dir(DirFacts),
+    /// Anything else, or a path that could not be read (a file, a mount
+    /// reached through it, a loop): the executor's landing rules say why
+    /// it is left alone.
+    Other,
+}
+
+/// A directory of the image, as `fstat` and a listing give it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DirFacts {
+    /// Its owner as the executor sees it: host ids.
+    pub owner: super::Owner,
+    /// Its permission bits.
+    pub mode: u32,
+    /// The first entry whose name does not start with a dot (an app, a
+    /// site, data), if any; `None`: only dot-entries, or empty.
+    pub plain: Option<String>,
+}
+
 /// What only an executor knows of the container's user.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct UserFacts {
     pub passwd: Passwd,
+    /// What the image holds at the home's path, and that path.
+    pub home_dir: Option<(TargetPath, HomeDir)>,
     /// The executor writes `config.json` before the runtime reads it, so it
     /// can set `HOME` in `process.env` (the spec executor: the runtime
     /// wrapper in spec mode, `inject --mode spec`).
@@ -61,7 +97,31 @@ pub struct UserFacts {
 impl UserFacts {
     /// An executor that has not read `/etc/passwd` and cannot set the
     /// environment (the hook, NRI).
-    pub const HOOK: UserFacts = UserFacts { passwd: Passwd::NotRead, sets_env: false };
+    pub const HOOK: UserFacts = UserFacts { passwd: Passwd::NotRead, home_dir: None, sets_env: false };
+
+    /// The facts of an executor that reads nothing (`explain --manifest`):
+    /// `passwd` and the home's directory unknown.
+    pub fn unknown(sets_env: bool) -> UserFacts {
+        UserFacts { passwd: Passwd::Unknown, home_dir: None, sets_env }
+    }
+
+    /// What the image holds at `path`, when this executor read it.
+    pub(super) fn home_dir_at(&self, path: &TargetPath) -> &HomeDir {
+        match &self.home_dir {
+            Some((p, facts)) if p == path => facts,
+            _ if self.passwd == Passwd::Unknown => &HomeDir::Unknown,
+            _ => &HomeDir::NotRead,
+        }
+    }
+}
+
+/// What a plan needs an executor to read before it is finished.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Question {
+    /// The image's `/etc/passwd` entry of this uid.
+    Passwd(u32),
+    /// What the image holds at this home directory.
+    HomeDir(TargetPath),
 }
 
 /// Everything a decision depends on.

@@ -26,7 +26,7 @@ use crate::oci::Spec;
 
 pub use home::passwd_home;
 use inputs::SpecMounts;
-pub use inputs::{HostFacts, Inputs, Passwd, UserFacts, PASSWD_MAX};
+pub use inputs::{DirFacts, HomeDir, HostFacts, Inputs, Passwd, Question, UserFacts, PASSWD_MAX};
 pub use model::*;
 
 pub use crate::names::{
@@ -34,6 +34,7 @@ pub use crate::names::{
     SHM_PATH,
 };
 use crate::settings::Settings;
+use crate::target::TargetPath;
 
 /// What every annotation of ours starts with.
 const ANNOTATION_PREFIX: &str = "oci-tmpfs-hook/";
@@ -53,6 +54,29 @@ pub fn plan_for(
     user: &UserFacts,
 ) -> Result<Plan, PlanError> {
     decide(&Inputs { spec, state_annotations, settings, host_ram: host.ram, user })
+}
+
+/// Finishes `plan`, made from `user`: while it asks for what only the
+/// image can say ([`Plan::question`]: the passwd entry, then what the image
+/// holds at the home), `read` answers into the facts and the plan is made
+/// again with `make`. At most two reads: a plan that still asks after them
+/// is returned as it is. The one way every executor that reads the rootfs
+/// (the hook, the spec executor, `explain`) finishes a plan.
+///
+/// # Errors
+/// What `make` or `read` fail with.
+pub fn finish<E: From<PlanError>>(
+    mut plan: Plan,
+    mut user: UserFacts,
+    make: impl Fn(&UserFacts) -> Result<Plan, PlanError>,
+    mut read: impl FnMut(&Question, &mut UserFacts) -> Result<(), E>,
+) -> Result<Plan, E> {
+    for _ in 0..2 {
+        let Some(q) = plan.question() else { break };
+        read(&q, &mut user)?;
+        plan = make(&user)?;
+    }
+    Ok(plan)
 }
 
 /// Decides what to mount.
@@ -100,24 +124,35 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
 
     let label = mount_label(inputs.spec);
     let mut targets = targets::temp_targets(inputs, &mut plan.notes);
-    let home = match home::home(inputs, &mut plan.notes)? {
+    let home = match home::home(inputs)? {
         home::Step::None => None,
         home::Step::Ask(uid) => {
             plan.passwd_uid = Some(uid);
             None
         }
-        home::Step::Mount(h) => home_owner(inputs.spec, h, &mut plan.notes),
-    };
-    if let Some((h, _)) = &home {
-        targets::add(&mut targets, h.path.clone(), Origin::Home(h.from));
-    }
-    let targets = targets::not_spec_mounted(targets, &spec_mounts, &mut plan.notes);
-    // A home of ours is set in the environment only when it stays a target
-    // or is the spec's own mount.
-    if let Some((h, _)) = home.as_ref().filter(|(h, _)| h.from == HomeFrom::Fallback) {
-        if targets.iter().any(|c| c.path == h.path) || spec_mounts.last_at(h.path.as_str()).is_some() {
-            plan.home_env = Some(h.path.to_string());
+        home::Step::Look(path) => {
+            plan.home_dir = Some(path);
+            None
         }
+        home::Step::Left(note) => {
+            let home = note.subject.clone();
+            plan.home = Some(HomeWay::LeftAlone { home, why: note.reason.clone() });
+            plan.notes.push(note);
+            None
+        }
+        home::Step::Mount(h) => Some(h),
+    };
+    // The home's tmpfs, or its caches', as the image allows (docs/design.md#home-rule).
+    let home_tmpfs = match &home {
+        Some(h) => home_tmpfs(inputs, h, &sizes.home, &label, &mut targets),
+        None => Vec::new(),
+    };
+    let targets = targets::not_spec_mounted(targets, &spec_mounts, &mut plan.notes);
+    if let Some(h) = &home {
+        let kept = |p: &TargetPath| targets.iter().any(|c| &c.path == p);
+        let (way, env) = home_way(h, kept, |p| spec_mounts.last_at(p.as_str()).is_some());
+        plan.home = Some(way);
+        plan.home_env = env;
     }
     for nested in targets::nest(targets) {
         let temp = Tmpfs {
@@ -130,23 +165,13 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
             owner: plan.owner,
             user: None,
             image_mode: false,
+            image_owner: None,
             label: label.clone(),
         };
-        // The home's own tmpfs, unless a temp dir shares its path (a temp
-        // dir stays mode 1777 for every user).
-        let tmpfs = match &home {
-            Some((h, owner))
-                if h.path == nested.target && !nested.own_origins.iter().any(Origin::is_temp_dir) =>
-            {
-                Tmpfs {
-                    size: sizes.home.clone(),
-                    mode: HOME_MODE,
-                    owner: Some(*owner),
-                    user: Some(h.user),
-                    image_mode: true,
-                    ..temp
-                }
-            }
+        // The home's own tmpfs (or a cache's), unless a temp dir shares its
+        // path (a temp dir stays mode 1777 for every user).
+        let tmpfs = match home_tmpfs.iter().find(|(p, _)| *p == nested.target) {
+            Some((_, t)) if !nested.own_origins.iter().any(Origin::is_temp_dir) => t.clone(),
             _ => temp,
         };
         plan.actions.push(Action::MountTmpfs {
@@ -163,6 +188,88 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
     Ok(plan)
 }
 
+/// The tmpfs of the home (like the image's directory, or made for the
+/// process) or of each of its caches (the process's, mode
+/// [`HOME_MODE`]), each added to `targets` with its origin.
+fn home_tmpfs(
+    inputs: &Inputs<'_>,
+    h: &home::Home,
+    size: &Sizing,
+    label: &Option<String>,
+    targets: &mut Vec<targets::Candidate>,
+) -> Vec<(TargetPath, Tmpfs)> {
+    let base = Tmpfs {
+        size: size.clone(),
+        nr_inodes: inputs.settings.nr_inodes,
+        mode: HOME_MODE,
+        nosuid: true,
+        nodev: true,
+        noexec: inputs.settings.noexec,
+        owner: Some(h.host),
+        user: Some(h.user),
+        image_mode: true,
+        image_owner: Some(h.host.uid),
+        label: label.clone(),
+    };
+    match &h.way {
+        home::Way::Whole { path, dir } => {
+            targets::add(targets, path.clone(), Origin::Home(h.from));
+            let tmpfs = match dir {
+                // Like the image's directory: its owner (the process's uid,
+                // and the directory's group) and mode.
+                Some(d) => Tmpfs {
+                    mode: d.mode,
+                    owner: Some(d.owner),
+                    user: Some(Owner {
+                        uid: h.user.uid,
+                        gid: home::container_gid(inputs.spec, d.owner.gid).unwrap_or(h.user.gid),
+                    }),
+                    ..base
+                },
+                None => base,
+            };
+            vec![(path.clone(), tmpfs)]
+        }
+        home::Way::Caches { paths, .. } => paths
+            .iter()
+            .map(|p| {
+                targets::add(targets, p.clone(), Origin::HomeCache(h.from));
+                (p.clone(), base.clone())
+            })
+            .collect(),
+    }
+}
+
+/// What the home got once the spec's mounts had their say (`kept`: a
+/// target still there), and the `HOME` to set in the environment: a home
+/// of ours only when it stays a target or is the spec's own mount
+/// (`spec_mounted`).
+fn home_way(
+    h: &home::Home,
+    kept: impl Fn(&TargetPath) -> bool,
+    spec_mounted: impl Fn(&TargetPath) -> bool,
+) -> (HomeWay, Option<String>) {
+    match &h.way {
+        home::Way::Whole { path, .. } => {
+            let env = (h.from == HomeFrom::Fallback && (kept(path) || spec_mounted(path)))
+                .then(|| path.to_string());
+            let way = if kept(path) {
+                HomeWay::Tmpfs { home: h.path.clone() }
+            } else {
+                HomeWay::LeftAlone {
+                    home: h.path.clone(),
+                    why: "the spec mounts it, or a volume holds it".into(),
+                }
+            };
+            (way, env)
+        }
+        home::Way::Caches { paths, why } => {
+            let caches = paths.iter().filter(|p| kept(p)).map(ToString::to_string).collect();
+            (HomeWay::Caches { home: h.path.clone(), caches, why: why.clone() }, None)
+        }
+    }
+}
+
 /// The spec's memory limit (`linux.resources.memory.limit`, when positive).
 pub fn memory_limit(spec: &Spec) -> Option<crate::size::Bytes> {
     sizes::memory_limit(spec)
@@ -170,24 +277,6 @@ pub fn memory_limit(spec: &Spec) -> Option<crate::size::Bytes> {
 
 /// Mode of a home made for the plan (an image's home keeps its own).
 pub const HOME_MODE: u32 = 0o700;
-
-/// The home with the host ids that own it, or a note when the container's
-/// user namespace does not map the process's ids.
-fn home_owner(spec: &Spec, h: home::Home, notes: &mut Vec<Note>) -> Option<(home::Home, Owner)> {
-    match home::host_owner(spec, h.user) {
-        Some(owner) => Some((h, owner)),
-        None => {
-            notes.push(Note::warn(
-                format!("HOME={}", h.path),
-                format!(
-                    "the container's user namespace maps no host id to the process's uid {} / gid {}",
-                    h.user.uid, h.user.gid
-                ),
-            ));
-            None
-        }
-    }
-}
 
 /// The spec's `linux.mountLabel`: the SELinux label every tmpfs of the plan
 /// carries (docs/design.md#selinux). An empty one is none.
@@ -387,6 +476,7 @@ mod tests {
                             Origin::Env(v) => v.to_string(),
                             Origin::HostConfig => "extra_targets".to_string(),
                             Origin::Home(from) => format!("HOME ({from:?})"),
+                            Origin::HomeCache(from) => format!("cache ({from:?})"),
                         })
                         .collect();
                     Some((target.to_string(), subdirs.clone(), origins))
@@ -776,11 +866,55 @@ mod tests {
 
     /// A plan made as an executor makes it: with what it read of the
     /// image's /etc/passwd, able to set the environment or not.
+    /// The image holds nothing at the home: the executor makes it.
     fn home_plan(config: &serde_json::Value, settings: &Settings, passwd: Passwd, sets_env: bool) -> Plan {
+        home_plan_in(config, settings, passwd, HomeDir::Missing, sets_env)
+    }
+
+    /// A plan finished as an executor finishes it ([`finish`]): `passwd`
+    /// is what it reads of the image's /etc/passwd (`NotRead`: the plan's
+    /// first question goes unanswered), `dir` what it finds at the home.
+    fn home_plan_in(
+        config: &serde_json::Value,
+        settings: &Settings,
+        passwd: Passwd,
+        dir: HomeDir,
+        sets_env: bool,
+    ) -> Plan {
         let spec: Spec = serde_json::from_value(config.clone()).expect("valid spec");
-        let user = UserFacts { passwd, sets_env };
-        decide(&Inputs { spec: &spec, state_annotations: None, settings, host_ram: RAM, user: &user })
-            .expect("plan")
+        let make = |user: &UserFacts| {
+            decide(&Inputs { spec: &spec, state_annotations: None, settings, host_ram: RAM, user })
+        };
+        let user = UserFacts { passwd: Passwd::NotRead, home_dir: None, sets_env };
+        let first = make(&user).expect("plan");
+        finish(first, user, make, |q, user| {
+            match q {
+                Question::Passwd(_) => user.passwd = passwd.clone(),
+                Question::HomeDir(path) => user.home_dir = Some((path.clone(), dir.clone())),
+            }
+            Ok::<(), PlanError>(())
+        })
+        .expect("plan")
+    }
+
+    /// The caches under `/` a `HOME=/` gets where the executor cannot set
+    /// the environment.
+    const ROOT_CACHES: [&str; 6] =
+        ["/.cache", "/.triton", "/.cupy", "/.nv", "/.keras", "/.config/matplotlib"];
+
+    /// The targets that are caches under `HOME`.
+    fn caches_of(p: &Plan) -> Vec<String> {
+        p.actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::MountTmpfs { target, origins, .. }
+                    if origins.iter().any(|o| matches!(o, Origin::HomeCache(_))) =>
+                {
+                    Some(target.to_string())
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     /// The home tmpfs: its target, size, mode, host owner, container owner.
@@ -788,7 +922,9 @@ mod tests {
 
     fn home_of(p: &Plan) -> Option<HomeMount> {
         p.actions.iter().find_map(|a| match a {
-            Action::MountTmpfs { target, tmpfs, .. } if tmpfs.image_mode => {
+            Action::MountTmpfs { target, tmpfs, origins, .. }
+                if tmpfs.image_owner.is_some() && origins.iter().any(|o| matches!(o, Origin::Home(_))) =>
+            {
                 Some((target.to_string(), tmpfs.size.bytes.0, tmpfs.mode, tmpfs.owner, tmpfs.user))
             }
             _ => None,
@@ -824,12 +960,14 @@ mod tests {
         assert_eq!(home_of(&p).map(|h| h.0), Some("/home/1000".into()));
         assert_eq!(p.home_env.as_deref(), Some("/home/1000"));
         assert!(p.notes.is_empty(), "{:?}", p.notes);
+        // The hook cannot set it: the caches under / instead, nothing else of /.
         let p = home_plan(&c, &s, Passwd::NoEntry, false);
         assert_eq!((home_of(&p), &p.home_env), (None, &None));
+        assert_eq!(caches_of(&p), ROOT_CACHES);
         assert!(
-            p.notes.iter().any(|n| n.warn && n.reason.contains("cannot set the environment")),
+            matches!(&p.home, Some(HomeWay::Caches { home, why, .. }) if home == "/" && why.contains("cannot set the environment")),
             "{:?}",
-            p.notes
+            p.home
         );
         // Podman 5 writes HOME=/ for such a user: replaced the same way.
         let p = home_plan(&user_env(1000, 0, &["HOME=/"]), &s, Passwd::NotRead, true);
@@ -844,7 +982,12 @@ mod tests {
         let off = Settings::parse("home_fallback = false").unwrap();
         let p = home_plan(&c, &off, Passwd::NoEntry, true);
         assert_eq!((home_of(&p), &p.home_env), (None, &None));
-        assert!(p.notes.iter().any(|n| n.reason.contains("home_fallback = false")), "{:?}", p.notes);
+        assert_eq!(caches_of(&p), ROOT_CACHES);
+        assert!(
+            matches!(&p.home, Some(HomeWay::Caches { why, .. }) if why.contains("home_fallback = false")),
+            "{:?}",
+            p.home
+        );
         let own = Settings::parse("home_fallback = \"/srv/u{uid}\"").unwrap();
         assert_eq!(home_plan(&c, &own, Passwd::NoEntry, true).home_env.as_deref(), Some("/srv/u1000"));
         // Unknown (a manifest) and unreadable: notes, no home.
@@ -859,15 +1002,12 @@ mod tests {
     #[test]
     fn home_notes_do_not_say_left_alone_twice() {
         let s = Settings::default();
-        let off = Settings::parse("home_fallback = false").unwrap();
         let mut userns = user_env(1000, 1000, &["HOME=/home/u"]);
         userns["linux"]["namespaces"].as_array_mut().unwrap().push(json!({"type": "user"}));
         userns["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 1}]);
         userns["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": 200000, "size": 1}]);
         let c = user_env(1000, 0, &[]);
         let plans = [
-            ("no entry, hook", home_plan(&c, &s, Passwd::NoEntry, false)),
-            ("no entry, home_fallback = false", home_plan(&c, &off, Passwd::NoEntry, true)),
             ("unreadable", home_plan(&c, &s, Passwd::Unreadable("is not a regular file".into()), true)),
             ("unknown", home_plan(&c, &s, Passwd::Unknown, false)),
             ("system path", home_plan(&user_env(0, 0, &["HOME=/etc"]), &s, Passwd::NotRead, true)),
@@ -1012,5 +1152,203 @@ mod tests {
         let mut limited = big.clone();
         limited["linux"]["resources"] = json!({"memory": {"limit": GI}});
         assert_eq!(home_of(&home_plan(&limited, &s, Passwd::NotRead, true)).unwrap().1, GI);
+    }
+
+    /// What a home case must end in.
+    enum Want {
+        /// A tmpfs at HOME with this mode and owner.
+        Whole(u32, Owner),
+        /// These caches, and a part of why.
+        Caches(&'static [&'static str], &'static str),
+        /// Nothing, and a part of the warning.
+        Left(&'static str),
+    }
+
+    /// name, uid, env, cwd, passwd, what the image holds, what it must end in.
+    type HomeCase = (&'static str, u32, &'static [&'static str], &'static str, Passwd, HomeDir, Want);
+
+    fn home_rule_cases() -> Vec<HomeCase> {
+        let dir = |uid, gid, mode, plain: Option<&str>| {
+            HomeDir::Dir(DirFacts { owner: Owner { uid, gid }, mode, plain: plain.map(String::from) })
+        };
+        const APP_CACHES: [&str; 6] = [
+            "/home/app/.cache",
+            "/home/app/.triton",
+            "/home/app/.cupy",
+            "/home/app/.nv",
+            "/home/app/.keras",
+            "/home/app/.config/matplotlib",
+        ];
+        vec![
+            (
+                "root's /root of dot-entries: a tmpfs like it",
+                0,
+                &[],
+                "/",
+                Passwd::Entry("/root".into()),
+                dir(0, 0, 0o750, None),
+                Want::Whole(0o750, Owner { uid: 0, gid: 0 }),
+            ),
+            (
+                "an app kept in its user's home: its caches only",
+                1000,
+                &[],
+                "/home/app",
+                Passwd::Entry("/home/app".into()),
+                dir(1000, 1000, 0o755, Some("main.py")),
+                Want::Caches(&APP_CACHES, "\"main.py\""),
+            ),
+            (
+                "a home of dot-entries that holds the working directory: its caches only",
+                1000,
+                &["HOME=/home/app"],
+                "/home/app/src/",
+                Passwd::NotRead,
+                dir(1000, 1000, 0o700, None),
+                Want::Caches(&APP_CACHES, "working directory /home/app/src"),
+            ),
+            (
+                "php-fpm's www-data with the site in /var/www",
+                33,
+                &[],
+                "/var/www/html",
+                Passwd::Entry("/var/www".into()),
+                dir(33, 33, 0o755, Some("html")),
+                Want::Caches(
+                    &[
+                        "/var/www/.cache",
+                        "/var/www/.triton",
+                        "/var/www/.cupy",
+                        "/var/www/.nv",
+                        "/var/www/.keras",
+                        "/var/www/.config/matplotlib",
+                    ],
+                    "\"html\"",
+                ),
+            ),
+            (
+                "uid 1000 with HOME=/root: root's home is root's",
+                1000,
+                &["HOME=/root"],
+                "/",
+                Passwd::NotRead,
+                dir(0, 0, 0o700, None),
+                Want::Left("TRITON_CACHE_DIR"),
+            ),
+            (
+                "a home the image gives to another uid, with files in it",
+                1000,
+                &[],
+                "/",
+                Passwd::Entry("/home/bob".into()),
+                dir(1001, 1001, 0o755, Some("notes")),
+                Want::Left("uid 1001"),
+            ),
+            (
+                "a missing home: made for the process",
+                1000,
+                &["HOME=/home/u"],
+                "/",
+                Passwd::NotRead,
+                HomeDir::Missing,
+                Want::Whole(HOME_MODE, Owner { uid: 1000, gid: 0 }),
+            ),
+            (
+                "a home of the process's uid in another group keeps that group",
+                1000,
+                &["HOME=/home/u"],
+                "/",
+                Passwd::NotRead,
+                dir(1000, 50, 0o2750, None),
+                Want::Whole(0o2750, Owner { uid: 1000, gid: 50 }),
+            ),
+        ]
+    }
+
+    /// The checks of [`home_rule_table`] on case `name`'s plan `p`.
+    fn check_home_rule(name: &str, uid: u32, p: &Plan, want: Want) {
+        match want {
+            Want::Whole(mode, owner) => {
+                let h = home_of(p).unwrap_or_else(|| panic!("{name}: {p:?}"));
+                assert_eq!((h.2, h.3, h.4), (mode, Some(owner), Some(owner)), "{name}");
+                assert!(matches!(p.home, Some(HomeWay::Tmpfs { .. })), "{name}: {:?}", p.home);
+                assert!(caches_of(p).is_empty(), "{name}");
+            }
+            Want::Caches(caches, why) => {
+                assert_eq!(home_of(p), None, "{name}");
+                assert_eq!(caches_of(p), caches, "{name}");
+                let Some(HomeWay::Caches { why: said, .. }) = &p.home else { panic!("{name}: {:?}", p.home) };
+                assert!(said.contains(why), "{name}: {said:?}");
+                for a in &p.actions {
+                    let Action::MountTmpfs { tmpfs, origins, .. } = a else { continue };
+                    if origins.iter().any(|o| matches!(o, Origin::HomeCache(_))) {
+                        let process = Owner { uid, gid: 0 };
+                        assert_eq!(
+                            (tmpfs.mode, tmpfs.owner, tmpfs.user, tmpfs.image_owner, tmpfs.size.bytes.0),
+                            (HOME_MODE, Some(process), Some(process), Some(uid), 4 * GI),
+                            "{name}: each cache is the process's, sized like a home"
+                        );
+                    }
+                }
+            }
+            Want::Left(why) => {
+                assert_eq!((home_of(p), caches_of(p).len()), (None, 0), "{name}");
+                let Some(HomeWay::LeftAlone { why: said, .. }) = &p.home else {
+                    panic!("{name}: {:?}", p.home)
+                };
+                assert!(said.contains(why), "{name}: {said:?}");
+                assert!(p.notes.iter().any(|n| n.warn && n.reason.contains(why)), "{name}: one warning");
+            }
+        }
+    }
+
+    /// What the image holds at a home decides what it gets
+    /// (docs/design.md#home-rule): a tmpfs like the image's directory, its
+    /// caches only, or nothing; never a directory of another uid opened up.
+    #[test]
+    fn home_rule_table() {
+        let s = Settings::default();
+        for (name, uid, env, cwd, passwd, facts, want) in home_rule_cases() {
+            let mut c = user_env(uid, 0, env);
+            c["process"]["cwd"] = json!(cwd);
+            let p = home_plan_in(&c, &s, passwd, facts, true);
+            assert_eq!((p.passwd_uid, &p.home_dir), (None, &None), "{name}: finished");
+            check_home_rule(name, uid, &p, want);
+            assert_eq!(tmpfs_targets(&p)[0].0, "/tmp", "{name}: the rest of the plan stands");
+        }
+    }
+
+    /// The fallback home is judged like any other: one the image gives to
+    /// another uid is left alone.
+    #[test]
+    fn the_fallback_home_is_judged_too() {
+        let c = user_env(1000, 0, &[]);
+        let other = HomeDir::Dir(DirFacts { owner: Owner { uid: 0, gid: 0 }, mode: 0o755, plain: None });
+        let p = home_plan_in(&c, &Settings::default(), Passwd::NoEntry, other, true);
+        assert_eq!((home_of(&p), &p.home_env), (None, &None));
+        assert!(matches!(&p.home, Some(HomeWay::LeftAlone { .. })), "{:?}", p.home);
+    }
+
+    /// Under a user namespace, the home's group maps back to the
+    /// container's for the spec entry, and ownership is compared in host ids.
+    #[test]
+    fn home_owner_in_a_user_namespace() {
+        let mut c = user_env(1000, 1000, &["HOME=/home/u"]);
+        c["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "user", "path": "/proc/3/ns/user"}));
+        c["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+        c["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": 200000, "size": 65536}]);
+        let image = |uid, gid| HomeDir::Dir(DirFacts { owner: Owner { uid, gid }, mode: 0o700, plain: None });
+        let p = home_plan_in(&c, &Settings::default(), Passwd::NotRead, image(101000, 200050), false);
+        let h = home_of(&p).unwrap();
+        assert_eq!(
+            (h.3, h.4),
+            (Some(Owner { uid: 101000, gid: 200050 }), Some(Owner { uid: 1000, gid: 50 }))
+        );
+        // The container's uid 1000 is host 101000: a home of host uid 1000 is not its own.
+        let p = home_plan_in(&c, &Settings::default(), Passwd::NotRead, image(1000, 1000), false);
+        assert!(home_of(&p).is_none() && matches!(p.home, Some(HomeWay::LeftAlone { .. })), "{p:?}");
     }
 }

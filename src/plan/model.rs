@@ -33,6 +33,9 @@ pub enum Origin {
     HostConfig,
     /// The container user's `HOME`, and where it came from.
     Home(HomeFrom),
+    /// A cache under a `HOME` that is not made writable whole
+    /// (`home_caches`), and where `HOME` came from.
+    HomeCache(HomeFrom),
 }
 
 impl Origin {
@@ -42,7 +45,7 @@ impl Origin {
         match self {
             Origin::Env(var) => var.is_temp_var(),
             Origin::Default | Origin::HostConfig => true,
-            Origin::Home(_) => false,
+            Origin::Home(_) | Origin::HomeCache(_) => false,
         }
     }
 }
@@ -148,6 +151,13 @@ pub struct Tmpfs {
     /// there is one (`mode` is for a directory made for it).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub image_mode: bool,
+    /// For a home or a cache under it: the image's directory there, when
+    /// it has one, must belong to this host uid (the process's), else the
+    /// target is left alone: a tmpfs never opens up a directory the image
+    /// gave to someone else (docs/design.md#home-rule). Checked on the
+    /// resolved directory itself, as the executor places it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_owner: Option<u32>,
     /// The SELinux label of its files, the spec's `linux.mountLabel`, which
     /// the hook passes as `context=` (docs/design.md#selinux); `None`: none.
     pub label: Option<String>,
@@ -309,10 +319,64 @@ pub struct Plan {
     /// with the answer ([`super::UserFacts`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub passwd_uid: Option<u32>,
+    /// `HOME` depends on what the image holds at this directory: an
+    /// executor that can read the rootfs reads it and makes the plan again
+    /// with the answer ([`super::UserFacts::home_dir`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub home_dir: Option<crate::target::TargetPath>,
     /// Set `HOME` to this in `process.env` (the runtime would give `/`;
     /// the host config's `home_fallback`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub home_env: Option<String>,
+    /// What `HOME` gets, when the plan decided it (docs/design.md#home-rule).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub home: Option<HomeWay>,
+}
+
+/// What the plan gives the container user's `HOME`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "way")]
+pub enum HomeWay {
+    /// A tmpfs at `HOME` with the image directory's owner and mode (its
+    /// dot-entries copied up), or a home made for the process.
+    Tmpfs { home: String },
+    /// `HOME` stays the image's, read-only; each of these caches under it
+    /// gets a tmpfs of the process's, and why.
+    Caches { home: String, caches: Vec<String>, why: String },
+    /// `HOME` gets nothing, and why.
+    LeftAlone { home: String, why: String },
+}
+
+impl HomeWay {
+    /// One line for `explain`: "the home tmpfs", "caches only: LIST",
+    /// "left alone: WHY".
+    pub fn line(&self) -> String {
+        match self {
+            HomeWay::Tmpfs { home } => format!("HOME={home}: the home tmpfs"),
+            HomeWay::Caches { home, caches, why } => {
+                format!("HOME={home}: caches only: {} ({why})", caches.join(", "))
+            }
+            HomeWay::LeftAlone { home, why } => format!("HOME={home}: left alone: {why}"),
+        }
+    }
+}
+
+impl Plan {
+    /// What an executor must read before this plan is finished, if anything.
+    pub fn question(&self) -> Option<super::Question> {
+        match (self.passwd_uid, &self.home_dir) {
+            (Some(uid), _) => Some(super::Question::Passwd(uid)),
+            (None, Some(path)) => Some(super::Question::HomeDir(path.clone())),
+            (None, None) => None,
+        }
+    }
+
+    /// Whether an executor has anything to do: an action, or a question
+    /// whose answer may bring one. The one test of "work" for every
+    /// executor (the hook, the spec executor, NRI).
+    pub fn has_work(&self) -> bool {
+        !self.actions.is_empty() || self.question().is_some()
+    }
 }
 
 /// A mount of the spec, as the landing rule needs it.
@@ -426,6 +490,7 @@ pub(crate) mod fixtures {
             owner,
             user: None,
             image_mode: false,
+            image_owner: None,
             label: None,
         }
     }

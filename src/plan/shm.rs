@@ -40,6 +40,7 @@ pub(super) fn shm(
         mode: TMPFS_MODE,
         user: None,
         image_mode: false,
+        image_owner: None,
         nosuid: true,
         nodev: true,
         noexec: true,

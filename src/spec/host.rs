@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use crate::landing;
-use crate::plan::{Action, Note, Passwd, Plan, ShmWay, SHM_PATH};
+use crate::plan::{Action, Note, Passwd, Plan, Question, ShmWay, UserFacts, SHM_PATH};
 use crate::sys::resolve::{self, Root, Rootfs};
 use crate::sys::{Call, SysError};
 use crate::target::TargetPath;
@@ -111,14 +111,22 @@ fn place_in<R: Rootfs>(root: &mut R, plan: &Plan) -> Result<Placing, SysError> {
     }
     let mut out = Placed::default();
     let mut holding = Vec::new();
-    // A home keeps the mode of the image's directory: read before a missing
-    // one is made.
-    let image_modes: Vec<(&str, Option<u32>)> = targets()
-        .filter(|(_, t)| t.image_mode)
-        .map(|(target, _)| (target.as_str(), root.dir_mode(target)))
+    // A home (or a cache under it) keeps the mode of the image's
+    // directory, and is left alone where the image gives that directory to
+    // another uid: read before a missing one is made.
+    let image_stats: Vec<(&str, Option<(u32, u32)>)> = targets()
+        .filter(|(_, t)| t.image_mode || t.image_owner.is_some())
+        .map(|(target, _)| (target.as_str(), root.dir_stat(target)))
         .collect();
+    let image_modes: Vec<(&str, Option<u32>)> =
+        image_stats.iter().map(|(t, st)| (*t, st.map(|(mode, _)| mode))).collect();
     for (target, tmpfs) in targets() {
         let what = target.as_str();
+        let owner = image_stats.iter().find(|(t, _)| *t == what).and_then(|(_, st)| st.map(|(_, uid)| uid));
+        if let Some(note) = crate::landing::not_the_processs(what, owner, tmpfs.image_owner) {
+            out.refused.push((what.to_string(), note));
+            continue;
+        }
         match root.place_target(target, &landings)? {
             Err(note) => out.refused.push((what.to_string(), note)),
             Ok((real, fd)) => {
@@ -159,6 +167,25 @@ pub(crate) fn with_image_modes(mut plan: Plan, modes: &[(String, u32)]) -> Plan 
         }
     }
     plan
+}
+
+/// Answers a plan's question from the prepared rootfs (`passwd` as
+/// [`read_passwd`] reads it, the home directory as the hook sees it before
+/// the runtime mounts anything), into `user`.
+///
+/// # Errors
+/// As [`read_passwd`], and a rootfs that cannot be opened.
+pub(crate) fn answer(
+    rootfs: &mut LazyRoot<'_>,
+    spec: &crate::oci::Spec,
+    q: &Question,
+    user: &mut UserFacts,
+) -> Result<(), SysError> {
+    match q {
+        Question::Passwd(uid) => user.passwd = read_passwd(rootfs, spec, *uid)?,
+        Question::HomeDir(path) => user.home_dir = Some((path.clone(), rootfs.root()?.home_dir(path))),
+    }
+    Ok(())
 }
 
 /// What `/etc/passwd` will say of `uid` in the container, read by fd as the

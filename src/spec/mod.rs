@@ -124,17 +124,19 @@ fn in_spec(
         }
     };
     let host = input::host_facts()?;
-    let user = plan::UserFacts { passwd: plan::Passwd::NotRead, sets_env: true };
-    let mut plan = plan::plan_for(&parsed, None, settings, host, &user)?;
+    let user = plan::UserFacts { passwd: plan::Passwd::NotRead, home_dir: None, sets_env: true };
+    let make = |user: &plan::UserFacts| plan::plan_for(&parsed, None, settings, host, user);
+    let mut plan = make(&user)?;
     let rootfs = input::rootfs_path(&parsed, dir);
     let mut root = rootfs.as_deref().map(host::LazyRoot::new);
-    if let (Some(uid), Some(root)) = (plan.passwd_uid, root.as_mut()) {
-        let user = plan::UserFacts { passwd: host::read_passwd(root, &parsed, uid)?, sets_env: true };
-        plan = plan::plan_for(&parsed, None, settings, host, &user)?;
+    if let Some(root) = root.as_mut() {
+        plan = plan::finish(plan, user, make, |q, user| {
+            host::answer(root, &parsed, q, user).map_err(SpecError::from)
+        })?;
     }
     log::debug!("{}", plan.why);
     crate::report::decision(&plan);
-    if plan.actions.is_empty() {
+    if !plan.has_work() {
         return Ok(false);
     }
     let path = config.path.to_path_buf();

@@ -21,6 +21,8 @@ pub(crate) struct FakeRoot {
     entries: HashMap<String, Entry>,
     /// Directory modes (default 0755).
     pub modes: HashMap<String, u32>,
+    /// Directory owners, host uids (default 0).
+    pub owners: HashMap<String, u32>,
     /// Directories that hold entries in the image.
     pub holding: Vec<String>,
     /// What the placing did, in order: `mkdir /x`, `chmod /x 1777`.
@@ -78,9 +80,12 @@ impl Rootfs for FakeRoot {
         Ok(Ok(at))
     }
 
-    fn dir_mode(&self, target: &TargetPath) -> Option<u32> {
+    fn dir_stat(&self, target: &TargetPath) -> Option<(u32, u32)> {
         match self.entries.get(target.as_str()) {
-            Some(Entry::Dir) => Some(self.modes.get(target.as_str()).copied().unwrap_or(0o755)),
+            Some(Entry::Dir) => Some((
+                self.modes.get(target.as_str()).copied().unwrap_or(0o755),
+                self.owners.get(target.as_str()).copied().unwrap_or(0),
+            )),
             _ => None,
         }
     }

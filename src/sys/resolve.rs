@@ -16,7 +16,7 @@ use rustix::io::Errno;
 use super::error::{Call, SysError};
 use super::mount;
 use crate::landing::{self, Entry, Landing, Stop, Tree, Walk};
-use crate::plan::{self, Note, Passwd, SpecMount};
+use crate::plan::{self, HomeDir, Note, Passwd, SpecMount};
 use crate::size::Bytes;
 use crate::target::{self, TargetPath};
 
@@ -300,8 +300,9 @@ pub(crate) trait Rootfs: Tree + Sized {
     /// A failure that is not a property of the image.
     fn resolve_real(&mut self, real: &TargetPath, what: &str) -> Result<Result<Self::Dir, Note>, SysError>;
 
-    /// The mode of the directory at `target` when the image has one.
-    fn dir_mode(&self, target: &TargetPath) -> Option<u32>;
+    /// The mode and owner (host uid) of the directory at `target` when the
+    /// image has one.
+    fn dir_stat(&self, target: &TargetPath) -> Option<(u32, u32)>;
 
     /// Whether the directory `dir` holds any entry.
     ///
@@ -337,8 +338,8 @@ impl Rootfs for Root {
         self.resolve_target_with(real, REAL, what)
     }
 
-    fn dir_mode(&self, target: &TargetPath) -> Option<u32> {
-        Root::dir_mode(self, target)
+    fn dir_stat(&self, target: &TargetPath) -> Option<(u32, u32)> {
+        Root::dir_stat(self, target)
     }
 
     fn holds_entries(&self, dir: &OwnedFd) -> Result<bool, Errno> {
@@ -413,6 +414,24 @@ pub(crate) fn holds_entries(fd: &OwnedFd) -> Result<bool, Errno> {
     Ok(false)
 }
 
+/// The first entry of the directory `fd` whose name does not start with a
+/// dot, if any (an app, a site, data in a home).
+///
+/// # Errors
+/// The `openat2`/`getdents64` errno.
+fn first_plain_entry(fd: &OwnedFd) -> Result<Option<String>, Errno> {
+    let dir = open_in(fd, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, REAL)?;
+    let mut dir = rustix::fs::Dir::new(dir)?;
+    while let Some(entry) = dir.read() {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if !name.starts_with(b".") {
+            return Ok(Some(String::from_utf8_lossy(name).into_owned()));
+        }
+    }
+    Ok(None)
+}
+
 /// procfs' and sysfs' `f_type`: a passwd that leads there is not the image's.
 const PROC_SUPER_MAGIC: i64 = 0x9fa0;
 const SYSFS_MAGIC: i64 = 0x6265_6572;
@@ -432,11 +451,34 @@ impl Root {
         passwd_in(&self.fd, "etc/passwd", uid)
     }
 
-    /// The mode of the directory at `target` when the image has one
-    /// (resolved as a target is, without creating anything).
-    pub(crate) fn dir_mode(&self, target: &TargetPath) -> Option<u32> {
+    /// The mode and owner (host uid) of the directory at `target` when
+    /// the image has one (resolved as a target is, without creating
+    /// anything).
+    pub(crate) fn dir_stat(&self, target: &TargetPath) -> Option<(u32, u32)> {
         let fd = resolve(&self.fd, target.relative(), TARGET).ok()?;
-        rustix::fs::fstat(&fd).ok().map(|st| st.st_mode & 0o7777)
+        rustix::fs::fstat(&fd).ok().map(|st| (st.st_mode & 0o7777, st.st_uid))
+    }
+
+    /// What the image holds at the home `path` (docs/design.md#home-rule):
+    /// resolved as a target is (in-root, no mount crossed, nothing made),
+    /// its owner and mode by `fstat`, and its entries read (`getdents64`)
+    /// up to the first one whose name does not start with a dot. A path
+    /// that is not a directory, crosses a mount (a volume) or cannot be
+    /// resolved is [`HomeDir::Other`]: the landing rules then say why it is
+    /// left alone.
+    pub(crate) fn home_dir(&self, path: &TargetPath) -> HomeDir {
+        let fd = match resolve(&self.fd, path.relative(), TARGET) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return HomeDir::Missing,
+            Err(_) => return HomeDir::Other,
+        };
+        let Ok(st) = rustix::fs::fstat(&fd) else { return HomeDir::Other };
+        let Ok(plain) = first_plain_entry(&fd) else { return HomeDir::Other };
+        HomeDir::Dir(plan::DirFacts {
+            owner: plan::Owner { uid: st.st_uid, gid: st.st_gid },
+            mode: st.st_mode & 0o7777,
+            plain,
+        })
     }
 }
 

@@ -9,7 +9,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use oci_tmpfs_hook::bundle::{self, HookEntry};
 use oci_tmpfs_hook::input::read_state;
-use oci_tmpfs_hook::plan::{decide, Action, Inputs, Passwd, PlanError, SizeFrom, UserFacts};
+use oci_tmpfs_hook::plan::{
+    decide, finish, Action, DirFacts, HomeDir, Inputs, Owner, Passwd, PlanError, Question, SizeFrom,
+    UserFacts,
+};
 use oci_tmpfs_hook::settings::{AnnotationPolicy, Settings};
 use oci_tmpfs_hook::size::{Bytes, Size, MIN_BYTES};
 use oci_tmpfs_hook::stage::Stage;
@@ -166,7 +169,22 @@ fn valid_user() -> impl Strategy<Value = UserFacts> {
         Just(Passwd::Unreadable("is not a regular file".into())),
         prop_oneof![DIRS, "/(home|root)(/[a-z]{1,4})?", "(/|/../..|/usr|)"].prop_map(Passwd::Entry),
     ];
-    (passwd, any::<bool>()).prop_map(|(passwd, sets_env)| UserFacts { passwd, sets_env })
+    (passwd, any::<bool>()).prop_map(|(passwd, sets_env)| UserFacts { passwd, home_dir: None, sets_env })
+}
+
+/// What the image holds at the home, as an executor answers the plan's
+/// question: missing, something else, or a directory of some owner (the
+/// process's uid or not), mode, and a first plain entry or none.
+fn valid_home_dir() -> impl Strategy<Value = HomeDir> {
+    let dir = (prop_oneof![Just(0u32), Just(1000u32), 0..70000u32], 0..70000u32, 0..0o7777u32, any::<bool>())
+        .prop_map(|(uid, gid, mode, plain)| {
+            HomeDir::Dir(DirFacts {
+                owner: Owner { uid, gid },
+                mode,
+                plain: plain.then(|| "main.py".to_string()),
+            })
+        });
+    prop_oneof![Just(HomeDir::Missing), Just(HomeDir::Other), dir]
 }
 
 /// `linux.resources.memory.limit`: mostly none or one a tmpfs fits in;
@@ -278,13 +296,16 @@ prop_compose! {
 fn decide_accepts_valid_input_and_plans_only_safe_mounts() {
     let (cases, reached) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let mut runner = TestRunner::new(config(512));
-    let result = runner.run(&(valid_config(), valid_settings(), valid_user()), |(config, settings, user)| {
-        cases.fetch_add(1, Ordering::Relaxed);
-        if check_plan(config, &settings, &user)? {
-            reached.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(())
-    });
+    let result = runner.run(
+        &(valid_config(), valid_settings(), (valid_user(), valid_home_dir())),
+        |(config, settings, user)| {
+            cases.fetch_add(1, Ordering::Relaxed);
+            if check_plan(config, &settings, &user)? {
+                reached.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
+        },
+    );
     if let Err(e) = result {
         panic!("{e}");
     }
@@ -298,9 +319,27 @@ fn decide_accepts_valid_input_and_plans_only_safe_mounts() {
 }
 
 /// The plan for one valid case, checked; true when it had mounts to check.
-fn check_plan(config: Value, settings: &Settings, user: &UserFacts) -> Result<bool, TestCaseError> {
+/// The plan is finished as an executor finishes it: the passwd entry as
+/// `user` says, the home directory as `dir` says.
+fn check_plan(
+    config: Value,
+    settings: &Settings,
+    facts: &(UserFacts, HomeDir),
+) -> Result<bool, TestCaseError> {
+    let (user, dir) = facts;
     let spec: oci_tmpfs_hook::oci::Spec = serde_json::from_value(config).unwrap();
-    let plan = decide(&Inputs { spec: &spec, state_annotations: None, settings, host_ram: RAM, user });
+    let make = |user: &UserFacts| {
+        decide(&Inputs { spec: &spec, state_annotations: None, settings, host_ram: RAM, user })
+    };
+    let first = make(&UserFacts { passwd: Passwd::NotRead, ..user.clone() });
+    let first = first.map_err(|e| TestCaseError::fail(format!("decide refused valid input: {e}")))?;
+    let plan = finish(first, UserFacts { passwd: Passwd::NotRead, ..user.clone() }, make, |q, u| {
+        match q {
+            Question::Passwd(_) => u.passwd = user.passwd.clone(),
+            Question::HomeDir(path) => u.home_dir = Some((path.clone(), dir.clone())),
+        }
+        Ok::<(), PlanError>(())
+    });
     let plan = plan.map_err(|e| TestCaseError::fail(format!("decide refused valid input: {e}")))?;
     if !plan.enabled {
         prop_assert!(plan.actions.is_empty());
@@ -339,6 +378,18 @@ fn check_plan(config: Value, settings: &Settings, user: &UserFacts) -> Result<bo
             prop_assert!(size.bytes <= max, "{}: {} over the cap {}", action.target(), size.bytes, max);
         }
         prop_assert!(tmpfs.nosuid && tmpfs.nodev && tmpfs.nr_inodes.is_none_or(|n| n > 0));
+        // A home or a cache under it belongs to the process, never to
+        // another uid the image named (docs/design.md#home-rule), and is
+        // never more open than the image's directory it takes over.
+        if let Some(uid) = tmpfs.image_owner {
+            prop_assert_eq!(tmpfs.owner.map(|o| o.uid), Some(uid), "{}", action.target());
+            let whole_home = matches!(action, Action::MountTmpfs { origins, .. }
+                if origins.iter().any(|o| matches!(o, oci_tmpfs_hook::plan::Origin::Home(_))));
+            match dir {
+                HomeDir::Dir(d) if whole_home => prop_assert_eq!(tmpfs.mode, d.mode, "{}", action.target()),
+                _ => prop_assert_eq!(tmpfs.mode, 0o700, "{}", action.target()),
+            }
+        }
         match action {
             Action::MountTmpfs { target, .. } => {
                 prop_assert!(!target::denied(target.as_str()));
@@ -372,10 +423,12 @@ fn check_plan(config: Value, settings: &Settings, user: &UserFacts) -> Result<bo
         prop_assert!(user.sets_env);
         prop_assert_eq!(target::validate(home).map(|t| t.to_string()), Ok(home.clone()));
     }
-    // The plan asks for /etc/passwd only when it was not read.
+    // The plan asks for /etc/passwd only when it was not read, and is
+    // otherwise finished.
     if plan.passwd_uid.is_some() {
         prop_assert_eq!(&user.passwd, &Passwd::NotRead);
     }
+    prop_assert_eq!(&plan.home_dir, &None);
     Ok(!plan.actions.is_empty())
 }
 

@@ -51,7 +51,7 @@ pub(crate) enum LeftAlone {
 impl LeftAlone {
     /// Why `plan` has no action, when it has none.
     pub(crate) fn of(plan: &Plan) -> Option<LeftAlone> {
-        if !plan.actions.is_empty() {
+        if plan.has_work() {
             return None;
         }
         Some(match plan.off {
