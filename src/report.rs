@@ -10,8 +10,9 @@ use crate::plan::{Cap, HomeWay, Note, Plan, SizeFrom};
 /// memory limit is information.
 pub(crate) fn decision(plan: &Plan) {
     outcome(&plan.notes, &[] as &[&str]);
+    // HOME stays read-only: what writes there beside the caches fails.
     if let Some(home @ HomeWay::Caches { .. }) = &plan.home {
-        log::info!("{}", home.line());
+        log::warn!("{}", home.line());
     }
     let mut warned: Vec<&str> = Vec::new();
     for action in &plan.actions {

@@ -30,7 +30,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::pytorch::{PYTHON, WORK};
-use crate::support::home::{self, hostile_cases, Expect, ESCAPE, PROBE, ROOT_LINE};
+use crate::support::home::{self, hostile_cases, ESCAPE, PROBE, ROOT_LINE};
 use crate::support::*;
 use serde_json::json;
 
@@ -39,6 +39,8 @@ use serde_json::json;
 enum Executor {
     None,
     Hook,
+    /// The hook at another stage than `prestart`.
+    HookAt(&'static str),
     Spec,
 }
 
@@ -63,6 +65,8 @@ struct Seen {
     inject: String,
     /// Everything, for failure messages.
     context: String,
+    /// All the probe showed.
+    shown: home::Seen,
 }
 
 /// A busybox bundle running [`PROBE`] as `uid:gid`, with `passwd` as the
@@ -99,6 +103,10 @@ fn run_with(b: &mut Bundle, executor: Executor, rt: Runtime, timeout: Duration) 
         }
         Executor::Hook => {
             b.inject_with_config("prestart", &conf);
+            String::new()
+        }
+        Executor::HookAt(stage) => {
+            b.inject_with_config(stage, &conf);
             String::new()
         }
         Executor::Spec => {
@@ -142,10 +150,11 @@ fn start(b: &mut Bundle, executor: Executor, rt: Runtime) -> Seen {
         .and_then(|e| e.iter().rev().find_map(|v| v.as_str()?.strip_prefix("HOME=").map(String::from)));
     Seen {
         writable: shown.writable,
-        stat: shown.stat,
-        profile: Some(shown.profile).filter(|p| !p.is_empty()),
-        mount: shown.mount.map(|m| m.fstype),
-        home: shown.home,
+        stat: shown.stat.clone(),
+        profile: Some(shown.profile.clone()).filter(|p| !p.is_empty()),
+        mount: shown.mount.as_ref().map(|m| m.fstype.clone()),
+        home: shown.home.clone(),
+        shown,
         env_home,
         log,
         inject,
@@ -177,7 +186,7 @@ fn root_gets_a_writable_home_with_the_images_files() {
                 Executor::None => {
                     assert!(!s.writable && s.mount.is_none(), "without us HOME is read-only: {}", s.context);
                 }
-                Executor::Hook | Executor::Spec => {
+                Executor::Hook | Executor::HookAt(_) | Executor::Spec => {
                     assert!(s.writable, "HOME is writable: {}", s.context);
                     assert_eq!(s.mount.as_deref(), Some("tmpfs"), "{}", s.context);
                 }
@@ -213,7 +222,7 @@ fn a_missing_home_is_made_and_owned_by_the_user() {
 
 /// No passwd entry and no `HOME`: the runtime would give `/`. The spec
 /// executor sets `HOME=/home/1000` and mounts it; the hook cannot set the
-/// environment and says so.
+/// environment, so it keeps `/` read-only and mounts the caches under it.
 #[test]
 fn a_user_without_a_home_gets_one_where_the_environment_can_be_set() {
     require_root();
@@ -223,11 +232,17 @@ fn a_user_without_a_home_gets_one_where_the_environment_can_be_set() {
             let mut b = bundle("home-none", 1000, 0, ROOT_LINE, &[]);
             let s = start(&mut b, ex, rt);
             match ex {
-                Executor::None | Executor::Hook => {
+                Executor::None | Executor::Hook | Executor::HookAt(_) => {
                     // crun 1.8.1 leaves HOME out of the environment (docs/design.md#home).
                     let want = if crun_181 { "(unset)" } else { "/" };
                     assert_eq!(s.home, want, "{}", s.context);
                     assert!(!s.writable && s.env_home.is_none(), "{}", s.context);
+                    if ex == Executor::None {
+                        assert!(s.shown.caches.is_empty(), "without us: {}", s.context);
+                    } else {
+                        let failed = s.shown.root_caches(1000);
+                        assert!(failed.is_empty(), "{failed:?}: {}", s.context);
+                    }
                 }
                 Executor::Spec => {
                     assert_eq!(s.env_home.as_deref(), Some("/home/1000"), "{}", s.context);
@@ -238,12 +253,8 @@ fn a_user_without_a_home_gets_one_where_the_environment_can_be_set() {
                 }
             }
             if ex == Executor::Hook {
-                assert!(
-                    s.log.contains("uid 1000 has no /etc/passwd entry")
-                        && s.log.contains("the hook cannot set the environment"),
-                    "the hook's warning: {}",
-                    s.context
-                );
+                let failed = home::root_home_caches(&s.log);
+                assert!(failed.is_empty(), "the hook's log: {failed:?}: {}", s.context);
             }
         }
     }
@@ -296,28 +307,47 @@ fn hostile_homes_are_left_alone() {
                 if !c.note.is_empty() {
                     assert!(s.log.contains(c.note) || s.inject.contains(c.note), "want {:?}: {what}", c.note);
                 }
-                let ours = s.mount.as_deref() == Some("tmpfs");
-                match (c.expect, ex) {
-                    (Expect::Mounted(home), _) => {
-                        assert_eq!(s.home, home, "{what}");
-                        assert!(s.writable && ours, "{what}");
-                    }
-                    (Expect::Fallback, Executor::Spec) => {
-                        assert_eq!(s.home, format!("/home/{}", c.uid), "{what}");
-                        assert!(s.writable && ours, "{what}");
-                    }
-                    (Expect::LeftAlone | Expect::Fallback, _) => assert!(!ours, "{what}"),
-                }
-                match c.name {
-                    "a home holding device nodes and sockets" => {
-                        assert_eq!(s.profile.as_deref(), Some("image profile"), "{what}");
-                    }
-                    "a HOME owned by another uid" => assert_eq!(s.stat, "1000 0 755", "{what}"),
-                    _ => {}
+                let failed = home::home_failures(&c, ex == Executor::Spec, &s.shown);
+                assert!(failed.is_empty(), "{failed:#?}: {what}");
+                // The image's app is as the image made it.
+                if let Some(main) = c
+                    .app_home()
+                    .and_then(|d| std::fs::read_to_string(b.rootfs().join(d).join("main.py")).ok())
+                {
+                    assert_eq!(main, home::APP, "{what}");
                 }
                 if ex == Executor::Hook {
                     let had = c.env.iter().rev().find_map(|e| e.strip_prefix("HOME=")).map(String::from);
                     assert_eq!(s.env_home, had, "the hook never changes the environment: {what}");
+                }
+            }
+        }
+    }
+}
+
+/// The homes a writable `HOME` would open up (an app kept in its user's
+/// home, php-fpm's site, a Node app, uid 1000 with `HOME=/root`) and the
+/// runtime's `HOME=/`, through the hook at each stage it is registered at,
+/// on runc and crun: the app's files stay as the image made them, nothing
+/// new appears beside them, only the caches are the process's.
+#[test]
+fn homes_stay_as_the_image_made_them_at_every_stage() {
+    require_root();
+    let cases: Vec<home::Hostile> = home::security_cases()
+        .into_iter()
+        .chain(home::env_cases().into_iter().filter(|c| c.name == "HOME=/"))
+        .collect();
+    for rt in Runtime::ALL {
+        for stage in ["createRuntime", "createContainer"] {
+            for c in &cases {
+                let mut b = bundle("home-stage", c.uid, 0, &c.passwd, c.env);
+                (c.make)(&b.rootfs());
+                let s = start(&mut b, Executor::HookAt(stage), rt);
+                let what = format!("{}, {rt:?}, {stage}: {}", c.name, s.context);
+                let failed = home::home_failures(c, false, &s.shown);
+                assert!(failed.is_empty(), "{failed:#?}: {what}");
+                if !c.note.is_empty() {
+                    assert!(s.log.contains(c.note), "want {:?}: {what}", c.note);
                 }
             }
         }
@@ -385,7 +415,9 @@ enum User {
 /// with the hook (uid 12345 given `HOME=/home/u`, a home the image lacks) and
 /// with the spec executor (uid 12345 given no `HOME`: it sets
 /// `HOME=/home/12345`) each passes, and root's dotfile in the image's
-/// `/root` is there, unchanged.
+/// `/root` is there, unchanged. Through the hook, uid 12345 with no `HOME`
+/// (the runtime's `/`) gets the caches under `/`: Triton's cache manager and
+/// torch.hub pass, and what writes elsewhere in `HOME` still fails.
 #[test]
 fn real_programs_write_their_home() {
     crate::pytorch::require_all();
@@ -403,7 +435,13 @@ fn real_programs_write_their_home() {
     let venv = triton.parent().and_then(Path::parent).expect("a venv's bin/python").to_path_buf();
     for rt in Runtime::ALL {
         for ex in EXECUTORS {
-            for user in [User::Root, User::NoEntry { home_env: ex == Executor::Hook }] {
+            let users = match ex {
+                Executor::Hook => {
+                    vec![User::Root, User::NoEntry { home_env: true }, User::NoEntry { home_env: false }]
+                }
+                _ => vec![User::Root, User::NoEntry { home_env: false }],
+            };
+            for user in users {
                 let mut b = programs_bundle(ex, user, &wheel.join(""), &venv, &triton);
                 let s = run_with(&mut b, ex, rt, Duration::from_secs(300));
                 let what = format!("{rt:?}, {ex:?}, {user:?}: {}", s.context);
@@ -439,7 +477,25 @@ fn real_programs_write_their_home() {
                                 "{name}: the read-only HOME {want_home} is the error: {line}: {what}"
                             );
                         }
-                        Executor::Hook | Executor::Spec => {
+                        // HOME=/ through the hook: the caches under / are
+                        // writable (Triton's ~/.triton, torch.hub's ~/.cache),
+                        // nothing else of / (Python's user site, pip --user);
+                        // crun 1.8.1 gives no HOME, so `~` stays relative.
+                        Executor::Hook if matches!(user, User::NoEntry { home_env: false }) => {
+                            let cache = matches!(name.as_str(), "triton" | "torch_hub") && !crun_181;
+                            if cache {
+                                assert!(
+                                    line.starts_with("PASS "),
+                                    "{name} failed with the caches under /: {line}: {what}"
+                                );
+                            } else {
+                                assert!(
+                                    line.starts_with("FAIL "),
+                                    "{name} wrote outside the caches under /: {line}: {what}"
+                                );
+                            }
+                        }
+                        Executor::Hook | Executor::HookAt(_) | Executor::Spec => {
                             assert!(line.starts_with("PASS "), "{name} failed with us: {line}: {what}");
                         }
                     }

@@ -40,8 +40,8 @@ fn home_rootfs() -> Bundle {
 /// Docker (`--read-only --runtime oci-tmpfs --memory 1g`): root's `/root`
 /// is our writable 256 MiB tmpfs with the image's `.profile` and mode;
 /// `--user 1000` gets `HOME=/home/1000`, writable and its own, from the
-/// wrapper in spec mode, and `HOME=/` left alone with a warning in hook
-/// mode; a volume at `/root` wins. Without `--runtime` (plain runc) neither
+/// wrapper in spec mode, and in hook mode `HOME=/` read-only with the
+/// caches under it writable; a volume at `/root` wins. Without `--runtime` (plain runc) neither
 /// `HOME` can be written.
 #[test]
 fn docker_home_through_the_wrapper() {
@@ -75,8 +75,8 @@ fn docker_home_through_the_wrapper() {
         );
         assert!(warned.is_empty(), "docker, --user 1000, spec mode: {warned:#?}");
     } else {
-        assert_none("docker, --user 1000, hook mode", &seen.left_alone("/"), &seen);
-        assert_none("docker, --user 1000, hook mode", &home::root_home_warning(&log, home::NO_ENTRY), &seen);
+        assert_none("docker, --user 1000, hook mode", &seen.root_caches(1000), &seen);
+        assert_none("docker, --user 1000, hook mode", &home::root_home_caches(&log), &seen);
     }
 
     let host = home::volume_dir("home-volume");
@@ -98,8 +98,8 @@ fn docker_home_through_the_wrapper() {
 
 /// Podman `--read-only --memory 1g` with `runtime` and our hooks dir: root's
 /// `/root` is our writable 256 MiB tmpfs with the image's `.profile` and
-/// mode; `--user 1000` keeps the `HOME=/` Podman gives it, unwritable, with
-/// the hook's warning; a volume at `/root` wins. With an empty hooks dir
+/// mode; `--user 1000` keeps the `HOME=/` Podman gives it, read-only, with
+/// the caches under it writable; a volume at `/root` wins. With an empty hooks dir
 /// neither `HOME` can be written.
 fn podman_home(runtime: Runtime) {
     let podman = Podman::new(runtime);
@@ -117,13 +117,12 @@ fn podman_home(runtime: Runtime) {
     let seen =
         Seen::parse(&podman.run_script(&[&ro[..], &["--user=1000"]].concat(), &rootfs.rootfs(), home::PROBE));
     say(&format!("{}: {}", what("--user 1000"), seen.summary()));
-    assert_none(&what("--user 1000"), &seen.left_alone("/"), &seen);
-    let text = std::fs::read_to_string(&log).unwrap_or_default().split_off(before);
-    say(&format!("{}: the hook's warning: {:?}", what("--user 1000"), home::root_home_warnings(&text)));
     // Podman 5 writes HOME=/ into the environment; Podman 4 leaves it to
-    // the runtime, which finds the passwd line Podman adds.
-    let subject = if podman_version() >= (5, 0) { home::ENV_ROOT } else { home::PODMAN_ENTRY };
-    assert_none(&what("--user 1000"), &home::root_home_warning(&text, subject), &seen);
+    // the runtime, which finds the passwd line Podman adds: either way the
+    // hook keeps / read-only and mounts the caches under it.
+    assert_none(&what("--user 1000"), &seen.root_caches(1000), &seen);
+    let text = std::fs::read_to_string(&log).unwrap_or_default().split_off(before);
+    assert_none(&what("--user 1000"), &home::root_home_caches(&text), &seen);
 
     let host = home::volume_dir("home-volume");
     let volume = format!("--volume={}:/root", host.0.display());

@@ -49,11 +49,20 @@ pub fn volume_dir(name: &str) -> TempDir {
 }
 
 /// What a process shows of its `HOME`: its value, `.profile`, the volume's
-/// file, a write, the owner and mode, then the mount table.
+/// file, a write, the owner and mode, what it can do to an app kept there
+/// (append to `main.py`, plant a module in `lib/`, read `secret`), which
+/// caches it can write (`.cache`, `.triton`) and the first one's owner and
+/// mode, then the mount table.
 pub const PROBE: &str = "printf 'HOME=[%s]\\n' \"${HOME-(unset)}\"; \
     printf 'PROFILE=[%s]\\n' \"$(cat \"$HOME/.profile\" 2>/dev/null)\"; \
     printf 'VOLUME=[%s]\\n' \"$(cat \"$HOME/from-volume\" 2>/dev/null)\"; \
     { echo x > \"$HOME/new\"; } 2>/dev/null && echo HOME-WRITABLE; \
+    { echo x >> \"$HOME/main.py\"; } 2>/dev/null && echo APP-WRITABLE; \
+    { echo x > \"$HOME/lib/planted.py\"; } 2>/dev/null && echo APP-PLANTED; \
+    printf 'SECRET=[%s]\\n' \"$(cat \"$HOME/secret\" 2>/dev/null)\"; \
+    for c in .cache .triton; do { mkdir -p \"$HOME/$c/probe\" && echo k > \"$HOME/$c/probe/k\"; } 2>/dev/null \
+      && echo \"CACHE-WRITABLE=[$c]\"; done; \
+    stat -c 'CACHESTAT=[%u %g %a]' \"$HOME/.cache\" 2>/dev/null; \
     stat -c 'STAT=[%u %g %a]' \"$HOME\"; cat /proc/self/mountinfo; true";
 
 /// [`PROBE`] run by `exec` in a container whose pid 1 is its process: with
@@ -80,6 +89,18 @@ pub struct Seen {
     pub stat: String,
     /// The top mount at `HOME`, if `HOME` is a mount point.
     pub mount: Option<MountInfo>,
+    /// `main.py` in `HOME` could be appended to.
+    pub app_writable: bool,
+    /// A module could be planted in `HOME/lib`.
+    pub app_planted: bool,
+    /// What `HOME/secret` reads.
+    pub secret: String,
+    /// The caches (`.cache`, `.triton`) the process could write into.
+    pub caches: Vec<String>,
+    /// uid, gid and octal mode of `HOME/.cache`.
+    pub cache_stat: String,
+    /// The top mount at `HOME/.cache`, if it is a mount point.
+    pub cache_mount: Option<MountInfo>,
     pub out: String,
 }
 
@@ -93,7 +114,21 @@ impl Seen {
         let home = field("HOME").unwrap_or_else(|| "(no HOME line)".into());
         let mounts = parse_mountinfo(out);
         let mount = mounts.iter().rev().find(|m| m.mount_point == home).cloned();
+        // crun 1.8.1 leaves HOME unset for a uid without an entry: `$HOME/.cache` is `/.cache`.
+        let base = if home == "(unset)" { "" } else { home.trim_end_matches('/') };
+        let cache_at = format!("{base}/.cache");
+        let cache_mount = mounts.iter().rev().find(|m| m.mount_point == cache_at).cloned();
         Seen {
+            app_writable: out.lines().any(|l| l == "APP-WRITABLE"),
+            app_planted: out.lines().any(|l| l == "APP-PLANTED"),
+            secret: field("SECRET").unwrap_or_default(),
+            caches: out
+                .lines()
+                .filter_map(|l| l.strip_prefix("CACHE-WRITABLE=[")?.strip_suffix(']'))
+                .map(String::from)
+                .collect(),
+            cache_stat: field("CACHESTAT").unwrap_or_default(),
+            cache_mount,
             exec_home: field("EXEC-HOME"),
             profile: field("PROFILE").unwrap_or_default(),
             volume: field("VOLUME").unwrap_or_default(),
@@ -171,6 +206,30 @@ impl Seen {
         failed
     }
 
+    /// The failed checks of a `HOME` of `/` (or none, crun 1.8.1) for `uid`
+    /// through the hook: `/` stays read-only, and the caches under it are
+    /// the process's writable tmpfs (docs/design.md#home-rule).
+    pub fn root_caches(&self, uid: u32) -> Vec<String> {
+        let mut failed = Vec::new();
+        let mut check = |ok: bool, what: String| {
+            if !ok {
+                failed.push(what);
+            }
+        };
+        check(self.home == "/" || self.home == "(unset)", format!("HOME is {:?}, want /", self.home));
+        check(!self.writable, "a new file could be made in /".into());
+        check(self.caches == [".cache", ".triton"], format!("the caches written: {:?}", self.caches));
+        check(
+            self.cache_mount.as_ref().is_some_and(|m| m.source == OURS && m.fstype == "tmpfs"),
+            format!("/.cache is not our tmpfs: {:?}", self.cache_mount),
+        );
+        check(
+            self.cache_stat.starts_with(&format!("{uid} ")) && self.cache_stat.ends_with(" 700"),
+            format!("/.cache's uid gid mode {:?}, want uid {uid} mode 700", self.cache_stat),
+        );
+        failed
+    }
+
     /// The failed checks of a volume at `HOME` (`/root`): its file seen,
     /// writable, nothing of ours there.
     pub fn volume(&self) -> Vec<String> {
@@ -191,37 +250,29 @@ impl Seen {
     }
 }
 
-/// The subject of the hook's warning about a `HOME` of `/` that comes from
-/// the runtime: no passwd entry for the uid (Docker, CRI, bare runtimes).
-pub const NO_ENTRY: &str = "HOME (uid 1000 has no /etc/passwd entry: the runtime gives /)";
-/// ... from the passwd line Podman 4 adds (`1000:*:1000:0:container user:/:/bin/sh`).
-pub const PODMAN_ENTRY: &str = "HOME=/ (uid 1000's /etc/passwd entry)";
-/// ... from the environment (Podman 5 writes `HOME=/` for uid 1000).
-pub const ENV_ROOT: &str = "HOME=/";
-
-/// The warning lines of `log` about a `HOME` of `/` that the hook leaves
-/// alone (it cannot set the environment).
+/// The warning lines of `log` about a `HOME` of `/` (the runtime's, for a
+/// uid without a passwd entry) other than the one that says the caches
+/// under it get a tmpfs.
 pub fn root_home_warnings(log: &str) -> Vec<&str> {
     log.lines()
-        .filter(|l| {
-            l.contains("warning") && l.contains("HOME") && l.contains("the hook cannot set the environment")
-        })
+        .filter(|l| l.contains("warning") && (l.contains("HOME=/") || l.contains("the runtime gives /")))
+        .filter(|l| !l.contains("caches only"))
         .collect()
 }
 
-/// The failed checks of the hook's warnings in `log` about a `HOME` of
-/// `/`: exactly one, about `subject`, saying "left alone" once.
-pub fn root_home_warning(log: &str, subject: &str) -> Vec<String> {
-    let warned = root_home_warnings(log);
-    let [line] = warned[..] else {
-        return vec![format!("want one warning about HOME=/, found {}: {log}", warned.len())];
-    };
+/// The failed checks of the hook's log `log` about a `HOME` of `/`: no
+/// warning, and one line saying that the caches under `/` get a tmpfs
+/// instead (docs/design.md#home-rule).
+pub fn root_home_caches(log: &str) -> Vec<String> {
     let mut failed = Vec::new();
-    if !line.contains(&format!("warning: {subject} left alone: ")) {
-        failed.push(format!("the warning is not about {subject:?}: {line}"));
+    let warned = root_home_warnings(log);
+    if !warned.is_empty() {
+        failed.push(format!("a warning about HOME=/: {warned:?}"));
     }
-    if line.matches("left alone").count() != 1 {
-        failed.push(format!("the warning says \"left alone\" more than once: {line}"));
+    let said: Vec<&str> =
+        log.lines().filter(|l| l.contains("HOME=/: caches only: /.cache, /.triton")).collect();
+    if said.len() != 1 {
+        failed.push(format!("want one line about the caches under /, found {}: {log}", said.len()));
     }
     failed
 }
@@ -230,7 +281,8 @@ pub fn root_home_warning(log: &str, subject: &str) -> Vec<String> {
 /// (`HOME=/root`: our tmpfs of 256 MiB, owned 0, the image's mode and
 /// `.profile`, writable), as uid 1000 with no passwd entry (the wrapper in
 /// spec mode sets `HOME=/home/1000` and mounts it; the hook alone, in hook
-/// mode or through NRI, leaves `HOME=/` unwritable with a warning), and
+/// mode or through NRI, keeps `HOME=/` read-only and mounts the caches
+/// under it), and
 /// with a volume at `/root` (the volume wins). pid 1's `HOME` is the one
 /// checked; an exec's is reported, and checked in spec mode (the wrapper
 /// gives the exec the `HOME` it set: tests/runtimes/home_exec.rs).
@@ -273,10 +325,10 @@ pub fn pod_home(node: &mut Node, r: &mut Report) {
                 format!("uid 1000: an exec's HOME is {:?}, want /home/1000", seen.exec_home),
             );
         } else {
-            for f in seen.left_alone("/") {
+            for f in seen.root_caches(1000) {
                 r.check(false, format!("uid 1000: {f}"));
             }
-            for f in root_home_warning(&ours.join("\n"), NO_ENTRY) {
+            for f in root_home_caches(&ours.join("\n")) {
                 r.check(false, format!("uid 1000: {f}"));
             }
         }
@@ -342,9 +394,14 @@ pub enum Expect {
     LeftAlone,
     /// A tmpfs of ours at this `HOME`, writable.
     Mounted(&'static str),
-    /// The runtime would give `HOME=/`: left alone by the hook, replaced by
-    /// `/home/<uid>` and mounted by the spec executor.
+    /// The runtime would give `HOME=/`: the hook (and NRI, through it)
+    /// mounts the caches under `/`, the spec executor replaces it by
+    /// `/home/<uid>` and mounts that.
     Fallback,
+    /// `HOME` stays the image's, read-only: nothing in it changes and
+    /// nothing new appears beside what it holds; its caches are the
+    /// process's, writable.
+    Caches(&'static str),
 }
 
 /// One hostile layout.
@@ -367,6 +424,16 @@ pub struct Hostile {
     /// `/etc/passwd` itself for the container's user and its additional
     /// gids, whatever the user.
     pub cri_refuses: Option<(u32, &'static str)>,
+}
+
+impl Hostile {
+    /// The home that keeps an app, for a case that expects its caches only.
+    pub fn app_home(&self) -> Option<&'static str> {
+        match self.expect {
+            Expect::Caches(home) => Some(home.trim_start_matches('/')),
+            _ => None,
+        }
+    }
 }
 
 /// A home that `make` never creates outside the rootfs: the passwd case
@@ -442,10 +509,11 @@ pub fn env_cases() -> Vec<Hostile> {
             Expect::LeftAlone,
         ),
     ];
-    // A volume under HOME: HOME stays the image's, the volume visible.
+    // A volume under HOME: HOME stays the image's, the volume visible; the
+    // mountpoint `data` is more than a dot-entry, so the caches get a tmpfs.
     v.push(Hostile {
         volume_at: "/srv/data",
-        ..case("a volume under HOME", 0, "", &["HOME=/srv"], none, "/srv/data", Expect::LeftAlone)
+        ..case("a volume under HOME", 0, "", &["HOME=/srv"], none, "caches only", Expect::Caches("/srv"))
     });
     v
 }
@@ -533,7 +601,7 @@ pub fn image_home_cases() -> Vec<Hostile> {
             |r| {
                 std::fs::create_dir(r.join("root")).unwrap();
                 for i in 0..100_000 {
-                    std::fs::File::create(r.join(format!("root/f{i}"))).unwrap();
+                    std::fs::File::create(r.join(format!("root/.f{i}"))).unwrap();
                 }
             },
             "left alone",
@@ -546,7 +614,7 @@ pub fn image_home_cases() -> Vec<Hostile> {
             &[],
             |r| {
                 std::fs::create_dir(r.join("root")).unwrap();
-                std::fs::File::create(r.join("root/big")).unwrap().set_len(1 << 30).unwrap();
+                std::fs::File::create(r.join("root/.big")).unwrap().set_len(1 << 30).unwrap();
             },
             "left alone",
             Expect::LeftAlone,
@@ -559,8 +627,8 @@ pub fn image_home_cases() -> Vec<Hostile> {
             |r| {
                 std::fs::create_dir(r.join("root")).unwrap();
                 std::fs::write(r.join("root/.profile"), "image profile").unwrap();
-                std::os::unix::net::UnixListener::bind(r.join("root/sock")).unwrap();
-                ok(std::process::Command::new("mknod").arg(r.join("root/null")).args(["c", "1", "3"]));
+                std::os::unix::net::UnixListener::bind(r.join("root/.sock")).unwrap();
+                ok(std::process::Command::new("mknod").arg(r.join("root/.null")).args(["c", "1", "3"]));
             },
             "cannot be copied safely",
             Expect::Mounted("/root"),
@@ -574,15 +642,174 @@ pub fn image_home_cases() -> Vec<Hostile> {
                 std::fs::create_dir_all(r.join("home/bob")).unwrap();
                 std::os::unix::fs::chown(r.join("home/bob"), Some(1001), Some(1001)).unwrap();
             },
-            "",
-            Expect::Mounted("/home/bob"),
+            "not to the process (uid 1000)",
+            Expect::LeftAlone,
         ),
     ]
 }
 
-/// Every hostile case: the environment's, the passwd files', the image homes'.
+/// What an image's home holds when it is more than a home: written by
+/// `make` of [`security_cases`] (`dir`, owned by `uid`, mode 0755).
+fn app_home(r: &Path, dir: &str, uid: u32, files: &[(&str, &str)]) {
+    let home = r.join(dir.trim_start_matches('/'));
+    std::fs::create_dir_all(&home).unwrap();
+    for (name, text) in files {
+        let f = home.join(name);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(&f, text).unwrap();
+        std::os::unix::fs::chown(&f, Some(uid), Some(uid)).unwrap();
+        std::os::unix::fs::chown(f.parent().unwrap(), Some(uid), Some(uid)).unwrap();
+    }
+    std::os::unix::fs::chown(&home, Some(uid), Some(uid)).unwrap();
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The app every [`security_cases`] home keeps, and what it says.
+pub const APP: &str = "print('the app')\n";
+
+/// A read-only root is a security control (docs/design.md#home-rule): the
+/// homes whose files a writable `HOME` would open up. An app kept in its
+/// user's home, php-fpm's site under `www-data`'s, a Node app under
+/// `node`'s: `HOME` stays the image's, only the caches are writable. uid
+/// 1000 with `HOME=/root`: root's home, left alone.
+pub fn security_cases() -> Vec<Hostile> {
+    vec![
+        case(
+            "an app kept in its user's home",
+            1000,
+            "app:x:1000:1000::/home/app:/bin/sh\n",
+            &[],
+            |r| {
+                app_home(
+                    r,
+                    "/home/app",
+                    1000,
+                    &[("main.py", APP), ("lib/util.py", "x = 1\n"), (".profile", PROFILE)],
+                )
+            },
+            "",
+            Expect::Caches("/home/app"),
+        ),
+        case(
+            "php-fpm's site in www-data's home",
+            33,
+            "www-data:x:33:33:www-data:/var/www:/usr/sbin/nologin\n",
+            &[],
+            |r| {
+                app_home(
+                    r,
+                    "/var/www",
+                    33,
+                    &[("main.py", APP), ("html/index.php", "<?php echo 1;"), ("lib/x.php", "")],
+                )
+            },
+            "",
+            Expect::Caches("/var/www"),
+        ),
+        case(
+            "a Node app in node's home",
+            1000,
+            "node:x:1000:1000::/home/node:/bin/sh\n",
+            &[],
+            |r| {
+                app_home(r, "/home/node", 1000, &[("main.py", APP), ("app/index.js", "1;"), ("lib/m.js", "")])
+            },
+            "",
+            Expect::Caches("/home/node"),
+        ),
+        case(
+            "uid 1000 with HOME=/root",
+            1000,
+            "",
+            &["HOME=/root"],
+            |r| {
+                let root = r.join("root");
+                std::fs::create_dir_all(&root).unwrap();
+                std::fs::write(root.join(".bashrc"), "echo root's bashrc").unwrap();
+                std::fs::write(root.join("secret"), "root's").unwrap();
+                std::fs::set_permissions(root.join("secret"), std::fs::Permissions::from_mode(0o644))
+                    .unwrap();
+                std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700)).unwrap();
+            },
+            "TRITON_CACHE_DIR",
+            Expect::LeftAlone,
+        ),
+    ]
+}
+
+/// Every hostile case: the environment's, the passwd files', the image
+/// homes', and the homes a writable `HOME` would open up.
 pub fn hostile_cases() -> Vec<Hostile> {
-    env_cases().into_iter().chain(passwd_cases()).chain(image_home_cases()).collect()
+    env_cases().into_iter().chain(passwd_cases()).chain(image_home_cases()).chain(security_cases()).collect()
+}
+
+/// The failed checks of what case `c` saw of its `HOME` (`seen`), through
+/// the spec executor (`spec`: it can set the environment) or another.
+pub fn home_failures(c: &Hostile, spec: bool, seen: &Seen) -> Vec<String> {
+    let mut failed = Vec::new();
+    let ours = seen.mount.as_ref().is_some_and(|m| m.source == OURS && m.fstype == "tmpfs");
+    let mut fail = |ok: bool, msg: String| {
+        if !ok {
+            failed.push(msg);
+        }
+    };
+    let caches = |home: &str, fail: &mut dyn FnMut(bool, String)| {
+        fail(seen.home == home, format!("HOME is {:?}, want {home:?}", seen.home));
+        fail(!ours, format!("a tmpfs of ours at HOME: {:?}", seen.mount));
+        fail(!seen.writable, "a new file could be made in HOME".into());
+        fail(seen.caches == [".cache", ".triton"], format!("the caches written: {:?}", seen.caches));
+        fail(
+            seen.cache_mount.as_ref().is_some_and(|m| m.source == OURS && m.fstype == "tmpfs"),
+            format!("HOME/.cache is not our tmpfs: {:?}", seen.cache_mount),
+        );
+        let stat: Vec<&str> = seen.cache_stat.split(' ').collect();
+        fail(
+            stat.len() == 3 && stat[0] == c.uid.to_string() && stat[2] == "700",
+            format!("HOME/.cache's uid gid mode {:?}, want uid {} mode 700", seen.cache_stat, c.uid),
+        );
+    };
+    match (c.expect, spec) {
+        (Expect::Mounted(home), _) => {
+            fail(seen.home == home, format!("HOME is {:?}, want {home:?}", seen.home));
+            fail(ours && seen.writable, format!("HOME is not our writable tmpfs: {:?}", seen.mount));
+        }
+        (Expect::Fallback, true) => {
+            let home = format!("/home/{}", c.uid);
+            fail(seen.home == home, format!("HOME is {:?}, want {home:?}", seen.home));
+            fail(ours && seen.writable, format!("HOME is not our writable tmpfs: {:?}", seen.mount));
+        }
+        (Expect::Fallback, false) => {
+            // crun 1.8.1 gives no HOME at all (docs/design.md#home).
+            let home = if seen.home == "(unset)" { "(unset)" } else { "/" };
+            caches(home, &mut fail);
+        }
+        (Expect::Caches(home), _) => {
+            caches(home, &mut fail);
+            fail(!seen.app_writable, "the app's main.py could be written".into());
+            fail(!seen.app_planted, "a module could be planted beside the app".into());
+        }
+        (Expect::LeftAlone, _) => {
+            fail(!ours, format!("a tmpfs of ours at HOME {:?}: {:?}", seen.home, seen.mount));
+            // A HOME that is (or reaches) a volume is the volume's to write.
+            if !c.name.contains("volume") {
+                fail(!seen.writable, format!("HOME {:?} is writable", seen.home));
+                fail(
+                    seen.caches.is_empty(),
+                    format!("caches written in a HOME left alone: {:?}", seen.caches),
+                );
+            }
+        }
+    }
+    match c.name {
+        "a home holding device nodes and sockets" => {
+            fail(seen.profile == "image profile", format!("HOME/.profile is {:?}", seen.profile));
+        }
+        "uid 1000 with HOME=/root" => {
+            fail(seen.secret.is_empty(), format!("uid 1000 read root's file: {:?}", seen.secret));
+        }
+        _ => {}
+    }
+    failed
 }
 
 /// `mkfifo(1)`.
@@ -687,37 +914,10 @@ fn hostile_home(node: &mut Node, r: &mut Report, pod: &Pod, c: &Hostile, image: 
 }
 
 /// The checks of [`pod_hostile_homes`] on what case `c` saw of its `HOME`
-/// through `way`.
+/// through `way` ([`home_failures`]).
 fn check_home(r: &mut Report, c: &Hostile, way: Way, seen: &Seen) {
-    let what = c.name;
-    let ours = seen.mount.as_ref().is_some_and(|m| m.source == OURS && m.fstype == "tmpfs");
-    let mut fail = |ok: bool, msg: String| r.check(ok, format!("{what}: {msg}"));
-    match (c.expect, way) {
-        (Expect::Mounted(home), _) => {
-            fail(seen.home == home, format!("HOME is {:?}, want {home:?}", seen.home));
-            fail(ours && seen.writable, format!("HOME is not our writable tmpfs: {:?}", seen.mount));
-        }
-        (Expect::Fallback, Way::Spec) => {
-            let home = format!("/home/{}", c.uid);
-            fail(seen.home == home, format!("HOME is {:?}, want {home:?}", seen.home));
-            fail(ours && seen.writable, format!("HOME is not our writable tmpfs: {:?}", seen.mount));
-        }
-        (Expect::Fallback, Way::Hook | Way::Nri) => {
-            fail(seen.home == "/", format!("HOME is {:?}, want \"/\"", seen.home));
-            fail(!ours, format!("a tmpfs of ours at HOME: {:?}", seen.mount));
-        }
-        (Expect::LeftAlone, _) => {
-            fail(!ours, format!("a tmpfs of ours at HOME {:?}: {:?}", seen.home, seen.mount))
-        }
-    }
-    match c.name {
-        "a home holding device nodes and sockets" => {
-            fail(seen.profile == "image profile", format!("HOME/.profile is {:?}", seen.profile));
-        }
-        "a HOME owned by another uid" => {
-            fail(seen.stat == "1000 0 755", format!("HOME's uid gid mode: {:?}", seen.stat))
-        }
-        _ => {}
+    for f in home_failures(c, way == Way::Spec, seen) {
+        r.check(false, format!("{}: {f}", c.name));
     }
 }
 
@@ -778,8 +978,7 @@ fn check_env_and_log(node: &Node, r: &mut Report, c: &Hostile, id: &str, log: &P
             let warned = root_home_warnings(&lines);
             r.check(warned.is_empty(), format!("{what}: a warning about HOME=/: {warned:?}"));
         } else {
-            let subject = if c.env.is_empty() { NO_ENTRY } else { ENV_ROOT };
-            for f in root_home_warning(&lines, subject) {
+            for f in root_home_caches(&lines) {
                 r.check(false, format!("{what}: {f}"));
             }
         }
