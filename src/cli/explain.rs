@@ -398,6 +398,24 @@ fn read_manifest(file: &Path) -> Result<(String, String), Error> {
     Ok((file.display().to_string(), text))
 }
 
+/// A container's assumed `HOME` tmpfs (its image's `/etc/passwd` unknown
+/// here), and its tmpfs sizes summed with it against its memory limit.
+fn assumed_home_and_memory(out: &mut String, c: &crate::manifest::ContainerReport) {
+    if let Some(t) = &c.assumed_home {
+        let uid = t.user.map_or(0, |u| u.uid);
+        let _ = writeln!(
+            out,
+            "    assumed: mount tmpfs on HOME (uid {uid}'s home in the image's /etc/passwd, unknown here): size {}, {}",
+            sizing(&t.size),
+            t.options().join(",")
+        );
+    }
+    if let Some(m) = &c.memory {
+        let with = if c.assumed_home.is_some() { " (with the assumed HOME)" } else { "" };
+        let _ = writeln!(out, "    memory{with}: {}", m.line());
+    }
+}
+
 /// The text form of the pods' plans.
 fn render_manifest(
     name: &str,
@@ -471,9 +489,7 @@ fn render_manifest(
                     .replace(" of host RAM ", " of the node's RAM ");
                 let _ = writeln!(out, "    {line}");
             }
-            if !plan.actions.is_empty() {
-                let _ = writeln!(out, "    memory: {}", plan.memory_use(c.memory_limit).line());
-            }
+            assumed_home_and_memory(&mut out, c);
             for n in &plan.notes {
                 let volume = c.volumes.iter().find(|(p, _)| crate::target::normalise(p) == n.subject);
                 let by = volume.map_or(String::new(), |(_, v)| format!(": {v}"));

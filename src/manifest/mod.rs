@@ -167,7 +167,13 @@ pub(crate) struct ContainerReport {
     pub volumes: Vec<(String, String)>,
     /// What the plan cannot know from the manifest.
     pub unknown: Vec<String>,
-    /// What the plan's tmpfs sizes add up to, against the memory limit.
+    /// The `HOME` tmpfs the plan assumes (the image's `/etc/passwd` home
+    /// is unknown here, see [`assumed_home`]): not in the plan's actions,
+    /// counted in `memory`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assumed_home: Option<plan::Tmpfs>,
+    /// What the plan's tmpfs sizes, and the assumed `HOME`'s, add up to,
+    /// against the memory limit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<plan::MemoryUse>,
     /// Why the plan's `/dev/shm` growth will not happen: a volume is there,
@@ -256,17 +262,21 @@ pub(crate) fn explain(w: &Workload, settings: &Settings, ram: Bytes) -> PodRepor
                 (path.clone(), format!("volume {v} ({kind}{ro})"))
             })
             .collect();
+        let assumed_home = plan.as_ref().ok().and_then(|_| assumed_home(&spec, settings, ram));
+        let memory =
+            plan.as_ref().ok().filter(|p| !p.actions.is_empty() || assumed_home.is_some()).map(|p| {
+                let mut m = p.memory_use(c.memory_limit.map(Bytes));
+                m.tmpfs_total = Bytes(m.tmpfs_total.0 + assumed_home.as_ref().map_or(0, |t| t.size.bytes.0));
+                m
+            });
         containers.push(ContainerReport {
             name: c.name.clone(),
             role: c.role,
             field: c.field.clone(),
             read_only_root_filesystem: c.read_only,
             memory_limit: c.memory_limit.map(Bytes),
-            memory: plan
-                .as_ref()
-                .ok()
-                .filter(|p| !p.actions.is_empty())
-                .map(|p| p.memory_use(c.memory_limit.map(Bytes))),
+            assumed_home,
+            memory,
             plan,
             volumes,
             unknown: unknown(c, settings),
@@ -282,6 +292,27 @@ pub(crate) fn explain(w: &Workload, settings: &Settings, ram: Bytes) -> PodRepor
         containers,
         shm,
     }
+}
+
+/// Where [`assumed_home`] plans the home: a path no manifest mounts or
+/// names, so that nothing else shares or hides it.
+const ASSUMED_HOME: &str = "/oci-tmpfs-hook/assumed-home";
+
+/// The `HOME` tmpfs a container of `spec` gets when its `HOME` comes from
+/// the image's `/etc/passwd` (no `HOME` in its env): that file is unknown
+/// here, and the plan (made with [`plan::Passwd::Unknown`]) says what it
+/// assumes, a home of its own, in a note. This is that home's tmpfs, made
+/// by the same plan with an entry at [`ASSUMED_HOME`]: sized by `home_size`,
+/// the `oci-tmpfs-hook/home-size` annotation within `max_home_size`, and
+/// the memory limit, as on the node. `None` when the container gets no
+/// such home (`home = false`, its env's `HOME`, a plan that does nothing).
+fn assumed_home(spec: &crate::oci::Spec, settings: &Settings, ram: Bytes) -> Option<plan::Tmpfs> {
+    let user = plan::UserFacts { passwd: plan::Passwd::Entry(ASSUMED_HOME.into()), sets_env: false };
+    let plan = plan::plan_for(spec, None, settings, plan::HostFacts { ram }, &user).ok()?;
+    plan.actions.into_iter().find_map(|a| match a {
+        Action::MountTmpfs { target, tmpfs, .. } if target.as_str() == ASSUMED_HOME => Some(tmpfs),
+        _ => None,
+    })
 }
 
 /// The temp- and cache-dir inputs a manifest cannot show: `valueFrom` and

@@ -378,4 +378,49 @@ spec:
     let note = plan.notes.iter().find(|n| n.subject == "HOME").expect("the assumption is said");
     assert!(note.reason.contains("uid 1000") && note.reason.contains("unknown here"), "{note:?}");
     assert!(!c.memory.unwrap().over(), "no limit: never over");
+    // The assumed home is counted: 25% of the node's RAM, its user's.
+    let t = c.assumed_home.as_ref().expect("the assumed HOME's tmpfs");
+    assert_eq!((t.size.bytes, t.user), (Bytes(RAM.0 / 4), Some(plan::Owner { uid: 1000, gid: 2000 })));
+    assert_eq!(r.containers[0].assumed_home, None, "its env's HOME is in the plan");
+}
+
+/// A container whose HOME comes from the image's /etc/passwd (unknown
+/// here) is summed with the home the plan assumes, sized like the node's
+/// (home_size, the home-size annotation within max_home_size, the memory
+/// limit): `TMPDIR=/scratch` and a 1Gi limit are /tmp, /scratch and HOME
+/// at 256Mi and /dev/shm at 512Mi, 1280Mi, over the limit; with
+/// `home = false`, or `HOME` in its env, nothing is assumed.
+#[test]
+fn the_assumed_home_counts_in_the_memory_sum() {
+    let pod = |annotations: &str, env: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, annotations: {{{annotations}}}}}\nspec:\n  containers:\n  - name: a\n    image: b\n    securityContext: {{readOnlyRootFilesystem: true, runAsUser: 1000}}\n    resources: {{limits: {{memory: 1Gi}}}}\n    env: [{{name: TMPDIR, value: /scratch}}{env}]\n"
+        )
+    };
+    let report = |yaml: &str, settings: &Settings| {
+        let ws = manifest(yaml);
+        let mut r = explain(&ws[0], settings, RAM);
+        r.containers.remove(0)
+    };
+    let c = report(&pod("", ""), &Settings::default());
+    let home = c.assumed_home.as_ref().expect("an assumed HOME");
+    assert_eq!((home.size.bytes, home.mode), (Bytes(GI / 4), 0o700));
+    let m = c.memory.unwrap();
+    assert_eq!((m.tmpfs_total, m.over()), (Bytes(5 * GI / 4), true), "{}", m.line());
+    let plan_only = c.plan.as_ref().unwrap().memory_use(m.limit).tmpfs_total;
+    assert_eq!(plan_only, Bytes(GI), "the plan's own actions leave the assumed HOME out");
+
+    // The annotation within max_home_size, and the memory limit, as on a node.
+    let capped = Settings { max_home_size: Some("128Mi".parse().unwrap()), ..Settings::default() };
+    let c = report(&pod("oci-tmpfs-hook/home-size: 512Mi", ""), &capped);
+    assert_eq!(c.assumed_home.unwrap().size.bytes, Bytes(128 << 20));
+    let c = report(&pod("oci-tmpfs-hook/home-size: 4Gi", ""), &Settings::default());
+    assert_eq!(c.assumed_home.unwrap().size.bytes, Bytes(GI), "capped by the memory limit");
+
+    let off = Settings { home: false, ..Settings::default() };
+    let c = report(&pod("", ""), &off);
+    assert_eq!((c.assumed_home, c.memory.unwrap().tmpfs_total), (None, Bytes(GI)), "home = false");
+    let c = report(&pod("", ", {name: HOME, value: /tmp}"), &Settings::default());
+    assert_eq!(c.assumed_home, None, "HOME=/tmp is /tmp's tmpfs");
+    assert_eq!(c.memory.unwrap().tmpfs_total, Bytes(GI));
 }

@@ -50,7 +50,7 @@ pub(crate) fn before_exec(
     match call {
         Call::Exec(exec) => {
             crate::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
-            exec_home::carry_over(exec, real.file_name().unwrap_or_default());
+            exec_home::carry_over(exec, real.file_name().unwrap_or_default(), settings.home);
             Ok(())
         }
         Call::Create { bundle, id } => prepare(bundle, source, settings, real, id.as_deref()),

@@ -159,15 +159,22 @@ pub(crate) fn plain_id(id: &OsStr) -> Option<&str> {
 }
 
 /// Pure: the bundle a runtime's state file names, for the container `id`.
-/// runc's `state.json`: the `bundle=` label of `config.labels` (and its
-/// `id` must be `id`); crun's `status`: `bundle`. Only an absolute path.
+/// runc's `state.json`: the last `bundle=` label of `config.labels` (and
+/// its `id` must be `id`): runc makes a label of every annotation first and
+/// appends its own `bundle=` after them, so an annotation named `bundle`
+/// comes earlier and never redirects the read (docs/design.md#exec-home);
+/// crun's `status`: `bundle`. Only an absolute path.
 pub(crate) fn bundle_in_state(file: &str, bytes: &[u8], id: &str) -> Option<PathBuf> {
     let state: Value = serde_json::from_slice(bytes).ok()?;
     let bundle = if file == RUNC_STATE {
         if state["id"].as_str() != Some(id) {
             return None;
         }
-        state["config"]["labels"].as_array()?.iter().find_map(|l| l.as_str()?.strip_prefix("bundle="))?
+        state["config"]["labels"]
+            .as_array()?
+            .iter()
+            .rev()
+            .find_map(|l| l.as_str()?.strip_prefix("bundle="))?
     } else {
         state["bundle"].as_str()?
     };
@@ -176,9 +183,15 @@ pub(crate) fn bundle_in_state(file: &str, bytes: &[u8], id: &str) -> Option<Path
 }
 
 /// Adds the container's `HOME` to the process file of `exec`, when
-/// [`decide`] says so; `runtime` is the file name of the real runtime.
-/// Logs what it did at info, and why it did nothing at debug: never fails.
-pub(crate) fn carry_over(exec: &Exec<'_>, runtime: &OsStr) {
+/// [`decide`] says so; `runtime` is the file name of the real runtime, and
+/// `home` the host config's `home`: with `home = false` nothing is read or
+/// written. Logs what it did at info, and why it did nothing at debug:
+/// never fails.
+pub(crate) fn carry_over(exec: &Exec<'_>, runtime: &OsStr, home: bool) {
+    if !home {
+        log::debug!("exec: home = false in the host config; the process is left alone");
+        return;
+    }
     if exec.chooses {
         log::debug!("exec: the command line names the user or HOME; the process is left alone");
         return;
@@ -382,6 +395,10 @@ mod tests {
             bundle_in_state("status", crun_1_28, "3771b556cf47"),
             Some(PathBuf::from("/tmp/d/exec/moby/3771b556cf47"))
         );
+        // An annotation named `bundle` is a label too, before runc's own.
+        let annotated =
+            br#"{"id":"i","config":{"labels":["bundle=/annotation","a=1","bundle=/real/bundle"]}}"#;
+        assert_eq!(bundle_in_state("state.json", annotated, "i"), Some(PathBuf::from("/real/bundle")));
         for (file, bytes) in [
             ("state.json", &br#"{"id":"i","config":{"labels":["bundle=relative"]}}"#[..]),
             ("state.json", br#"{"id":"i","config":{"labels":["other=1"]}}"#),
@@ -474,6 +491,42 @@ mod tests {
         }
     }
 
+    /// An annotation `bundle=<another bundle>` on the container is a label
+    /// of runc's state before runc's own `bundle=`: the exec gets the HOME
+    /// of the container's real bundle, not the other one's.
+    #[test]
+    fn an_annotation_named_bundle_does_not_redirect_the_read() {
+        let container = serde_json::json!({"process": {"user": {"uid": 1000}, "env": ["HOME=/home/1000"]}});
+        let exec = serde_json::json!({"user": {"uid": 1000}, "env": ["PATH=/bin"]});
+        let s = setup("annotated", RUNC_STATE, &container, &exec);
+        let decoy = s.dir.join("decoy");
+        std::fs::create_dir_all(&decoy).unwrap();
+        let other = serde_json::json!({"process": {"user": {"uid": 1000}, "env": ["HOME=/decoy"]}});
+        std::fs::write(decoy.join("config.json"), other.to_string()).unwrap();
+        let state = s.root.join("ID").join(RUNC_STATE);
+        let mut v: Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+        let real = v["config"]["labels"][0].clone();
+        v["config"]["labels"] = serde_json::json!([format!("bundle={}", decoy.display()), "x=1", real]);
+        std::fs::write(&state, v.to_string()).unwrap();
+        let got = add_home(&exec_line(&s), OsStr::new("runc")).unwrap();
+        assert_eq!(got, Decision::Add("/home/1000".into()));
+        assert_eq!(env_of(&s.process), serde_json::json!(["PATH=/bin", "HOME=/home/1000"]));
+    }
+
+    /// With `home = false` in the host config, an exec that would get the
+    /// container's HOME is left alone, its process file untouched.
+    #[test]
+    fn home_false_leaves_every_exec_alone() {
+        let container = serde_json::json!({"process": {"user": {"uid": 1000}, "env": ["HOME=/home/1000"]}});
+        let exec = serde_json::json!({"user": {"uid": 1000}, "env": ["PATH=/bin"]});
+        let s = setup("home-false", RUNC_STATE, &container, &exec);
+        let before = std::fs::read(&s.process).unwrap();
+        carry_over(&exec_line(&s), OsStr::new("runc"), false);
+        assert_eq!(std::fs::read(&s.process).unwrap(), before, "home = false: the process file changed");
+        carry_over(&exec_line(&s), OsStr::new("runc"), true);
+        assert_eq!(env_of(&s.process), serde_json::json!(["PATH=/bin", "HOME=/home/1000"]), "home = true");
+    }
+
     /// [`add_home`]'s error for `line`, checking that the process file is
     /// unchanged.
     fn refused(s: &Setup, line: &Exec<'_>, runtime: &str) -> ExecHomeError {
@@ -519,12 +572,12 @@ mod tests {
         assert!(matches!(err, ExecHomeError::Read { .. }), "{err:?}");
         // carry_over logs the same refusal and never fails.
         let before = std::fs::read(&s.process).unwrap();
-        carry_over(&exec_line(&s), OsStr::new("runc"));
+        carry_over(&exec_line(&s), OsStr::new("runc"), true);
         assert_eq!(std::fs::read(&s.process).unwrap(), before);
 
         let s = setup("chooses", RUNC_STATE, &container, &exec);
         let before = std::fs::read(&s.process).unwrap();
-        carry_over(&Exec { chooses: true, ..exec_line(&s) }, OsStr::new("runc"));
+        carry_over(&Exec { chooses: true, ..exec_line(&s) }, OsStr::new("runc"), true);
         assert_eq!(std::fs::read(&s.process).unwrap(), before, "a command line that chooses the user");
     }
 }

@@ -189,3 +189,78 @@ fn bad_input_is_one_line_naming_the_document_and_the_field() {
     let out = explain(&["--manifest", "/nonexistent/m.yaml"], "");
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
 }
+
+/// A pod with `TMPDIR=/scratch`, `runAsUser: 1000` and a 1Gi limit, whose
+/// HOME comes from the image's /etc/passwd: `explain --manifest` counts the
+/// HOME it assumes (the image is unknown there) in the sum, and agrees with
+/// `explain --bundle` on the spec containerd makes for that container, over
+/// an image whose /etc/passwd gives uid 1000 a home: /tmp, /scratch and
+/// HOME at 256Mi, the pod's /dev/shm grown to 512Mi, 1280Mi, over 1Gi.
+#[test]
+fn manifest_and_bundle_sum_the_same_home() {
+    const POD: &str = r#"apiVersion: v1
+kind: Pod
+metadata: {name: scratch}
+spec:
+  containers:
+  - name: app
+    image: app
+    env: [{name: TMPDIR, value: /scratch}]
+    resources: {limits: {memory: 1Gi}}
+    securityContext: {readOnlyRootFilesystem: true, runAsUser: 1000, runAsGroup: 1000}
+"#;
+    let dir = TempDir::new("explain-manifest-home");
+    let config = dir.join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let config = config.to_str().unwrap();
+    let manifest = explain(&["--manifest", "-", "--node-memory", "64Gi", "--config", config], POD);
+    let s = text(&manifest.stdout);
+    assert!(manifest.status.success(), "{}{s}", text(&manifest.stderr));
+    for want in [
+        "assumed: mount tmpfs on HOME (uid 1000's home in the image's /etc/passwd, unknown here): size 256Mi (25% of the memory limit 1Gi, from default)",
+        "memory (with the assumed HOME): the tmpfs sizes add up to 1280Mi (~1.2Gi), over the memory limit 1Gi",
+    ] {
+        assert!(s.contains(want), "missing {want:?} in:\n{s}");
+    }
+
+    // The container's spec as containerd's CRI writes it (the parts the
+    // plan reads), over a rootfs whose /etc/passwd names uid 1000's home.
+    let bundle = dir.join("bundle");
+    std::fs::create_dir_all(bundle.join("rootfs/etc")).unwrap();
+    std::fs::write(
+        bundle.join("rootfs/etc/passwd"),
+        "root:x:0:0::/root:/bin/sh\napp:x:1000:1000::/home/app:/bin/sh\n",
+    )
+    .unwrap();
+    let bind = |dest: &str, src: &str| serde_json::json!({"destination": dest, "type": "bind", "source": src, "options": ["rbind", "rprivate", "rw"]});
+    let spec = serde_json::json!({
+        "ociVersion": "1.0.2",
+        "root": {"path": "rootfs", "readonly": true},
+        "process": {"cwd": "/", "user": {"uid": 1000, "gid": 1000}, "args": ["sleep", "1"], "env": ["PATH=/bin", "TMPDIR=/scratch"]},
+        "mounts": [
+            {"destination": "/proc", "type": "proc", "source": "proc"},
+            {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+            bind("/etc/hosts", "/var/lib/kubelet/pods/POD_UID/etc-hosts"),
+            bind("/dev/shm", "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/ID/shm"),
+        ],
+        "annotations": {"io.kubernetes.cri.container-type": "container"},
+        "linux": {"namespaces": [{"type": "pid"}, {"type": "ipc"}, {"type": "mount"}], "resources": {"memory": {"limit": GI}}},
+    });
+    std::fs::write(bundle.join("config.json"), spec.to_string()).unwrap();
+    let out = explain(&["--bundle", bundle.to_str().unwrap(), "--json", "--config", config], "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let by_bundle: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let manifest = explain(&["--manifest", "-", "--json", "--node-memory", "64Gi", "--config", config], POD);
+    assert!(manifest.status.success(), "{}", text(&manifest.stderr));
+    let by_manifest: Value = serde_json::from_slice(&manifest.stdout).unwrap();
+    let c = &by_manifest["pods"][0]["containers"][0];
+    let home = by_bundle["plan"]["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["target"] == "/home/app")
+        .unwrap_or_else(|| panic!("no HOME in the bundle's plan: {by_bundle}"));
+    assert_eq!(c["assumed_home"]["size"], home["size"], "the same HOME size");
+    assert_eq!(c["memory"], by_bundle["memory"], "the same sum against the same limit");
+    assert_eq!(c["memory"]["tmpfs_total"], 5 * GI / 4);
+}

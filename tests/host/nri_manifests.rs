@@ -4,8 +4,10 @@
 //! tests/env/kubernetes-validate.sh installs it from PyPI once); the
 //! kustomization lists every manifest; the DaemonSet's args and the
 //! ConfigMap's host config are ones the binary accepts; the DaemonSet asks
-//! for no more than it needs (two hostPaths, the NRI socket's directory and
-//! the hook's; no host PID, no capability: docs/nri.md); its metrics port
+//! for no more than it needs (three hostPaths, the NRI socket's directory,
+//! the hook's and the log's; no host PID, no capability: docs/nri.md), and
+//! its ConfigMap sets a log file in the log directory it mounts, which the
+//! plugin writes (docs/kubernetes.md#where-the-warnings-go); its metrics port
 //! and the optional monitoring manifests (deploy/kubernetes/monitoring:
 //! the ServiceMonitor against the part of the Prometheus Operator's
 //! ServiceMonitor schema it uses, in tests/host/schemas).
@@ -20,6 +22,13 @@ use crate::support::kube::{kubernetes_python as python, validate_manifests};
 use crate::support::*;
 
 const DIR: &str = "deploy/kubernetes";
+
+/// The DaemonSet's hostPath volumes (name, path), sorted.
+const HOST_PATHS: [(&str, &str); 3] = [
+    ("hook-dir", "/opt/oci-tmpfs-hook"),
+    ("log-dir", "/var/log/oci-tmpfs-hook"),
+    ("nri-socket", "/var/run/nri"),
+];
 
 /// A YAML file as JSON (PyYAML comes with kubernetes-validate).
 fn load(py: &Path, file: &Path) -> Value {
@@ -59,11 +68,7 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
         .filter_map(|v| Some((v["name"].as_str()?, v.get("hostPath")?["path"].as_str()?)))
         .collect();
     host_paths.sort();
-    assert_eq!(
-        host_paths,
-        [("hook-dir", "/opt/oci-tmpfs-hook"), ("nri-socket", "/var/run/nri")],
-        "two hostPaths: the NRI socket's directory and the hook's"
-    );
+    assert_eq!(host_paths, HOST_PATHS, "three hostPaths: the NRI socket's directory, the hook's, the log's");
     // The hook grows the pod's /dev/shm in the container: no host PID, no
     // capability, no AppArmor exception.
     assert!(pod.get("hostPID").is_none_or(|v| v == false), "{pod}");
@@ -87,6 +92,8 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
         .map(|m| (m["name"].as_str().unwrap(), m["mountPath"].as_str().unwrap()))
         .collect();
     assert!(mounted.contains(&("hook-dir", "/host/opt/oci-tmpfs-hook")), "{mounted:?}");
+    // The log directory at the node's path: one log_file for hook and plugin.
+    assert!(mounted.contains(&("log-dir", "/var/log/oci-tmpfs-hook")), "{mounted:?}");
     let args: Vec<&str> = c["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
     let after = |flag: &str| args.iter().position(|a| *a == flag).map(|i| args[i + 1]);
     assert_eq!(after("--hook-dir"), Some("/opt/oci-tmpfs-hook"), "{args:?}");
@@ -101,16 +108,9 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
         c["resources"]["requests"]["memory"].is_string() && c["resources"]["limits"]["memory"].is_string()
     );
 
-    // The ConfigMap's host config parses (doctor's config line).
     let tmp = std::env::temp_dir().join(crate::support::unique("nri-manifests"));
     std::fs::create_dir_all(&tmp).unwrap();
-    let cm = load(&py, &dir.join("configmap.yaml"));
-    let config = tmp.join("config.toml");
-    std::fs::write(&config, cm["data"]["config.toml"].as_str().unwrap()).unwrap();
-    let doctor =
-        Command::new(crate::support::hook_bin()).arg("doctor").arg("--config").arg(&config).output().unwrap();
-    let doctor = String::from_utf8_lossy(&doctor.stdout).into_owned();
-    assert!(doctor.lines().any(|l| l.starts_with("ok") && l.contains("config:")), "{doctor}");
+    let (config, logged) = configmap_here(&py, &dir, &tmp);
 
     // The args run: with the socket and config pointed here, the plugin
     // starts, says once that the socket is missing, and keeps waiting.
@@ -150,13 +150,40 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
     let _ = child.kill();
     let _ = child.wait();
     let installed = (hook_dir.join("oci-tmpfs-hook").is_file(), hook_dir.join("config.toml").is_file());
+    let in_file = std::fs::read_to_string(&logged).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&tmp);
+    assert!(in_file.contains("connecting to the NRI socket"), "the plugin's log_file holds:\n{in_file}");
     assert!(running, "{args:?} exited: {err}");
     assert!(err.contains("connecting to the NRI socket"), "{err}");
     assert_eq!(installed, (true, true), "the plugin did not fill --hook-dir-mount: {err}");
     // Not registered (no runtime here), and saying so.
     assert!(scraped.starts_with("HTTP/1.1 200 OK\r\n"), "{scraped}");
     assert!(scraped.contains("\noci_tmpfs_hook_nri_registered 0\n"), "{scraped}");
+}
+
+/// The ConfigMap's host config, written into `tmp` with its `log_file` in
+/// `tmp` too (the config's path, the log's): it parses (doctor's config
+/// line), and it sets a log file in the log directory the DaemonSet mounts,
+/// where the hook's warnings go and nowhere else
+/// (docs/kubernetes.md#where-the-warnings-go).
+fn configmap_here(py: &Path, dir: &Path, tmp: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let cm = load(py, &dir.join("configmap.yaml"));
+    let text = cm["data"]["config.toml"].as_str().unwrap();
+    let parsed: toml::Value = toml::from_str(text).unwrap();
+    assert_eq!(
+        parsed.get("log_file").and_then(|v| v.as_str()),
+        Some("/var/log/oci-tmpfs-hook/oci-tmpfs-hook.log"),
+        "the ConfigMap's log_file:\n{text}"
+    );
+    let logged = tmp.join("oci-tmpfs-hook.log");
+    let text = text.replace("\"/var/log/oci-tmpfs-hook/oci-tmpfs-hook.log\"", &format!("{logged:?}"));
+    let config = tmp.join("config.toml");
+    std::fs::write(&config, &text).unwrap();
+    let doctor =
+        Command::new(crate::support::hook_bin()).arg("doctor").arg("--config").arg(&config).output().unwrap();
+    let doctor = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    assert!(doctor.lines().any(|l| l.starts_with("ok") && l.contains("config:")), "{doctor}");
+    (config, logged)
 }
 
 /// `GET /metrics` from the address in a plugin's log line

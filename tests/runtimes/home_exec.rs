@@ -24,7 +24,8 @@ const SET: &str = "exec: set HOME=/home/1000 in the process";
 /// `-u 1000`) the exec gets `HOME=/home/1000`, our tmpfs, writable; `-u 0`
 /// gets root's `/root` from the image's passwd, not ours; `-e HOME=/x`
 /// keeps its own. In hook mode nothing sets `HOME`: every exec of uid 1000
-/// gets `/` (unset with crun 1.8.1).
+/// gets `/` (unset with crun 1.8.1), and so does every exec once the host
+/// config says `home = false`.
 #[test]
 fn docker_exec_gets_the_containers_home() {
     crun_cgroup_fix();
@@ -92,6 +93,18 @@ fn docker_exec(d: &Dockerd, image: &str, runtime: Runtime) {
     assert!(failed.is_empty(), "{}:\n  {}\n{}", what(&["-u", "0"]), failed.join("\n  "), root.out);
     let own = exec(&["-e", "HOME=/x"]);
     assert_eq!(own.home, "/x", "{}:\n{}", what(&["-e", "HOME=/x"]), own.out);
+    if spec {
+        // home = false in the host config now: the same exec as the
+        // container's user is left alone (the runtime's HOME, no line),
+        // though the container kept the HOME it got at its start.
+        std::fs::write(&config, format!("{text}runtime_path = {path:?}\nhome = false\n")).unwrap();
+        let before = d.wrapper_log().len();
+        let off = exec(&[]);
+        let log = d.wrapper_log().split_off(before);
+        std::fs::write(&config, format!("{text}runtime_path = {path:?}\n")).unwrap();
+        assert!(!log.contains(SET), "{}, home = false: the wrapper's log:\n{log}", what(&[]));
+        assert_ne!(off.home, "/home/1000", "{}, home = false:\n{}", what(&[]), off.out);
+    }
 }
 
 /// containerd's CRI, the wrapper's spec-mode handler, a read-only 1 GiB
