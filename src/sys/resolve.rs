@@ -15,6 +15,7 @@ use rustix::io::Errno;
 
 use super::error::{Call, SysError};
 use super::mount;
+use super::procfs::{Checked, Proc, PROC_SUPER_MAGIC};
 use crate::landing::{self, Entry, Landing, Stop, Tree, Walk};
 use crate::plan::{self, Note, Passwd, SpecMount};
 use crate::size::Bytes;
@@ -413,8 +414,8 @@ pub(crate) fn holds_entries(fd: &OwnedFd) -> Result<bool, Errno> {
     Ok(false)
 }
 
-/// procfs' and sysfs' `f_type`: a passwd that leads there is not the image's.
-const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+/// sysfs' `f_type` (procfs' is [`PROC_SUPER_MAGIC`]): a passwd that leads
+/// there is not the image's.
 const SYSFS_MAGIC: i64 = 0x6265_6572;
 
 impl Root {
@@ -422,14 +423,15 @@ impl Root {
     /// Resolved with `RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS`, so a symlink
     /// (to the host's `/etc/passwd`, say) stays inside the root, as the
     /// runtime's own lookup after `pivot_root` does. Only a regular file on
-    /// neither procfs nor sysfs is read (checked on an `O_PATH` fd before it
-    /// is opened for reading, so no device or FIFO is ever opened), at most
+    /// neither procfs nor sysfs is read (checked on an `O_PATH` fd, which is
+    /// then reopened through `proc`, not by its path: no device or FIFO is
+    /// ever opened, docs/design.md#reopen), at most
     /// [`plan::PASSWD_MAX`] bytes.
     ///
     /// # Errors
     /// As [`passwd_in`].
-    pub(crate) fn read_passwd(&self, uid: u32) -> Result<Passwd, SysError> {
-        passwd_in(&self.fd, "etc/passwd", uid)
+    pub(crate) fn read_passwd(&self, proc: &Proc, uid: u32) -> Result<Passwd, SysError> {
+        passwd_in(proc, &self.fd, "etc/passwd", uid)
     }
 
     /// The mode of the directory at `target` when the image has one
@@ -440,11 +442,6 @@ impl Root {
     }
 }
 
-/// What the passwd file `rel` under the directory `dir` says of `uid`, read
-/// as [`Root::read_passwd`] says: `rel` resolved with `dir` as its root.
-///
-/// # Errors
-/// `openat2(2)` missing from the kernel (`ENOSYS`): not a property of the
 /// A host directory, opened `O_PATH` (a bind's source: the passwd read of
 /// the spec executor), to read in with [`passwd_in`].
 ///
@@ -469,8 +466,14 @@ pub(crate) fn kind_and_dev(fd: &OwnedFd, what: &str) -> Result<(FileType, u64), 
     Ok((FileType::from_raw_mode(st.st_mode), st.st_dev))
 }
 
+/// What the passwd file `rel` under the directory `dir` says of `uid`, read
+/// as [`Root::read_passwd`] says: `rel` resolved with `dir` as its root,
+/// the file read through `proc`.
+///
+/// # Errors
+/// `openat2(2)` missing from the kernel (`ENOSYS`): not a property of the
 /// image, and nothing else can be resolved safely either.
-pub(crate) fn passwd_in(dir: &OwnedFd, rel: &str, uid: u32) -> Result<Passwd, SysError> {
+pub(crate) fn passwd_in(proc: &Proc, dir: &OwnedFd, rel: &str, uid: u32) -> Result<Passwd, SysError> {
     let flags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
     let path = match open_in(dir, rel, OFlags::PATH | OFlags::CLOEXEC, flags) {
         Ok(fd) => fd,
@@ -485,12 +488,13 @@ pub(crate) fn passwd_in(dir: &OwnedFd, rel: &str, uid: u32) -> Result<Passwd, Sy
         }
         Err(e) => return Ok(Passwd::Unreadable(format!("cannot be opened ({e})"))),
     };
-    Ok(passwd_from(dir, rel, &path, uid))
+    Ok(passwd_from(proc, &path, uid))
 }
 
-/// The rest of [`passwd_in`], once `path` (an `O_PATH` fd of `rel`) is open.
-fn passwd_from(dir: &OwnedFd, rel: &str, path: &OwnedFd, uid: u32) -> Passwd {
-    let flags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
+/// The rest of [`passwd_in`], once `path` (an `O_PATH` fd of the file) is
+/// open: checked, then reopened through `proc` to be read, never opened by
+/// its path again (docs/design.md#reopen).
+fn passwd_from(proc: &Proc, path: &OwnedFd, uid: u32) -> Passwd {
     let st = match rustix::fs::fstat(path) {
         Ok(st) => st,
         Err(e) => return Passwd::Unreadable(format!("cannot be read ({e})")),
@@ -509,20 +513,13 @@ fn passwd_from(dir: &OwnedFd, rel: &str, path: &OwnedFd, uid: u32) -> Passwd {
     if u64::try_from(st.st_size).unwrap_or(u64::MAX) > plan::PASSWD_MAX {
         return too_big();
     }
-    let file = match open_in(
-        dir,
-        rel,
-        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
-        flags,
-    ) {
+    // The file checked, whatever its path names by now (a rename swapping
+    // a device node in): never the path again.
+    let file = match proc.reopen(path, Checked::of(&st)) {
         Ok(fd) => fd,
+        Err(Errno::STALE) => return Passwd::Unreadable("changed while it was read".into()),
         Err(e) => return Passwd::Unreadable(format!("cannot be opened ({e})")),
     };
-    // The same file as checked, or nothing (a rename in between).
-    match rustix::fs::fstat(&file) {
-        Ok(again) if (again.st_dev, again.st_ino) == (st.st_dev, st.st_ino) => {}
-        _ => return Passwd::Unreadable("changed while it was read".into()),
-    }
     // Room for the whole file and the end: two reads, not a doubling probe
     // from 32 bytes (seven reads for an 839-byte file: BENCHMARKS.md#home-lookup).
     let size = usize::try_from(st.st_size).unwrap_or(0).min(plan::PASSWD_MAX as usize);
