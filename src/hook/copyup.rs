@@ -288,13 +288,19 @@ impl<F: CopyFs> Copier<'_, F> {
         }
         let listed = self.open_dir(&from, c".", path)?;
         let names = self.list(listed, path)?;
-        match self.fs.mkdir(dst, name) {
-            // A directory the plan made already (a nested target): kept as the plan made it.
-            Ok(()) | Err(Errno::EXIST) => {}
+        // A directory the plan made already (a nested target: `TMPDIR=/root/tmp`
+        // in the home's tmpfs) is filled, and kept as the plan made it: its
+        // owner and mode are the plan's, not the image's.
+        let planned = match self.fs.mkdir(dst, name) {
+            Ok(()) => false,
+            Err(Errno::EXIST) => true,
             Err(e) => return Err(sys(Call::Mkdirat, path)(e)),
-        }
+        };
         let to = self.open_dir(dst, name, path)?;
         self.copy_entries(&from, &to, names, path, depth + 1)?;
+        if planned {
+            return Ok(());
+        }
         self.set_meta(&to, &st, path)
     }
 
@@ -400,6 +406,10 @@ mod tests {
         calls: Vec<String>,
         /// Read offsets of the files opened.
         read: std::collections::HashMap<String, usize>,
+        /// Directories in the new tmpfs before the copy (made by the plan).
+        made: Vec<String>,
+        /// What got the owner, mode and times of its source.
+        metas: Vec<String>,
     }
 
     #[derive(Clone)]
@@ -528,8 +538,12 @@ mod tests {
         }
 
         fn mkdir(&mut self, dir: &String, name: &CStr) -> Result<(), Errno> {
-            self.calls.push(format!("mkdir {}", MapFs::path(dir, name)));
-            Ok(())
+            let fd = MapFs::path(dir, name);
+            self.calls.push(format!("mkdir {fd}"));
+            match self.made.contains(&fd) {
+                true => Err(Errno::EXIST),
+                false => Ok(()),
+            }
         }
 
         fn open_path(&mut self, dir: &String, name: &CStr) -> Result<String, Errno> {
@@ -577,7 +591,8 @@ mod tests {
             Ok(())
         }
 
-        fn set_meta(&mut self, _: &String, _: &Meta) -> Result<(), (Call, Errno)> {
+        fn set_meta(&mut self, fd: &String, _: &Meta) -> Result<(), (Call, Errno)> {
+            self.metas.push(fd.clone());
             Ok(())
         }
     }
@@ -601,6 +616,21 @@ mod tests {
         assert_eq!((copied.entries, copied.skipped, copied.bytes), (1, 4, 1));
         assert_eq!(copied.skipped_paths, ["/fifo", "/null", "/sda"]);
         assert_eq!(tree.calls, ["path src:f", "open src:f", "create dst:f", "write dst:f 1"]);
+    }
+
+    /// A directory the plan made in the new tmpfs (`TMPDIR=/root/tmp` in
+    /// the home's, mode 1777) gets what the image's directory of that name
+    /// holds, and keeps the plan's owner and mode: only what copy-up made
+    /// takes the image's.
+    #[test]
+    fn a_directory_the_plan_made_keeps_its_owner_and_mode() {
+        let mut tree = MapFs::new(&[("tmp", FileType::Directory), ("cache", FileType::Directory)]);
+        tree.add("tmp/f", FileType::RegularFile, 1, b"x");
+        tree.made.push("dst:tmp".into());
+        let copied = walk(&mut tree, BIG).unwrap().unwrap();
+        assert_eq!(copied.entries, 3);
+        assert!(tree.calls.contains(&"create dst:tmp/f".to_string()), "filled: {:?}", tree.calls);
+        assert_eq!(tree.metas, ["dst:cache", "dst:tmp/f"], "the plan's tmp keeps its owner and mode");
     }
 
     /// Nothing on another mount is entered or read; a symlink there is
