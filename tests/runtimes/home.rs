@@ -205,7 +205,7 @@ fn a_temp_dir_inside_home_keeps_the_plans_owner_and_mode() {
         std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o750)).unwrap();
         std::fs::set_permissions(home.join("tmp"), std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
-        rustix::fs::chown(&home.join("tmp"), Some(rustix::fs::Uid::from_raw(1000)), None).unwrap();
+        rustix::fs::chown(home.join("tmp"), Some(rustix::fs::Uid::from_raw(1000)), None).unwrap();
         b.write();
         let subdirs = b.explain()["plan"]["actions"]
             .as_array()
