@@ -38,10 +38,11 @@ pub(crate) struct Root {
     /// A writable clone of the rootfs mount, made when a directory must be
     /// created and the rootfs mount is already read-only.
     writable: Option<OwnedFd>,
-    /// Directories (device, inode) that already have a mount prepared, and
-    /// for which target: two targets reached through symlinks (`/var -> /`
-    /// with `TMPDIR=/var/tmp`) must not stack two mounts.
-    claimed: Vec<((u64, u64), String)>,
+    /// Directories (device, inode) that already have a mount prepared, for
+    /// which target, and where they landed: two targets reached through
+    /// symlinks (`/var -> /` with `TMPDIR=/var/tmp`, or `/tmp -> /root/tmp`
+    /// with `HOME=/root`) must not stack two mounts.
+    claimed: Vec<((u64, u64), Claim)>,
 }
 
 /// Temp targets: never cross a mount (a volume, or `/tmp` already mounted).
@@ -156,16 +157,16 @@ impl Root {
                 };
             }
         };
-        match self.landed(&fd) {
+        let real = match self.landed(&fd) {
             None => return Ok(Err(Note::warn(what, "it resolves outside the rootfs"))),
             Some(real) if target::denied(&real) => {
                 let reason = format!("it resolves to {real} inside the container, a system directory");
                 return Ok(Err(Note::warn(what, reason)));
             }
-            Some(_) => {}
-        }
-        if let Some(first) = self.claim(&fd, what)? {
-            return Ok(Err(Note::warn(what, format!("it is the same directory as {first}"))));
+            Some(real) => real,
+        };
+        if let Some(reason) = self.claim(&fd, &real, what)? {
+            return Ok(Err(Note::warn(what, reason)));
         }
         Ok(Ok(fd))
     }
@@ -238,20 +239,49 @@ impl Root {
         }
     }
 
-    /// Claims the directory `fd` for `what`, or names the target that
-    /// already claimed it: one mount per directory.
+    /// Claims the directory `fd`, landed at `real`, for `what`, or says why
+    /// not ([`clash`]): one mount per directory, none inside another's.
     ///
     /// # Errors
     /// `fstat` failing.
-    pub(crate) fn claim(&mut self, fd: &OwnedFd, what: &str) -> Result<Option<String>, SysError> {
+    pub(crate) fn claim(&mut self, fd: &OwnedFd, real: &str, what: &str) -> Result<Option<String>, SysError> {
         let st = rustix::fs::fstat(fd).map_err(|e| SysError::sys(Call::Stat, "reading", what, e))?;
         let id = (st.st_dev, st.st_ino);
         if let Some((_, first)) = self.claimed.iter().find(|(d, _)| *d == id) {
-            return Ok(Some(first.clone()));
+            return Ok(Some(format!("it is the same directory as {}", first.what)));
         }
-        self.claimed.push((id, what.to_string()));
+        if let Some(reason) = clash(self.claimed.iter().map(|(_, c)| c), real) {
+            return Ok(Some(reason));
+        }
+        self.claimed.push((id, Claim { what: what.to_string(), real: real.to_string() }));
         Ok(None)
     }
+}
+
+/// A directory claimed for a target's mount: the target, and where it
+/// landed in the rootfs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Claim {
+    pub what: String,
+    pub real: String,
+}
+
+/// Why a target landed at `real` cannot have its own tmpfs beside the
+/// directories `claimed` already, if it cannot: `real` is inside one of
+/// them or holds one. Only the paths the targets name are nested by the
+/// plan (`TMPDIR=/tmp/job` is a directory made in `/tmp`'s tmpfs); two that
+/// a symlink nests (`/tmp -> /root/tmp` with `HOME=/root`) would stack two
+/// tmpfs, one hiding the other, so the later is left alone. The same
+/// directory is the caller's (by inode).
+pub(crate) fn clash<'a>(claimed: impl IntoIterator<Item = &'a Claim>, real: &str) -> Option<String> {
+    let c = claimed.into_iter().find(|c| {
+        c.real != real && (landing::at_or_under(real, &c.real) || landing::at_or_under(&c.real, real))
+    })?;
+    let (how, first) = (if landing::at_or_under(real, &c.real) { "inside" } else { "above" }, &c.what);
+    Some(format!(
+        "it resolves to {real}, {how} {}, where {first} lands and gets a tmpfs of ours: two would stack, one hiding the other",
+        c.real
+    ))
 }
 
 /// The rootfs as the spec executor (and `explain`) judges and places its
@@ -758,6 +788,56 @@ mod tests {
         let made = root.place_target(&t("/data/cache"), &[]).unwrap().unwrap();
         assert_eq!(made.1, "/data/cache");
         assert_eq!(root.calls, ["mkdir /data", "mkdir /data/cache"]);
+    }
+
+    /// Two targets a symlink nests (`/tmp -> /root/tmp` with `HOME=/root`)
+    /// are one tmpfs and a note naming both, whichever comes first; a
+    /// sibling whose name merely starts the same is not nested.
+    #[test]
+    fn a_target_inside_another_through_a_symlink_is_left_alone() {
+        let layout =
+            [("/tmp", FakeRoot::link("/root/tmp")), ("/root", Entry::Dir), ("/root/tmp", Entry::Dir)];
+        let t = |p: &str| target::validate(p).unwrap();
+        let mut root = FakeRoot::new(&layout);
+        assert_eq!(root.place_target(&t("/tmp"), &[]).unwrap().unwrap().0.as_str(), "/root/tmp");
+        let home = root.place_target(&t("/root"), &[]).unwrap().unwrap_err();
+        assert_eq!(
+            home,
+            Note::warn(
+                "/root",
+                "it resolves to /root, above /root/tmp, where /tmp lands and gets a tmpfs of ours: two would stack, one hiding the other"
+            )
+        );
+        let mut root = FakeRoot::new(&layout);
+        assert!(root.place_target(&t("/root"), &[]).unwrap().is_ok());
+        let tmp = root.place_target(&t("/tmp"), &[]).unwrap().unwrap_err();
+        assert!(
+            tmp.warn && tmp.reason.starts_with("it resolves to /root/tmp, inside /root, where /root lands"),
+            "{tmp:?}"
+        );
+        assert!(root.place_target(&t("/rootx"), &[]).unwrap().is_ok(), "a sibling is not nested");
+    }
+
+    #[test]
+    fn clash_table() {
+        let claim = |what: &str, real: &str| Claim { what: what.into(), real: real.into() };
+        let claimed = [claim("/tmp", "/root/tmp"), claim("TMPDIR=/scratch", "/data/scratch")];
+        let cases = [
+            ("/root", Some("above /root/tmp, where /tmp lands")),
+            ("/root/tmp/x", Some("inside /root/tmp, where /tmp lands")),
+            ("/data", Some("above /data/scratch, where TMPDIR=/scratch lands")),
+            ("/root/tmp", None),
+            ("/root/tm", None),
+            ("/data/scratch2", None),
+            ("/var/tmp", None),
+        ];
+        for (real, want) in cases {
+            let got = clash(&claimed, real);
+            match want {
+                Some(words) => assert!(got.as_deref().is_some_and(|g| g.contains(words)), "{real}: {got:?}"),
+                None => assert_eq!(got, None, "{real}"),
+            }
+        }
     }
 
     #[test]

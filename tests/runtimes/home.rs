@@ -224,6 +224,44 @@ fn a_temp_dir_inside_home_keeps_the_plans_owner_and_mode() {
     }
 }
 
+/// `/tmp -> /root/tmp` in the image with root's `HOME=/root`: `/tmp` lands
+/// inside the home, and two tmpfs there would stack, one hiding the other.
+/// The hook mounts the first (`/tmp`'s, at `/root/tmp`) and leaves the home
+/// alone with a warning naming both: `/tmp` is writable, the home's files
+/// are there, and nothing of ours is hidden.
+#[test]
+fn a_temp_dir_a_symlink_puts_inside_home_is_one_tmpfs() {
+    require_root();
+    for rt in Runtime::ALL {
+        let mut b = bundle("home-tmplink", 0, 0, ROOT_LINE, &[]);
+        let home = b.rootfs().join("root");
+        std::fs::create_dir_all(home.join("tmp")).unwrap();
+        std::fs::write(home.join(".profile"), "image profile").unwrap();
+        std::fs::remove_dir(b.rootfs().join("tmp")).unwrap();
+        std::os::unix::fs::symlink("/root/tmp", b.rootfs().join("tmp")).unwrap();
+        b.script(
+            "echo x > /tmp/new && echo TMP-WRITABLE; cat /root/.profile; echo; cat /proc/self/mountinfo",
+        );
+        let p = run_with(&mut b, Executor::Hook, rt, Duration::from_secs(60));
+        assert!(p.out.contains("TMP-WRITABLE") && p.out.contains("image profile"), "{}", p.context);
+        let ours: Vec<_> = parse_mountinfo(&p.out)
+            .into_iter()
+            .filter(|m| m.fstype == "tmpfs" && m.source == "oci-tmpfs-hook")
+            .map(|m| m.mount_point)
+            .collect();
+        assert_eq!(ours, ["/root/tmp"], "/tmp's tmpfs, at its real path, and no other: {}", p.context);
+        assert!(
+            p.log.contains("/root left alone: it resolves to /root, above /root/tmp, where /tmp lands"),
+            "the warning names both: {}",
+            p.context
+        );
+        assert!(
+            !home.join("tmp/new").exists() && !home.join("new").exists(),
+            "nothing written into the image"
+        );
+    }
+}
+
 /// A user whose passwd home the image lacks gets it made (by fd, in the
 /// rootfs), mode 0700, owned by its uid and gid.
 #[test]
