@@ -7,7 +7,8 @@
 //! The source is the image's and hostile: everything is opened by fd from
 //! the resolved target, never following a symlink (`O_NOFOLLOW`; a symlink is
 //! copied as a symlink, its text untouched), and never crossing into another
-//! mount. Regular files, directories and symlinks are copied with their
+//! mount; a file is checked on an `O_PATH` fd and read through that fd, never
+//! opened by its name (docs/design.md#reopen). Regular files, directories and symlinks are copied with their
 //! mode, owner and times; device nodes, sockets and fifos are skipped, and a
 //! hard link is copied as a file of its own (its identity is lost), each
 //! counted into one warning. The work is bounded: at most [`MAX_ENTRIES`]
@@ -287,13 +288,19 @@ impl<F: CopyFs> Copier<'_, F> {
         }
         let listed = self.open_dir(&from, c".", path)?;
         let names = self.list(listed, path)?;
-        match self.fs.mkdir(dst, name) {
-            // A directory the plan made already (a nested target): kept as the plan made it.
-            Ok(()) | Err(Errno::EXIST) => {}
+        // A directory the plan made already (a nested target: `TMPDIR=/root/tmp`
+        // in the home's tmpfs) is filled, and kept as the plan made it: its
+        // owner and mode are the plan's, not the image's.
+        let planned = match self.fs.mkdir(dst, name) {
+            Ok(()) => false,
+            Err(Errno::EXIST) => true,
             Err(e) => return Err(sys(Call::Mkdirat, path)(e)),
-        }
+        };
         let to = self.open_dir(dst, name, path)?;
         self.copy_entries(&from, &to, names, path, depth + 1)?;
+        if planned {
+            return Ok(());
+        }
         self.set_meta(&to, &st, path)
     }
 
@@ -305,8 +312,11 @@ impl<F: CopyFs> Copier<'_, F> {
         path: &str,
         st: &Meta,
     ) -> Result<(), CopyError> {
-        let from = self.fs.open_file(src, name).map_err(sys(Call::Openat, path))?;
-        let now = self.fs.stat(&from).map_err(sys(Call::Fstat, path))?;
+        // Checked on an `O_PATH` fd, then read through that fd, never
+        // opened by its name: a device node renamed in meanwhile is never
+        // opened (docs/design.md#reopen).
+        let at = self.fs.open_path(src, name).map_err(sys(Call::Openat, path))?;
+        let now = self.fs.stat(&at).map_err(sys(Call::Fstat, path))?;
         if (now.dev, now.ino) != (st.dev, st.ino) || now.kind != FileType::RegularFile {
             // Swapped since its stat: not what was looked at.
             self.skip(format!("/{path}"));
@@ -320,6 +330,7 @@ impl<F: CopyFs> Copier<'_, F> {
         if self.done.bytes.saturating_add(now.size) > self.limits.bytes {
             return Err(CopyError::TooBig(Bytes(self.limits.bytes)));
         }
+        let from = self.fs.reopen(&at, &now).map_err(sys(Call::Openat, path))?;
         let to = self.fs.create(dst, name).map_err(sys(Call::Openat, path))?;
         loop {
             let n = self.fs.read(&from, &mut self.buf[..]).map_err(sys(Call::Read, path))?;
@@ -379,7 +390,8 @@ mod tests {
     }
 
     fn copy(src: &Path, dst: &Path, limits: Limits) -> Result<Option<Copied>, CopyError> {
-        copy_up(&mut Fds, &o_path(src), &o_path(dst), limits)
+        let proc = crate::sys::procfs::Proc::open().unwrap();
+        copy_up(&mut Fds::new(&proc), &o_path(src), &o_path(dst), limits)
     }
 
     const BIG: Limits = Limits { entries: 100, depth: 4, bytes: 1 << 20 };
@@ -394,6 +406,10 @@ mod tests {
         calls: Vec<String>,
         /// Read offsets of the files opened.
         read: std::collections::HashMap<String, usize>,
+        /// Directories in the new tmpfs before the copy (made by the plan).
+        made: Vec<String>,
+        /// What got the owner, mode and times of its source.
+        metas: Vec<String>,
     }
 
     #[derive(Clone)]
@@ -405,6 +421,8 @@ mod tests {
         size: u64,
         /// Another file once opened (a rename between `stat` and `open`).
         swapped: bool,
+        /// The type its `O_PATH` fd shows (a device node renamed in).
+        became: Option<FileType>,
         /// Listed, but gone by its `stat`.
         gone: bool,
     }
@@ -420,8 +438,15 @@ mod tests {
         }
 
         fn add(&mut self, path: &str, kind: FileType, dev: u64, data: &[u8]) -> &mut Node {
-            let node =
-                Node { kind, dev, data: data.to_vec(), size: data.len() as u64, swapped: false, gone: false };
+            let node = Node {
+                kind,
+                dev,
+                data: data.to_vec(),
+                size: data.len() as u64,
+                swapped: false,
+                became: None,
+                gone: false,
+            };
             self.nodes.entry(path.to_string()).or_insert(node)
         }
 
@@ -463,7 +488,7 @@ mod tests {
             let ino = fd.len() as u64 + u64::from(opened && n.swapped);
             let t = Timespec { tv_sec: 1, tv_nsec: 0 };
             Ok(Meta {
-                kind: n.kind,
+                kind: if opened { n.became.unwrap_or(n.kind) } else { n.kind },
                 dev: n.dev,
                 ino,
                 mode: 0o644,
@@ -513,14 +538,26 @@ mod tests {
         }
 
         fn mkdir(&mut self, dir: &String, name: &CStr) -> Result<(), Errno> {
-            self.calls.push(format!("mkdir {}", MapFs::path(dir, name)));
-            Ok(())
+            let fd = MapFs::path(dir, name);
+            self.calls.push(format!("mkdir {fd}"));
+            match self.made.contains(&fd) {
+                true => Err(Errno::EXIST),
+                false => Ok(()),
+            }
         }
 
-        fn open_file(&mut self, dir: &String, name: &CStr) -> Result<String, Errno> {
+        fn open_path(&mut self, dir: &String, name: &CStr) -> Result<String, Errno> {
             let fd = MapFs::path(dir, name);
-            self.calls.push(format!("open {fd}"));
+            self.calls.push(format!("path {fd}"));
             Ok(fd)
+        }
+
+        fn reopen(&mut self, fd: &String, meta: &Meta) -> Result<String, Errno> {
+            self.calls.push(format!("open {fd}"));
+            match meta.kind {
+                FileType::RegularFile | FileType::Directory => Ok(fd.clone()),
+                _ => panic!("{fd}: a {:?} is opened", meta.kind),
+            }
         }
 
         fn create(&mut self, dir: &String, name: &CStr) -> Result<String, Errno> {
@@ -554,7 +591,8 @@ mod tests {
             Ok(())
         }
 
-        fn set_meta(&mut self, _: &String, _: &Meta) -> Result<(), (Call, Errno)> {
+        fn set_meta(&mut self, fd: &String, _: &Meta) -> Result<(), (Call, Errno)> {
+            self.metas.push(fd.clone());
             Ok(())
         }
     }
@@ -577,7 +615,22 @@ mod tests {
         let copied = walk(&mut tree, BIG).unwrap().unwrap();
         assert_eq!((copied.entries, copied.skipped, copied.bytes), (1, 4, 1));
         assert_eq!(copied.skipped_paths, ["/fifo", "/null", "/sda"]);
-        assert_eq!(tree.calls, ["open src:f", "create dst:f", "write dst:f 1"]);
+        assert_eq!(tree.calls, ["path src:f", "open src:f", "create dst:f", "write dst:f 1"]);
+    }
+
+    /// A directory the plan made in the new tmpfs (`TMPDIR=/root/tmp` in
+    /// the home's, mode 1777) gets what the image's directory of that name
+    /// holds, and keeps the plan's owner and mode: only what copy-up made
+    /// takes the image's.
+    #[test]
+    fn a_directory_the_plan_made_keeps_its_owner_and_mode() {
+        let mut tree = MapFs::new(&[("tmp", FileType::Directory), ("cache", FileType::Directory)]);
+        tree.add("tmp/f", FileType::RegularFile, 1, b"x");
+        tree.made.push("dst:tmp".into());
+        let copied = walk(&mut tree, BIG).unwrap().unwrap();
+        assert_eq!(copied.entries, 3);
+        assert!(tree.calls.contains(&"create dst:tmp/f".to_string()), "filled: {:?}", tree.calls);
+        assert_eq!(tree.metas, ["dst:cache", "dst:tmp/f"], "the plan's tmp keeps its owner and mode");
     }
 
     /// Nothing on another mount is entered or read; a symlink there is
@@ -616,7 +669,7 @@ mod tests {
         let mut big = MapFs::new(&[]);
         big.add("sparse", FileType::RegularFile, 1, b"").size = 1 << 30;
         assert_eq!(walk(&mut big, Limits { bytes: 4096, ..BIG }), Err(CopyError::TooBig(Bytes(4096))));
-        assert_eq!(big.calls, ["open src:sparse"], "nothing made for a file past the bound");
+        assert_eq!(big.calls, ["path src:sparse"], "nothing opened or made for a file past the bound");
     }
 
     /// What changed between its `stat` and its `open` is left out (a file
@@ -631,7 +684,32 @@ mod tests {
             (copied.entries, copied.skipped, copied.skipped_paths.as_slice()),
             (1, 1, &["/swapped".to_string()][..])
         );
-        assert_eq!(tree.calls, ["open src:f", "create dst:f", "write dst:f 1", "open src:swapped"]);
+        assert_eq!(
+            tree.calls,
+            ["path src:f", "open src:f", "create dst:f", "write dst:f 1", "path src:swapped"],
+            "the swapped one is looked at by O_PATH only"
+        );
+    }
+
+    /// A regular file by its `stat` whose `O_PATH` fd is a device node (a
+    /// rename swapped one in) is left out and never opened: only an
+    /// `O_PATH` fd of it is taken, and the file read is reopened from the
+    /// checked fd, not by its name (`MapFs::reopen` panics on a device).
+    #[test]
+    fn a_device_swapped_in_is_never_opened() {
+        let mut tree = MapFs::new(&[("f", FileType::RegularFile)]);
+        let dev = tree.add("dev", FileType::RegularFile, 1, b"x");
+        (dev.swapped, dev.became) = (true, Some(FileType::CharacterDevice));
+        tree.add("same", FileType::RegularFile, 1, b"x").became = Some(FileType::BlockDevice);
+        let copied = walk(&mut tree, BIG).unwrap().unwrap();
+        assert_eq!(
+            (copied.entries, copied.skipped_paths.as_slice()),
+            (1, &["/dev".into(), "/same".into()][..])
+        );
+        assert_eq!(
+            tree.calls,
+            ["path src:dev", "path src:f", "open src:f", "create dst:f", "write dst:f 1", "path src:same"]
+        );
     }
 
     #[test]

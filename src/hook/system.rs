@@ -18,6 +18,7 @@ use crate::landing::{self, Landing};
 use crate::plan::{HomeDir, Note, Passwd, ShmWay, SpecMount, Tmpfs, SHM_PATH};
 use crate::sys::mount::{self, is_mount_root};
 use crate::sys::ns::{self, NsEntry};
+use crate::sys::procfs::Proc;
 use crate::sys::resolve::{self, Root};
 use crate::sys::{Call, SysError};
 use crate::target::TargetPath;
@@ -37,6 +38,9 @@ pub(crate) enum Pending {
 pub(crate) struct System {
     /// Device of the host's `/dev/shm`, read before joining the container.
     host_shm: Option<u64>,
+    /// The host's procfs, opened before joining the container: the image's
+    /// files are read through it, never opened by path (docs/design.md#reopen).
+    proc: Option<Proc>,
     /// Whether the kernel enforces SELinux labels (selinuxfs is mounted),
     /// read before joining the container when a tmpfs of the plan carries a
     /// label: a label it cannot apply is dropped only when it has none
@@ -98,6 +102,8 @@ impl Mounter for System {
         // Before anything else: what the host's /dev/shm is (docs/design.md#hostile-rootfs rule 6).
         self.host_shm = resolve::host_shm_dev();
         self.selinux = self.labelled && mount::selinux_enabled();
+        // After `setns`, "/proc" is the container's view (docs/design.md#reopen).
+        self.proc = Some(Proc::open()?);
         ns::enter(entry, pid)
     }
 
@@ -108,7 +114,7 @@ impl Mounter for System {
     }
 
     fn read_passwd(&mut self, root: &mut Root, uid: u32) -> Result<Passwd, SysError> {
-        root.read_passwd(uid)
+        root.read_passwd(self.proc.as_ref().ok_or(SysError::NotProcfs("/proc"))?, uid)
     }
 
     fn read_home_dir(&mut self, root: &mut Root, path: &TargetPath) -> HomeDir {
@@ -166,7 +172,13 @@ impl Mounter for System {
     ) -> Result<Option<Note>, Note> {
         let Pending::Attach { mnt, target: dir, .. } = pending else { return Ok(None) };
         let what = target.as_str();
-        match copyup::copy_up(&mut Fds, dir, mnt, Limits::for_size(tmpfs.size.bytes)) {
+        let Some(proc) = &self.proc else {
+            return Err(Note::warn(
+                what,
+                "its contents cannot be read without the host's procfs: left alone",
+            ));
+        };
+        match copyup::copy_up(&mut Fds::new(proc), dir, mnt, Limits::for_size(tmpfs.size.bytes)) {
             Ok(None) => Ok(None),
             Ok(Some(copied)) => {
                 log::debug!(

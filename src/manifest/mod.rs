@@ -307,7 +307,13 @@ const ASSUMED_HOME: &str = "/oci-tmpfs-hook/assumed-home";
 /// the memory limit, as on the node. `None` when the container gets no
 /// such home (`home = false`, its env's `HOME`, a plan that does nothing).
 fn assumed_home(spec: &crate::oci::Spec, settings: &Settings, ram: Bytes) -> Option<plan::Tmpfs> {
-    let user = plan::UserFacts { passwd: plan::Passwd::Entry(ASSUMED_HOME.into()), sets_env: false };
+    // A home of its own, which the node makes (nothing in the image there).
+    let home = crate::target::validate(ASSUMED_HOME).ok()?;
+    let user = plan::UserFacts {
+        passwd: plan::Passwd::Entry(ASSUMED_HOME.into()),
+        home_dir: Some((home, plan::HomeDir::Missing)),
+        sets_env: false,
+    };
     let plan = plan::plan_for(spec, None, settings, plan::HostFacts { ram }, &user).ok()?;
     plan.actions.into_iter().find_map(|a| match a {
         Action::MountTmpfs { target, tmpfs, .. } if target.as_str() == ASSUMED_HOME => Some(tmpfs),

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use crate::landing;
 use crate::plan::{Action, Note, Passwd, Plan, Question, ShmWay, UserFacts, SHM_PATH};
+use crate::sys::procfs::Proc;
 use crate::sys::resolve::{self, Root, Rootfs};
 use crate::sys::{Call, SysError};
 use crate::target::TargetPath;
@@ -195,7 +196,8 @@ pub(crate) fn answer(
 /// mount there makes it unknown here.
 ///
 /// # Errors
-/// A rootfs that cannot be opened, or a kernel without `openat2`.
+/// A rootfs or the host's procfs that cannot be opened, or a kernel
+/// without `openat2`.
 pub(crate) fn read_passwd(
     rootfs: &mut LazyRoot<'_>,
     spec: &crate::oci::Spec,
@@ -206,7 +208,9 @@ pub(crate) fn read_passwd(
         let dest = crate::target::normalise(&m.destination().to_string_lossy());
         (dest == "/etc" || dest == "/etc/passwd").then_some((dest, m))
     });
-    let Some((dest, m)) = covering else { return rootfs.root()?.read_passwd(uid) };
+    // The host's procfs, through which the checked file is read (docs/design.md#reopen).
+    let proc = Proc::open()?;
+    let Some((dest, m)) = covering else { return rootfs.root()?.read_passwd(&proc, uid) };
     let bind = m.typ().as_deref() == Some("bind")
         || m.options().iter().flatten().any(|o| o == "bind" || o == "rbind");
     let source = m.source().as_deref().filter(|s| s.is_absolute());
@@ -222,7 +226,7 @@ pub(crate) fn read_passwd(
         },
     };
     match resolve::open_host_dir(dir) {
-        Ok(fd) => resolve::passwd_in(&fd, &rel, uid),
+        Ok(fd) => resolve::passwd_in(&proc, &fd, &rel, uid),
         Err(e) => unknown(&format!("whose source {} cannot be opened ({e})", dir.display())),
     }
 }

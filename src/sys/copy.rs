@@ -1,11 +1,14 @@
 //! The calls copy-up makes ([`crate::hook::copyup`]), by fd, behind the
-//! narrow [`CopyFs`] trait: open a directory or a file under a directory fd
-//! without following a symlink (`O_NOFOLLOW`), list a directory up to a
-//! bound, `stat`, make a directory or a file, read and write data, copy a
-//! symlink as its text, and set owner, mode and times. [`Fds`] makes them
-//! with rustix; a unit test's is a map, so that the walk's decisions (what
-//! is copied, what is left out, where it stops) are tested without root.
-//! No decision here: what to copy, within which bounds, is copy-up's.
+//! narrow [`CopyFs`] trait: open a directory (`O_DIRECTORY`) or take an
+//! `O_PATH` fd of a file under a directory fd without following a symlink
+//! (`O_NOFOLLOW`), reopen a checked `O_PATH` fd through the host's procfs
+//! to read it ([`Proc::reopen`]: never by its name again, so no device
+//! swapped in is ever opened, docs/design.md#reopen), list a directory up
+//! to a bound, `stat`, make a directory or a file, read and write data,
+//! copy a symlink as its text, and set owner, mode and times. [`Fds`] makes
+//! them with rustix; a unit test's is a map, so that the walk's decisions
+//! (what is copied, what is left out, where it stops) are tested without
+//! root. No decision here: what to copy, within which bounds, is copy-up's.
 
 use std::ffi::{CStr, CString};
 use std::os::fd::OwnedFd;
@@ -14,6 +17,7 @@ use rustix::fs::{AtFlags, Dir, FileType, Gid, Mode, OFlags, Stat, Timespec, Time
 use rustix::io::Errno;
 
 use super::error::Call;
+use super::procfs::{Checked, Proc};
 
 /// What copy-up reads of an entry: its `stat`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,13 +71,20 @@ pub(crate) trait CopyFs {
     /// # Errors
     /// The errno (`EEXIST` for one there already).
     fn mkdir(&mut self, dir: &Self::Fd, name: &CStr) -> Result<(), Errno>;
-    /// Opens the file `name` under `dir` to read it: `O_NOFOLLOW`,
-    /// `O_NONBLOCK` and `O_NOCTTY`, so that whatever it turned into blocks
-    /// nothing and becomes no terminal.
+    /// An `O_PATH | O_NOFOLLOW` fd of `name` under `dir`, to check before it
+    /// is opened: nothing is opened (a device node's driver never runs).
     ///
     /// # Errors
     /// The errno.
-    fn open_file(&mut self, dir: &Self::Fd, name: &CStr) -> Result<Self::Fd, Errno>;
+    fn open_path(&mut self, dir: &Self::Fd, name: &CStr) -> Result<Self::Fd, Errno>;
+    /// Opens the file `fd` holds (an `O_PATH` fd that `meta` describes, a
+    /// regular file) to read it, by the fd, never by a name: through the
+    /// host's procfs ([`Proc::reopen`]), `O_NONBLOCK` and `O_NOCTTY`.
+    ///
+    /// # Errors
+    /// The errno; `EINVAL` for anything but a regular file or a directory
+    /// (nothing opened), `ESTALE` for a file other than `meta`'s.
+    fn reopen(&mut self, fd: &Self::Fd, meta: &Meta) -> Result<Self::Fd, Errno>;
     /// Creates the file `name` under `dir`, mode 0600, to write it
     /// (`O_CREAT | O_EXCL | O_NOFOLLOW`).
     ///
@@ -111,9 +122,19 @@ pub(crate) trait CopyFs {
     fn set_meta(&mut self, fd: &Self::Fd, meta: &Meta) -> Result<(), (Call, Errno)>;
 }
 
-/// The real calls, by rustix.
-#[derive(Debug, Default)]
-pub(crate) struct Fds;
+/// The real calls, by rustix, reading files through the host's procfs
+/// `proc` (opened before the hook joined the container's namespace).
+#[derive(Debug)]
+pub(crate) struct Fds<'p> {
+    proc: &'p Proc,
+}
+
+impl<'p> Fds<'p> {
+    /// The real calls, reopening files through `proc`.
+    pub(crate) fn new(proc: &'p Proc) -> Fds<'p> {
+        Fds { proc }
+    }
+}
 
 // `st_dev`, `st_ino` and `st_nlink` are u64 here, narrower on some other targets.
 #[allow(clippy::useless_conversion)]
@@ -136,7 +157,7 @@ fn times(meta: &Meta) -> Timestamps {
     Timestamps { last_access: meta.atime, last_modification: meta.mtime }
 }
 
-impl CopyFs for Fds {
+impl CopyFs for Fds<'_> {
     type Fd = OwnedFd;
 
     fn open_dir(&mut self, at: &OwnedFd, name: &CStr) -> Result<OwnedFd, Errno> {
@@ -173,9 +194,12 @@ impl CopyFs for Fds {
         rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o700))
     }
 
-    fn open_file(&mut self, dir: &OwnedFd, name: &CStr) -> Result<OwnedFd, Errno> {
-        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
-        rustix::fs::openat(dir, name, flags, Mode::empty())
+    fn open_path(&mut self, dir: &OwnedFd, name: &CStr) -> Result<OwnedFd, Errno> {
+        rustix::fs::openat(dir, name, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+    }
+
+    fn reopen(&mut self, fd: &OwnedFd, meta: &Meta) -> Result<OwnedFd, Errno> {
+        self.proc.reopen(fd, Checked { dev: meta.dev, ino: meta.ino, kind: meta.kind })
     }
 
     fn create(&mut self, dir: &OwnedFd, name: &CStr) -> Result<OwnedFd, Errno> {

@@ -128,6 +128,8 @@ pub(crate) enum SysError {
     InitUnknown,
     #[error("{call} is not available in this kernel (Linux {since} or later is needed); refusing to mount without it")]
     Unsupported { call: Call, since: &'static str },
+    #[error("{0} is not the root of a procfs, through which the image's files are opened by fd; mount proc at /proc on the host")]
+    NotProcfs(&'static str),
     #[error("the rootfs {0} is the host's root directory; refusing")]
     RootIsHost(PathBuf),
     #[error("{op} {path}")]

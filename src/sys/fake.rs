@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use rustix::io::Errno;
 
-use super::resolve::{skip_reason, Rootfs};
+use super::resolve::{clash, skip_reason, Claim, Rootfs};
 use super::SysError;
 use crate::landing::{Entry, Tree};
 use crate::plan::Note;
@@ -28,7 +28,7 @@ pub(crate) struct FakeRoot {
     /// What the placing did, in order: `mkdir /x`, `chmod /x 1777`.
     pub calls: Vec<String>,
     /// Directories placed so far, and for which target.
-    claimed: Vec<(String, String)>,
+    claimed: Vec<Claim>,
 }
 
 impl FakeRoot {
@@ -73,10 +73,13 @@ impl Rootfs for FakeRoot {
             let reason = skip_reason(errno).unwrap_or("unresolvable");
             return Ok(Err(Note { subject: what.into(), reason: reason.into(), warn: errno != Errno::XDEV }));
         }
-        if let Some((_, first)) = self.claimed.iter().find(|(d, _)| *d == at) {
-            return Ok(Err(Note::warn(what, format!("it is the same directory as {first}"))));
+        if let Some(first) = self.claimed.iter().find(|c| c.real == at) {
+            return Ok(Err(Note::warn(what, format!("it is the same directory as {}", first.what))));
         }
-        self.claimed.push((at.clone(), what.to_string()));
+        if let Some(reason) = clash(&self.claimed, &at) {
+            return Ok(Err(Note::warn(what, reason)));
+        }
+        self.claimed.push(Claim { what: what.to_string(), real: at.clone() });
         Ok(Ok(at))
     }
 

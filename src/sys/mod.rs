@@ -6,7 +6,9 @@
 //! judgement, the image's `/etc/passwd`); [`mount`] builds, attaches, grows
 //! and clones tmpfs mounts (`fsopen`/`fsmount`/`move_mount`/`fspick`,
 //! `mount_setattr`, the never-shrink rule); [`ns`] gets into a container's
-//! mount namespace and proves it is not the host's; [`engine_shm`] proves
+//! mount namespace and proves it is not the host's; [`procfs`] opens the
+//! host's procfs before that, through which a checked `O_PATH` fd is
+//! reopened to be read (never its path again); [`engine_shm`] proves
 //! and grows an engine-made `/dev/shm` on the host; [`copy`] holds the
 //! calls copy-up makes (the walk and its bounds are the hook's).
 //!
@@ -24,6 +26,7 @@ pub(crate) mod engine_shm;
 pub(crate) mod error;
 pub(crate) mod mount;
 pub(crate) mod ns;
+pub(crate) mod procfs;
 pub(crate) mod resolve;
 
 pub(crate) use error::{Call, SysError};

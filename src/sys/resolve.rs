@@ -15,6 +15,7 @@ use rustix::io::Errno;
 
 use super::error::{Call, SysError};
 use super::mount;
+use super::procfs::{Checked, Proc, PROC_SUPER_MAGIC};
 use crate::landing::{self, Entry, Landing, Stop, Tree, Walk};
 use crate::plan::{self, HomeDir, Note, Passwd, SpecMount};
 use crate::size::Bytes;
@@ -37,10 +38,11 @@ pub(crate) struct Root {
     /// A writable clone of the rootfs mount, made when a directory must be
     /// created and the rootfs mount is already read-only.
     writable: Option<OwnedFd>,
-    /// Directories (device, inode) that already have a mount prepared, and
-    /// for which target: two targets reached through symlinks (`/var -> /`
-    /// with `TMPDIR=/var/tmp`) must not stack two mounts.
-    claimed: Vec<((u64, u64), String)>,
+    /// Directories (device, inode) that already have a mount prepared, for
+    /// which target, and where they landed: two targets reached through
+    /// symlinks (`/var -> /` with `TMPDIR=/var/tmp`, or `/tmp -> /root/tmp`
+    /// with `HOME=/root`) must not stack two mounts.
+    claimed: Vec<((u64, u64), Claim)>,
 }
 
 /// Temp targets: never cross a mount (a volume, or `/tmp` already mounted).
@@ -155,16 +157,16 @@ impl Root {
                 };
             }
         };
-        match self.landed(&fd) {
+        let real = match self.landed(&fd) {
             None => return Ok(Err(Note::warn(what, "it resolves outside the rootfs"))),
             Some(real) if target::denied(&real) => {
                 let reason = format!("it resolves to {real} inside the container, a system directory");
                 return Ok(Err(Note::warn(what, reason)));
             }
-            Some(_) => {}
-        }
-        if let Some(first) = self.claim(&fd, what)? {
-            return Ok(Err(Note::warn(what, format!("it is the same directory as {first}"))));
+            Some(real) => real,
+        };
+        if let Some(reason) = self.claim(&fd, &real, what)? {
+            return Ok(Err(Note::warn(what, reason)));
         }
         Ok(Ok(fd))
     }
@@ -237,20 +239,49 @@ impl Root {
         }
     }
 
-    /// Claims the directory `fd` for `what`, or names the target that
-    /// already claimed it: one mount per directory.
+    /// Claims the directory `fd`, landed at `real`, for `what`, or says why
+    /// not ([`clash`]): one mount per directory, none inside another's.
     ///
     /// # Errors
     /// `fstat` failing.
-    pub(crate) fn claim(&mut self, fd: &OwnedFd, what: &str) -> Result<Option<String>, SysError> {
+    pub(crate) fn claim(&mut self, fd: &OwnedFd, real: &str, what: &str) -> Result<Option<String>, SysError> {
         let st = rustix::fs::fstat(fd).map_err(|e| SysError::sys(Call::Stat, "reading", what, e))?;
         let id = (st.st_dev, st.st_ino);
         if let Some((_, first)) = self.claimed.iter().find(|(d, _)| *d == id) {
-            return Ok(Some(first.clone()));
+            return Ok(Some(format!("it is the same directory as {}", first.what)));
         }
-        self.claimed.push((id, what.to_string()));
+        if let Some(reason) = clash(self.claimed.iter().map(|(_, c)| c), real) {
+            return Ok(Some(reason));
+        }
+        self.claimed.push((id, Claim { what: what.to_string(), real: real.to_string() }));
         Ok(None)
     }
+}
+
+/// A directory claimed for a target's mount: the target, and where it
+/// landed in the rootfs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Claim {
+    pub what: String,
+    pub real: String,
+}
+
+/// Why a target landed at `real` cannot have its own tmpfs beside the
+/// directories `claimed` already, if it cannot: `real` is inside one of
+/// them or holds one. Only the paths the targets name are nested by the
+/// plan (`TMPDIR=/tmp/job` is a directory made in `/tmp`'s tmpfs); two that
+/// a symlink nests (`/tmp -> /root/tmp` with `HOME=/root`) would stack two
+/// tmpfs, one hiding the other, so the later is left alone. The same
+/// directory is the caller's (by inode).
+pub(crate) fn clash<'a>(claimed: impl IntoIterator<Item = &'a Claim>, real: &str) -> Option<String> {
+    let c = claimed.into_iter().find(|c| {
+        c.real != real && (landing::at_or_under(real, &c.real) || landing::at_or_under(&c.real, real))
+    })?;
+    let (how, first) = (if landing::at_or_under(real, &c.real) { "inside" } else { "above" }, &c.what);
+    Some(format!(
+        "it resolves to {real}, {how} {}, where {first} lands and gets a tmpfs of ours: two would stack, one hiding the other",
+        c.real
+    ))
 }
 
 /// The rootfs as the spec executor (and `explain`) judges and places its
@@ -432,8 +463,8 @@ fn first_plain_entry(fd: &OwnedFd) -> Result<Option<String>, Errno> {
     Ok(None)
 }
 
-/// procfs' and sysfs' `f_type`: a passwd that leads there is not the image's.
-const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+/// sysfs' `f_type` (procfs' is [`PROC_SUPER_MAGIC`]): a passwd that leads
+/// there is not the image's.
 const SYSFS_MAGIC: i64 = 0x6265_6572;
 
 impl Root {
@@ -441,14 +472,15 @@ impl Root {
     /// Resolved with `RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS`, so a symlink
     /// (to the host's `/etc/passwd`, say) stays inside the root, as the
     /// runtime's own lookup after `pivot_root` does. Only a regular file on
-    /// neither procfs nor sysfs is read (checked on an `O_PATH` fd before it
-    /// is opened for reading, so no device or FIFO is ever opened), at most
+    /// neither procfs nor sysfs is read (checked on an `O_PATH` fd, which is
+    /// then reopened through `proc`, not by its path: no device or FIFO is
+    /// ever opened, docs/design.md#reopen), at most
     /// [`plan::PASSWD_MAX`] bytes.
     ///
     /// # Errors
     /// As [`passwd_in`].
-    pub(crate) fn read_passwd(&self, uid: u32) -> Result<Passwd, SysError> {
-        passwd_in(&self.fd, "etc/passwd", uid)
+    pub(crate) fn read_passwd(&self, proc: &Proc, uid: u32) -> Result<Passwd, SysError> {
+        passwd_in(proc, &self.fd, "etc/passwd", uid)
     }
 
     /// The mode and owner (host uid) of the directory at `target` when
@@ -482,11 +514,6 @@ impl Root {
     }
 }
 
-/// What the passwd file `rel` under the directory `dir` says of `uid`, read
-/// as [`Root::read_passwd`] says: `rel` resolved with `dir` as its root.
-///
-/// # Errors
-/// `openat2(2)` missing from the kernel (`ENOSYS`): not a property of the
 /// A host directory, opened `O_PATH` (a bind's source: the passwd read of
 /// the spec executor), to read in with [`passwd_in`].
 ///
@@ -511,8 +538,14 @@ pub(crate) fn kind_and_dev(fd: &OwnedFd, what: &str) -> Result<(FileType, u64), 
     Ok((FileType::from_raw_mode(st.st_mode), st.st_dev))
 }
 
+/// What the passwd file `rel` under the directory `dir` says of `uid`, read
+/// as [`Root::read_passwd`] says: `rel` resolved with `dir` as its root,
+/// the file read through `proc`.
+///
+/// # Errors
+/// `openat2(2)` missing from the kernel (`ENOSYS`): not a property of the
 /// image, and nothing else can be resolved safely either.
-pub(crate) fn passwd_in(dir: &OwnedFd, rel: &str, uid: u32) -> Result<Passwd, SysError> {
+pub(crate) fn passwd_in(proc: &Proc, dir: &OwnedFd, rel: &str, uid: u32) -> Result<Passwd, SysError> {
     let flags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
     let path = match open_in(dir, rel, OFlags::PATH | OFlags::CLOEXEC, flags) {
         Ok(fd) => fd,
@@ -527,12 +560,13 @@ pub(crate) fn passwd_in(dir: &OwnedFd, rel: &str, uid: u32) -> Result<Passwd, Sy
         }
         Err(e) => return Ok(Passwd::Unreadable(format!("cannot be opened ({e})"))),
     };
-    Ok(passwd_from(dir, rel, &path, uid))
+    Ok(passwd_from(proc, &path, uid))
 }
 
-/// The rest of [`passwd_in`], once `path` (an `O_PATH` fd of `rel`) is open.
-fn passwd_from(dir: &OwnedFd, rel: &str, path: &OwnedFd, uid: u32) -> Passwd {
-    let flags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
+/// The rest of [`passwd_in`], once `path` (an `O_PATH` fd of the file) is
+/// open: checked, then reopened through `proc` to be read, never opened by
+/// its path again (docs/design.md#reopen).
+fn passwd_from(proc: &Proc, path: &OwnedFd, uid: u32) -> Passwd {
     let st = match rustix::fs::fstat(path) {
         Ok(st) => st,
         Err(e) => return Passwd::Unreadable(format!("cannot be read ({e})")),
@@ -551,20 +585,13 @@ fn passwd_from(dir: &OwnedFd, rel: &str, path: &OwnedFd, uid: u32) -> Passwd {
     if u64::try_from(st.st_size).unwrap_or(u64::MAX) > plan::PASSWD_MAX {
         return too_big();
     }
-    let file = match open_in(
-        dir,
-        rel,
-        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
-        flags,
-    ) {
+    // The file checked, whatever its path names by now (a rename swapping
+    // a device node in): never the path again.
+    let file = match proc.reopen(path, Checked::of(&st)) {
         Ok(fd) => fd,
+        Err(Errno::STALE) => return Passwd::Unreadable("changed while it was read".into()),
         Err(e) => return Passwd::Unreadable(format!("cannot be opened ({e})")),
     };
-    // The same file as checked, or nothing (a rename in between).
-    match rustix::fs::fstat(&file) {
-        Ok(again) if (again.st_dev, again.st_ino) == (st.st_dev, st.st_ino) => {}
-        _ => return Passwd::Unreadable("changed while it was read".into()),
-    }
     // Room for the whole file and the end: two reads, not a doubling probe
     // from 32 bytes (seven reads for an 839-byte file: BENCHMARKS.md#home-lookup).
     let size = usize::try_from(st.st_size).unwrap_or(0).min(plan::PASSWD_MAX as usize);
@@ -803,6 +830,56 @@ mod tests {
         let made = root.place_target(&t("/data/cache"), &[]).unwrap().unwrap();
         assert_eq!(made.1, "/data/cache");
         assert_eq!(root.calls, ["mkdir /data", "mkdir /data/cache"]);
+    }
+
+    /// Two targets a symlink nests (`/tmp -> /root/tmp` with `HOME=/root`)
+    /// are one tmpfs and a note naming both, whichever comes first; a
+    /// sibling whose name merely starts the same is not nested.
+    #[test]
+    fn a_target_inside_another_through_a_symlink_is_left_alone() {
+        let layout =
+            [("/tmp", FakeRoot::link("/root/tmp")), ("/root", Entry::Dir), ("/root/tmp", Entry::Dir)];
+        let t = |p: &str| target::validate(p).unwrap();
+        let mut root = FakeRoot::new(&layout);
+        assert_eq!(root.place_target(&t("/tmp"), &[]).unwrap().unwrap().0.as_str(), "/root/tmp");
+        let home = root.place_target(&t("/root"), &[]).unwrap().unwrap_err();
+        assert_eq!(
+            home,
+            Note::warn(
+                "/root",
+                "it resolves to /root, above /root/tmp, where /tmp lands and gets a tmpfs of ours: two would stack, one hiding the other"
+            )
+        );
+        let mut root = FakeRoot::new(&layout);
+        assert!(root.place_target(&t("/root"), &[]).unwrap().is_ok());
+        let tmp = root.place_target(&t("/tmp"), &[]).unwrap().unwrap_err();
+        assert!(
+            tmp.warn && tmp.reason.starts_with("it resolves to /root/tmp, inside /root, where /root lands"),
+            "{tmp:?}"
+        );
+        assert!(root.place_target(&t("/rootx"), &[]).unwrap().is_ok(), "a sibling is not nested");
+    }
+
+    #[test]
+    fn clash_table() {
+        let claim = |what: &str, real: &str| Claim { what: what.into(), real: real.into() };
+        let claimed = [claim("/tmp", "/root/tmp"), claim("TMPDIR=/scratch", "/data/scratch")];
+        let cases = [
+            ("/root", Some("above /root/tmp, where /tmp lands")),
+            ("/root/tmp/x", Some("inside /root/tmp, where /tmp lands")),
+            ("/data", Some("above /data/scratch, where TMPDIR=/scratch lands")),
+            ("/root/tmp", None),
+            ("/root/tm", None),
+            ("/data/scratch2", None),
+            ("/var/tmp", None),
+        ];
+        for (real, want) in cases {
+            let got = clash(&claimed, real);
+            match want {
+                Some(words) => assert!(got.as_deref().is_some_and(|g| g.contains(words)), "{real}: {got:?}"),
+                None => assert_eq!(got, None, "{real}"),
+            }
+        }
     }
 
     #[test]

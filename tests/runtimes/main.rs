@@ -20,4 +20,5 @@ mod hostile_spec;
 mod manifest;
 mod mount_ns;
 mod pytorch;
+mod reopen;
 mod setup;
