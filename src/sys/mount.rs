@@ -21,7 +21,7 @@ use rustix::mount::{
 };
 
 use super::error::{fail, Call, SysError};
-use crate::plan::{Owner, Tmpfs, SHM_PATH};
+use crate::plan::{Owner, Tmpfs, SHM_PATH, TMPFS_MODE};
 use crate::size::Bytes;
 
 /// One effect carried out, for the log.
@@ -128,8 +128,10 @@ pub(crate) fn build(t: &Tmpfs, subdirs: &[String], what: &str, selinux: bool) ->
         "making the tmpfs mount for",
         what,
     ))?;
+    // A target nested in another is a temp or cache dir: mode 1777 like
+    // every temp dir, whatever the outer tmpfs' mode (a home's is its own).
     for dir in subdirs {
-        make_dirs(&mnt, dir, t.mode, t.owner).map_err(|(call, e)| {
+        make_dirs(&mnt, dir, TMPFS_MODE, t.owner).map_err(|(call, e)| {
             SysError::sys(call, "creating a directory in the new tmpfs", format!("{what}/{dir}"), e)
         })?;
     }

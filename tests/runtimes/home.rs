@@ -198,23 +198,24 @@ fn root_gets_a_writable_home_with_the_images_files() {
     }
 }
 
-/// `TMPDIR=/root/tmp` inside root's `HOME=/root`: the home's tmpfs holds
-/// `tmp` as the plan made it (the home's owner and mode), with
-/// what the image's `/root/tmp` held copied into it; copy-up does not give
-/// it the image directory's owner and mode (here uid 1000, 0755).
+/// `TMPDIR=/root/.tmp` inside root's `HOME=/root` (a home of dot-entries,
+/// so a tmpfs of its own): the home's tmpfs holds `.tmp` as the plan made
+/// it, mode 1777 like every temp dir, with what the image's `/root/.tmp`
+/// held copied into it; copy-up does not give it the image directory's
+/// owner and mode (here uid 1000, 0755).
 #[test]
 fn a_temp_dir_inside_home_keeps_the_plans_owner_and_mode() {
     require_root();
     for rt in Runtime::ALL {
-        let mut b = bundle("home-tmpdir", 0, 0, ROOT_LINE, &["TMPDIR=/root/tmp"]);
+        let mut b = bundle("home-tmpdir", 0, 0, ROOT_LINE, &["TMPDIR=/root/.tmp"]);
         let home = b.rootfs().join("root");
-        std::fs::create_dir_all(home.join("tmp")).unwrap();
+        std::fs::create_dir_all(home.join(".tmp")).unwrap();
         std::fs::write(home.join(".profile"), "image profile").unwrap();
-        std::fs::write(home.join("tmp/f"), "image tmp file").unwrap();
+        std::fs::write(home.join(".tmp/f"), "image tmp file").unwrap();
         std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o750)).unwrap();
-        std::fs::set_permissions(home.join("tmp"), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        std::fs::set_permissions(home.join(".tmp"), std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
-        rustix::fs::chown(home.join("tmp"), Some(rustix::fs::Uid::from_raw(1000)), None).unwrap();
+        rustix::fs::chown(home.join(".tmp"), Some(rustix::fs::Uid::from_raw(1000)), None).unwrap();
         b.write();
         let subdirs = b.explain()["plan"]["actions"]
             .as_array()
@@ -223,19 +224,21 @@ fn a_temp_dir_inside_home_keeps_the_plans_owner_and_mode() {
             .find(|a| a["target"] == "/root")
             .map(|a| a["subdirs"].clone())
             .expect("a tmpfs at /root");
-        assert_eq!(subdirs, json!(["tmp"]), "the plan makes /root/tmp inside the home's tmpfs");
-        b.script("stat -c 'TMPDIR %u %g %a' /root/tmp; cat /root/tmp/f; echo; cat /root/.profile; echo");
+        assert_eq!(subdirs, json!([".tmp"]), "the plan makes /root/.tmp inside the home's tmpfs");
+        b.script("stat -c 'TMPDIR %u %g %a' /root/.tmp; stat -c 'HOME %u %g %a' /root; cat /root/.tmp/f; echo; cat /root/.profile; echo");
         let p = run_with(&mut b, Executor::Hook, rt, Duration::from_secs(60));
-        // Made with the home's tmpfs: its owner (root) and mode (the image
-        // home's, docs/design.md#home-plan).
-        assert!(p.out.contains("TMPDIR 0 0 750\n"), "the plan's owner and mode: {}", p.context);
+        // Made by the plan: the tmpfs' owner (root), mode 1777; the home
+        // keeps the image directory's mode (docs/design.md#home-rule).
+        assert!(p.out.contains("TMPDIR 0 0 1777\n"), "the plan's owner and mode: {}", p.context);
+        assert!(p.out.contains("HOME 0 0 750\n"), "the image home's mode: {}", p.context);
         assert!(p.out.contains("image tmp file") && p.out.contains("image profile"), "copied: {}", p.context);
     }
 }
 
-/// `/tmp -> /root/tmp` in the image with root's `HOME=/root`: `/tmp` lands
+/// `/tmp -> /root/.tmp` in the image with root's `HOME=/root` (a home of
+/// dot-entries, so a tmpfs of its own): `/tmp` lands
 /// inside the home, and two tmpfs there would stack, one hiding the other.
-/// The hook mounts the first (`/tmp`'s, at `/root/tmp`) and leaves the home
+/// The hook mounts the first (`/tmp`'s, at `/root/.tmp`) and leaves the home
 /// alone with a warning naming both: `/tmp` is writable, the home's files
 /// are there, and nothing of ours is hidden.
 #[test]
@@ -244,10 +247,10 @@ fn a_temp_dir_a_symlink_puts_inside_home_is_one_tmpfs() {
     for rt in Runtime::ALL {
         let mut b = bundle("home-tmplink", 0, 0, ROOT_LINE, &[]);
         let home = b.rootfs().join("root");
-        std::fs::create_dir_all(home.join("tmp")).unwrap();
+        std::fs::create_dir_all(home.join(".tmp")).unwrap();
         std::fs::write(home.join(".profile"), "image profile").unwrap();
         std::fs::remove_dir(b.rootfs().join("tmp")).unwrap();
-        std::os::unix::fs::symlink("/root/tmp", b.rootfs().join("tmp")).unwrap();
+        std::os::unix::fs::symlink("/root/.tmp", b.rootfs().join("tmp")).unwrap();
         b.script(
             "echo x > /tmp/new && echo TMP-WRITABLE; cat /root/.profile; echo; cat /proc/self/mountinfo",
         );
@@ -258,14 +261,14 @@ fn a_temp_dir_a_symlink_puts_inside_home_is_one_tmpfs() {
             .filter(|m| m.fstype == "tmpfs" && m.source == "oci-tmpfs-hook")
             .map(|m| m.mount_point)
             .collect();
-        assert_eq!(ours, ["/root/tmp"], "/tmp's tmpfs, at its real path, and no other: {}", p.context);
+        assert_eq!(ours, ["/root/.tmp"], "/tmp's tmpfs, at its real path, and no other: {}", p.context);
         assert!(
-            p.log.contains("/root left alone: it resolves to /root, above /root/tmp, where /tmp lands"),
+            p.log.contains("/root left alone: it resolves to /root, above /root/.tmp, where /tmp lands"),
             "the warning names both: {}",
             p.context
         );
         assert!(
-            !home.join("tmp/new").exists() && !home.join("new").exists(),
+            !home.join(".tmp/new").exists() && !home.join("new").exists(),
             "nothing written into the image"
         );
     }
