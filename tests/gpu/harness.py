@@ -20,8 +20,9 @@ file), not the host's. The users:
 - uid 1000 with `HOME=/home/u`, a home the image does not have;
 - a uid with no `/etc/passwd` entry and no `HOME` (1000 if the host's
   passwd has none, else 12345 or the next free one): the runtime gives
-  `HOME=/`; the hook cannot set the environment and leaves it (the
-  documented limit: Triton and CuPy fail there), the spec executor sets
+  `HOME=/`; the hook cannot set the environment, so it keeps `/`
+  read-only and mounts the caches under it (`/.triton`, `/.cupy`,
+  `/.cache`, ...: docs/design.md#home-rule), the spec executor sets
   `HOME=/home/<uid>` and mounts it.
 The exit status is 0 when every cell with us that is expected to pass
 passed with the expected `HOME`, and nothing of ours stayed mounted on the
@@ -224,16 +225,14 @@ def expected_home(host, user, executor):
 
 
 def expectation(host, row, executor, user):
-    """'pass', 'fail' (without us, per the known table) or 'limit' (with
-    us, a documented limit: HOME=/ left alone by the hook)."""
+    """'pass', or 'fail' (without us, per the known table). With us every
+    cell passes: a uid with no passwd entry through the hook too, since the
+    caches under HOME=/ (Triton's, CuPy's, Inductor's Triton) get a tmpfs."""
     if executor == "none":
         # CUDA IPC passes a memory handle: no temp dir, no file in /dev/shm
         # beyond its small ref counter (measured on an H200). The CPU
         # variant passes an fd over a socket in the temp dir.
         return "pass" if (row == "ipc" and not host.cpu) else "fail"
-    uses_home = {"triton", "cupy"} | (set() if host.cpu else {"compile"})
-    if executor == "hook" and user == "noentry" and row in uses_home:
-        return "limit"
     return "pass"
 
 
@@ -492,13 +491,9 @@ def judge(host, cell):
         if cell.status == "ERROR":
             cell.ok = False
         return
-    if cell.expect == "limit":
-        cell.ok = cell.status != "ERROR"
-        cell.note = "limit" if cell.status == "FAIL" else "limit, passed"
-    else:
-        cell.ok = cell.status == "PASS"
-        if not cell.ok:
-            cell.note = "unexpected"
+    cell.ok = cell.status == "PASS"
+    if not cell.ok:
+        cell.note = "unexpected"
     if cell.home is not None and not home_ok:
         cell.ok = False
         cell.note = (cell.note + ", " if cell.note else "") + f"HOME={cell.home}, want {' or '.join(sorted(want_home))}"
@@ -536,9 +531,8 @@ def table(host, cells, args):
             row.append(text)
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
-    lines.append("PASS/FAIL: the row's own verdict; [n]: its first error line, below; (limit): the documented "
-                 "limit, HOME=/ left alone by the hook; (expected X): differs from the known table; "
-                 "**bold**: counts as a failure.")
+    lines.append("PASS/FAIL: the row's own verdict; [n]: its first error line, below; "
+                 "(expected X): differs from the known table; **bold**: counts as a failure.")
     lines.append("")
     for i, e in enumerate(errors, 1):
         lines.append(f"[{i}] {e.replace('|', '/')}  ")
@@ -623,7 +617,6 @@ def main():
     counted = [c for c in cells if c.executor != "none" and c.expect == "pass" and c.status != "N/A"]
     print()
     print(f"with us: {sum(c.ok for c in counted)} of {len(counted)} cells expected to pass passed; "
-          f"{sum(1 for c in cells if c.expect == 'limit' and c.status != 'N/A')} known-limit cells; "
           f"without us: {sum(1 for c in cells if c.executor == 'none' and c.note.startswith('expected'))} "
           f"differ from the known table; {sum(1 for c in cells if c.status == 'N/A')} n/a; "
           f"{time.time() - started:.0f} s")

@@ -9,9 +9,10 @@
 //! `libnetwork-setkey`), rootfs layouts (a plain `/tmp`, a nested
 //! `TMPDIR=/tmp/job`, a second temp dir `TMPDIR=/var/tmp`, `/tmp` a symlink
 //! to `/etc` or to `../var/tmp`, files in the image's `/tmp`, a rootfs
-//! without `/etc/passwd`, whose `HOME=/` the spec executor replaces, and
-//! `HOME=/root` holding the image's dotfile; root's home is `/tmp` in the
-//! others), and
+//! without `/etc/passwd`, whose `HOME=/` the spec executor replaces,
+//! `HOME=/root` holding the image's dotfile, a home keeping an app (its
+//! caches only) and another uid's home (left alone); root's home is `/tmp`
+//! in the others), and
 //! the runtime versions that move temp targets to the hook (runc before and
 //! after 1.1.8, crun 1.29.0 and 1.29.1: docs/design.md#runtimes). The
 //! runtime is a script that answers `--version` as that release does and
@@ -87,6 +88,14 @@ fn rootfs_layouts() -> Vec<Layout> {
         ("HOME=/root, holding the image's dotfile", &["HOME=/root"], |r| {
             std::fs::create_dir(r.join("root")).unwrap();
             std::fs::write(r.join("root/.profile"), b"image").unwrap();
+        }),
+        ("HOME=/srv/app keeping an app: its caches only", &["HOME=/srv/app"], |r| {
+            std::fs::create_dir_all(r.join("srv/app/.cache")).unwrap();
+            std::fs::write(r.join("srv/app/main.py"), b"app").unwrap();
+        }),
+        ("HOME=/srv/bob, another uid's: left alone", &["HOME=/srv/bob"], |r| {
+            std::fs::create_dir_all(r.join("srv/bob")).unwrap();
+            std::os::unix::fs::chown(r.join("srv/bob"), Some(1001), Some(1001)).unwrap();
         }),
     ]
 }
@@ -220,6 +229,15 @@ fn explain_the_wrapper_and_inject_agree_on_every_route() {
                     let doc: Value = serde_json::from_str(&out).unwrap();
                     assert_eq!(doc["wrapper"]["mode"], mode, "{case}: {doc}");
                     let want = explained(&doc, &before.hook, before.home);
+                    // What explain says HOME gets (docs/design.md#home-rule).
+                    let way = doc["plan"]["home"]["way"].as_str().unwrap_or("");
+                    let said = match layout_name {
+                        c if c.contains("its caches only") => way == "caches",
+                        c if c.contains("left alone") => way == "left_alone",
+                        c if c.contains("dotfile") => way == "tmpfs",
+                        _ => true,
+                    };
+                    assert!(said, "{case}: explain's home: {}", doc["plan"]["home"]);
 
                     let id = format!("routing-{n}");
                     ok(Command::new(&wrapper)
