@@ -36,10 +36,10 @@ pub fn require_containerd_2() {
     );
 }
 
-/// What a container shows beyond [`home::probe_as_pid1`]'s `HOME` lines:
-/// its uid map, `/tmp`'s and `/dev/shm`'s owner and mode and whether it can
-/// write them, whether it can list its `HOME` and make a cache dir in it
-/// (`$HOME/.triton`, Triton's) and write there.
+/// What a container shows beyond [`home::probe_as_pid1`]'s `HOME` lines
+/// (which include the caches `$HOME/.cache` and `$HOME/.triton` it can
+/// write): its uid map, `/tmp`'s and `/dev/shm`'s owner and mode and
+/// whether it can write them, whether it can list its `HOME`.
 fn probe() -> String {
     format!(
         "{}; printf 'UIDMAP=[%s]\\n' \"$(busybox tr -s ' ' </proc/self/uid_map)\"; \
@@ -47,8 +47,7 @@ fn probe() -> String {
          stat -c 'TMP=[%u %g %a]' /tmp; stat -c 'SHM=[%u %g %a]' /dev/shm; \
          touch /tmp/p-$(id -u) 2>/dev/null && echo TMP-WRITABLE; \
          touch /dev/shm/p-$(id -u) 2>/dev/null && echo SHM-WRITABLE; \
-         ls \"$HOME\" >/dev/null 2>&1 && echo HOME-LISTED; \
-         mkdir -p \"$HOME/.triton\" 2>/dev/null && touch \"$HOME/.triton/k\" 2>/dev/null && echo HOME-MKDIR; true",
+         ls \"$HOME\" >/dev/null 2>&1 && echo HOME-LISTED; true",
         home::probe_as_pid1()
     )
 }
@@ -89,13 +88,14 @@ fn userns_in_config(config: &Value) -> (Option<String>, Option<u64>) {
 /// - `/tmp` our 256 MiB tmpfs, owned `0 0` mode 1777 in the container, writable;
 /// - `/dev/shm` grown to 512 MiB, writable;
 /// - root: `HOME=/root` our tmpfs owned `0 0` with the image's mode 0750
-///   and `.profile`, listable, writable, `mkdir -p $HOME/.triton` and a
-///   file in it work;
+///   and `.profile`, listable, writable, `$HOME/.cache` and `$HOME/.triton`
+///   made and written;
 /// - uid 1000: where the executor gives it a `HOME` of its own (not `/`),
 ///   that `HOME` is its (uid 1000 in the container), listable, writable,
-///   and takes `$HOME/.triton` with a file; a `HOME` of `/` (the hook alone) is
-///   only reported: what it gets there is the HOME rules' to say
-///   (tests/support/home.rs), not the user namespace's.
+///   its caches made and written; a `HOME` of `/` (the hook alone) stays
+///   read-only and its caches under `/` are tmpfs of ours owned by uid 1000
+///   in the container, written ([`Seen::root_caches`],
+///   docs/design.md#home-rule).
 ///
 /// No mount of ours reaches the host's, this test's or the node's mount
 /// table, while the pod runs or after.
@@ -133,10 +133,11 @@ pub fn pod_user_namespace(node: &mut Node, r: &mut Report) {
         r.seen(
             &format!("{name}: HOME"),
             format!(
-                "{}; listed {}, $HOME/.triton made and written {}",
+                "{}; listed {}, caches written {:?} ($HOME/.cache {:?})",
                 seen.summary(),
                 has("HOME-LISTED"),
-                has("HOME-MKDIR")
+                seen.caches,
+                seen.cache_stat
             ),
         );
         let want_id = uid.unwrap_or(0).to_string();
@@ -150,7 +151,10 @@ pub fn pod_user_namespace(node: &mut Node, r: &mut Report) {
                     r.check(false, format!("root: {f}"));
                 }
                 r.check(has("HOME-LISTED"), "root: ls $HOME failed");
-                r.check(has("HOME-MKDIR"), "root: mkdir or a write in $HOME/.triton failed");
+                r.check(
+                    seen.caches == [".cache", ".triton"],
+                    format!("root: the caches written: {:?}", seen.caches),
+                );
             }
             Some(_) if seen.home != "/" => {
                 let owner = seen.stat.split(' ').next().unwrap_or("");
@@ -160,9 +164,16 @@ pub fn pod_user_namespace(node: &mut Node, r: &mut Report) {
                 );
                 r.check(seen.writable, format!("uid 1000: HOME {} is not writable", seen.home));
                 r.check(has("HOME-LISTED"), "uid 1000: ls $HOME failed");
-                r.check(has("HOME-MKDIR"), "uid 1000: mkdir or a write in $HOME/.triton failed");
+                r.check(
+                    seen.caches == [".cache", ".triton"],
+                    format!("uid 1000: the caches written: {:?}", seen.caches),
+                );
             }
-            Some(_) => {}
+            Some(_) => {
+                for f in seen.root_caches(1000) {
+                    r.check(false, format!("uid 1000: {f}"));
+                }
+            }
         }
         check_tables(r, &format!("{name}, running"), &tables, &node.mount_tables(), &[]);
     }
