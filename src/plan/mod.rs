@@ -784,6 +784,52 @@ mod tests {
         assert_eq!(plan(&base()).owner, None);
     }
 
+    /// An app container of a `hostUsers: false` pod as containerd's CRI
+    /// writes it (the sandbox's user namespace by path, its mappings, the
+    /// pod shm bound at `/dev/shm`): every tmpfs the hook mounts, `/tmp` and
+    /// a fresh `/dev/shm` alike, and the pod shm it grows, belong to the host
+    /// ids of the container's root; `/tmp`'s spec entry names no owner (the
+    /// runtime mounts it inside the namespace, where it is root's already).
+    #[test]
+    fn a_joined_user_namespace_maps_the_owner_of_every_tmpfs() {
+        let root = Owner { uid: 1 << 20, gid: (1 << 20) + 65536 };
+        let mut c = with(base(), "/annotations", json!({"io.kubernetes.cri.container-type": "container"}));
+        c["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "user", "path": "/proc/42/ns/user"}));
+        c["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": root.uid, "size": 65536}]);
+        c["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": root.gid, "size": 65536}]);
+        c["mounts"][2] = json!({"destination": "/dev/shm", "type": "bind", "source": "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/p/shm", "options": ["rbind", "rprivate", "rw"]});
+        let owners = |p: &Plan| -> Vec<(String, Option<Owner>, Vec<String>)> {
+            p.actions
+                .iter()
+                .map(|a| match a {
+                    Action::MountTmpfs { target, tmpfs, .. } => {
+                        (target.to_string(), tmpfs.owner, tmpfs.spec_options())
+                    }
+                    Action::Shm { way, tmpfs, .. } => {
+                        (format!("/dev/shm {way:?}"), tmpfs.owner, tmpfs.options())
+                    }
+                })
+                .collect()
+        };
+        let ids = [format!("uid={}", root.uid), format!("gid={}", root.gid)];
+        let p = plan(&c);
+        let got = owners(&p);
+        assert_eq!(got.len(), 2, "{p:?}");
+        assert_eq!((got[0].0.as_str(), got[0].1), ("/tmp", Some(root)));
+        assert!(!got[0].2.iter().any(|o| o.starts_with("uid=") || o.starts_with("gid=")), "{:?}", got[0].2);
+        assert_eq!((got[1].0.as_str(), got[1].1), ("/dev/shm Grow", Some(root)));
+        let Action::MountTmpfs { tmpfs, .. } = &p.actions[0] else { panic!("{p:?}") };
+        assert!(ids.iter().all(|i| tmpfs.options().contains(i)), "the hook's options: {:?}", tmpfs.options());
+        // No /dev/shm in the spec: the fresh one is the container root's too.
+        c["mounts"].as_array_mut().unwrap().remove(2);
+        let got = owners(&plan(&c));
+        assert_eq!((got[1].0.as_str(), got[1].1), ("/dev/shm Fresh", Some(root)));
+        assert!(ids.iter().all(|i| got[1].2.contains(i)), "{:?}", got[1].2);
+    }
+
     #[test]
     fn pod_sandbox_gets_nothing_and_app_containers_grow_the_pod_shm() {
         let mut sandbox = with(

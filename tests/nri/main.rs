@@ -25,6 +25,7 @@ use support::cri::*;
 use support::home;
 use support::layouts;
 use support::pods::*;
+use support::userns;
 use support::*;
 
 /// Node boot, crashes and other plugins: the pre-registered plugin serves
@@ -121,6 +122,15 @@ fn home_without_the_plugin_is_not_writable() {
     let mut r = Report::new(&node);
     home::pod_home_without_us(&mut node, &mut r);
     r.finish();
+}
+
+/// A `hostUsers: false` pod through the plugin (tests/support/userns.rs):
+/// the hook the plugin adds sees the sandbox's user namespace by path and
+/// gives `/tmp` and root's `HOME` to the container's root (`0 0` inside),
+/// writable, for root and uid 1000; `/dev/shm` grown and writable.
+#[test]
+fn user_namespaced_pod_owns_its_tmpfs() {
+    each_way(userns::node("userns", Way::Nri), userns::pod_user_namespace);
 }
 
 /// Case 10: A container that cannot be planned (a bad size annotation):

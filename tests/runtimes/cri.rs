@@ -34,6 +34,7 @@ use crate::support::cri::*;
 use crate::support::home;
 use crate::support::layouts::{self, check_warning, THROUGH};
 use crate::support::pods::*;
+use crate::support::userns;
 use crate::support::*;
 
 // ---------------------------------------------------------------- cases
@@ -405,4 +406,17 @@ fn hostile_tmp_symlink_to_a_safe_place_is_served_at_the_resolved_path() {
 fn hostile_homes_through_the_wrapper() {
     let mut images = Vec::new();
     each_way(Node::wrapper("home-hostile"), |node, r| home::pod_hostile_homes(node, r, &mut images));
+}
+
+/// A `hostUsers: false` pod (tests/support/userns.rs) through both
+/// handlers: the app containers join the sandbox's user namespace by path;
+/// `/tmp` and root's `HOME` are the container root's (`0 0` inside),
+/// writable, `HOME` listable and `mkdir $HOME/.triton` works, for root and
+/// uid 1000; `/dev/shm` grown and writable; nothing of ours on the host.
+/// containerd 2.x only: ignored in bookworm (1.6), run in sid.
+#[test]
+#[ignore = "needs containerd 2.x (user-namespaced pods): tests/run.sh runs it in sid"]
+fn user_namespaced_pod_owns_its_tmpfs() {
+    userns::require_containerd_2();
+    each_way(userns::node("userns", Way::Spec), userns::pod_user_namespace);
 }

@@ -254,11 +254,26 @@ pub struct PodOpts<'a> {
     pub host_pid: bool,
     /// The pod's summed memory limit (sent as the sandbox's resources).
     pub memory: u64,
+    /// `hostUsers: false`: a user namespace for the pod, its ids 0 to 65535
+    /// mapped from this host id on (as kubelet sends it, uids and gids
+    /// alike), on the pod network, which the node must have
+    /// ([`super::pods::NodeOpts::pod_network`]): kubelet refuses
+    /// `hostNetwork` with it, and containerd 2.1.9 pins the namespace through
+    /// the pod's netns ("failed to pin user namespace: failed to open
+    /// netns()" on the host's network).
+    pub userns: Option<u32>,
 }
 
 impl Default for PodOpts<'_> {
     fn default() -> Self {
-        PodOpts { handler: None, annotations: &[], host_ipc: false, host_pid: false, memory: GI }
+        PodOpts {
+            handler: None,
+            annotations: &[],
+            host_ipc: false,
+            host_pid: false,
+            memory: GI,
+            userns: None,
+        }
     }
 }
 

@@ -6,8 +6,8 @@
 //! the pod cases written once (`cases`), the hostile layouts of a pod
 //! written once (`layouts`), the node suite's fake host (`kube`), the lock
 //! for suites that watch the host (`host`), the container user's `HOME`
-//! through the engines (`home`), and the hostile suites' rename race
-//! (`race`). Root tests fail loudly without root or a runtime; they never
+//! through the engines (`home`), the `hostUsers: false` pod written once
+//! (`userns`), and the hostile suites' rename race (`race`). Root tests fail loudly without root or a runtime; they never
 //! skip.
 #![allow(dead_code, unreachable_pub)]
 
@@ -24,6 +24,7 @@ pub mod mountinfo;
 pub mod pods;
 pub mod process;
 pub mod race;
+pub mod userns;
 
 pub use bundle::*;
 pub use fs::*;

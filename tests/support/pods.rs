@@ -118,7 +118,23 @@ pub struct NodeOpts {
     /// burst bench's arms without NRI), their wrapper and hook being
     /// [`plugin_bin`], the plugin's own binary.
     pub handlers: bool,
+    /// A CNI network for pods off the node's network (a user-namespaced
+    /// pod: [`PodOpts::userns`]): [`POD_NETWORK_PLUGIN`], which gives each
+    /// pod's own netns an address to report and changes nothing on the host.
+    pub pod_network: bool,
 }
+
+/// The CNI plugin of [`NodeOpts::pod_network`]: reports one address on
+/// `eth0` in the pod's netns and makes nothing (the pods' network is not
+/// what the suites test; containerd only needs a CNI answer to run a pod
+/// that is not on the host's network).
+pub const POD_NETWORK_PLUGIN: &str = r#"#!/bin/sh
+cat >/dev/null
+case "$CNI_COMMAND" in
+ADD) printf '{"cniVersion":"1.0.0","interfaces":[{"name":"eth0","sandbox":"%s"}],"ips":[{"address":"10.213.0.2/24","interface":0}]}' "$CNI_NETNS" ;;
+VERSION) printf '{"cniVersion":"1.0.0","supportedVersions":["0.3.0","0.3.1","0.4.0","1.0.0"]}' ;;
+esac
+"#;
 
 /// One node: a private mount namespace, a containerd in it, the images.
 pub struct Node {
@@ -242,7 +258,20 @@ impl Node {
             std::os::unix::fs::symlink("state-real", &node.state).unwrap();
         }
         node.host_config("");
-        std::fs::write(&node.config, node.ctd.base_config(&node.dir, &node.state, &node.image)).unwrap();
+        let mut config = node.ctd.base_config(&node.dir, &node.state, &node.image);
+        if opts.pod_network {
+            // containerd brings the pod's `lo` up itself (no `loopback` plugin).
+            config = config.replacen("conf_dir = ", "use_internal_loopback = true\n      conf_dir = ", 1);
+        }
+        std::fs::write(&node.config, config).unwrap();
+        if opts.pod_network {
+            let plugin = node.dir.join("cni/bin/oth-pod-net");
+            std::fs::write(&plugin, POD_NETWORK_PLUGIN).unwrap();
+            std::fs::set_permissions(&plugin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+            let conf =
+                json!({"cniVersion": "1.0.0", "name": "oth-pod-net", "plugins": [{"type": "oth-pod-net"}]});
+            std::fs::write(node.dir.join("cni/conf/10-oth-pod-net.conflist"), conf.to_string()).unwrap();
+        }
         if way == Way::Nri {
             // containerd's own config: paths only, NRI left at its default (on).
             assert!(
@@ -398,7 +427,7 @@ impl Node {
         std::fs::create_dir_all(&logs).unwrap();
         let annotations: serde_json::Map<String, Value> =
             opts.annotations.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
-        let config = json!({
+        let mut config = json!({
             "metadata": {"name": name, "uid": uid, "namespace": "default", "attempt": 0},
             "hostname": "",
             "log_directory": logs,
@@ -411,6 +440,12 @@ impl Node {
                 "resources": {"memory_limit_in_bytes": opts.memory, "cpu_period": 100000, "cpu_shares": 2},
             },
         });
+        if let Some(host_id) = opts.userns {
+            let ns = &mut config["linux"]["security_context"]["namespace_options"];
+            ns["network"] = json!("POD");
+            let map = json!([{"host_id": host_id, "container_id": 0, "length": 65536}]);
+            ns["userns_options"] = json!({"mode": "POD", "uids": map, "gids": map});
+        }
         let r = self.cri("RunPodSandbox", json!({"config": config, "runtime_handler": handler}))?;
         let id = r["pod_sandbox_id"].as_str().expect("pod_sandbox_id").to_string();
         self.pods.push(id.clone());
@@ -457,6 +492,13 @@ impl Node {
                 },
             },
         });
+        // The pod's network and user namespace, as kubelet repeats them.
+        let pod_ns = &pod.config["linux"]["security_context"]["namespace_options"];
+        let ns = &mut config["linux"]["security_context"]["namespace_options"];
+        ns["network"] = pod_ns["network"].clone();
+        if let Some(userns) = pod_ns.get("userns_options") {
+            ns["userns_options"] = userns.clone();
+        }
         if let Some(uid) = c.user {
             config["linux"]["security_context"]["run_as_user"] = json!({"value": uid});
         }
