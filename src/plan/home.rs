@@ -105,7 +105,7 @@ pub(super) fn home(inputs: &Inputs<'_>) -> Result<Step, PlanError> {
             return Ok(Step::Left(Note::info(
                 "HOME",
                 format!(
-                    "comes from the image's /etc/passwd entry for uid {} (unknown here): assumed to be a directory of its own, which gets a tmpfs; with no entry the runtime gives HOME=/, replaced by {} where the executor can set the environment",
+                    "comes from the image's /etc/passwd entry for uid {} (unknown here): assumed to be a home of its own holding only dot-entries, which gets a tmpfs (one holding an app gets its caches only, another uid's nothing); with no entry the runtime gives HOME=/, replaced by {} where the executor can set the environment, else its caches under / get a tmpfs",
                     user.uid,
                     fallback_text(inputs, user.uid)
                 ),
