@@ -171,6 +171,20 @@ fn script(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
     path
 }
 
+/// What explain says HOME gets on the layouts that decide it
+/// (docs/design.md#home-rule): a home keeping an app its caches, another
+/// uid's home nothing, a home of dotfiles a tmpfs.
+fn check_home_way(layout: &str, case: &str, doc: &Value) {
+    let way = doc["plan"]["home"]["way"].as_str().unwrap_or("");
+    let said = match layout {
+        l if l.contains("its caches only") => way == "caches",
+        l if l.contains("left alone") => way == "left_alone",
+        l if l.contains("dotfile") => way == "tmpfs",
+        _ => true,
+    };
+    assert!(said, "{case}: explain's home: {}", doc["plan"]["home"]);
+}
+
 #[test]
 fn explain_the_wrapper_and_inject_agree_on_every_route() {
     require_root();
@@ -229,15 +243,7 @@ fn explain_the_wrapper_and_inject_agree_on_every_route() {
                     let doc: Value = serde_json::from_str(&out).unwrap();
                     assert_eq!(doc["wrapper"]["mode"], mode, "{case}: {doc}");
                     let want = explained(&doc, &before.hook, before.home);
-                    // What explain says HOME gets (docs/design.md#home-rule).
-                    let way = doc["plan"]["home"]["way"].as_str().unwrap_or("");
-                    let said = match layout_name {
-                        c if c.contains("its caches only") => way == "caches",
-                        c if c.contains("left alone") => way == "left_alone",
-                        c if c.contains("dotfile") => way == "tmpfs",
-                        _ => true,
-                    };
-                    assert!(said, "{case}: explain's home: {}", doc["plan"]["home"]);
+                    check_home_way(layout_name, &case, &doc);
 
                     let id = format!("routing-{n}");
                     ok(Command::new(&wrapper)
