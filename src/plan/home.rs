@@ -85,7 +85,7 @@ const CACHE_VARS: &str =
 ///
 /// # Errors
 /// An `oci-tmpfs-hook/home` annotation that is neither `true` nor `false`.
-pub(super) fn home(inputs: &Inputs<'_>) -> Result<Step, PlanError> {
+pub(super) fn home(inputs: &Inputs<'_>, temp_dirs: &[TargetPath]) -> Result<Step, PlanError> {
     if !wanted(inputs)? {
         return Ok(Step::None);
     }
@@ -135,6 +135,12 @@ pub(super) fn home(inputs: &Inputs<'_>) -> Result<Step, PlanError> {
         )));
     };
     match target::validate(value) {
+        // HOME=/tmp (root's passwd home in some images): the temp dir's
+        // tmpfs, mode 1777 for every user, with what the image holds there
+        // copied up: nothing to judge.
+        Ok(path) if temp_dirs.contains(&path) => {
+            Ok(Step::Mount(Home { path: path.to_string(), from, user, host, way: whole(path) }))
+        }
         Ok(path) => Ok(judge(inputs, Home { path: path.to_string(), from, user, host, way: whole(path) }, subject)),
         Err(Reject::Root | Reject::Empty)
             if from != HomeFrom::Env || (!value.is_empty() && target::normalise(value) == "/") =>

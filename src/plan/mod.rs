@@ -124,7 +124,12 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
 
     let label = mount_label(inputs.spec);
     let mut targets = targets::temp_targets(inputs, &mut plan.notes);
-    let home = match home::home(inputs)? {
+    let temp_dirs: Vec<TargetPath> = targets
+        .iter()
+        .filter(|c| c.origins.iter().any(Origin::is_temp_dir))
+        .map(|c| c.path.clone())
+        .collect();
+    let home = match home::home(inputs, &temp_dirs)? {
         home::Step::None => None,
         home::Step::Ask(uid) => {
             plan.passwd_uid = Some(uid);
@@ -1096,10 +1101,18 @@ mod tests {
     #[test]
     fn home_beside_temp_dirs_volumes_and_user_namespaces() {
         let s = Settings::default();
-        // HOME=/tmp: one tmpfs, the temp one (mode 1777 for every user).
-        let p = home_plan(&user_env(1000, 0, &["HOME=/tmp"]), &s, Passwd::NotRead, true);
-        assert_eq!(home_of(&p), None);
+        // HOME=/tmp: one tmpfs, the temp one (mode 1777 for every user),
+        // whatever the image's /tmp holds: nothing asked, no caches.
+        let app = HomeDir::Dir(DirFacts {
+            owner: Owner { uid: 0, gid: 0 },
+            mode: 0o1777,
+            plain: Some("data".into()),
+        });
+        let p = home_plan_in(&user_env(1000, 0, &["HOME=/tmp"]), &s, Passwd::NotRead, app, true);
+        assert_eq!((home_of(&p), caches_of(&p).len()), (None, 0));
         assert_eq!(tmpfs_mounts(&p)[0].2, vec!["always", "HOME (Env)"]);
+        let first = decide_with(&user_env(1000, 0, &["HOME=/tmp"]), &s).unwrap();
+        assert_eq!(first.question(), None, "HOME=/tmp asks nothing of the image");
         // A cache dir in HOME is a directory of the home's tmpfs.
         let p = home_plan(
             &user_env(0, 0, &["HOME=/root", "XDG_CACHE_HOME=/root/.cache"]),
