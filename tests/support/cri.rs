@@ -204,12 +204,7 @@ pub fn build_image_with(
     // Owners as the rootfs has them (root's, but where a case gave a home
     // to its user: docs/design.md#home-rule compares them).
     let layer_tar = dir.join("layer.tar");
-    ok(Command::new("tar")
-        .args(["--numeric-owner", "-C"])
-        .arg(rootfs)
-        .arg("-cf")
-        .arg(&layer_tar)
-        .arg("."));
+    ok(Command::new("tar").args(["--numeric-owner", "-C"]).arg(rootfs).arg("-cf").arg(&layer_tar).arg("."));
     let (layer, layer_size) = blob(&layer_tar);
     let write_json = |name: &str, v: &Value| -> (String, u64) {
         let p = dir.join(name);
