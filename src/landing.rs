@@ -172,13 +172,6 @@ pub(crate) fn landings(tree: &mut impl Tree, mounts: &[SpecMount]) -> Vec<Landin
     out
 }
 
-/// Whether a mount at `dest`, made after the spec's mounts, lands inside
-/// one of `landings` rather than in the image's own tree (`/dev/shm` inside
-/// the spec's `/dev`).
-pub(crate) fn inside_a_landing(tree: &mut impl Tree, dest: &str, landings: &[Landing]) -> bool {
-    covers(landings, &walk(tree, dest))
-}
-
 /// The walk `w` enters one of `landings` on its way or at its end.
 fn covers(landings: &[Landing], w: &Walk) -> bool {
     w.visited.iter().chain([&w.real]).any(|v| landings.iter().any(|l| at_or_under(v, &l.at)))
@@ -398,17 +391,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn a_later_mount_lands_inside_a_landing_or_in_the_image() {
-        let mut t = tree(&[("/dev", "dir"), ("/run", "/dev")]);
-        let l = landings(&mut t, &dests(&["/dev", "/proc"]));
-        assert!(inside_a_landing(&mut t, "/dev/shm", &l));
-        assert!(inside_a_landing(&mut t, "/run/shm", &l), "through a symlink into /dev");
-        assert!(!inside_a_landing(&mut t, "/tmp", &l));
-        let bare = landings(&mut t, &dests(&["/proc"]));
-        assert!(!inside_a_landing(&mut t, "/dev/shm", &bare), "no /dev mount: the image's own /dev");
     }
 
     #[test]

@@ -152,24 +152,66 @@ pub(crate) fn find(settings: &Settings) -> Result<PathBuf, RuntimeError> {
     find_runtime(settings.runtime_path.as_deref(), std::env::var_os("PATH").as_deref(), own)
 }
 
-/// Why the spec executor must not hand the temp targets to the runtime
-/// `real`, if it must not (its version, asked once: [`runtime_version`]).
-pub(crate) fn version_unsafe(real: &Path) -> Option<String> {
-    let (name, v) = parse_version(&runtime_version(real)?)?;
-    spec_unsafe(&name, v)
+/// Why the runtime cannot be given a target's directory to copy into its
+/// tmpfs (a spec tmpfs with `tmpcopyup`), if it cannot: runc from 1.1.8 and
+/// crun copy each entry with its owner and mode, a symlink as a link, and
+/// give the tmpfs' root the `mode=` of the entry (docs/design.md#tmpcopyup),
+/// as the hook's copy-up does; runc before 1.1.8 gives the root the
+/// directory's mode (it takes the hook anyway, [`spec_unsafe`]). youki and
+/// any other runtime are not known to: the hook copies up for them.
+pub(crate) fn no_copy_up(name: &str, v: [u32; 3]) -> Option<String> {
+    let [a, b, c] = v;
+    match name {
+        "runc" if v >= [1, 1, 8] => None,
+        "crun" => None,
+        _ => Some(format!(
+            "{name} {a}.{b}.{c} is not known to copy a directory into its tmpfs as the hook does (tmpcopyup)"
+        )),
+    }
 }
 
-/// [`version_unsafe`] for the runtime that will run a bundle: `named`, else
-/// runc on PATH (for `explain` and `inject --mode spec`).
-pub(crate) fn bundle_runtime_unsafe(named: Option<&Path>) -> Option<String> {
-    let runtime = match named {
-        Some(p) => p.to_path_buf(),
+/// What the spec executor may hand the real runtime, from its version.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    /// Why it cannot be given our temp-target mounts at all ([`spec_unsafe`]).
+    pub spec_unsafe: Option<String>,
+    /// Why it cannot be given a directory to copy up ([`no_copy_up`]).
+    pub no_copy_up: Option<String>,
+}
+
+/// The [`Verdict`] on the runtime `real` (its version, asked once:
+/// [`runtime_version`]). A runtime whose version cannot be read gets our
+/// mounts, and the hook copies up for it.
+pub(crate) fn verdict(real: &Path) -> Verdict {
+    match runtime_version(real).as_deref().and_then(parse_version) {
+        Some((name, v)) => Verdict { spec_unsafe: spec_unsafe(&name, v), no_copy_up: no_copy_up(&name, v) },
+        None => Verdict {
+            spec_unsafe: None,
+            no_copy_up: Some(format!("the version of {} is unknown", real.display())),
+        },
+    }
+}
+
+/// The runtime that will run a bundle (for `explain` and `inject --mode
+/// spec`): `named`, else the host config's `runtime_path`, else runc on
+/// `PATH`, as the wrapper finds it ([`find`]); `None` when there is none.
+pub(crate) fn bundle_runtime(named: Option<&Path>, settings: &Settings) -> Option<PathBuf> {
+    match named {
+        Some(p) => Some(p.to_path_buf()),
         None => {
             let own = FileId::of(Path::new("/proc/self/exe")).ok()?;
-            find_runtime(None, std::env::var_os("PATH").as_deref(), own).ok()?
+            find_runtime(settings.runtime_path.as_deref(), std::env::var_os("PATH").as_deref(), own).ok()
         }
-    };
-    version_unsafe(&runtime)
+    }
+}
+
+/// The [`Verdict`] on the runtime that will run a bundle ([`bundle_runtime`]);
+/// with no runtime found, as for one whose version is unknown.
+pub(crate) fn bundle_verdict(named: Option<&Path>, settings: &Settings) -> Verdict {
+    match bundle_runtime(named, settings) {
+        Some(real) => verdict(&real),
+        None => Verdict { spec_unsafe: None, no_copy_up: Some("no runtime was found".to_string()) },
+    }
 }
 
 /// The first line of `real --version`, run once per binary: the answer is
@@ -256,7 +298,11 @@ mod tests {
         for (out, want, unsafe_) in cases {
             let got = parse_version(out);
             assert_eq!(got.as_ref().map(|(n, v)| (n.as_str(), *v)), want, "{out}");
-            assert_eq!(got.is_some_and(|(n, v)| spec_unsafe(&n, v).is_some()), unsafe_, "{out}");
+            assert_eq!(got.as_ref().is_some_and(|(n, v)| spec_unsafe(n, *v).is_some()), unsafe_, "{out}");
+            // tmpcopyup as the hook copies up: runc from 1.1.8, crun.
+            let copies = got.is_some_and(|(n, v)| no_copy_up(&n, v).is_none());
+            let want_copies = out.starts_with("crun") || (out.starts_with("runc") && !out.contains("1.1.5"));
+            assert_eq!(copies, want_copies, "{out}");
         }
     }
 

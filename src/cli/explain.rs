@@ -37,7 +37,8 @@ pub(crate) struct ExplainArgs {
     #[command(flatten)]
     pub config: HostConfigArg,
     /// The runtime that will run the bundle, for which executor carries
-    /// each target [default: runc on PATH].
+    /// each target [default: the host config's runtime_path, else runc on PATH,
+    /// as the wrapper finds it].
     #[arg(long, value_name = "PATH", value_parser = absolute_path)]
     pub runtime: Option<PathBuf>,
     /// The wrapper's executor to explain [default: the host config's
@@ -78,18 +79,20 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
     }
     let carried = match (root.as_mut(), plan.enabled) {
         (Some(r), true) => {
-            let runtime_unsafe = crate::real_runtime::bundle_runtime_unsafe(args.runtime.as_deref());
+            // The runtime the wrapper would exec: --runtime, else the host
+            // config's runtime_path, else runc on PATH.
+            let runtime = crate::real_runtime::bundle_verdict(args.runtime.as_deref(), &settings);
             let ours = crate::files::this_binary()?;
             let foreign = route::foreign_runtime_hooks(&hooks, &ours);
             let facts = route::Facts {
                 mode: args.mode.unwrap_or(settings.mode),
-                runtime_unsafe: runtime_unsafe.as_deref(),
+                runtime_unsafe: runtime.spec_unsafe.as_deref(),
                 foreign: &foreign,
             };
             let carrier = route::carrier(&plan, &facts);
-            // The rootfs can move the temp targets to the hook too (two
-            // tmpfs of ours in the image's tree, docs/design.md#spec-race).
-            match crate::spec::host::routes(r, &plan, &carrier) {
+            // The rootfs can move the temp targets to the hook too (what a
+            // target's directory holds, docs/design.md#image-files).
+            match crate::spec::host::routes(r, &plan, &carrier, runtime.no_copy_up.as_deref()) {
                 Ok((carrier, routes)) => Some((facts.mode, carrier, Some(routes))),
                 Err(e) => {
                     log::warn!("{}: the targets are not checked against the rootfs", chain(&e));
@@ -149,12 +152,18 @@ fn render_routes(routes: &[(String, Route)]) -> String {
     let _ = writeln!(out, "targets (checked against the rootfs and where the spec's mounts land):");
     for (target, route) in routes {
         let line = match route {
-            Route::Spec { destination } if destination == target => {
-                "by the spec executor (a tmpfs entry)".to_string()
+            Route::Spec { destination, copy_up } => {
+                let copy = if *copy_up {
+                    ", the runtime copying the image's entries into it (tmpcopyup)"
+                } else {
+                    ""
+                };
+                if destination == target {
+                    format!("by the spec executor (a tmpfs entry{copy})")
+                } else {
+                    format!("by the spec executor at {destination}, where it resolves (no symlink left for the runtime){copy}")
+                }
             }
-            Route::Spec { destination } => format!(
-                "by the spec executor at {destination}, where it resolves (no symlink left for the runtime)"
-            ),
             Route::Hook { stage, why } => format!("by the hook at {stage} (by fd): {why}"),
             Route::None { why, .. } => format!("left alone by every executor: {why}"),
         };
@@ -314,15 +323,9 @@ fn executors(out: &mut String, plan: &Plan) {
     );
     let temp = preview.mounts.iter().filter(|m| m.destination != crate::plan::SHM_PATH).count();
     let mut instead = Vec::new();
-    if temp > 1 {
-        // docs/design.md#spec-race
-        instead.push(
-            "when two or more pass, the hook carries them instead: a rename in the image could stack two",
-        );
-    }
     if temp > 0 {
         // docs/design.md#image-files
-        instead.push("when one's directory holds files in the image, the hook carries them instead and copies the files up");
+        instead.push("when one's directory holds files in the image, the runtime copies them up (tmpcopyup), or, past the copy bounds, with a device, socket or FIFO or on a runtime that does not copy as the hook does, the hook carries them instead");
     }
     if !instead.is_empty() {
         let _ = write!(line, " ({})", instead.join("; "));

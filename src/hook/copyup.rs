@@ -37,28 +37,9 @@ pub(crate) use crate::sys::copy::Fds;
 use crate::sys::copy::{CopyFs, Meta};
 use crate::sys::Call;
 
-/// At most this many entries are copied (a hostile `/tmp` of a million files
-/// must not hold the container's start).
-pub(crate) const MAX_ENTRIES: u32 = 4096;
-/// At most this many directory levels below the target.
-pub(crate) const MAX_DEPTH: u32 = 16;
-/// At most this many bytes of file data, whatever the tmpfs' size.
-pub(crate) const MAX_BYTES: u64 = 64 << 20;
-
-/// The bounds of one copy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Limits {
-    pub entries: u32,
-    pub depth: u32,
-    pub bytes: u64,
-}
-
-impl Limits {
-    /// The bounds for a tmpfs of `size`: its size, at most [`MAX_BYTES`].
-    pub(crate) fn for_size(size: Bytes) -> Limits {
-        Limits { entries: MAX_ENTRIES, depth: MAX_DEPTH, bytes: size.0.min(MAX_BYTES) }
-    }
-}
+pub(crate) use crate::sys::copy::Limits;
+#[cfg(doc)]
+use crate::sys::copy::{MAX_BYTES, MAX_DEPTH, MAX_ENTRIES};
 
 /// What one copy did.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -371,6 +352,7 @@ impl<F: CopyFs> Copier<'_, F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::copy::{MAX_BYTES, MAX_DEPTH, MAX_ENTRIES};
     use rustix::fs::{Mode, OFlags, Timespec};
     use std::os::fd::OwnedFd;
     use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};

@@ -17,7 +17,6 @@ use std::path::Path;
 use crate::bundle::HookEntry;
 use crate::error::chain;
 use crate::input::HostConfigSource;
-use crate::real_runtime::version_unsafe;
 use crate::settings::{Mode, OnError, Settings};
 use crate::spec;
 use crate::stage::Stage;
@@ -80,8 +79,7 @@ fn prepare(
         add_hook(dir, source);
         return Ok(());
     }
-    let unsafe_runtime = version_unsafe(real);
-    let launch = spec::Launch { id, runtime_unsafe: unsafe_runtime.as_deref() };
+    let launch = spec::Launch { id, runtime: crate::real_runtime::verdict(real) };
     match spec::carry_out(dir, settings, hook_entry(source).as_ref(), &launch) {
         Ok(outcome) => {
             crate::report::outcome(&outcome.notes, &outcome.done);

@@ -46,10 +46,25 @@ pub(crate) fn expressible(plan: &Plan) -> bool {
     plan.actions.iter().all(|a| !matches!(a, Action::MountTmpfs { subdirs, .. } if !subdirs.is_empty()))
 }
 
+/// Where the spec executor puts one temp target's tmpfs entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Dest {
+    /// The in-root path to mount at: the target's real path.
+    pub path: String,
+    /// The runtime copies the directory's entries into the tmpfs
+    /// (`tmpcopyup`: docs/design.md#tmpcopyup).
+    pub copy_up: bool,
+}
+
+/// The mount option that has runc and crun copy a directory's entries into
+/// the tmpfs mounted over it.
+pub(crate) const TMPCOPYUP: &str = "tmpcopyup";
+
 /// Carries out `plan` in `config`: a tmpfs entry for each temp target
 /// that `destination` places (at the in-root path it gives: the target's
-/// real path, with no symlink left for the runtime to follow), nothing for
-/// the others (left alone, or left to the hook), and `/dev/shm`. `host_ram`
+/// real path, with no symlink left for the runtime to follow; with
+/// [`TMPCOPYUP`] where it says so), nothing for the others (left alone, or
+/// left to the hook), and `/dev/shm`. `host_ram`
 /// is what an unsized tmpfs has (half of it), so that it is never lowered.
 ///
 /// The temp targets' entries go before every mount of the spec, in the
@@ -63,7 +78,7 @@ pub(crate) fn expressible(plan: &Plan) -> bool {
 pub(crate) fn put_mounts(
     config: &mut Value,
     plan: &Plan,
-    destination: impl Fn(&str) -> Option<String>,
+    destination: impl Fn(&str) -> Option<Dest>,
     host_ram: Bytes,
 ) -> Result<Edit, ShapeError> {
     let mut edit = Edit::default();
@@ -82,9 +97,13 @@ pub(crate) fn put_mounts(
         match action {
             Action::MountTmpfs { target, tmpfs, .. } => {
                 if let Some(dest) = destination(target.as_str()) {
-                    mounts.insert(first, entry(&dest, tmpfs));
+                    let mut m = TmpfsMount::new(&dest.path, tmpfs);
+                    if dest.copy_up {
+                        m.options.insert(0, TMPCOPYUP.to_string());
+                    }
+                    mounts.insert(first, m.to_json());
                     first += 1;
-                    edit.added.push(dest);
+                    edit.added.push(dest.path);
                 }
             }
             Action::Shm { existing, way, writable, tmpfs } => {
@@ -268,7 +287,7 @@ mod tests {
 
     fn run(mut config: Value, settings: &Settings, refused: &[&str]) -> (Value, Edit) {
         let plan = plan_of(&config, settings);
-        let place = |t: &str| (!refused.contains(&t)).then(|| t.to_string());
+        let place = |t: &str| (!refused.contains(&t)).then(|| Dest { path: t.to_string(), copy_up: false });
         let edit = put_mounts(&mut config, &plan, place, Bytes(16 * GI)).unwrap();
         (config, edit)
     }
@@ -383,9 +402,11 @@ mod tests {
             json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["size=1g"]});
         let mut c = config(shm, &[]);
         let plan = plan_of(&c, &Settings::default());
-        let place = |t: &str| (t == "/tmp").then(|| "/run/tmp".to_string());
+        let place = |t: &str| (t == "/tmp").then(|| Dest { path: "/run/tmp".to_string(), copy_up: true });
         let edit = put_mounts(&mut c, &plan, place, Bytes(16 * GI)).unwrap();
         assert_eq!(edit.added, ["/run/tmp"]);
+        // A directory the runtime copies up: tmpcopyup, before the plan's options.
+        assert_eq!(c["mounts"][0]["options"][0], TMPCOPYUP, "{c}");
         assert!(mount(&c, "/tmp").is_empty());
         assert_eq!(mount(&c, "/run/tmp")[0]["source"], SOURCE);
     }
@@ -414,7 +435,7 @@ mod tests {
     fn shapes_are_checked() {
         let plan = plan_of(&config(json!({"destination": "/x", "type": "proc"}), &[]), &Settings::default());
         let mut bad = json!({"mounts": {"not": "a list"}});
-        let place = |t: &str| Some(t.to_string());
+        let place = |t: &str| Some(Dest { path: t.to_string(), copy_up: false });
         assert_eq!(put_mounts(&mut bad, &plan, place, Bytes(GI)), Err(ShapeError("mounts")));
         let mut bad = json!([1, 2]);
         assert_eq!(put_mounts(&mut bad, &plan, place, Bytes(GI)), Err(ShapeError("the document")));

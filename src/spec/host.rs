@@ -8,9 +8,10 @@
 use std::path::Path;
 
 use crate::landing;
-use crate::plan::{Action, Note, Passwd, Plan, Question, ShmWay, UserFacts, SHM_PATH};
+use crate::plan::{Action, Note, Passwd, Plan, Question, UserFacts};
+use crate::sys::copy::Limits;
 use crate::sys::procfs::Proc;
-use crate::sys::resolve::{self, Root, Rootfs};
+use crate::sys::resolve::{self, Contents, Root, Rootfs};
 use crate::sys::{Call, SysError};
 use crate::target::TargetPath;
 
@@ -43,18 +44,22 @@ impl<'a> LazyRoot<'a> {
 pub(crate) struct Placed {
     /// Targets placed: the target, and the real in-root path to mount at.
     pub placed: Vec<(String, String)>,
+    /// Targets placed whose directory the runtime copies into the tmpfs
+    /// (`tmpcopyup`).
+    pub copy_up: Vec<String>,
     /// Targets left alone, each with its note.
     pub refused: Vec<(String, Note)>,
-    /// Mountpoint directories whose mode was set to the tmpfs' mode.
-    pub chmodded: Vec<String>,
+    /// Mountpoint directories whose mode was set, with that mode.
+    pub chmodded: Vec<(String, u32)>,
     /// Homes whose tmpfs takes the image directory's mode, with that mode.
     pub modes: Vec<(String, u32)>,
 }
 
 impl Placed {
-    /// The destination for `target`, when it was placed.
-    pub(crate) fn destination(&self, target: &str) -> Option<String> {
-        self.placed.iter().find(|(t, _)| t == target).map(|(_, d)| d.clone())
+    /// Where `target`'s entry goes, when it was placed.
+    pub(crate) fn destination(&self, target: &str) -> Option<super::edit::Dest> {
+        let (_, path) = self.placed.iter().find(|(t, _)| t == target)?;
+        Some(super::edit::Dest { path: path.clone(), copy_up: self.copy_up.iter().any(|t| t == target) })
     }
 }
 
@@ -63,96 +68,132 @@ impl Placed {
 pub(crate) enum Placing {
     /// Written into the spec, each where [`Placed`] says.
     Spec(Placed),
-    /// Handed to the hook, for this reason ([`two_in_image`]).
+    /// Handed to the hook, for this reason ([`image_files`]).
     Hook(String),
 }
+
+/// A target's directory that holds entries in the image which the spec
+/// cannot carry: its real path, and why ([`image_files`]).
+type Holding = (String, String);
 
 /// Applies the landing rule (docs/design.md#landing) to every temp target
 /// of `plan` in the prepared `rootfs`, before the runtime mounts anything:
 /// each target is walked in-root, judged against where the spec's mounts
 /// will land, and resolved to its real path with the hook's rules (missing
 /// directories made by fd in the image's own rootfs, one mount per
-/// directory). Each mountpoint directory gets the mode of its tmpfs: runc
-/// before 1.1.8 gives a tmpfs from the spec the mode of the directory it
-/// covers, whatever `mode=` says (docs/design.md#runc-tmpfs-mode).
+/// directory). An empty mountpoint directory gets the mode of its tmpfs:
+/// runc before 1.1.8 gives a tmpfs from the spec the mode of the directory
+/// it covers, whatever `mode=` says (docs/design.md#runc-tmpfs-mode).
 ///
-/// When the spec would then hold two or more tmpfs of ours in the image's
-/// own tree, the targets go to the hook instead ([`two_in_image`],
-/// docs/design.md#spec-race): judged before anything is made, and again
-/// after, since a rename between the two can let one more through. So do
-/// they when a target's directory holds files in the image
-/// ([`image_files`]: read by fd as it is placed, before its mode is set),
-/// which a spec tmpfs would hide.
+/// A target's directory that holds entries in the image is read by fd as
+/// it is placed ([`crate::sys::resolve::contents`], before anything of it
+/// is changed): within the hook's copy bounds, with no device node, socket,
+/// FIFO or other mount, and for a runtime that copies as the hook does
+/// (`no_copy_up` is `None`), its entry gets `tmpcopyup`
+/// (docs/design.md#tmpcopyup); otherwise the temp targets go to the hook
+/// ([`image_files`]), which copies up within its bounds or leaves the
+/// target alone.
 ///
 /// # Errors
 /// A rootfs that cannot be opened, or a failure that is not a property of
 /// the image.
-pub(crate) fn place_targets(rootfs: &mut LazyRoot<'_>, plan: &Plan) -> Result<Placing, SysError> {
-    place_in(rootfs.root()?, plan)
+pub(crate) fn place_targets(
+    rootfs: &mut LazyRoot<'_>,
+    plan: &Plan,
+    no_copy_up: Option<&str>,
+) -> Result<Placing, SysError> {
+    place_in(rootfs.root()?, plan, no_copy_up)
+}
+
+/// The temp targets of `plan`, with their tmpfs.
+fn targets(plan: &Plan) -> impl Iterator<Item = (&TargetPath, &crate::plan::Tmpfs)> {
+    plan.actions.iter().filter_map(|a| match a {
+        Action::MountTmpfs { target, tmpfs, .. } => Some((target, tmpfs)),
+        Action::Shm { .. } => None,
+    })
+}
+
+/// The bounds of a runtime's `tmpcopyup` into `tmpfs`: the hook's copy-up
+/// bounds ([`Limits::for_size`]), and fewer entries than its `nr_inodes`.
+/// A copy that does not fit fails the whole start in runc and crun
+/// (docs/design.md#tmpcopyup), so [`crate::sys::resolve::contents`] counts
+/// each file by whole pages.
+fn copy_limits(tmpfs: &crate::plan::Tmpfs) -> Limits {
+    let mut limits = Limits::for_size(tmpfs.size.bytes);
+    if let Some(n) = tmpfs.nr_inodes {
+        limits.entries = limits.entries.min(u32::try_from(n.saturating_sub(1)).unwrap_or(u32::MAX));
+    }
+    limits
+}
+
+/// What the spec can do with a directory holding `contents`: `Ok(copy_up)`,
+/// or `Err` why it goes to the hook.
+fn carry(real: &str, contents: Contents, no_copy_up: Option<&str>) -> Result<bool, Holding> {
+    match (contents, no_copy_up) {
+        (Contents::Empty, _) => Ok(false),
+        (Contents::Fits, None) => Ok(true),
+        (Contents::Fits, Some(why)) => Err((real.to_string(), format!("holds files, and {why}"))),
+        (Contents::Past(why), _) => {
+            Err((real.to_string(), format!("holds {why}, past what a runtime's tmpcopyup is given")))
+        }
+    }
 }
 
 /// [`place_targets`] in the opened rootfs `root`.
-fn place_in<R: Rootfs>(root: &mut R, plan: &Plan) -> Result<Placing, SysError> {
+fn place_in<R: Rootfs>(root: &mut R, plan: &Plan, no_copy_up: Option<&str>) -> Result<Placing, SysError> {
     let landings = landing::landings(root, &plan.spec_mounts);
-    let earlier = ours_in_image(root, plan, &landings);
-    let targets = || {
-        plan.actions.iter().filter_map(|a| match a {
-            Action::MountTmpfs { target, tmpfs, .. } => Some((target, tmpfs)),
-            Action::Shm { .. } => None,
-        })
-    };
-    if earlier + targets().count() > 1 {
-        let passing: Vec<&str> = targets()
-            .filter(|(t, _)| root.judge_target(t, &landings).is_ok())
-            .map(|(t, _)| t.as_str())
-            .collect();
-        if let Some(why) = two_in_image(earlier, &passing) {
-            return Ok(Placing::Hook(why));
-        }
-    }
     let mut out = Placed::default();
     let mut holding = Vec::new();
     // A home (or a cache under it) keeps the mode of the image's
     // directory, and is left alone where the image gives that directory to
     // another uid: read before a missing one is made.
-    let image_stats: Vec<(&str, Option<(u32, u32)>)> = targets()
+    let image_stats: Vec<(&str, Option<(u32, u32)>)> = targets(plan)
         .filter(|(_, t)| t.image_mode || t.image_owner.is_some())
         .map(|(target, _)| (target.as_str(), root.dir_stat(target)))
         .collect();
-    let image_modes: Vec<(&str, Option<u32>)> =
-        image_stats.iter().map(|(t, st)| (*t, st.map(|(mode, _)| mode))).collect();
-    for (target, tmpfs) in targets() {
+    for (target, tmpfs) in targets(plan) {
         let what = target.as_str();
-        let owner = image_stats.iter().find(|(t, _)| *t == what).and_then(|(_, st)| st.map(|(_, uid)| uid));
-        if let Some(note) = crate::landing::not_the_processs(what, owner, tmpfs.image_owner) {
+        let stat = image_stats.iter().find(|(t, _)| *t == what).and_then(|(_, st)| *st);
+        if let Some(note) =
+            crate::landing::not_the_processs(what, stat.map(|(_, uid)| uid), tmpfs.image_owner)
+        {
             out.refused.push((what.to_string(), note));
             continue;
         }
         match root.place_target(target, &landings)? {
             Err(note) => out.refused.push((what.to_string(), note)),
             Ok((real, fd)) => {
-                if root.holds_entries(&fd).map_err(|e| read_error(real.as_str(), e))? {
-                    holding.push(real.to_string());
-                    continue;
-                }
-                let mode = match image_modes.iter().find(|(t, _)| *t == what) {
-                    Some((_, Some(m))) => {
-                        if *m != tmpfs.mode {
-                            out.modes.push((what.to_string(), *m));
-                        }
-                        *m
+                let contents =
+                    root.contents(&fd, &copy_limits(tmpfs)).map_err(|e| read_error(real.as_str(), e))?;
+                let copy_up = match carry(real.as_str(), contents, no_copy_up) {
+                    Ok(copy_up) => copy_up,
+                    Err(h) => {
+                        holding.push(h);
+                        continue;
                     }
-                    _ => tmpfs.mode,
                 };
-                if root.set_mode(&fd, mode, real.as_str())? {
-                    out.chmodded.push(real.to_string());
+                let mode = match stat {
+                    Some((m, _)) => {
+                        if m != tmpfs.mode {
+                            out.modes.push((what.to_string(), m));
+                        }
+                        m
+                    }
+                    None => tmpfs.mode,
+                };
+                // A directory the runtime copies up keeps its own mode: the
+                // runtime gives the tmpfs' root its `mode=` (runc 1.1.8 and
+                // later, crun: docs/design.md#tmpcopyup).
+                if copy_up {
+                    out.copy_up.push(what.to_string());
+                } else if root.set_mode(&fd, mode, real.as_str())? {
+                    out.chmodded.push((real.to_string(), mode));
                 }
                 out.placed.push((what.to_string(), real.to_string()));
             }
         }
     }
-    let placed: Vec<&str> = out.placed.iter().map(|(t, _)| t.as_str()).collect();
-    match to_hook(earlier, &placed, &holding) {
+    match image_files(&holding) {
         Some(why) => Ok(Placing::Hook(why)),
         None => Ok(Placing::Spec(out)),
     }
@@ -231,53 +272,20 @@ pub(crate) fn read_passwd(
     }
 }
 
-/// Why what the rootfs holds sends the temp targets to the hook, if it
-/// does: two tmpfs of ours in the image's own tree ([`two_in_image`]), or a
-/// target's directory holding the image's files ([`image_files`]). The one
-/// rule [`place_targets`] applies and [`routes`] reports.
-fn to_hook(earlier: usize, passing: &[&str], holding: &[String]) -> Option<String> {
-    two_in_image(earlier, passing).or_else(|| image_files(holding))
-}
-
-/// Why the temp targets `passing` (those the landing rule lets through) go
-/// to the hook rather than into the spec, if they do: with the `earlier`
-/// tmpfs of ours in the image's own tree ([`ours_in_image`]), the spec would
-/// hold two or more there. A runtime mounts each entry at whatever its path
-/// leads to when it gets to it, following the image's symlinks; a rename in
-/// the image after the check can lead two entries' paths to one directory,
-/// and no check made before the runtime mounts can rule that out. The hook
-/// mounts by fd, one mount per directory (docs/design.md#spec-race).
-fn two_in_image(earlier: usize, passing: &[&str]) -> Option<String> {
-    let n = earlier + passing.len();
-    if passing.is_empty() || n < 2 {
+/// Why the temp targets go to the hook rather than into the spec for what
+/// the image holds, if they do: the real directories `holding` hold
+/// entries that a spec tmpfs over them would hide, and that the runtime
+/// cannot be given to copy up (past the hook's bounds, a device node,
+/// socket or FIFO, or a runtime not known to copy as the hook does). The
+/// hook copies them into its tmpfs within its bounds, and past those
+/// leaves the target alone (docs/design.md#copy-up). The one rule
+/// [`place_targets`] applies and [`routes`] reports.
+fn image_files(holding: &[Holding]) -> Option<String> {
+    if holding.is_empty() {
         return None;
     }
-    let also = match earlier {
-        0 => String::new(),
-        1 => " and one the spec has already".to_string(),
-        e => format!(" and {e} the spec has already"),
-    };
-    Some(format!(
-        "the spec would hold {n} tmpfs of ours in the image's own tree ({}{also}), and a rename in the image before the runtime mounts them could lead two onto one directory",
-        passing.join(", ")
-    ))
-}
-
-/// Why the temp targets go to the hook rather than into the spec for what
-/// the image holds, if they do: the real directories `holding` hold files
-/// in the image, and a spec tmpfs over them would hide those (runtimes copy
-/// nothing, and `tmpcopyup` would copy without bounds). The hook copies
-/// them into its tmpfs, within its bounds, and past those leaves the target
-/// alone (docs/design.md#copy-up).
-fn image_files(holding: &[String]) -> Option<String> {
-    let (first, rest) = holding.split_first()?;
-    let (names, verb) = match rest {
-        [] => (first.clone(), "holds"),
-        _ => (holding.join(", "), "hold"),
-    };
-    Some(format!(
-        "the image's {names} {verb} files, which a tmpfs from the spec would hide; the hook copies them up"
-    ))
+    let each: Vec<String> = holding.iter().map(|(real, why)| format!("the image's {real} {why}")).collect();
+    Some(format!("{}: the hook copies it up", each.join("; ")))
 }
 
 /// The error for a mountpoint directory that cannot be read.
@@ -285,21 +293,13 @@ fn read_error(what: &str, e: rustix::io::Errno) -> SysError {
     SysError::sys(Call::Getdents64, "reading the mountpoint", what, e)
 }
 
-/// How many tmpfs of ours the spec holds, or will, in the image's own tree
-/// besides the temp targets: entries of an earlier run that no other spec
-/// mount covers, and a fresh `/dev/shm` when no spec mount (`/dev`) does.
-fn ours_in_image(root: &mut impl Rootfs, plan: &Plan, landings: &[landing::Landing]) -> usize {
-    let fresh_shm = plan.actions.iter().any(|a| matches!(a, Action::Shm { way: ShmWay::Fresh, .. }));
-    let shm_in_image = fresh_shm && !landing::inside_a_landing(root, SHM_PATH, landings);
-    landings.iter().filter(|l| l.ours).count() + usize::from(shm_in_image)
-}
-
 /// Where one temp target goes, read-only (for `explain`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case", tag = "executor")]
 pub(crate) enum Route {
-    /// The spec executor writes a tmpfs entry at `destination`.
-    Spec { destination: String },
+    /// The spec executor writes a tmpfs entry at `destination`, with
+    /// `tmpcopyup` when `copy_up`.
+    Spec { destination: String, copy_up: bool },
     /// Our hook mounts it by fd, added at `stage`, for this reason.
     Hook { stage: String, why: String },
     /// Every executor leaves it alone.
@@ -310,9 +310,10 @@ pub(crate) enum Route {
 /// each: the rootfs check's verdict (docs/design.md#landing: a target
 /// refused there is refused by the hook too), then `carrier`'s executor
 /// ([`super::route::carrier`]), which becomes the hook at `prestart` where
-/// the spec would hold two tmpfs of ours in the image's own tree
-/// or where a target's directory holds files in the image ([`to_hook`], as
-/// [`place_targets`] judges it). Nothing is created or changed.
+/// a target's directory holds entries in the image that the spec cannot
+/// carry ([`image_files`], as [`place_targets`] judges it: `no_copy_up` is
+/// why the runtime cannot copy up, if it cannot). Nothing is created or
+/// changed.
 ///
 /// # Errors
 /// A rootfs that cannot be opened.
@@ -320,8 +321,9 @@ pub(crate) fn routes(
     rootfs: &mut LazyRoot<'_>,
     plan: &Plan,
     carrier: &super::route::Carrier,
+    no_copy_up: Option<&str>,
 ) -> Result<(super::route::Carrier, Vec<(String, Route)>), SysError> {
-    routes_in(rootfs.root()?, plan, carrier)
+    routes_in(rootfs.root()?, plan, carrier, no_copy_up)
 }
 
 /// [`routes`] in the opened rootfs `root`.
@@ -329,40 +331,39 @@ fn routes_in<R: Rootfs>(
     root: &mut R,
     plan: &Plan,
     carrier: &super::route::Carrier,
+    no_copy_up: Option<&str>,
 ) -> Result<(super::route::Carrier, Vec<(String, Route)>), SysError> {
     use super::route::Carrier;
     let landings = landing::landings(root, &plan.spec_mounts);
-    let judged: Vec<(&str, Result<TargetPath, Note>)> = plan
-        .actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::MountTmpfs { target, .. } => {
-                Some((target.as_str(), root.judge_target(target, &landings)))
-            }
-            Action::Shm { .. } => None,
-        })
+    let judged: Vec<(&str, Result<TargetPath, Note>, Limits)> = targets(plan)
+        .map(|(target, tmpfs)| (target.as_str(), root.judge_target(target, &landings), copy_limits(tmpfs)))
         .collect();
     let mut carrier = carrier.clone();
+    let mut copy_up = Vec::new();
     if carrier == Carrier::Spec {
-        let passing: Vec<&str> = judged.iter().filter(|(_, j)| j.is_ok()).map(|(t, _)| *t).collect();
         let mut holding = Vec::new();
-        for real in judged.iter().filter_map(|(_, j)| j.as_ref().ok()) {
-            if root.holds_entries_at(real).map_err(|e| read_error(real.as_str(), e))? {
-                holding.push(real.to_string());
+        for (target, real, limits) in judged.iter().filter_map(|(t, j, l)| Some((*t, j.as_ref().ok()?, l))) {
+            let contents = root.contents_at(real, limits).map_err(|e| read_error(real.as_str(), e))?;
+            match carry(real.as_str(), contents, no_copy_up) {
+                Ok(true) => copy_up.push(target),
+                Ok(false) => {}
+                Err(h) => holding.push(h),
             }
         }
-        if let Some(why) = to_hook(ours_in_image(root, plan, &landings), &passing, &holding) {
+        if let Some(why) = image_files(&holding) {
             // The carrier is the spec: no other party's runtime-namespace hook.
             carrier = Carrier::Hook { stage: super::route::hook_stage(&[]), why };
         }
     }
-    let routes = judged.into_iter().map(|(target, judged)| {
+    let routes = judged.into_iter().map(|(target, judged, _)| {
         let route = match (judged, &carrier) {
             (Err(note), _) => Route::None { why: note.reason, warn: note.warn },
             (Ok(_), Carrier::Hook { stage, why }) => {
                 Route::Hook { stage: stage.to_string(), why: why.clone() }
             }
-            (Ok(real), Carrier::Spec) => Route::Spec { destination: real.to_string() },
+            (Ok(real), Carrier::Spec) => {
+                Route::Spec { destination: real.to_string(), copy_up: copy_up.contains(&target) }
+            }
         };
         (target.to_string(), route)
     });
@@ -409,9 +410,9 @@ mod tests {
     #[test]
     fn one_target_is_placed_with_its_tmpfs_mode() {
         let mut root = FakeRoot::new(&[("/tmp", Entry::Dir)]);
-        let placed = spec(place_in(&mut root, &plan(&["/tmp"], &[])).unwrap());
+        let placed = spec(place_in(&mut root, &plan(&["/tmp"], &[]), None).unwrap());
         assert_eq!(placed.placed, [("/tmp".to_string(), "/tmp".to_string())]);
-        assert_eq!(placed.chmodded, ["/tmp"]);
+        assert_eq!(placed.chmodded, [("/tmp".to_string(), 0o1777)]);
         assert_eq!(root.calls, ["chmod /tmp 1777"]);
     }
 
@@ -425,7 +426,8 @@ mod tests {
             ("/var", Entry::Dir),
             ("/var/tmp", Entry::Dir),
         ]);
-        let placed = spec(place_in(&mut root, &plan(&["/tmp", "/var/tmp"], &[("/data", false)])).unwrap());
+        let placed =
+            spec(place_in(&mut root, &plan(&["/tmp", "/var/tmp"], &[("/data", false)]), None).unwrap());
         assert_eq!(placed.placed, [("/var/tmp".to_string(), "/var/tmp".to_string())]);
         let [(target, note)] = &placed.refused[..] else { panic!("{:?}", placed.refused) };
         assert_eq!(target, "/tmp");
@@ -436,33 +438,46 @@ mod tests {
         assert_eq!(root.calls, ["chmod /var/tmp 1777"]);
     }
 
-    /// Two tmpfs of ours in the image's tree go to the hook, judged before
-    /// anything is made or changed.
+    /// Two temp targets in the image's own tree both go into the spec:
+    /// ours first in the mounts array is what keeps a volume and every spec
+    /// mount on top under a rename (docs/design.md#spec-race).
     #[test]
-    fn two_targets_go_to_the_hook_before_anything_is_made() {
+    fn two_targets_go_into_the_spec() {
         let mut root = FakeRoot::new(&[("/tmp", Entry::Dir), ("/var", Entry::Dir)]);
-        let why = hook(place_in(&mut root, &plan(&["/tmp", "/var/tmp"], &[])).unwrap());
-        assert!(why.contains("2 tmpfs of ours") && why.contains("/tmp, /var/tmp"), "{why}");
-        assert!(root.calls.is_empty(), "{:?}", root.calls);
-        // An entry of ours from an earlier run counts as one of them.
+        let placed = spec(place_in(&mut root, &plan(&["/tmp", "/var/tmp"], &[]), None).unwrap());
+        assert_eq!(placed.placed.len(), 2, "{placed:?}");
+        // Beside an entry of ours from an earlier run too.
         let mut root = FakeRoot::new(&[("/tmp", Entry::Dir), ("/var", Entry::Dir), ("/var/tmp", Entry::Dir)]);
-        let why = hook(place_in(&mut root, &plan(&["/tmp"], &[("/var/tmp", true)])).unwrap());
-        assert!(why.contains("and one the spec has already"), "{why}");
-        // Not when the earlier entry sits inside a volume (the spec's /var).
-        let mut root = FakeRoot::new(&[("/tmp", Entry::Dir), ("/var", Entry::Dir)]);
-        let placing = place_in(&mut root, &plan(&["/tmp"], &[("/var", false), ("/var/tmp", true)])).unwrap();
-        assert_eq!(spec(placing).placed.len(), 1);
+        let placed = spec(place_in(&mut root, &plan(&["/tmp"], &[("/var/tmp", true)]), None).unwrap());
+        assert_eq!(placed.placed.len(), 1, "{placed:?}");
     }
 
-    /// A target whose directory holds the image's files goes to the hook
-    /// (which copies them up); its mode is left as it was.
+    /// A target whose directory holds the image's files within the bounds
+    /// gets `tmpcopyup`, and its mode is left as it was; past the bounds,
+    /// or for a runtime that does not copy as the hook does, the hook.
     #[test]
-    fn a_directory_holding_files_goes_to_the_hook() {
+    fn a_directory_holding_files_is_copied_up_by_the_runtime_or_the_hook() {
         let mut root = FakeRoot::new(&[("/tmp", Entry::Dir)]);
         root.holding.push("/tmp".into());
-        let why = hook(place_in(&mut root, &plan(&["/tmp"], &[])).unwrap());
-        assert!(why.starts_with("the image's /tmp holds files"), "{why}");
+        let placed = spec(place_in(&mut root, &plan(&["/tmp"], &[]), None).unwrap());
+        assert_eq!(placed.copy_up, ["/tmp"]);
+        let dest = placed.destination("/tmp").unwrap();
+        assert!(dest.copy_up && dest.path == "/tmp", "{dest:?}");
         assert!(root.calls.is_empty(), "{:?}", root.calls);
+
+        let youki = "youki 0.5.3 is not known to copy";
+        let mut root = FakeRoot::new(&[("/tmp", Entry::Dir)]);
+        root.holding.push("/tmp".into());
+        let why = hook(place_in(&mut root, &plan(&["/tmp"], &[]), Some(youki)).unwrap());
+        assert!(why.starts_with("the image's /tmp holds files, and youki"), "{why}");
+
+        let mut root = FakeRoot::new(&[("/tmp", Entry::Dir), ("/var", Entry::Dir)]);
+        root.past.push(("/tmp".into(), "a FIFO at ./fifo".into()));
+        let why = hook(place_in(&mut root, &plan(&["/var/tmp", "/tmp"], &[]), None).unwrap());
+        assert!(why.starts_with("the image's /tmp holds a FIFO at ./fifo, past"), "{why}");
+        assert!(why.ends_with("the hook copies it up"), "{why}");
+        // An empty directory beside it is made and chmodded, as before.
+        assert_eq!(root.calls, ["mkdir /var/tmp", "chmod /var/tmp 1777"]);
     }
 
     /// A home's tmpfs takes the mode of the image's directory, read before
@@ -474,7 +489,7 @@ mod tests {
         let mut p = plan(&["/root"], &[]);
         let Action::MountTmpfs { tmpfs, .. } = &mut p.actions[0] else { unreachable!() };
         tmpfs.image_mode = true;
-        let placed = spec(place_in(&mut root, &p).unwrap());
+        let placed = spec(place_in(&mut root, &p, None).unwrap());
         assert_eq!(placed.modes, [("/root".to_string(), 0o700)]);
         assert!(placed.chmodded.is_empty() && root.calls.is_empty(), "{:?}", root.calls);
     }
@@ -485,43 +500,32 @@ mod tests {
         let entries = [("/tmp", FakeRoot::link("/data")), ("/var", Entry::Dir), ("/var/tmp", Entry::Dir)];
         let mut root = FakeRoot::new(&entries);
         let p = plan(&["/tmp", "/var/tmp"], &[("/data", false)]);
-        let (carrier, routes) = routes_in(&mut root, &p, &super::super::route::Carrier::Spec).unwrap();
-        assert_eq!(carrier, super::super::route::Carrier::Spec);
+        let spec = super::super::route::Carrier::Spec;
+        let (carrier, routes) = routes_in(&mut root, &p, &spec, None).unwrap();
+        assert_eq!(carrier, spec);
         assert!(matches!(&routes[0], (t, Route::None { warn: true, .. }) if t == "/tmp"), "{routes:?}");
-        assert_eq!(routes[1], ("/var/tmp".to_string(), Route::Spec { destination: "/var/tmp".into() }));
+        let var_tmp =
+            |copy_up| ("/var/tmp".to_string(), Route::Spec { destination: "/var/tmp".into(), copy_up });
+        assert_eq!(routes[1], var_tmp(false));
         root.holding.push("/var/tmp".into());
-        let (carrier, routes) = routes_in(&mut root, &p, &super::super::route::Carrier::Spec).unwrap();
+        let (carrier, routes) = routes_in(&mut root, &p, &spec, None).unwrap();
+        assert_eq!(carrier, spec);
+        assert_eq!(routes[1], var_tmp(true));
+        let (carrier, routes) = routes_in(&mut root, &p, &spec, Some("youki 0.5.3 is not known")).unwrap();
         assert!(matches!(carrier, super::super::route::Carrier::Hook { .. }), "{carrier:?}");
-        assert!(matches!(&routes[1].1, Route::Hook { why, .. } if why.contains("holds files")), "{routes:?}");
+        assert!(
+            matches!(&routes[1].1, Route::Hook { why, .. } if why.contains("holds files, and youki")),
+            "{routes:?}"
+        );
         assert!(root.calls.is_empty(), "{:?}", root.calls);
     }
 
     #[test]
     fn image_files_names_the_directories() {
         assert_eq!(image_files(&[]), None);
-        let one = image_files(&["/tmp".to_string()]).unwrap();
-        assert!(one.starts_with("the image's /tmp holds files"), "{one}");
-        let two = image_files(&["/tmp".to_string(), "/var/tmp".to_string()]).unwrap();
-        assert!(two.starts_with("the image's /tmp, /var/tmp hold files"), "{two}");
-    }
-
-    #[test]
-    fn two_in_image_table() {
-        // (name, earlier tmpfs of ours in the image's tree, targets that pass, to the hook)
-        let cases: [(&str, usize, &[&str], bool); 5] = [
-            ("one target", 0, &["/tmp"], false),
-            ("no target", 2, &[], false),
-            ("two targets", 0, &["/tmp", "/data"], true),
-            ("one target beside an earlier entry of ours or a fresh /dev/shm", 1, &["/tmp"], true),
-            ("two targets and one of ours", 1, &["/tmp", "/var/tmp"], true),
-        ];
-        for (name, earlier, passing, hook) in cases {
-            let got = two_in_image(earlier, passing);
-            assert_eq!(got.is_some(), hook, "{name}: {got:?}");
-            if let Some(why) = got {
-                assert!(passing.iter().all(|t| why.contains(t)), "{name}: names the targets: {why}");
-                assert!(why.contains("onto one directory"), "{name}: {why}");
-            }
-        }
+        let h = |d: &str, why: &str| (d.to_string(), why.to_string());
+        let two =
+            image_files(&[h("/tmp", "holds a socket at ./s"), h("/root", "holds files, and youki")]).unwrap();
+        assert_eq!(two, "the image's /tmp holds a socket at ./s; the image's /root holds files, and youki: the hook copies it up");
     }
 }

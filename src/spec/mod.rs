@@ -56,9 +56,10 @@ pub(crate) enum SpecError {
 pub(crate) struct Launch<'a> {
     /// The container's id, from the runtime's arguments.
     pub id: Option<&'a str>,
-    /// Why the real runtime cannot be trusted with our temp-target mounts
-    /// (docs/design.md#runtimes), when it cannot: the hook carries them.
-    pub runtime_unsafe: Option<&'a str>,
+    /// What the real runtime may be given (docs/design.md#runtimes): where
+    /// it cannot be trusted with our temp-target mounts, or cannot copy a
+    /// directory up, the hook carries them.
+    pub runtime: crate::real_runtime::Verdict,
 }
 
 /// Carries out the plan for the bundle `dir` in its `config.json`. `hook`
@@ -105,6 +106,67 @@ fn entry_at(entry: &HookEntry, stage: Stage) -> HookEntry {
     e
 }
 
+/// Whether `config.json` (`bytes`, parsed as `spec`) holds this executor's
+/// finished edit already: a tmpfs entry of ours (source
+/// [`edit::SOURCE`]), or our hook `hook` at a stage this executor adds it
+/// at (`prestart`, `createContainer`; an engine's hooks dir puts ours at
+/// `createRuntime`, which is no edit of ours). An edit is written whole (one
+/// atomic replace of the file), so a bundle the wrapper edited before (a
+/// runtime's `create` called again on it, `inject --mode spec` then the
+/// wrapper) is handed to the runtime at once, unplanned.
+fn finished(spec: &crate::oci::Spec, bytes: &[u8], hook: Option<&HookEntry>) -> bool {
+    let ours = |m: &crate::oci::Mount| {
+        m.typ().as_deref() == Some("tmpfs") && m.source().as_deref() == Some(Path::new(edit::SOURCE))
+    };
+    if spec.mounts().iter().flatten().any(ours) {
+        return true;
+    }
+    // Our hook's path in the bytes, then its `hooks` entry by value.
+    let Some(path) = hook.map(|h| h.path.to_string_lossy().into_owned()) else { return false };
+    let needle = serde_json::to_string(&path).expect("a string serialises");
+    if !bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+        return false;
+    }
+    #[derive(serde::Deserialize)]
+    struct Hooks {
+        #[serde(default)]
+        hooks: std::collections::HashMap<String, Vec<serde_json::Value>>,
+    }
+    serde_json::from_slice::<Hooks>(bytes).is_ok_and(|h| {
+        [Stage::Prestart, Stage::CreateContainer]
+            .iter()
+            .filter_map(|stage| h.hooks.get(stage.as_str()))
+            .flatten()
+            .any(|e| e.get("path").and_then(serde_json::Value::as_str) == Some(&path))
+    })
+}
+
+/// The lines for what the edit `edit` and the placing `placed` did.
+fn tell(out: &mut Outcome, placed: &host::Placed, edit: &edit::Edit) {
+    for (target, dest) in &placed.placed {
+        let at = if target == dest { String::new() } else { format!(" at {dest}, where {target} resolves") };
+        let copy = if placed.copy_up.contains(target) {
+            ", which the runtime fills with the image's entries (tmpcopyup)"
+        } else {
+            ""
+        };
+        out.done.push(format!("wrote a tmpfs mount for {target}{at} into the spec{copy}"));
+    }
+    if edit.writable {
+        out.done.push("made the spec's read-only /dev/shm writable".into());
+    }
+    if let Some((from, to)) = edit.raised {
+        let from = from.map_or_else(|| "unsized".to_string(), |b| b.approx());
+        out.done.push(format!("raised the spec's /dev/shm from {from} to {}", to.approx()));
+    }
+    out.done.extend(
+        placed
+            .chmodded
+            .iter()
+            .map(|(t, mode)| format!("made the mountpoint {t} mode {mode:o} for the runtime")),
+    );
+}
+
 /// The spec executor on one `config.json` value; returns whether it changed.
 fn in_spec(
     config: &mut bundle::Config<'_>,
@@ -123,6 +185,10 @@ fn in_spec(
             return Err(SpecError::Spec(e));
         }
     };
+    if finished(&parsed, config.bytes, hook) {
+        log::debug!("config.json already holds this executor's edit: passed through as it is");
+        return Ok(false);
+    }
     let host = input::host_facts()?;
     let user = plan::UserFacts { passwd: plan::Passwd::NotRead, home_dir: None, sets_env: true };
     let make = |user: &plan::UserFacts| plan::plan_for(&parsed, None, settings, host, user);
@@ -135,8 +201,8 @@ fn in_spec(
         })?;
     }
     log::debug!("{}", plan.why);
-    crate::report::decision(&plan);
     if !plan.has_work() {
+        crate::report::decision(&plan);
         return Ok(false);
     }
     let path = config.path.to_path_buf();
@@ -153,12 +219,16 @@ fn in_spec(
         Some(h) => route::foreign_runtime_hooks(&config.tree(&["hooks"])?["hooks"], &h.path),
         None => Vec::new(),
     };
-    let facts = route::Facts { mode: Mode::Spec, runtime_unsafe: cx.runtime_unsafe, foreign: &foreign };
+    let facts = route::Facts {
+        mode: Mode::Spec,
+        runtime_unsafe: cx.runtime.spec_unsafe.as_deref(),
+        foreign: &foreign,
+    };
     let placing = match route::carrier(&plan, &facts) {
         route::Carrier::Hook { stage, why } => Err((why, stage)),
         route::Carrier::Spec => {
             let root = root.as_mut().expect("a plan with actions has a root.path");
-            match host::place_targets(root, &plan)? {
+            match host::place_targets(root, &plan, cx.runtime.no_copy_up.as_deref())? {
                 host::Placing::Spec(placed) => Ok(placed),
                 // No foreign hook (the carrier would be the hook): prestart.
                 host::Placing::Hook(why) => Err((why, route::hook_stage(&foreign))),
@@ -166,9 +236,18 @@ fn in_spec(
         }
     };
     let placed = match placing {
-        Ok(placed) => placed,
+        Ok(placed) => {
+            crate::report::decision(&plan);
+            placed
+        }
         Err((why, stage)) => {
-            let Some(entry) = hook else { return Ok(false) };
+            let Some(entry) = hook else {
+                crate::report::decision(&plan);
+                return Ok(false);
+            };
+            // The hook plans again from this config.json and logs what it
+            // leaves alone: warned once, by it.
+            log::debug!("the plan's notes are the hook's to log");
             out.hooked = true;
             let at = if stage == Stage::Prestart { String::new() } else { format!(" at {stage}") };
             out.done.push(format!("the hook carries the temp targets: {why}; added the hook{at}"));
@@ -179,19 +258,7 @@ fn in_spec(
     };
     let plan = host::with_image_modes(plan, &placed.modes);
     let edit = edit::put_mounts(config.tree(&["mounts"])?, &plan, |t| placed.destination(t), host.ram)?;
-    for (target, dest) in &placed.placed {
-        let at = if target == dest { String::new() } else { format!(" at {dest}, where {target} resolves") };
-        out.done.push(format!("wrote a tmpfs mount for {target}{at} into the spec"));
-    }
-    if edit.writable {
-        out.done.push("made the spec's read-only /dev/shm writable".into());
-    }
-    if let Some((from, to)) = edit.raised {
-        let from = from.map_or_else(|| "unsized".to_string(), |b| b.approx());
-        out.done.push(format!("raised the spec's /dev/shm from {from} to {}", to.approx()));
-    }
-    out.done
-        .extend(placed.chmodded.iter().map(|t| format!("made the mountpoint {t} mode 1777 for the runtime")));
+    tell(out, &placed, &edit);
     out.notes.extend(placed.refused.into_iter().map(|(_, n)| n));
     if let Some((source, tmpfs)) = &edit.host_shm {
         let ids = engine_shm::container_ids(cx.id, &parsed, None);

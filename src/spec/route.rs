@@ -107,11 +107,26 @@ pub(crate) fn foreign_runtime_hooks(hooks: &Value, ours: &Path) -> Vec<String> {
         .iter()
         .filter_map(|stage| hooks.get(stage.as_str()).and_then(Value::as_array))
         .flatten()
-        .filter(|h| h.pointer("/args/1").and_then(Value::as_str) != Some("libnetwork-setkey"))
+        .filter(|h| !is_libnetwork_setkey(h))
         .filter_map(|h| h.get("path").and_then(Value::as_str))
         .filter(|path| *path != ours)
         .map(String::from)
         .collect()
+}
+
+/// Docker's `libnetwork-setkey` prestart hook (`/proc/PID/exe` of dockerd):
+/// named in `args[0]` by Docker 20.10 (`libnetwork-setkey -exec-root=...
+/// ID NETCTRL`, its `daemon/oci_linux.go`; the wrapper's log of a Docker
+/// 20.10.24 start named `/proc/PID/exe` as another party's hook before this
+/// was read), in `args[1]` as well by later ones.
+fn is_libnetwork_setkey(hook: &Value) -> bool {
+    ["/args/0", "/args/1"]
+        .iter()
+        .any(|p| hook.pointer(p).and_then(Value::as_str) == Some("libnetwork-setkey"))
+        && hook
+            .get("path")
+            .and_then(Value::as_str)
+            .is_some_and(|p| p.starts_with("/proc/") && p.ends_with("/exe"))
 }
 
 #[cfg(test)]
@@ -143,6 +158,7 @@ mod tests {
             "prestart": [
                 {"path": OURS, "args": ["oci-tmpfs-hook", "hook", "--stage", "prestart"]},
                 {"path": "/proc/1/exe", "args": ["libnetwork-setkey", "libnetwork-setkey", "-exec-root=/run/docker"]},
+                {"path": "/proc/2/exe", "args": ["libnetwork-setkey", "-exec-root=/var/run/docker", "abc", "def"]},
                 {"path": "/usr/bin/nvidia-container-runtime-hook", "args": ["nvidia-container-runtime-hook", "prestart"]}
             ],
             "createRuntime": [{"path": "/usr/bin/vendor", "args": ["vendor"]}],

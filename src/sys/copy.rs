@@ -18,6 +18,31 @@ use rustix::io::Errno;
 
 use super::error::Call;
 use super::procfs::{Checked, Proc};
+use crate::size::Bytes;
+
+/// At most this many entries are copied (a hostile `/tmp` of a million files
+/// must not hold the container's start).
+pub(crate) const MAX_ENTRIES: u32 = 4096;
+/// At most this many directory levels below the target.
+pub(crate) const MAX_DEPTH: u32 = 16;
+/// At most this many bytes of file data, whatever the tmpfs' size.
+pub(crate) const MAX_BYTES: u64 = 64 << 20;
+
+/// The bounds of one copy: the hook's copy-up keeps to them, and the spec
+/// executor hands a runtime no directory to copy (`tmpcopyup`) past them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Limits {
+    pub entries: u32,
+    pub depth: u32,
+    pub bytes: u64,
+}
+
+impl Limits {
+    /// The bounds for a tmpfs of `size`: its size, at most [`MAX_BYTES`].
+    pub(crate) fn for_size(size: Bytes) -> Limits {
+        Limits { entries: MAX_ENTRIES, depth: MAX_DEPTH, bytes: size.0.min(MAX_BYTES) }
+    }
+}
 
 /// What copy-up reads of an entry: its `stat`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

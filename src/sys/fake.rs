@@ -9,7 +9,8 @@ use std::collections::HashMap;
 
 use rustix::io::Errno;
 
-use super::resolve::{clash, skip_reason, Claim, Rootfs};
+use super::copy::Limits;
+use super::resolve::{clash, skip_reason, Claim, Contents, Rootfs};
 use super::SysError;
 use crate::landing::{Entry, Tree};
 use crate::plan::Note;
@@ -23,8 +24,10 @@ pub(crate) struct FakeRoot {
     pub modes: HashMap<String, u32>,
     /// Directory owners, host uids (default 0).
     pub owners: HashMap<String, u32>,
-    /// Directories that hold entries in the image.
+    /// Directories that hold entries in the image, within the copy bounds.
     pub holding: Vec<String>,
+    /// Directories that hold entries past them, and why.
+    pub past: Vec<(String, String)>,
     /// What the placing did, in order: `mkdir /x`, `chmod /x 1777`.
     pub calls: Vec<String>,
     /// Directories placed so far, and for which target.
@@ -36,6 +39,16 @@ impl FakeRoot {
     pub(crate) fn new(entries: &[(&str, Entry)]) -> FakeRoot {
         let entries = entries.iter().map(|(p, e)| (p.to_string(), e.clone())).collect();
         FakeRoot { entries, ..FakeRoot::default() }
+    }
+
+    /// What `dir` holds: past the bounds when in `past`, within them when
+    /// in `holding`, else nothing.
+    fn contents_of(&self, dir: &str) -> Contents {
+        match self.past.iter().find(|(d, _)| d == dir) {
+            Some((_, why)) => Contents::Past(why.clone()),
+            None if self.holding.iter().any(|h| h == dir) => Contents::Fits,
+            None => Contents::Empty,
+        }
     }
 
     /// A symlink's entry.
@@ -93,12 +106,12 @@ impl Rootfs for FakeRoot {
         }
     }
 
-    fn holds_entries(&self, dir: &String) -> Result<bool, Errno> {
-        Ok(self.holding.contains(dir))
+    fn contents(&self, dir: &String, _: &Limits) -> Result<Contents, Errno> {
+        Ok(self.contents_of(dir))
     }
 
-    fn holds_entries_at(&self, real: &TargetPath) -> Result<bool, Errno> {
-        Ok(self.holding.iter().any(|h| h == real.as_str()))
+    fn contents_at(&self, real: &TargetPath, _: &Limits) -> Result<Contents, Errno> {
+        Ok(self.contents_of(real.as_str()))
     }
 
     fn set_mode(&mut self, dir: &String, mode: u32, _: &str) -> Result<bool, SysError> {

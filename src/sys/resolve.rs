@@ -13,6 +13,7 @@ use std::path::Path;
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
+use super::copy::Limits;
 use super::error::{Call, SysError};
 use super::mount;
 use super::procfs::{Checked, Proc, PROC_SUPER_MAGIC};
@@ -171,19 +172,19 @@ impl Root {
         Ok(Ok(fd))
     }
 
-    /// Whether the real in-root path `real` ([`Rootfs::judge_target`]'s)
-    /// holds any entry in the image, read-only (for `explain`, as
-    /// [`holds_entries`] on the fd the placing gets): a directory not there
-    /// yet, which the placing makes empty, or one the placing refuses (a
-    /// property of the image), holds none.
+    /// What the real in-root path `real` ([`Rootfs::judge_target`]'s)
+    /// holds in the image, read-only (for `explain`, as [`contents`] on the
+    /// fd the placing gets): a directory not there yet, which the placing
+    /// makes empty, or one the placing refuses (a property of the image),
+    /// holds nothing.
     ///
     /// # Errors
-    /// The `openat2`/`getdents64` errno otherwise.
-    pub(crate) fn holds_entries_at(&self, real: &TargetPath) -> Result<bool, Errno> {
+    /// The `openat2`/`getdents64`/`statx` errno otherwise.
+    pub(crate) fn contents_at(&self, real: &TargetPath, limits: &Limits) -> Result<Contents, Errno> {
         match resolve(&self.fd, real.relative(), REAL) {
-            Ok(fd) => holds_entries(&fd),
-            Err(Errno::NOENT) => Ok(false),
-            Err(e) if skip_reason(e).is_some() => Ok(false),
+            Ok(fd) => contents(&fd, limits),
+            Err(Errno::NOENT) => Ok(Contents::Empty),
+            Err(e) if skip_reason(e).is_some() => Ok(Contents::Empty),
             Err(e) => Err(e),
         }
     }
@@ -335,18 +336,19 @@ pub(crate) trait Rootfs: Tree + Sized {
     /// image has one.
     fn dir_stat(&self, target: &TargetPath) -> Option<(u32, u32)>;
 
-    /// Whether the directory `dir` holds any entry.
+    /// What the directory `dir` holds, against the copy bounds `limits`
+    /// ([`contents`]).
     ///
     /// # Errors
     /// The directory cannot be read.
-    fn holds_entries(&self, dir: &Self::Dir) -> Result<bool, Errno>;
+    fn contents(&self, dir: &Self::Dir, limits: &Limits) -> Result<Contents, Errno>;
 
-    /// Whether the real in-root path `real` holds any entry in the image,
-    /// read-only: one not there yet holds none.
+    /// What the real in-root path `real` holds in the image, read-only:
+    /// one not there yet holds nothing.
     ///
     /// # Errors
     /// The directory cannot be read.
-    fn holds_entries_at(&self, real: &TargetPath) -> Result<bool, Errno>;
+    fn contents_at(&self, real: &TargetPath, limits: &Limits) -> Result<Contents, Errno>;
 
     /// Gives `dir` `mode` when it has another; whether it did.
     ///
@@ -373,12 +375,12 @@ impl Rootfs for Root {
         Root::dir_stat(self, target)
     }
 
-    fn holds_entries(&self, dir: &OwnedFd) -> Result<bool, Errno> {
-        holds_entries(dir)
+    fn contents(&self, dir: &OwnedFd, limits: &Limits) -> Result<Contents, Errno> {
+        contents(dir, limits)
     }
 
-    fn holds_entries_at(&self, real: &TargetPath) -> Result<bool, Errno> {
-        Root::holds_entries_at(self, real)
+    fn contents_at(&self, real: &TargetPath, limits: &Limits) -> Result<Contents, Errno> {
+        Root::contents_at(self, real, limits)
     }
 
     fn set_mode(&mut self, dir: &OwnedFd, mode: u32, what: &str) -> Result<bool, SysError> {
@@ -425,24 +427,120 @@ pub(crate) fn judge(
         .map_err(|e| Note::warn(what, format!("it resolves to {}, which {e}{}", w.real, w.through())))
 }
 
-/// Whether the directory `fd` (an `O_PATH` fd of a resolved directory)
-/// holds any entry besides `.` and `..`: `fd` reopened `O_RDONLY |
-/// O_DIRECTORY` by `openat2(fd, ".")` in-root (no symlink or mount crossed),
-/// then `getdents64(2)` up to its first entry (one call for a directory
-/// that holds something; an empty one takes a second, which reads the end).
+/// What a target's directory holds in the image, for the spec executor: a
+/// tmpfs from the spec over it either hides nothing, or is given the
+/// runtime's `tmpcopyup` within the hook's copy bounds, or is the hook's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Contents {
+    /// Nothing but `.` and `..`.
+    Empty,
+    /// Files, directories and symlinks within the bounds, on the
+    /// directory's own filesystem: what a runtime's `tmpcopyup` copies as
+    /// the hook's copy-up would (docs/design.md#tmpcopyup).
+    Fits,
+    /// Past a bound, or an entry no copy should take (a device node, a
+    /// socket, a FIFO, another mount), and why.
+    Past(String),
+}
+
+/// What the directory `fd` (an `O_PATH` fd of a resolved directory) holds,
+/// against `limits` (the hook's copy-up bounds, [`Limits`]): `fd` reopened
+/// `O_RDONLY | O_DIRECTORY` by `openat2(fd, ".")` in-root (no symlink or
+/// mount crossed), read with `getdents64(2)`; each entry `statx`ed without
+/// following a symlink, each subdirectory opened `O_NOFOLLOW | O_DIRECTORY`
+/// under its parent's fd, never by a path. Entries and depth count as the
+/// hook's copy-up counts them, bytes by each regular file's `st_size` in
+/// whole pages (a sparse file counts its apparent size: runtimes copy it in
+/// full; a tmpfs holds a file in pages). It stops
+/// at the first entry past a bound, and reads nothing of a file. An empty
+/// directory costs one `openat2` and two `getdents64` (the second reads the
+/// end).
 ///
 /// # Errors
-/// The `openat2`/`getdents64` errno.
-pub(crate) fn holds_entries(fd: &OwnedFd) -> Result<bool, Errno> {
+/// The `openat2`/`getdents64`/`statx` errno.
+pub(crate) fn contents(fd: &OwnedFd, limits: &Limits) -> Result<Contents, Errno> {
     let dir = open_in(fd, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, REAL)?;
-    let mut dir = rustix::fs::Dir::new(dir)?;
-    while let Some(entry) = dir.read() {
-        let name = entry?.file_name().to_owned();
-        if name.as_c_str() != c"." && name.as_c_str() != c".." {
-            return Ok(true);
-        }
+    let mut scan = Scan { limits, dev: None, entries: 0, bytes: 0 };
+    match scan.dir(dir, "", 1)? {
+        Some(past) => Ok(Contents::Past(past)),
+        None if scan.entries == 0 => Ok(Contents::Empty),
+        None => Ok(Contents::Fits),
     }
-    Ok(false)
+}
+
+/// The unit a tmpfs holds a file's data in (the smallest page size).
+const PAGE: u64 = 4096;
+
+/// The running count of [`contents`].
+struct Scan<'a> {
+    limits: &'a Limits,
+    /// The directory's device, read at its first subdirectory.
+    dev: Option<u64>,
+    entries: u32,
+    bytes: u64,
+}
+
+impl Scan<'_> {
+    /// Scans the open directory `dir` (at `path`, relative to the target,
+    /// `depth` levels down); `Some` names what is past the bounds.
+    fn dir(&mut self, dir: OwnedFd, path: &str, depth: u32) -> Result<Option<String>, Errno> {
+        use rustix::fs::{AtFlags, StatxFlags};
+        let mut list = rustix::fs::Dir::read_from(&dir)?;
+        while let Some(entry) = list.read() {
+            let entry = entry?;
+            let name = entry.file_name();
+            if name == c"." || name == c".." {
+                continue;
+            }
+            let rel = format!("{path}/{}", name.to_string_lossy());
+            self.entries += 1;
+            if self.entries > self.limits.entries {
+                return Ok(Some(format!("more than {} entries", self.limits.entries)));
+            }
+            let st = rustix::fs::statx(
+                &dir,
+                name,
+                AtFlags::SYMLINK_NOFOLLOW,
+                StatxFlags::TYPE | StatxFlags::SIZE,
+            )?;
+            let dev = rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor);
+            match FileType::from_raw_mode(st.stx_mode.into()) {
+                FileType::RegularFile => {
+                    self.bytes = self.bytes.saturating_add(st.stx_size.div_ceil(PAGE) * PAGE);
+                    if self.bytes > self.limits.bytes {
+                        return Ok(Some(format!(
+                            "more than {} of file data",
+                            Bytes(self.limits.bytes).approx()
+                        )));
+                    }
+                }
+                FileType::Symlink => {}
+                FileType::Directory => {
+                    let own = *self.dev.get_or_insert(rustix::fs::fstat(&dir)?.st_dev);
+                    if dev != own {
+                        return Ok(Some(format!("another mount at .{rel}")));
+                    }
+                    if depth > self.limits.depth {
+                        return Ok(Some(format!("more than {} directories deep", self.limits.depth)));
+                    }
+                    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                    let sub = rustix::fs::openat(&dir, name, flags, Mode::empty())?;
+                    if let Some(past) = self.dir(sub, &rel, depth + 1)? {
+                        return Ok(Some(past));
+                    }
+                }
+                kind => {
+                    let what = match kind {
+                        FileType::Fifo => "a FIFO",
+                        FileType::Socket => "a socket",
+                        _ => "a device node",
+                    };
+                    return Ok(Some(format!("{what} at .{rel}")));
+                }
+            }
+        }
+        Ok(None)
+    }
 }
 
 /// The first entry of the directory `fd` whose name does not start with a
@@ -704,6 +802,50 @@ pub(crate) fn skip_reason(err: Errno) -> Option<&'static str> {
 mod tests {
     use super::*;
     use crate::sys::fake::FakeRoot;
+
+    /// The scan on a real directory: empty; dotfiles, a symlink and a
+    /// subdirectory within the bounds; and each bound and each entry no
+    /// copy takes (a FIFO, a socket) past them.
+    #[test]
+    fn contents_scans_within_the_copy_bounds() {
+        let dir = std::env::temp_dir().join(format!("oth-contents-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let scan = |limits: &Limits| {
+            let fd =
+                rustix::fs::open(&dir, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+                    .unwrap();
+            contents(&fd, limits).unwrap()
+        };
+        let wide = Limits { entries: 10, depth: 2, bytes: 1 << 20 };
+        assert_eq!(scan(&wide), Contents::Empty);
+        std::fs::write(dir.join(".bashrc"), [b'x'; 5000]).unwrap();
+        std::os::unix::fs::symlink("/nowhere", dir.join(".link")).unwrap();
+        std::fs::create_dir_all(dir.join(".config/a")).unwrap();
+        assert_eq!(scan(&wide), Contents::Fits);
+        // 5000 bytes hold two pages.
+        let past = |c: Contents| match c {
+            Contents::Past(why) => why,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(past(scan(&Limits { bytes: 8191, ..wide })), "more than 8191 (~8.0Ki) of file data");
+        assert_eq!(scan(&Limits { bytes: 8192, ..wide }), Contents::Fits);
+        assert_eq!(past(scan(&Limits { entries: 3, ..wide })), "more than 3 entries");
+        assert_eq!(past(scan(&Limits { depth: 1, ..wide })), "more than 1 directories deep");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            dir.join(".config/fifo"),
+            FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        assert_eq!(past(scan(&wide)), "a FIFO at ./.config/fifo");
+        std::fs::remove_file(dir.join(".config/fifo")).unwrap();
+        let _sock = std::os::unix::net::UnixListener::bind(dir.join("s")).unwrap();
+        assert_eq!(past(scan(&wide)), "a socket at ./s");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn landing(dest: &str, ours: bool) -> Landing {
         Landing { dest: dest.into(), ours, at: dest.into() }

@@ -40,21 +40,28 @@ fn explain_text_lists_actions_and_skips() {
     assert!(s.contains("TEMP=../etc: not a usable temp dir: is not an absolute path"), "{s}");
     assert!(s.contains("hook (Podman, CRI-O, inject"), "{s}");
     assert!(s.contains("spec (oci-tmpfs-runtime, inject --mode spec): writes a tmpfs entry for /tmp"), "{s}");
-    assert!(s.contains("when two or more pass, the hook carries them instead"), "{s}");
+    assert!(!s.contains("when two or more pass"), "{s}");
     assert!(
-        s.contains("when one's directory holds files in the image, the hook carries them instead"),
+        s.contains("when one's directory holds files in the image, the runtime copies them up (tmpcopyup)"),
         "{s}"
     );
     // For a runtime the spec executor trusts, both targets pass in this
-    // rootfs: two tmpfs of ours in the image's own tree, so the hook carries
-    // them (docs/design.md#spec-race).
+    // rootfs, and both go into the spec: ours first keeps every spec mount
+    // on top under a rename (docs/design.md#spec-race).
     let crun = b.dir.join("crun");
     std::fs::write(&crun, "#!/bin/sh\necho crun version 1.28\n").unwrap();
     std::fs::set_permissions(&crun, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let out = cmd(&["explain", "--runtime", crun.to_str().unwrap(), "--bundle", b.dir.to_str().unwrap()]);
     let s = text(&out.stdout);
-    let hook = "by the hook at prestart (by fd): the spec would hold 2 tmpfs of ours in the image's own tree (/tmp, /var/tmp)";
-    assert!(s.contains(&format!("  /tmp: {hook}")) && s.contains(&format!("  /var/tmp: {hook}")), "{s}");
+    let spec = "by the spec executor (a tmpfs entry)";
+    assert!(s.contains(&format!("  /tmp: {spec}\n")) && s.contains(&format!("  /var/tmp: {spec}\n")), "{s}");
+    // The image's /var/tmp holding a file: the runtime copies it up.
+    std::fs::create_dir_all(b.rootfs().join("var/tmp")).unwrap();
+    std::fs::write(b.rootfs().join("var/tmp/kept"), "image").unwrap();
+    let out = cmd(&["explain", "--runtime", crun.to_str().unwrap(), "--bundle", b.dir.to_str().unwrap()]);
+    let s = text(&out.stdout);
+    let copy = "  /var/tmp: by the spec executor (a tmpfs entry, the runtime copying the image's entries into it (tmpcopyup))";
+    assert!(s.contains(copy), "{s}");
     assert!(s.contains("raises the spec's /dev/shm tmpfs to"), "{s}");
 }
 
@@ -179,6 +186,35 @@ fn inject_is_idempotent_through_the_binary() {
     assert_eq!(hooks.len(), 1);
     assert_eq!(hooks[0]["path"], json!(std::fs::canonicalize(hook_bin()).unwrap()));
     assert_eq!(hooks[0]["args"], json!(["oci-tmpfs-hook", "hook", "--stage", "createRuntime"]));
+}
+
+/// `inject --mode spec` logs the mode it really gave a home it made (0700,
+/// not the temp dirs' 1777), and on a bundle it edited already changes
+/// nothing and plans nothing: with `/etc/passwd` gone since, a new plan
+/// would set `HOME=/home/0` and mount it.
+#[test]
+fn inject_spec_tells_the_mode_it_made_and_leaves_its_own_edit_alone() {
+    let b = Bundle::new("spec36-finished");
+    std::fs::write(b.rootfs().join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+    let dir = b.dir.to_str().unwrap();
+    let crun = b.dir.join("crun");
+    std::fs::write(&crun, "#!/bin/sh\n[ \"$1\" = --version ] && echo 'crun version 1.8.1'; exit 0\n")
+        .unwrap();
+    std::fs::set_permissions(&crun, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let inject = || cmd(&["inject", "--mode", "spec", "--runtime", crun.to_str().unwrap(), "--bundle", dir]);
+    let first = inject();
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let said = text(&first.stdout);
+    assert!(said.contains("made the mountpoint /root mode 700 for the runtime"), "{said}");
+    assert!(!said.contains("/root mode 1777"), "{said}");
+    let once = std::fs::read(b.dir.join("config.json")).unwrap();
+    assert!(String::from_utf8_lossy(&once).contains("\"destination\": \"/root\""), "the home is in the spec");
+    std::fs::remove_file(b.rootfs().join("etc/passwd")).unwrap();
+    let second = inject();
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    let said = text(&second.stdout);
+    assert!(said.ends_with("config.json: nothing to write\n") && said.lines().count() == 1, "{said}");
+    assert_eq!(std::fs::read(b.dir.join("config.json")).unwrap(), once);
 }
 
 #[test]

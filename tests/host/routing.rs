@@ -10,11 +10,15 @@
 //! `TMPDIR=/tmp/job`, a second temp dir `TMPDIR=/var/tmp`, `/tmp` a symlink
 //! to `/etc` or to `../var/tmp`, files in the image's `/tmp`, a rootfs
 //! without `/etc/passwd`, whose `HOME=/` the spec executor replaces,
-//! `HOME=/root` holding the image's dotfile, a home keeping an app (its
+//! `HOME=/root` holding the image's dotfile, or `.bashrc` and `.profile`
+//! beside files in `/tmp` (both `tmpcopyup` entries where the runtime copies
+//! as the hook does), a home past the copy bounds or holding a FIFO (the
+//! hook), a home keeping an app (its
 //! caches only) and another uid's home (left alone); root's home is `/tmp`
 //! in the others), and
 //! the runtime versions that move temp targets to the hook (runc before and
-//! after 1.1.8, crun 1.29.0 and 1.29.1: docs/design.md#runtimes). The
+//! after 1.1.8, crun 1.29.0 and 1.29.1, youki, which is not known to copy
+//! up: docs/design.md#runtimes). The
 //! runtime is a script that answers `--version` as that release does and
 //! creates nothing: what is checked is the wrapper's edit of the bundle.
 
@@ -89,6 +93,23 @@ fn rootfs_layouts() -> Vec<Layout> {
             std::fs::create_dir(r.join("root")).unwrap();
             std::fs::write(r.join("root/.profile"), b"image").unwrap();
         }),
+        ("HOME=/root, holding .bashrc and .profile, files in /tmp: tmpcopyup", &["HOME=/root"], |r| {
+            std::fs::create_dir(r.join("root")).unwrap();
+            std::fs::write(r.join("root/.bashrc"), b"image").unwrap();
+            std::fs::write(r.join("root/.profile"), b"image").unwrap();
+            std::fs::write(r.join("tmp/.X0-lock"), b"image").unwrap();
+        }),
+        ("HOME=/root, holding a 100 MiB sparse file: past the bounds", &["HOME=/root"], |r| {
+            std::fs::create_dir(r.join("root")).unwrap();
+            std::fs::write(r.join("root/.profile"), b"image").unwrap();
+            std::fs::File::create(r.join("root/.big")).unwrap().set_len(100 << 20).unwrap();
+        }),
+        ("HOME=/root, holding a FIFO", &["HOME=/root"], |r| {
+            std::fs::create_dir(r.join("root")).unwrap();
+            std::fs::write(r.join("root/.profile"), b"image").unwrap();
+            let fifo = r.join("root/.fifo");
+            assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        }),
         ("HOME=/srv/app keeping an app: its caches only", &["HOME=/srv/app"], |r| {
             std::fs::create_dir_all(r.join("srv/app/.cache")).unwrap();
             std::fs::write(r.join("srv/app/main.py"), b"app").unwrap();
@@ -101,8 +122,13 @@ fn rootfs_layouts() -> Vec<Layout> {
 }
 
 /// The runtime releases: what `--version` prints.
-const RUNTIMES: [&str; 4] =
-    ["runc version 1.1.5", "runc version 1.3.6", "crun version 1.29", "crun version 1.29.1"];
+const RUNTIMES: [&str; 5] = [
+    "runc version 1.1.5",
+    "runc version 1.3.6",
+    "crun version 1.29",
+    "crun version 1.29.1",
+    "youki version 0.5.3",
+];
 
 /// What a bundle's `config.json` carries of ours after an executor ran:
 /// the destinations of our tmpfs entries (not `/dev/shm`), and the stages
@@ -110,6 +136,8 @@ const RUNTIMES: [&str; 4] =
 #[derive(Debug, PartialEq, Eq)]
 struct Carried {
     spec: BTreeSet<String>,
+    /// Those of `spec` the runtime copies up (`tmpcopyup`).
+    copy_up: BTreeSet<String>,
     hook: BTreeSet<String>,
     /// The first `HOME=` of `process.env`.
     home: Option<String>,
@@ -125,12 +153,18 @@ fn home_of(config: &Value) -> Option<String> {
 
 fn carried(bundle: &Path) -> Carried {
     let config: Value = serde_json::from_slice(&std::fs::read(bundle.join("config.json")).unwrap()).unwrap();
-    let spec = config["mounts"]
+    let ours: Vec<&Value> = config["mounts"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|m| m["source"] == "oci-tmpfs-hook" && m["destination"] != "/dev/shm")
-        .map(|m| m["destination"].as_str().unwrap().to_string())
+        .collect();
+    let dest = |m: &&Value| m["destination"].as_str().unwrap().to_string();
+    let spec = ours.iter().map(dest).collect();
+    let copy_up = ours
+        .iter()
+        .filter(|m| m["options"].as_array().unwrap().iter().any(|o| o == "tmpcopyup"))
+        .map(dest)
         .collect();
     let ours = hook_bin().display().to_string();
     let hook = config["hooks"]
@@ -141,18 +175,17 @@ fn carried(bundle: &Path) -> Carried {
         .filter(|(_, h)| h["path"] == ours.as_str())
         .map(|(stage, _)| stage.clone())
         .collect();
-    Carried { spec, hook, home: home_of(&config) }
+    Carried { spec, copy_up, hook, home: home_of(&config) }
 }
 
 /// What `explain --json` says the wrapper will carry, in the same terms.
 /// `before`: the stages our hook already had in the bundle, `home` its HOME.
 fn explained(doc: &Value, before: &BTreeSet<String>, home: Option<String>) -> Carried {
     let targets = doc["targets"].as_array().cloned().unwrap_or_default();
-    let spec = targets
-        .iter()
-        .filter(|t| t["executor"] == "spec")
-        .map(|t| t["destination"].as_str().unwrap().to_string())
-        .collect();
+    let dest = |t: &Value| t["destination"].as_str().unwrap().to_string();
+    let spec = targets.iter().filter(|t| t["executor"] == "spec").map(dest).collect();
+    let copy_up =
+        targets.iter().filter(|t| t["executor"] == "spec" && t["copy_up"] == true).map(dest).collect();
     let mut hook = before.clone();
     if doc["wrapper"]["executor"] == "hook" {
         hook.insert(doc["wrapper"]["stage"].as_str().unwrap().to_string());
@@ -161,7 +194,7 @@ fn explained(doc: &Value, before: &BTreeSet<String>, home: Option<String>) -> Ca
         assert_eq!(t["stage"], doc["wrapper"]["stage"], "a target's stage is the wrapper's: {doc}");
     }
     let home = doc["plan"]["home_env"].as_str().map(String::from).or(home);
-    Carried { spec, hook, home }
+    Carried { spec, copy_up, hook, home }
 }
 
 fn script(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
@@ -171,18 +204,37 @@ fn script(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
     path
 }
 
-/// What explain says HOME gets on the layouts that decide it
-/// (docs/design.md#home-rule): a home keeping an app its caches, another
-/// uid's home nothing, a home of dotfiles a tmpfs.
-fn check_home_way(layout: &str, case: &str, doc: &Value) {
+/// What HOME gets, and what a home (or `/tmp`) holding entries gets (docs/design.md#tmpcopyup),
+/// as `explain` says for one case: with a runtime that copies up and takes
+/// our mounts, in spec mode with no other party's runtime-namespace hook,
+/// `tmpcopyup` entries within the bounds, else the hook at `prestart`; two
+/// temp dirs of ours in the image stay in the spec (docs/design.md#spec-race).
+fn expect_copy_up(doc: &Value, case: &str, version: &str, mode: &str, hooks_name: &str, layout_name: &str) {
+    let copies = ["runc version 1.3.6", "crun version 1.29.1"].contains(&version);
+    let no_vendor = hooks_name == "no hooks" || hooks_name.contains("libnetwork");
+    let wants = match layout_name {
+        c if c.contains(": tmpcopyup") && copies => Some(("spec", "/root, /tmp")),
+        c if c.contains(": tmpcopyup") => Some(("hook", "")),
+        c if c.contains("past the bounds") || c.contains("a FIFO") => Some(("hook", "")),
+        c if c.contains("two tmpfs of ours") && copies => Some(("spec", "")),
+        _ => None,
+    };
+    // What explain says HOME gets (docs/design.md#home-rule).
     let way = doc["plan"]["home"]["way"].as_str().unwrap_or("");
-    let said = match layout {
-        l if l.contains("its caches only") => way == "caches",
-        l if l.contains("left alone") => way == "left_alone",
-        l if l.contains("dotfile") => way == "tmpfs",
+    let said = match layout_name {
+        c if c.contains("its caches only") => way == "caches",
+        c if c.contains("left alone") => way == "left_alone",
+        c if c.contains("dotfile") => way == "tmpfs",
         _ => true,
     };
     assert!(said, "{case}: explain's home: {}", doc["plan"]["home"]);
+    let (Some((executor, copy_up)), "spec", true) = (wants, mode, no_vendor) else { return };
+    assert_eq!(doc["wrapper"]["executor"], executor, "{case}: {doc}");
+    let want: BTreeSet<String> = copy_up.split(", ").filter(|s| !s.is_empty()).map(String::from).collect();
+    assert_eq!(want, explained(doc, &BTreeSet::new(), None).copy_up, "{case}: {doc}");
+    if executor == "hook" {
+        assert_eq!(doc["wrapper"]["stage"], "prestart", "{case}: {doc}");
+    }
 }
 
 #[test]
@@ -243,7 +295,7 @@ fn explain_the_wrapper_and_inject_agree_on_every_route() {
                     let doc: Value = serde_json::from_str(&out).unwrap();
                     assert_eq!(doc["wrapper"]["mode"], mode, "{case}: {doc}");
                     let want = explained(&doc, &before.hook, before.home);
-                    check_home_way(layout_name, &case, &doc);
+                    expect_copy_up(&doc, &case, version, mode, hooks_name, layout_name);
 
                     let id = format!("routing-{n}");
                     ok(Command::new(&wrapper)
@@ -288,4 +340,43 @@ fn explain_the_wrapper_and_inject_agree_on_every_route() {
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
     assert_eq!(seen, want, "{n} bundles");
+}
+
+/// `explain` without `--runtime` judges the runtime the wrapper execs: the
+/// host config's `runtime_path` (here a crun that takes our mounts), not
+/// runc on `PATH` (here a runc 1.1.5, which would send `/tmp` to the hook).
+#[test]
+fn explain_follows_the_host_configs_runtime_path() {
+    require_root();
+    let dir = TempDir::new("spec36-runtime-path");
+    let path_dir = dir.join("path");
+    std::fs::create_dir(&path_dir).unwrap();
+    script(&path_dir, "runc", "[ \"$1\" = --version ] && echo 'runc version 1.1.5'; exit 0");
+    let crun = script(&dir, "crun", "[ \"$1\" = --version ] && echo 'crun version 1.8.1'; exit 0");
+    let config = dir.join("config.toml");
+    std::fs::write(&config, format!("mode = \"spec\"\nruntime_path = \"{}\"\n", crun.display())).unwrap();
+    let template = Bundle::new("spec36-runtime-path");
+    let b = dir.join("b");
+    for d in ["bin", "proc", "sys", "dev", "etc", "tmp"] {
+        std::fs::create_dir_all(b.join("rootfs").join(d)).unwrap();
+    }
+    std::fs::write(b.join("rootfs/etc/passwd"), "root:x:0:0:root:/tmp:/bin/sh\n").unwrap();
+    std::fs::write(b.join("config.json"), serde_json::to_vec_pretty(&template.config).unwrap()).unwrap();
+    let explain = |config: &Path| {
+        let out = ok(Command::new(hook_bin())
+            .env("PATH", &path_dir)
+            .args(["explain", "--json", "--config"])
+            .arg(config)
+            .arg("--bundle")
+            .arg(&b));
+        serde_json::from_str::<Value>(&out).unwrap()
+    };
+    let doc = explain(&config);
+    assert_eq!(doc["wrapper"]["executor"], "spec", "runtime_path's crun: {doc}");
+    // Without runtime_path, runc on PATH.
+    let bare = dir.join("bare.toml");
+    std::fs::write(&bare, "mode = \"spec\"\n").unwrap();
+    let doc = explain(&bare);
+    assert_eq!(doc["wrapper"]["executor"], "hook", "PATH's runc 1.1.5: {doc}");
+    assert!(doc["wrapper"]["why"].as_str().unwrap().contains("runc 1.1.5"), "{doc}");
 }

@@ -319,6 +319,12 @@ impl std::ops::Deref for Dockerd {
 
 impl Dockerd {
     pub(crate) fn start() -> Dockerd {
+        Dockerd::start_with(wrapper_mode(), None)
+    }
+
+    /// [`Dockerd::start`] with the wrapper in `mode`, and `runtime` as its
+    /// host config's `runtime_path` (none: runc on `PATH`).
+    pub(crate) fn start_with(mode: &str, runtime: Option<&Path>) -> Dockerd {
         require_root();
         let dir = TempDir::new("dockerd");
         let wrapper = wrapper_in(&dir.0);
@@ -336,7 +342,11 @@ impl Dockerd {
         let wrapper_log = dir.join("wrapper.log");
         std::fs::write(
             &host_config,
-            format!("mode = \"{}\"\nlog_level = \"info\"\nlog_file = {:?}\n", wrapper_mode(), wrapper_log),
+            format!(
+                "mode = \"{mode}\"\nlog_level = \"info\"\nlog_file = {:?}\n{}",
+                wrapper_log,
+                runtime.map(|r| format!("runtime_path = {r:?}\n")).unwrap_or_default()
+            ),
         )
         .unwrap();
         let opts = daemons::DockerdOptions {

@@ -20,6 +20,7 @@ use crate::support::home::{self, Seen};
 use crate::support::pods::*;
 use crate::support::*;
 
+use std::path::Path;
 use std::process::Command;
 
 /// Panics with every failed check of `what`.
@@ -92,6 +93,43 @@ fn docker_home_through_the_wrapper() {
         say(&format!("docker without the wrapper, --user {user}: {}", seen.summary()));
         assert_none(&format!("docker without the wrapper, --user {user}"), &seen.left_alone(home), &seen);
     }
+}
+
+/// Docker `--read-only` through the wrapper in spec mode, its
+/// `runtime_path` crun (runc on the host is 1.1.5, which takes the hook),
+/// on the common image: root, `/root` holding `.bashrc` and `.profile`, its
+/// `HOME` from `/etc/passwd`. The wrapper writes `/root` into the spec with
+/// `tmpcopyup` (docs/design.md#tmpcopyup) and adds no hook: no hook process
+/// runs (the hook logs each mount it makes into the same log, `mounted
+/// tmpfs on`, and none is there). `/root` is writable, ours, with the
+/// image's dotfiles and mode.
+#[test]
+fn docker_root_home_with_dotfiles_runs_no_hook_process() {
+    let crun = ["/usr/bin/crun", "/usr/sbin/crun"].into_iter().find(|p| Path::new(p).exists()).expect("crun");
+    let d = Dockerd::start_with("spec", Some(Path::new(crun)));
+    let image = unique("home-dotfiles");
+    let rootfs = home_rootfs();
+    std::fs::write(rootfs.rootfs().join("root/.bashrc"), "# the image's bashrc\n").unwrap();
+    let tar = d.dir.join("home.tar");
+    ok(Command::new("tar").arg("-C").arg(rootfs.rootfs()).arg("-cf").arg(&tar).arg("."));
+    ok(d.docker().arg("import").arg(&tar).arg(&image));
+    let rt = ["--runtime", "oci-tmpfs", "--read-only", "--memory", "1g"];
+    let script = format!("cat /root/.bashrc; {}", home::PROBE);
+    let out = d.run_script(&rt, &image, &script);
+    let seen = Seen::parse(&out);
+    say(&format!("docker, root, crun, dotfiles: {}", seen.summary()));
+    assert_none(
+        "docker, root, dotfiles",
+        &seen.served("/root", (0, 0), home::ROOT_MODE, 256 * MI, true),
+        &seen,
+    );
+    assert!(out.contains("# the image's bashrc"), "the image's .bashrc: {out}");
+    let log = d.wrapper_log();
+    assert!(
+        log.contains("wrote a tmpfs mount for /root into the spec, which the runtime fills with the image's entries (tmpcopyup)"),
+        "wrapper log:\n{log}"
+    );
+    assert!(!log.contains("added the hook") && !log.contains("mounted tmpfs on"), "a hook ran:\n{log}");
 }
 
 // ---------------------------------------------------------------- Podman

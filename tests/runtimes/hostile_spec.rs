@@ -102,7 +102,7 @@ fn run_wrapped_as(b: &Bundle, rt: Runtime, case: &str, id: &str) -> (String, Str
             config["hooks"]
         );
     } else {
-        assert_eq!(config["hooks"], Value::Null, "{case}: spec mode adds no hook");
+        assert_eq!(config["hooks"], Value::Null, "{case}: spec mode adds no hook: {stderr}");
     }
     (stdout, stderr)
 }
@@ -275,41 +275,60 @@ fn spec_mode_refuses_what_lands_in_a_system_dir_or_is_not_a_dir() {
 }
 
 /// Nothing of the image is hidden (docs/design.md#image-files): an image
-/// `/tmp` that holds files (a dotfile, a subdirectory, a symlink) goes to
-/// our hook at `prestart`, whose copy-up puts them into the tmpfs; an empty
-/// one still goes into the spec, as before.
+/// `/tmp` that holds files (a dotfile, a subdirectory, a symlink) gets a
+/// spec entry with `tmpcopyup` (docs/design.md#tmpcopyup), the runtime
+/// copying them into the tmpfs, mode 1777, no hook; with a FIFO beside
+/// them (which runc's copy fails the start on) it goes to our hook at
+/// `prestart`, whose copy-up puts the files into the tmpfs and leaves the
+/// FIFO out; an empty one goes into the spec without `tmpcopyup`. runc
+/// before 1.1.8 takes the hook for every temp target.
 #[test]
-fn spec_mode_gives_an_image_tmp_that_holds_files_to_the_hook() {
+fn spec_mode_gives_an_image_tmp_that_holds_files_to_the_runtimes_copy_or_the_hook() {
     require_root();
     let marker = Marker::new();
     const LOOK: &str = "cat /proc/self/mountinfo; echo END-MOUNTS; cat /tmp/.dotfile /tmp/sub/f; echo; \
-        ls -l /tmp/link; touch /tmp/new && echo WRITABLE; true";
-    for rt in Runtime::ALL {
-        let case = format!("an image /tmp that holds files ({rt:?})");
+        ls -l /tmp/link; stat -c 'MODE %a' /tmp; touch /tmp/new && echo WRITABLE; true";
+    for (rt, fifo) in Runtime::ALL.into_iter().flat_map(|rt| [(rt, false), (rt, true)]) {
+        let case = format!("an image /tmp that holds files, a FIFO {fifo} ({rt:?})");
         let host = before(&marker);
         let mut b = Bundle::new("spec-files");
-        b.script(LOOK).annotate("oci-tmpfs-hook/tmp-size", "32Mi");
+        // Root's home is /tmp here: no HOME target, whose caches-only rule
+        // would nest cache dirs in /tmp (tests/runtimes/home.rs has homes).
+        b.script(LOOK).annotate("oci-tmpfs-hook/tmp-size", "32Mi").annotate("oci-tmpfs-hook/home", "false");
         let tmp = b.rootfs().join("tmp");
         std::fs::write(tmp.join(".dotfile"), b"image-dot").unwrap();
         std::fs::create_dir(tmp.join("sub")).unwrap();
         std::fs::write(tmp.join("sub/f"), b"image-sub").unwrap();
         symlink("/etc/passwd", tmp.join("link")).unwrap();
+        if fifo {
+            assert!(std::process::Command::new("mkfifo").arg(tmp.join("fifo")).status().unwrap().success());
+        }
         let (stdout, stderr, config) = wrap(&b, rt, &case, &unique("spec"));
-        assert_eq!(our_hook_stages(&config), ["prestart"], "{case}: our hook carries /tmp: {stderr}");
-        assert_eq!(our_spec_entries(&config), Vec::<String>::new(), "{case}: no spec tmpfs for /tmp");
-        if !runc_before_1_1_8(rt) {
-            // Else the runtime's version already sends the temp targets to the hook.
-            assert!(stderr.contains("the image's /tmp holds files"), "{case}: says why: {stderr}");
+        if runc_before_1_1_8(rt) || fifo {
+            assert_eq!(our_hook_stages(&config), ["prestart"], "{case}: our hook carries /tmp: {stderr}");
+            assert_eq!(our_spec_entries(&config), Vec::<String>::new(), "{case}: no spec tmpfs for /tmp");
+        } else {
+            assert_eq!(config["hooks"], Value::Null, "{case}: no hook: {stderr}");
+            assert_eq!(our_spec_entries(&config), ["/tmp"], "{case}: the spec carries /tmp: {stderr}");
+            let tmp_entry = config["mounts"].as_array().unwrap().iter().find(|m| m["destination"] == "/tmp");
+            let options = &tmp_entry.expect("/tmp's entry")["options"];
+            assert!(options.as_array().unwrap().iter().any(|o| o == "tmpcopyup"), "{case}: {options}");
+        }
+        if fifo && !runc_before_1_1_8(rt) {
+            assert!(stderr.contains("the image's /tmp holds a FIFO at ./fifo"), "{case}: says why: {stderr}");
         }
         assert_eq!(ours_at(&stdout), ["/tmp"], "{case}: {stdout}");
         let after = stdout.split("END-MOUNTS").nth(1).unwrap_or("");
         assert!(after.contains("image-dotimage-sub"), "{case}: the image's files: {after}");
         assert!(after.contains("link -> /etc/passwd"), "{case}: the symlink, as a symlink: {after}");
+        assert!(after.contains("MODE 1777"), "{case}: the tmpfs' mode: {after}");
         assert!(after.contains("WRITABLE"), "{case}: /tmp writable: {after}");
         assert!(!tmp.join("new").exists(), "{case}: the write went to the tmpfs, not the image");
         host.assert_untouched(&marker, &case);
-
+    }
+    for rt in Runtime::ALL {
         let case = format!("an empty image /tmp ({rt:?})");
+        let host = before(&marker);
         let mut b = Bundle::new("spec-files");
         b.script(LOOK).annotate("oci-tmpfs-hook/tmp-size", "32Mi");
         let (stdout, stderr, config) = wrap(&b, rt, &case, &unique("spec"));
@@ -320,6 +339,9 @@ fn spec_mode_gives_an_image_tmp_that_holds_files_to_the_hook() {
             assert_eq!(our_spec_entries(&config), ["/tmp"], "{case}: the spec carries /tmp: {stderr}");
         }
         assert!(!stderr.contains("holds files"), "{case}: {stderr}");
+        let tmp_entry =
+            config["mounts"].as_array().unwrap().iter().find(|m| m["destination"] == "/tmp").cloned();
+        assert!(!tmp_entry.unwrap_or_default().to_string().contains("tmpcopyup"), "{case}: nothing to copy");
         assert_eq!(ours_at(&stdout), ["/tmp"], "{case}: {stdout}");
         assert!(stdout.contains("WRITABLE"), "{case}: /tmp writable: {stdout}");
         host.assert_untouched(&marker, &case);
