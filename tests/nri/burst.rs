@@ -12,7 +12,8 @@
 //!
 //! Each burst: `NRI_BURST_PODS` pods (a comma list, default `10,20`), each
 //! one read-only container with a 256 MiB limit (tests/nri/bench.py
-//! `burst`). Each of `NRI_BURST_ROUNDS` rounds (default 3) runs every size
+//! `burst`) of the common image (root's `/root` holding `.bashrc` and
+//! `.profile`, `HOME` from its `/etc/passwd`). Each of `NRI_BURST_ROUNDS` rounds (default 3) runs every size
 //! in every arm, the arms' order rotated by one each round. The wrapper and
 //! the hook of every arm are the plugin's binary (the static release build,
 //! `OCI_TMPFS_HOOK_NRI_BIN`).
@@ -93,7 +94,16 @@ fn bench_nri_burst() {
     // The pod and container every burst copies (bench.py makes the pods unique).
     let pod =
         node.run_pod("burst", &PodOpts { memory: 256 * MI, ..PodOpts::default() }).expect("RunPodSandbox");
-    let mut request = node.container_request(&pod, &CtrOpts::ro("burst", 256 * MI));
+    // The common image: root, its /etc/passwd home /root holding .bashrc
+    // and .profile (every Debian-based image's), HOME from the passwd.
+    let image = node.image("burst-common", |r| {
+        std::fs::write(r.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+        std::fs::create_dir_all(r.join("root")).unwrap();
+        std::fs::write(r.join("root/.bashrc"), "# bashrc\n").unwrap();
+        std::fs::write(r.join("root/.profile"), "# profile\n").unwrap();
+    });
+    let mut request =
+        node.container_request(&pod, &CtrOpts { image: Some(&image), ..CtrOpts::ro("burst", 256 * MI) });
     node.teardown(&pod, &[]).expect("the template pod's teardown");
     // Warm-up: the image's first unpack, each handler's first shim.
     for arm in [Arm::Plugin, Arm::Hook, Arm::Spec] {

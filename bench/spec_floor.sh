@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The wrapper in spec mode against the floor (BENCHMARKS.md#spec-floor): the
+# common image (root, /root holding .bashrc and .profile, HOME from
+# /etc/passwd, the default host config) started by `RUNTIME run`, alternating:
+#   floor   a static C exec-only wrapper (bench/execwrap.c) over the bundle with
+#           the same mounts written in by hand (the config.json the wrapper
+#           writes), no hook process;
+#   edited  the wrapper over that same, already edited bundle (it recognises
+#           its own edit and execs the runtime);
+#   fresh   the wrapper over the original config.json, copied in before each
+#           start (it plans, reads the image, writes the mounts);
+#   copy    the floor again with the same copy of config.json before each
+#           start, so that `fresh` is compared with a start that pays the copy.
+# As root: bench/spec_floor.sh [RUNTIME] [ROUNDS]   (default crun, 100)
+# Needs the static binary install.sh installs (or OCI_TMPFS_BENCH_HOOK=PATH).
+set -Eeuo pipefail
+cd "$(dirname "$0")/.."
+rt=$(command -v "${1:-crun}")
+rounds=${2:-100}
+ours=${OCI_TMPFS_BENCH_HOOK:-/usr/local/bin/oci-tmpfs-hook}
+work=$(mktemp -d /tmp/spec-floor.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cc -static -O2 -DREAL="\"$rt\"" -o "$work/execwrap" bench/execwrap.c
+ln -s "$ours" "$work/oci-tmpfs-runtime"
+printf 'runtime_path = "%s"\n' "$rt" >"$work/host.toml"
+b=$work/b
+mkdir -p "$b"/rootfs/{bin,proc,sys,dev,etc,tmp,root}
+cp "$(command -v busybox)" "$b/rootfs/bin/"
+ln -s busybox "$b/rootfs/bin/true"
+echo 'root:x:0:0:root:/root:/bin/sh' >"$b/rootfs/etc/passwd"
+echo '# bashrc' >"$b/rootfs/root/.bashrc"
+echo '# profile' >"$b/rootfs/root/.profile"
+chmod 700 "$b/rootfs/root"
+(cd "$b" && runc spec)
+python3 - "$b/config.json" <<'EOF'
+import json, sys
+p = sys.argv[1]
+c = json.load(open(p))
+c["process"].update(args=["/bin/true"], terminal=False)
+c["root"]["readonly"] = True
+json.dump(c, open(p, "w"))
+EOF
+cp "$b/config.json" "$work/orig.json"
+OCI_TMPFS_HOOK_CONFIG=$work/host.toml "$ours" inject --mode spec --runtime "$rt" --bundle "$b" >"$work/inject.out"
+cp "$b/config.json" "$work/edited.json"
+grep -q tmpcopyup "$work/edited.json" || { echo "spec_floor: the edit has no tmpcopyup: $(cat "$work/inject.out")" >&2; exit 1; }
+if grep -q -- '"--stage"' "$work/edited.json"; then echo "spec_floor: the edit holds our hook" >&2; exit 1; fi
+
+start() { # ARM
+    local bin=$work/execwrap
+    case $1 in
+        edited | fresh) bin=$work/oci-tmpfs-runtime ;;
+    esac
+    case $1 in
+        fresh) cp "$work/orig.json" "$b/config.json" ;;
+        copy) cp "$work/edited.json" "$b/config.json" ;;
+        *) ;;
+    esac
+    local s e
+    s=$(date +%s%N)
+    OCI_TMPFS_HOOK_CONFIG=$work/host.toml "$bin" run --bundle "$b" "spec-floor-$$" >/dev/null 2>&1 </dev/null
+    e=$(date +%s%N)
+    echo $(((e - s) / 1000)) >>"$work/$1.us"
+    if [ "$1" = fresh ] || [ "$1" = copy ]; then cp "$work/edited.json" "$b/config.json"; fi
+}
+arms=(floor edited copy fresh)
+cp "$work/edited.json" "$b/config.json"
+for _ in 1 2 3; do for a in "${arms[@]}"; do start "$a"; done; done # warm-up
+for a in "${arms[@]}"; do : >"$work/$a.us"; done
+for _ in $(seq "$rounds"); do for a in "${arms[@]}"; do start "$a"; done; done
+median() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+echo "runtime: $("$rt" --version | head -n1); $rounds rounds, alternating; median start (us)"
+f=$(median "$work/floor.us") c=$(median "$work/copy.us")
+for a in "${arms[@]}"; do
+    m=$(median "$work/$a.us")
+    base=$f
+    [ "$a" = fresh ] && base=$c
+    echo "$a: $m us ($(awk -v m="$m" -v b="$base" 'BEGIN {printf "%.3f", m / b}') of $([ "$a" = fresh ] && echo copy || echo floor))"
+done
+# No hook process: the execve's of one start of each wrapper arm.
+for a in edited fresh; do
+    [ "$a" = fresh ] && cp "$work/orig.json" "$b/config.json"
+    OCI_TMPFS_HOOK_CONFIG=$work/host.toml strace -f -qq -e trace=execve -o "$work/$a.execve" \
+        "$work/oci-tmpfs-runtime" run --bundle "$b" "spec-floor-$$" >/dev/null 2>&1 </dev/null || true
+    echo "$a: execve: $(grep -o 'execve("[^"]*"' "$work/$a.execve" | sort | uniq -c | tr -s ' \n' ' ')"
+    cp "$work/edited.json" "$b/config.json"
+done
