@@ -134,6 +134,9 @@ impl Host {
     }
 }
 
+/// The caches under `HOME=/` that the hook mounts for a uid without a
+/// passwd entry (`home_caches`' default).
+const ROOT_CACHES: [&str; 6] = ["/.cache", "/.triton", "/.cupy", "/.nv", "/.keras", "/.config/matplotlib"];
 // ---------------------------------------------------------------------------
 // Container runs
 
@@ -1187,8 +1190,14 @@ fn case14_user_namespace_containers_can_use_their_tmp() {
             chown_tree(&b.rootfs(), 100000, 100000);
             let r = run(&b, rt, &case);
             r.assert_ok();
-            let ours = assert_hook_mounts_within(&r, &case, &["/tmp", "/scratch/deep"]);
-            assert_eq!(ours.len(), 2, "{case}: {}", r.stdout());
+            // uid 1000 has no passwd entry: HOME=/, whose caches get a
+            // tmpfs each, the user's (docs/design.md#home-rule).
+            let mut allowed = vec!["/tmp", "/scratch/deep"];
+            if who == "uid 1000" {
+                allowed.extend(ROOT_CACHES);
+            }
+            let ours = assert_hook_mounts_within(&r, &case, &allowed);
+            assert_eq!(ours.len(), allowed.len(), "{case}: {}", r.stdout());
             assert!(r.stdout().contains("TMP_OK"), "{case}:\n{}\n{}", r.stdout(), r.stderr());
             // The container's root owns its tmpfs, as it would without a user namespace.
             assert!(r.stdout().contains("OWNER 0:0 0:0"), "{case}:\n{}", r.stdout());
@@ -1320,9 +1329,19 @@ fn case14_rootless_podman() {
             parse_mountinfo(&stdout).into_iter().filter(|m| m.source == HOOK_SOURCE).collect();
         let mut points: Vec<&str> = ours.iter().map(|m| m.mount_point.as_str()).collect();
         points.sort();
-        assert_eq!(points, ["/tmp", "/var/tmp"], "{case}: {stdout}");
+        // uid 1000's HOME=/ (Podman's passwd line or env): its caches too
+        // (docs/design.md#home-rule).
+        let mut want = vec!["/tmp", "/var/tmp"];
+        if who == "uid 1000" {
+            want.extend(ROOT_CACHES);
+        }
+        want.sort();
+        assert_eq!(points, want, "{case}: {stdout}");
         for m in &ours {
-            assert_eq!(m.size(), Some(40 * MI), "{case}: {m:?}");
+            // The temp dirs are sized by the annotation; the caches by home_size.
+            if !ROOT_CACHES.contains(&m.mount_point.as_str()) {
+                assert_eq!(m.size(), Some(40 * MI), "{case}: {m:?}");
+            }
             assert!(m.has("nosuid") && m.has("nodev"), "{case}: {m:?}");
         }
         assert!(log_text.contains("mounted tmpfs on /tmp"), "{case}: hook log {log_text}");
