@@ -225,7 +225,7 @@ impl Default for Settings {
             home_size_set: false,
             max_home_size: None,
             home_fallback: Some(DEFAULT_HOME_FALLBACK.to_string()),
-            home_caches: DEFAULT_HOME_CACHES.iter().map(|c| (*c).to_string()).collect(),
+            home_caches: default_home_caches(),
             annotations: AnnotationPolicy::Allow,
             mode: Mode::Spec,
             extra_targets: Vec::new(),
@@ -255,6 +255,11 @@ pub enum SettingsError {
     HomeFallback(String, String),
     #[error("home_caches: {0:?}: {1}")]
     HomeCache(String, String),
+}
+
+/// [`DEFAULT_HOME_CACHES`], owned.
+fn default_home_caches() -> Vec<String> {
+    DEFAULT_HOME_CACHES.iter().map(|c| (*c).to_string()).collect()
 }
 
 /// `home_caches` as written, checked: at most [`MAX_HOME_CACHES`] paths,
@@ -329,7 +334,7 @@ impl Settings {
             }
         };
         let home_caches = match raw.home_caches {
-            None => DEFAULT_HOME_CACHES.iter().map(|c| (*c).to_string()).collect(),
+            None => default_home_caches(),
             Some(list) => home_caches(list)?,
         };
         Ok(Settings {

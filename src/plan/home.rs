@@ -135,13 +135,14 @@ pub(super) fn home(inputs: &Inputs<'_>, temp_dirs: &[TargetPath]) -> Result<Step
         )));
     };
     match target::validate(value) {
-        // HOME=/tmp (root's passwd home in some images): the temp dir's
-        // tmpfs, mode 1777 for every user, with what the image holds there
-        // copied up: nothing to judge.
-        Ok(path) if temp_dirs.contains(&path) => {
-            Ok(Step::Mount(Home { path: path.to_string(), from, user, host, way: whole(path) }))
+        Ok(path) => {
+            // HOME=/tmp (root's passwd home in some images): the temp dir's
+            // tmpfs, mode 1777 for every user, with what the image holds
+            // there copied up: nothing to judge.
+            let temp = temp_dirs.contains(&path);
+            let home = Home { path: path.to_string(), from, user, host, way: whole(path) };
+            Ok(if temp { Step::Mount(home) } else { judge(inputs, home, subject) })
         }
-        Ok(path) => Ok(judge(inputs, Home { path: path.to_string(), from, user, host, way: whole(path) }, subject)),
         Err(Reject::Root | Reject::Empty)
             if from != HomeFrom::Env || (!value.is_empty() && target::normalise(value) == "/") =>
         {
@@ -227,13 +228,12 @@ fn fallback(inputs: &Inputs<'_>, user: Owner, host: Owner, subject: String) -> S
     let Some(template) = &inputs.settings.home_fallback else {
         return caches("a tmpfs over / would hide the image (home_fallback = false)".into());
     };
+    let path = template.replace("{uid}", &user.uid.to_string());
     if !inputs.user.sets_env {
-        let path = template.replace("{uid}", &user.uid.to_string());
         return caches(format!(
             "a tmpfs over / would hide the image, and the hook cannot set the environment; the runtime wrapper in spec mode (or `inject --mode spec`) sets HOME={path} instead"
         ));
     }
-    let path = template.replace("{uid}", &user.uid.to_string());
     match target::validate(&path) {
         Ok(path) => judge(
             inputs,
@@ -252,29 +252,36 @@ fn fallback(inputs: &Inputs<'_>, user: Owner, host: Owner, subject: String) -> S
 /// namespace; through the spec's mappings in one, its own or one it joins;
 /// `None` when the mappings do not cover them (or the spec gives none).
 pub(super) fn host_owner(spec: &crate::oci::Spec, ids: Owner) -> Option<Owner> {
-    let Some(linux) = spec.linux().as_ref() else { return Some(ids) };
-    if !super::enable::in_user_namespace(linux) {
-        return Some(ids);
-    }
-    let map = |maps: &Option<Vec<crate::oci::LinuxIdMapping>>, id: u32| -> Option<u32> {
-        maps.as_ref()?.iter().find_map(|m| {
-            let off = id.checked_sub(m.container_id())?;
-            (off < m.size()).then(|| m.host_id().checked_add(off)).flatten()
-        })
-    };
-    Some(Owner { uid: map(linux.uid_mappings(), ids.uid)?, gid: map(linux.gid_mappings(), ids.gid)? })
+    let to_host = |m: &crate::oci::LinuxIdMapping| (m.container_id(), m.host_id());
+    Some(Owner {
+        uid: map_id(spec, |l| l.uid_mappings(), ids.uid, to_host)?,
+        gid: map_id(spec, |l| l.gid_mappings(), ids.gid, to_host)?,
+    })
 }
 
 /// The container-side gid of the host gid `host` (the inverse of
 /// [`host_owner`]'s mapping); `None` when the mappings do not cover it.
 pub(super) fn container_gid(spec: &crate::oci::Spec, host: u32) -> Option<u32> {
-    let Some(linux) = spec.linux().as_ref() else { return Some(host) };
+    map_id(spec, |l| l.gid_mappings(), host, |m| (m.host_id(), m.container_id()))
+}
+
+/// `id` through the mappings `maps` picks from the spec, each read as
+/// `(from, to)` by `dir`: itself outside a user namespace; `None` when no
+/// mapping covers it.
+fn map_id(
+    spec: &crate::oci::Spec,
+    maps: impl Fn(&crate::oci::Linux) -> &Option<Vec<crate::oci::LinuxIdMapping>>,
+    id: u32,
+    dir: impl Fn(&crate::oci::LinuxIdMapping) -> (u32, u32),
+) -> Option<u32> {
+    let Some(linux) = spec.linux().as_ref() else { return Some(id) };
     if !super::enable::in_user_namespace(linux) {
-        return Some(host);
+        return Some(id);
     }
-    linux.gid_mappings().as_ref()?.iter().find_map(|m| {
-        let off = host.checked_sub(m.host_id())?;
-        (off < m.size()).then(|| m.container_id().checked_add(off)).flatten()
+    maps(linux).as_ref()?.iter().find_map(|m| {
+        let (from, to) = dir(m);
+        let off = id.checked_sub(from)?;
+        (off < m.size()).then(|| to.checked_add(off)).flatten()
     })
 }
 
