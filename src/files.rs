@@ -182,7 +182,6 @@ pub(crate) fn replace_at(
     let mut temp = std::ffi::OsString::from(".");
     temp.push(name);
     temp.push(".oci-tmpfs-hook-tmp");
-    let _ = rustix::fs::unlinkat(dir, &temp, AtFlags::empty());
     let result = write_then_rename(dir, &temp, name, bytes, perms, durability);
     if result.is_err() {
         let _ = rustix::fs::unlinkat(dir, &temp, AtFlags::empty());
@@ -198,12 +197,22 @@ fn write_then_rename(
     perms: Perms,
     durability: Durability,
 ) -> io::Result<()> {
-    let fd = rustix::fs::openat(
-        dir,
-        temp,
-        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o600),
-    )?;
+    let create = || {
+        rustix::fs::openat(
+            dir,
+            temp,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+    };
+    // A temporary file left by a run that was killed is removed, once.
+    let fd = match create() {
+        Err(rustix::io::Errno::EXIST) => {
+            rustix::fs::unlinkat(dir, temp, AtFlags::empty())?;
+            create()?
+        }
+        other => other?,
+    };
     if let Some((uid, gid)) = perms.owner {
         // Only root may give a file away; anyone else keeps their own.
         match rustix::fs::fchown(
@@ -383,6 +392,11 @@ mod tests {
         assert_eq!(std::fs::metadata(dir.join("fresh")).unwrap().permissions().mode() & 0o7777, 0o644);
         let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names.len(), 2, "no temporary file left: {names:?}");
+        // One left by a run that was killed is replaced, whatever it held.
+        std::fs::write(dir.join(".f.json.oci-tmpfs-hook-tmp"), "stale").unwrap();
+        replace(&file, b"newer", perms, Durability::Scratch).unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), b"newer");
+        assert!(!dir.join(".f.json.oci-tmpfs-hook-tmp").exists());
         assert!(matches!(
             replace(&dir.join("no/such/dir/f"), b"x", Perms::new(0o644), Durability::Scratch),
             Err(FileError::Write { .. })

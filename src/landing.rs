@@ -160,16 +160,37 @@ pub(crate) struct Landing {
 /// walk enters an earlier landing (`/dev/shm` under `/dev`) lands inside
 /// that one, at a place the rootfs cannot tell: it is covered by the earlier
 /// landing for every conflict [`judge`] looks for, and is left out.
+/// Each path is read from `tree` once: the spec's mounts share their
+/// parents (`/dev`, `/dev/pts`, `/dev/shm`, `/dev/mqueue`), and nothing is
+/// made between the walks.
 pub(crate) fn landings(tree: &mut impl Tree, mounts: &[SpecMount]) -> Vec<Landing> {
+    let mut tree = Once { tree, seen: Vec::new() };
     let mut out: Vec<Landing> = Vec::new();
     for SpecMount { dest, ours } in mounts {
-        let w = walk(tree, dest);
+        let w = walk(&mut tree, dest);
         if covers(&out, &w) {
             continue;
         }
         out.push(Landing { dest: dest.clone(), ours: *ours, at: w.real });
     }
     out
+}
+
+/// A [`Tree`] that reads each path of `tree` once.
+struct Once<'t, T> {
+    tree: &'t mut T,
+    seen: Vec<(String, Entry)>,
+}
+
+impl<T: Tree> Tree for Once<'_, T> {
+    fn entry(&mut self, path: &str) -> Entry {
+        if let Some((_, e)) = self.seen.iter().find(|(p, _)| p == path) {
+            return e.clone();
+        }
+        let e = self.tree.entry(path);
+        self.seen.push((path.to_string(), e.clone()));
+        e
+    }
 }
 
 /// The walk `w` enters one of `landings` on its way or at its end.
@@ -391,6 +412,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn landings_read_each_path_once() {
+        struct Counted(Map, Vec<String>);
+        impl Tree for Counted {
+            fn entry(&mut self, path: &str) -> Entry {
+                self.1.push(path.to_string());
+                self.0.entry(path)
+            }
+        }
+        let mut t = Counted(tree(&[("/dev", "dir"), ("/sys", "dir"), ("/proc", "dir")]), Vec::new());
+        let l = landings(&mut t, &dests(&["/proc", "/dev/pts", "/dev/shm", "/dev/mqueue", "/sys/fs/cgroup"]));
+        assert_eq!(l.len(), 5, "{l:?}");
+        let mut read = t.1.clone();
+        read.sort();
+        read.dedup();
+        assert_eq!(read.len(), t.1.len(), "a path read twice: {:?}", t.1);
+        assert!(t.1.iter().any(|p| p == "/dev/mqueue"), "{:?}", t.1);
     }
 
     #[test]

@@ -164,6 +164,14 @@ pub fn validate(path: &str) -> Result<TargetPath, Reject> {
 /// Collapses repeated and trailing slashes and `.` components of an absolute
 /// path, for comparing paths (mount destinations, targets). Keeps `..`.
 pub fn normalise(path: &str) -> String {
+    // Most paths are normal already (every spec's mounts, `/tmp`).
+    let normal = path == "/"
+        || (path.starts_with('/')
+            && !path.ends_with('/')
+            && path[1..].split('/').all(|p| !p.is_empty() && p != "."));
+    if normal {
+        return path.to_string();
+    }
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
     format!("/{}", parts.join("/"))
 }
@@ -235,6 +243,25 @@ fn shorten(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn normalise_collapses_slashes_and_dots_and_keeps_dotdot() {
+        for (path, want) in [
+            ("/", "/"),
+            ("", "/"),
+            ("//", "/"),
+            ("/tmp", "/tmp"),
+            ("/tmp/", "/tmp"),
+            ("//tmp//x/", "/tmp/x"),
+            ("/./tmp/.", "/tmp"),
+            ("tmp", "/tmp"),
+            ("/a/../b", "/a/../b"),
+            ("/.a/b.", "/.a/b."),
+            ("/dev/shm", "/dev/shm"),
+        ] {
+            assert_eq!(normalise(path), want, "{path:?}");
+        }
+    }
 
     #[test]
     fn validates_paths() {

@@ -124,7 +124,9 @@ fn finished(spec: &crate::oci::Spec, bytes: &[u8], hook: Option<&HookEntry>) -> 
     // Our hook's path in the bytes, then its `hooks` entry by value.
     let Some(path) = hook.map(|h| h.path.to_string_lossy().into_owned()) else { return false };
     let needle = serde_json::to_string(&path).expect("a string serialises");
-    if !bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+    // A substring search (the standard library's two-way), not a compare at
+    // every offset: this runs at every start.
+    if !std::str::from_utf8(bytes).is_ok_and(|text| text.contains(needle.as_str())) {
         return false;
     }
     #[derive(serde::Deserialize)]

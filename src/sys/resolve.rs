@@ -468,6 +468,10 @@ pub(crate) fn contents(fd: &OwnedFd, limits: &Limits) -> Result<Contents, Errno>
     }
 }
 
+/// The `getdents64(2)` buffer of one directory read, on the stack (a
+/// home's dot-files fit in one call; a scan holds one per level).
+const DIRENT_BUF: usize = 2048;
+
 /// The unit a tmpfs holds a file's data in (the smallest page size).
 const PAGE: u64 = 4096;
 
@@ -485,8 +489,9 @@ impl Scan<'_> {
     /// `depth` levels down); `Some` names what is past the bounds.
     fn dir(&mut self, dir: OwnedFd, path: &str, depth: u32) -> Result<Option<String>, Errno> {
         use rustix::fs::{AtFlags, StatxFlags};
-        let mut list = rustix::fs::Dir::read_from(&dir)?;
-        while let Some(entry) = list.read() {
+        let mut buf = [std::mem::MaybeUninit::uninit(); DIRENT_BUF];
+        let mut list = rustix::fs::RawDir::new(&dir, &mut buf);
+        while let Some(entry) = list.next() {
             let entry = entry?;
             let name = entry.file_name();
             if name == c"." || name == c".." {
@@ -550,8 +555,9 @@ impl Scan<'_> {
 /// The `openat2`/`getdents64` errno.
 fn first_plain_entry(fd: &OwnedFd) -> Result<Option<String>, Errno> {
     let dir = open_in(fd, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, REAL)?;
-    let mut dir = rustix::fs::Dir::new(dir)?;
-    while let Some(entry) = dir.read() {
+    let mut buf = [std::mem::MaybeUninit::uninit(); DIRENT_BUF];
+    let mut list = rustix::fs::RawDir::new(&dir, &mut buf);
+    while let Some(entry) = list.next() {
         let entry = entry?;
         let name = entry.file_name().to_bytes();
         if !name.starts_with(b".") {
