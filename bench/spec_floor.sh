@@ -19,7 +19,12 @@ rt=$(command -v "${1:-crun}")
 rounds=${2:-100}
 ours=${OCI_TMPFS_BENCH_HOOK:-/usr/local/bin/oci-tmpfs-hook}
 work=$(mktemp -d /tmp/spec-floor.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+# The bundle on a tmpfs, where containerd and Docker keep theirs (under
+# /run/containerd): replacing config.json on ext4 costs ~0.15 ms more, the
+# writeback ext4 starts when a file is renamed over another
+# (docs/design.md#spec-write). OCI_TMPFS_BENCH_DISK=1 keeps it on disk.
+[ -n "${OCI_TMPFS_BENCH_DISK:-}" ] || mount -t tmpfs -o size=64m,mode=0700 spec-floor "$work"
+trap 'umount "$work" 2>/dev/null; rm -rf "$work"' EXIT
 cc -static -O2 -DREAL="\"$rt\"" -o "$work/execwrap" bench/execwrap.c
 ln -s "$ours" "$work/oci-tmpfs-runtime"
 printf 'runtime_path = "%s"\n' "$rt" >"$work/host.toml"
@@ -69,13 +74,18 @@ for _ in 1 2 3; do for a in "${arms[@]}"; do start "$a"; done; done # warm-up
 for a in "${arms[@]}"; do : >"$work/$a.us"; done
 for _ in $(seq "$rounds"); do for a in "${arms[@]}"; do start "$a"; done; done
 median() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-echo "runtime: $("$rt" --version | head -n1); $rounds rounds, alternating; median start (us)"
-f=$(median "$work/floor.us") c=$(median "$work/copy.us")
+# The ratio of each round's two starts, then their median: a round's arms
+# run back to back, so what drifts over minutes (the other core's load, the
+# page cache) cancels; the median of each arm is printed beside it.
+paired() { # ARM BASE
+    paste "$work/$1.us" "$work/$2.us" | awk '{printf "%.4f\n", $1 / $2}' | sort -n |
+        awk '{a[NR]=$1} END {printf "%.3f", a[int((NR+1)/2)]}'
+}
+echo "runtime: $("$rt" --version | head -n1); $rounds rounds, alternating; median start (us), median of the rounds' ratios"
 for a in "${arms[@]}"; do
-    m=$(median "$work/$a.us")
-    base=$f
-    [ "$a" = fresh ] && base=$c
-    echo "$a: $m us ($(awk -v m="$m" -v b="$base" 'BEGIN {printf "%.3f", m / b}') of $([ "$a" = fresh ] && echo copy || echo floor))"
+    base=floor
+    [ "$a" = fresh ] && base=copy
+    echo "$a: $(median "$work/$a.us") us ($(paired "$a" "$base") of $base)"
 done
 # No hook process: the execve's of one start of each wrapper arm.
 for a in edited fresh; do
