@@ -24,7 +24,7 @@ cd "$(dirname "$0")/.."
 envs=${OCI_TMPFS_ENVS:-bookworm,sid}
 
 need=()
-for pkg in runc crun busybox-static containerd docker.io podman python3-seccomp util-linux uidmap slirp4netns python3-torch python3-venv python3-pip debootstrap lintian file musl-tools; do
+for pkg in runc crun busybox-static containerd docker.io podman python3-seccomp util-linux uidmap slirp4netns python3-torch python3-venv python3-pip debootstrap lintian file musl-tools strace; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -109,7 +109,10 @@ if [[ ,$envs, == *,sid,* ]]; then
     echo "     Running sid ${bin##*/}"
     # --include-ignored: the cases that need sid's engines (cdi::cri_*,
     # containerd 1.7+) are ignored in bookworm and run here.
-    tests/env/sid.sh run -- bash -c "$in_project" bash "$PWD" "$bin" --include-ignored "${test_args[@]}" 2>&1 \
+    # The package test's Debian root is bound in, for the Docker case's
+    # Debian image, which only reads it (engines::docker_runs_the_common_image_*).
+    OCI_TMPFS_SID_BINDS="$(tests/env/pkgroot.sh path)" \
+      tests/env/sid.sh run -- bash -c "$in_project" bash "$PWD" "$bin" --include-ignored "${test_args[@]}" 2>&1 \
       | tee -a "$log" || status=1
     # Docker and containerd through the wrapper again with mode = "hook", as in bookworm.
     echo "== environment sid, wrapper mode hook"

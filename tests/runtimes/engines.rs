@@ -442,6 +442,88 @@ fn ctr_run(d: &Dockerd, namespace: &str, flags: &[&str], image: &str) -> String 
         .args([image, &id, "sh", "-c", PROBE]))
 }
 
+/// A Debian image: tests/env/pkgroot.sh's bookworm minbase root, imported
+/// into `d`: root's `/root` (0700) holds `.bashrc` and `.profile`, and
+/// `/etc/passwd` gives root `/root`. Built when missing; the sid
+/// environment sees the host's through a bind (tests/run.sh).
+fn debian_image(d: &Dockerd) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/env/pkgroot.sh");
+    let root = PathBuf::from(ok(Command::new(&script).arg("path")).trim());
+    if !root.join(".debootstrap-done").exists() {
+        ok(Command::new(&script).arg("build"));
+    }
+    for dot in [".bashrc", ".profile"] {
+        assert!(root.join("root").join(dot).is_file(), "the Debian root's /root/{dot}");
+    }
+    let image = unique("debian");
+    let tar = d.dir.join("debian.tar");
+    ok(Command::new("tar").arg("-C").arg(&root).arg("-cf").arg(&tar).arg("."));
+    ok(d.docker().args(["import"]).arg(&tar).arg(&image));
+    std::fs::remove_file(&tar).unwrap();
+    image
+}
+
+/// The common image under Docker `--read-only` through the wrapper in spec
+/// mode: root, `/root` holding `.bashrc` and `.profile`, `HOME` from
+/// `/etc/passwd`. Every process dockerd and its containerd start is traced
+/// (`strace -f -e trace=execve`): the wrapper and the runtime run, our hook
+/// never does, and `/root` is a writable tmpfs of the image directory's
+/// owner and mode, holding the image's dotfiles.
+#[test]
+fn docker_runs_the_common_image_with_no_hook_process() {
+    // crun copies a directory up on every host (bookworm's runc 1.1.5 does
+    // not, and gets the hook: docs/design.md#runtimes).
+    let d = Dockerd::start_with("spec", Some(&which("crun")));
+    let image = debian_image(&d);
+    let dockerd = d.pid().to_string();
+    let containerd = ok(Command::new("pgrep").args(["-P", &dockerd, "-x", "containerd"]));
+    let containerd = containerd.trim();
+    assert!(!containerd.is_empty(), "dockerd's containerd");
+    let trace = d.dir.join("execve.trace");
+    let mut strace = Command::new("strace")
+        .args(["-f", "-qq", "-s", "256", "-e", "trace=execve", "-o"])
+        .arg(&trace)
+        .args(["-p", &dockerd, "-p", containerd])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("strace (apt-get install strace)");
+    // strace writes nothing before an event: attached once containerd
+    // (which starts the shim, which starts the wrapper) has a tracer.
+    let attached = || {
+        std::fs::read_to_string(format!("/proc/{containerd}/status"))
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.starts_with("TracerPid:") && l.split_whitespace().nth(1) != Some("0"))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !attached() {
+        assert!(std::time::Instant::now() < deadline, "strace did not attach to containerd");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = d.run_script(
+        &["--runtime", "oci-tmpfs", "--read-only"],
+        &image,
+        "ls -A /root; echo; stat -c 'HOME-DIR %a %u:%g' /root; grep ' /root ' /proc/self/mountinfo; \
+         touch /root/new && echo WRITABLE; echo HOME=$HOME",
+    );
+    let _ = Command::new("kill").args(["-INT", &strace.id().to_string()]).status();
+    let _ = strace.wait();
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    let execs: Vec<&str> = trace.lines().filter(|l| l.contains("execve(")).collect();
+    let log = d.wrapper_log();
+    let seen = |what: &str| execs.iter().any(|l| l.contains(what));
+    assert!(seen("oci-tmpfs-runtime\""), "the trace holds the wrapper's execve:\n{trace}");
+    assert!(seen("crun\""), "the trace holds the runtime's execve:\n{trace}");
+    let hooks: Vec<&&str> = execs.iter().filter(|l| l.contains("\"hook\", \"--stage\"")).collect();
+    assert!(hooks.is_empty(), "no hook process: {hooks:#?}\nwrapper log:\n{log}");
+    assert!(log.contains("wrote a tmpfs mount for /root into the spec"), "{log}");
+    for want in [".bashrc", ".profile", "HOME-DIR 700 0:0", "WRITABLE", "HOME=/root"] {
+        assert!(out.contains(want), "{want}: {out}");
+    }
+    let root_mount = out.lines().find(|l| l.contains(" /root ")).unwrap_or_default();
+    assert!(root_mount.contains(&format!(" - tmpfs {OURS} ")), "/root: {root_mount}");
+}
+
 #[test]
 fn docker_and_containerd_use_the_wrapper() {
     let mut d = Dockerd::start();

@@ -302,8 +302,16 @@ fn spec_mode_gives_an_image_tmp_that_holds_files_to_the_runtimes_copy_or_the_hoo
         symlink("/etc/passwd", tmp.join("link")).unwrap();
         if fifo {
             assert!(std::process::Command::new("mkfifo").arg(tmp.join("fifo")).status().unwrap().success());
+            // A target left alone, in a plan the wrapper hands to the hook:
+            // the hook plans again and says so; the wrapper does not too.
+            b.env("TMPDIR=/etc/scratch");
         }
         let (stdout, stderr, config) = wrap(&b, rt, &case, &unique("spec"));
+        if fifo {
+            let log = std::fs::read_to_string(b.dir.join("ours.log")).expect("the wrapper's log file");
+            let said: Vec<&str> = log.lines().filter(|l| l.contains("/etc/scratch")).collect();
+            assert_eq!(said.len(), 1, "{case}: TMPDIR=/etc/scratch is warned once:\n{log}");
+        }
         if runc_before_1_1_8(rt) || fifo {
             assert_eq!(our_hook_stages(&config), ["prestart"], "{case}: our hook carries /tmp: {stderr}");
             assert_eq!(our_spec_entries(&config), Vec::<String>::new(), "{case}: no spec tmpfs for /tmp");
