@@ -6,7 +6,8 @@
 //! Layers, each importing only the ones below it (no import circle):
 //! - [`cli`]: one file per subcommand, its flags and a thin `run`; the
 //!   runtime wrapper's is `runtime`, with runc's command-line grammar.
-//! - the executors, each taking a [`plan::Plan`] from [`plan::plan_for`]:
+//! - the executors, each taking a [`plan::Plan`] from [`plan::begin`] and
+//!   [`plan::finish`] (NRI: [`plan::plan_for`], which reads nothing):
 //!   [`spec`] (tmpfs entries written into `config.json`, checked on the
 //!   rootfs by fd; and the runtime wrapper's dispatch, which picks it or the
 //!   hook and gives an `exec` the `HOME` it set), [`hook`] (by fd in the

@@ -67,16 +67,16 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
     // HOME depends on it; in spec mode it can set HOME.
     let sets_env = args.mode.unwrap_or(settings.mode) == crate::settings::Mode::Spec;
     let user = plan::UserFacts { passwd: plan::Passwd::NotRead, home_dir: None, sets_env };
-    let make = |user: &plan::UserFacts| plan::plan_for(&spec, None, &settings, host, user);
-    let mut plan = make(&user)?;
-    if let Some(r) = root.as_mut() {
-        plan = plan::finish(plan, user, make, |q, user| {
+    let begun = plan::begin(&spec, None, &settings, host, &user)?;
+    let plan = match root.as_mut() {
+        Some(r) => plan::finish(begun, user, |q, user| {
             if let Err(e) = crate::spec::host::answer(r, &spec, q, user) {
                 user.passwd = plan::Passwd::Unreadable(format!("cannot be read: {}", chain(&e)));
             }
             Ok::<(), plan::PlanError>(())
-        })?;
-    }
+        })?,
+        None => begun.unanswered(&user),
+    };
     let carried = match (root.as_mut(), plan.enabled) {
         (Some(r), true) => {
             // The runtime the wrapper would exec: --runtime, else the host

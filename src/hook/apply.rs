@@ -18,7 +18,7 @@ use std::path::Path;
 
 use super::HookError;
 use crate::plan::{
-    Action, HomeDir, Note, Passwd, Plan, PlanError, Question, ShmWay, SpecMount, Tmpfs, UserFacts,
+    Action, Decision, HomeDir, Note, Passwd, Plan, Question, ShmWay, SpecMount, Tmpfs, UserFacts,
 };
 pub(crate) use crate::sys::mount::Done;
 use crate::sys::ns::NsEntry;
@@ -117,52 +117,51 @@ pub(crate) struct Report {
     pub notes: Vec<Note>,
 }
 
-/// Executes `plan` for a container whose rootfs is `rootfs`. A plan that
-/// asks what only the image can say ([`Plan::question`]: its
-/// `/etc/passwd`, what it holds at the home) is finished once the rootfs is
-/// open, from what the container will see ([`crate::plan::finish`], with
-/// `make`), before anything is prepared.
+/// Gets into the container and finishes `decision` from what it will see:
+/// enters the mount namespace, opens the rootfs, and answers what the plan
+/// asks of the image (its `/etc/passwd`, what it holds at the home) with
+/// the [`Mounter`]'s reads ([`crate::plan::finish`]), before anything is
+/// prepared. `None`: nothing to do, and nothing entered.
 ///
 /// # Errors
-/// Any [`SysError`], or a failed re-plan; on error nothing stays mounted
-/// by this call.
-pub(crate) fn apply<M: Mounter>(
+/// Any [`SysError`], or a home annotation the answer made invalid.
+pub(crate) fn open<M: Mounter>(
     m: &mut M,
-    plan: &Plan,
-    make: &dyn Fn(&UserFacts) -> Result<Plan, PlanError>,
+    decision: Decision<'_>,
     entry: NsEntry,
     pid: Option<i64>,
     rootfs: &Path,
-) -> Result<Report, HookError> {
-    let mut report = Report::default();
+) -> Result<Option<(M::Root, Plan)>, HookError> {
     // decide leaves a disabled plan without actions or questions.
-    if !plan.has_work() {
-        return Ok(report);
+    if !decision.has_work() {
+        return Ok(None);
     }
     m.enter(entry, pid)?;
-    let mut root = m.open_root(rootfs, &plan.spec_mounts)?;
-    let finished;
-    let plan = match plan.question() {
-        Some(_) => {
-            finished = crate::plan::finish(plan.clone(), UserFacts::HOOK, make, |q, user| {
-                match q {
-                    Question::Passwd(uid) => user.passwd = m.read_passwd(&mut root, *uid)?,
-                    Question::HomeDir(path) => {
-                        user.home_dir = Some((path.clone(), m.read_home_dir(&mut root, path)));
-                    }
-                }
-                Ok::<(), HookError>(())
-            })?;
-            crate::report::decision(&finished);
-            &finished
+    let mut root = m.open_root(rootfs, decision.spec_mounts())?;
+    let plan = crate::plan::finish(decision, UserFacts::HOOK, |q, user| {
+        match q {
+            Question::Passwd(uid) => user.passwd = m.read_passwd(&mut root, *uid)?,
+            Question::HomeDir(path) => {
+                user.home_dir = Some((path.clone(), m.read_home_dir(&mut root, path)));
+            }
         }
-        None => plan,
-    };
+        Ok::<(), HookError>(())
+    })?;
+    Ok(Some((root, plan)))
+}
+
+/// Carries out the finished `plan` in the container's rootfs `root`
+/// (opened by [`open`]): every mount prepared, then every one attached.
+///
+/// # Errors
+/// Any [`SysError`]; on error nothing stays mounted by this call.
+pub(crate) fn apply<M: Mounter>(m: &mut M, root: &mut M::Root, plan: &Plan) -> Result<Report, HookError> {
+    let mut report = Report::default();
     let mut ready = Vec::new();
     for action in &plan.actions {
         let prepared = match action {
             Action::MountTmpfs { target, tmpfs, subdirs, .. } => {
-                match m.prepare_tmpfs(&mut root, target, tmpfs, subdirs)? {
+                match m.prepare_tmpfs(root, target, tmpfs, subdirs)? {
                     Prepared::Ready(mut p, done) => match m.copy_up(&mut p, target, tmpfs) {
                         Ok(note) => {
                             report.notes.extend(note);
@@ -175,7 +174,7 @@ pub(crate) fn apply<M: Mounter>(
                     skip => skip,
                 }
             }
-            Action::Shm { way, writable, tmpfs, .. } => m.prepare_shm(&mut root, *way, *writable, tmpfs)?,
+            Action::Shm { way, writable, tmpfs, .. } => m.prepare_shm(root, *way, *writable, tmpfs)?,
         };
         match prepared {
             Prepared::Ready(p, done) => ready.push((p, done)),
@@ -215,6 +214,8 @@ mod tests {
         labels: Vec<Option<String>>,
         /// What `read_passwd` finds.
         passwd: Passwd,
+        /// `read_passwd` fails.
+        fail_passwd: bool,
     }
 
     impl Mounter for Recorder {
@@ -272,6 +273,9 @@ mod tests {
         }
         fn read_passwd(&mut self, _: &mut String, uid: u32) -> Result<Passwd, SysError> {
             self.calls.push(format!("read_passwd {uid}"));
+            if self.fail_passwd {
+                return Err(SysError::NotProcfs("/proc"));
+            }
             Ok(self.passwd.clone())
         }
         fn read_home_dir(&mut self, _: &mut String, path: &TargetPath) -> HomeDir {
@@ -302,9 +306,22 @@ mod tests {
         }
     }
 
-    /// The re-plan of a test whose plan never asks for `/etc/passwd`.
-    fn never(_: &UserFacts) -> Result<Plan, PlanError> {
-        panic!("the plan asked for /etc/passwd")
+    /// [`open`], then [`apply`], as the hook runs them, for a finished plan.
+    fn go(r: &mut Recorder, plan: Plan, entry: NsEntry, pid: i64, rootfs: &str) -> Result<Report, HookError> {
+        go_decision(r, Decision::Done(plan), entry, pid, rootfs)
+    }
+
+    fn go_decision(
+        r: &mut Recorder,
+        decision: Decision<'_>,
+        entry: NsEntry,
+        pid: i64,
+        rootfs: &str,
+    ) -> Result<Report, HookError> {
+        match open(r, decision, entry, Some(pid), Path::new(rootfs))? {
+            Some((mut root, plan)) => apply(r, &mut root, &plan),
+            None => Ok(Report::default()),
+        }
     }
 
     fn plan_owned(owner: Option<Owner>) -> Plan {
@@ -328,7 +345,7 @@ mod tests {
     }
 
     fn run(r: &mut Recorder, stage: Stage) -> Result<Report, HookError> {
-        apply(r, &plan_owned(None), &never, NsEntry::at(stage)?, Some(42), Path::new("/b/rootfs"))
+        go(r, plan_owned(None), NsEntry::at(stage)?, 42, "/b/rootfs")
     }
 
     #[test]
@@ -358,8 +375,7 @@ mod tests {
     fn the_plan_owner_reaches_every_mount() {
         let mut r = Recorder::default();
         let owner = Some(Owner { uid: 100000, gid: 100000 });
-        apply(&mut r, &plan_owned(owner), &never, NsEntry::Join(Stage::Prestart), Some(42), Path::new("/r"))
-            .unwrap();
+        go(&mut r, plan_owned(owner), NsEntry::Join(Stage::Prestart), 42, "/r").unwrap();
         assert_eq!(r.owners, [owner; 3]);
     }
 
@@ -372,11 +388,10 @@ mod tests {
             tmpfs.label = label.clone();
         }
         let mut r = Recorder::default();
-        apply(&mut r, &plan, &never, NsEntry::Join(Stage::Prestart), Some(42), Path::new("/r")).unwrap();
+        go(&mut r, plan, NsEntry::Join(Stage::Prestart), 42, "/r").unwrap();
         assert_eq!(r.labels, [label.clone(), label.clone(), label]);
         let mut r = Recorder::default();
-        apply(&mut r, &plan_owned(None), &never, NsEntry::Join(Stage::Prestart), Some(42), Path::new("/r"))
-            .unwrap();
+        go(&mut r, plan_owned(None), NsEntry::Join(Stage::Prestart), 42, "/r").unwrap();
         assert_eq!(r.labels, [None, None, None]);
     }
 
@@ -431,60 +446,52 @@ mod tests {
     fn nothing_to_do_touches_nothing() {
         let mut r = Recorder::default();
         let empty = Plan { enabled: true, ..Plan::default() };
-        apply(&mut r, &empty, &never, NsEntry::Join(Stage::Prestart), Some(1), Path::new("/r")).unwrap();
+        go(&mut r, empty, NsEntry::Join(Stage::Prestart), 1, "/r").unwrap();
         // A disabled plan has no actions: plan::decide's tests hold that.
         assert!(r.calls.is_empty());
     }
 
     #[test]
-    fn a_plan_that_asks_for_passwd_is_made_again_inside() {
-        // Nothing to mount yet (a volume at /tmp, say), but HOME depends on
-        // the image's /etc/passwd, then on what the image holds at that
-        // home: both are read from the opened rootfs, as the container will
-        // see it, before anything is prepared, and the last plan is the one
-        // carried out.
-        let home = crate::target::validate("/home/app").unwrap();
+    fn a_plan_that_asks_is_finished_inside_before_anything_is_prepared() {
+        // uid 1000 without HOME: the plan asks for the image's /etc/passwd,
+        // then for what the image holds at that home; both are read from
+        // the opened rootfs, as the container will see it, and the plan
+        // finished from them is the one carried out.
+        let spec: crate::oci::Spec = serde_json::from_value(serde_json::json!({
+            "ociVersion": "1.0.2",
+            "process": {"args": ["sh"], "cwd": "/", "user": {"uid": 1000, "gid": 1000}, "env": ["PATH=/bin"]},
+            "root": {"path": "rootfs", "readonly": true},
+            "mounts": [{"destination": "/tmp", "type": "bind", "source": "/vol", "options": ["rbind"]}],
+            "linux": {"namespaces": [{"type": "mount"}]}
+        }))
+        .unwrap();
+        let settings = crate::settings::Settings::default();
+        let host = crate::plan::HostFacts { ram: Bytes(16 << 30) };
+        let begin = || crate::plan::begin(&spec, None, &settings, host, &UserFacts::HOOK).unwrap();
+        assert!(matches!(begin(), Decision::Asks(_)));
         let mut r = Recorder { passwd: Passwd::Entry("/home/app".into()), ..Recorder::default() };
-        let asking = Plan { enabled: true, passwd_uid: Some(1000), ..Plan::default() };
-        let asked = std::cell::RefCell::new(Vec::new());
-        let again = |u: &UserFacts| {
-            asked.borrow_mut().push((u.passwd.clone(), u.home_dir.clone()));
-            Ok(match &u.home_dir {
-                None => Plan { enabled: true, home_dir: Some(home.clone()), ..Plan::default() },
-                Some(_) => Plan {
-                    enabled: true,
-                    actions: vec![mount("/home/app", tmpfs(1 << 20, None))],
-                    ..Plan::default()
-                },
-            })
-        };
-        let report =
-            apply(&mut r, &asking, &again, NsEntry::Join(Stage::Prestart), Some(7), Path::new("/r")).unwrap();
+        let report = go_decision(&mut r, begin(), NsEntry::Join(Stage::Prestart), 7, "/r").unwrap();
         assert_eq!(
-            asked.into_inner(),
-            [
-                (Passwd::Entry("/home/app".into()), None),
-                (Passwd::Entry("/home/app".into()), Some((home, HomeDir::Missing))),
-            ]
+            r.calls[..4],
+            ["enter prestart Some(7)", "open_root /r", "read_passwd 1000", "read_home_dir /home/app"]
         );
-        assert_eq!(
-            r.calls,
-            [
-                "enter prestart Some(7)",
-                "open_root /r",
-                "read_passwd 1000",
-                "read_home_dir /home/app",
-                "prepare /home/app 1Mi in /r",
-                "copy_up /home/app",
-                "commit /home/app",
-            ]
+        assert_eq!(r.calls[4], "prepare /home/app 4Gi in /r", "a quarter of RAM: {:?}", r.calls);
+        assert!(r.calls.contains(&"commit /home/app".to_string()), "{:?}", r.calls);
+        assert!(
+            !r.calls.iter().any(|c| c.contains("/tmp")),
+            "the volume's /tmp is left alone: {:?}",
+            r.calls
         );
-        assert_eq!(report.done.len(), 1);
-        // A failed re-plan fails the apply before anything is prepared.
-        let mut r = Recorder::default();
-        let refuse = |_: &UserFacts| Err(PlanError::NoRoot);
-        let err = apply(&mut r, &asking, &refuse, NsEntry::Join(Stage::Prestart), Some(7), Path::new("/r"));
-        assert!(matches!(err, Err(HookError::Plan(PlanError::NoRoot))));
+        assert_eq!(report.done.len(), 2, "the home and /dev/shm");
+        // A failed read fails before anything is prepared.
+        let mut r = Recorder { fail_passwd: true, ..Recorder::default() };
+        let err = go_decision(&mut r, begin(), NsEntry::Join(Stage::Prestart), 7, "/r");
+        assert!(matches!(err, Err(HookError::Sys(_))), "{err:?}");
         assert_eq!(r.calls, ["enter prestart Some(7)", "open_root /r", "read_passwd 1000"]);
+        // A plan that asks nothing enters nothing when it has nothing to do.
+        let mut r = Recorder::default();
+        let off = Plan { enabled: false, ..Plan::default() };
+        assert!(go(&mut r, off, NsEntry::Join(Stage::Prestart), 7, "/r").unwrap().done.is_empty());
+        assert!(r.calls.is_empty());
     }
 }

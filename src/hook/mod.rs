@@ -1,6 +1,7 @@
 //! The hook, the fd executor: run by the runtime at a container's start, it
-//! reads the state on stdin and the bundle's `config.json`, takes the plan
-//! ([`plan::plan_for`]) and carries it out by fd inside the container's
+//! reads the state on stdin and the bundle's `config.json`, begins the plan
+//! ([`plan::begin`]), finishes it from what the container will see
+//! ([`apply::open`]) and carries it out by fd inside the container's
 //! mount namespace: [`apply`] is the order of effects, behind
 //! [`apply::Mounter`]; [`System`] makes them with the syscall layer
 //! ([`crate::sys`]: `ns` joins the namespace, `resolve` walks the rootfs,
@@ -48,16 +49,15 @@ pub(crate) fn run(stage: Option<Stage>, settings: &Settings, stdin: impl io::Rea
     let entry = stage.map(ns::NsEntry::at).transpose()?;
     let spec = input::read_spec(&state.bundle)?;
     let host = input::host_facts()?;
-    let make =
-        |user: &plan::UserFacts| plan::plan_for(&spec, state.annotations.as_ref(), settings, host, user);
-    let plan = make(&plan::UserFacts::HOOK)?;
-    log::debug!("{}", plan.why);
+    let begun = plan::begin(&spec, state.annotations.as_ref(), settings, host, &plan::UserFacts::HOOK)?;
     // A plan that asks what only the image can say is logged once it is
-    // finished (`apply::apply`): its notes would be logged twice.
-    if plan.question().is_none() {
-        crate::report::decision(&plan);
+    // finished, inside the container: its notes would be logged twice.
+    let asks = matches!(begun, plan::Decision::Asks(_));
+    if let plan::Decision::Done(plan) = &begun {
+        log::debug!("{}", plan.why);
+        crate::report::decision(plan);
     }
-    if !plan.has_work() {
+    if !begun.has_work() {
         return Ok(());
     }
     let entry = match entry {
@@ -65,12 +65,16 @@ pub(crate) fn run(stage: Option<Stage>, settings: &Settings, stdin: impl io::Rea
         None => ns::detect_entry(state.pid)?,
     };
     let rootfs = input::rootfs_path(&spec, &state.bundle).expect("a plan with actions has a root.path");
-    let engine_shm = engine_shm(&plan, &state.id, &spec, state.annotations.as_ref())?;
-    let labelled = plan.actions.iter().any(|a| match a {
-        Action::MountTmpfs { tmpfs, .. } | Action::Shm { tmpfs, .. } => tmpfs.label.is_some(),
-    });
-    let mut system = System::new(engine_shm, labelled);
-    let report = apply::apply(&mut system, &plan, &make, entry, state.pid, &rootfs)?;
+    let engine_shm = engine_shm(begun.shm(), &state.id, &spec, state.annotations.as_ref())?;
+    let mut system = System::new(engine_shm, begun.labelled());
+    let Some((mut root, plan)) = apply::open(&mut system, begun, entry, state.pid, &rootfs)? else {
+        return Ok(());
+    };
+    if asks {
+        log::debug!("{}", plan.why);
+        crate::report::decision(&plan);
+    }
+    let report = apply::apply(&mut system, &mut root, &plan)?;
     crate::report::outcome(&report.notes, &report.done);
     Ok(())
 }
@@ -80,16 +84,15 @@ pub(crate) fn run(stage: Option<Stage>, settings: &Settings, stdin: impl io::Rea
 /// before the hook joins the container (docs/design.md#engine-shm): a
 /// user's volume at `/dev/shm` is never grown.
 fn engine_shm(
-    plan: &plan::Plan,
+    shm: Option<&Action>,
     id: &str,
     spec: &crate::oci::Spec,
     state_annotations: Option<&HashMap<String, String>>,
 ) -> Result<Option<Result<u64, plan::Note>>, HookError> {
-    let source = plan.actions.iter().find_map(|a| match a {
-        Action::Shm { existing: ShmSource::Bind { source }, way: ShmWay::Grow, .. } => Some(source.as_str()),
-        _ => None,
-    });
-    let Some(source) = source else { return Ok(None) };
+    let source = match shm {
+        Some(Action::Shm { existing: ShmSource::Bind { source }, way: ShmWay::Grow, .. }) => source.as_str(),
+        _ => return Ok(None),
+    };
     let ids = engine_shm::container_ids(Some(id), spec, state_annotations);
     Ok(Some(engine_shm::prove(source, &ids)?.map(|(_, dev)| dev)))
 }

@@ -5,7 +5,8 @@
 //! (runc and crun keep the last: docs/design.md#env-last), else the home
 //! field of the process uid's entry in the image's `/etc/passwd` (which
 //! only an executor can read: the plan asks for it with
-//! [`super::Plan::passwd_uid`] and is made again with the answer), else `/`.
+//! [`super::Question::Passwd`], and `HOME`'s step is taken again with the
+//! answer: [`super::Partial::answer`]), else `/`.
 //!
 //! What it gets never opens up the image: a home the image gives to
 //! another uid is left alone; a home that holds more than dot-entries, or
@@ -49,9 +50,9 @@ pub(super) enum Way {
 pub(super) enum Step {
     /// No home to mount, nothing to say (off, or unknown here).
     None,
-    /// Read `/etc/passwd` for this uid, then decide again.
+    /// Read `/etc/passwd` for this uid, then take this step again.
     Ask(u32),
-    /// Read what the image holds at this directory, then decide again.
+    /// Read what the image holds at this directory, then take this step again.
     Look(TargetPath),
     /// Left alone: the note says why.
     Left(Note),

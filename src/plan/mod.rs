@@ -39,10 +39,12 @@ use crate::target::TargetPath;
 /// What every annotation of ours starts with.
 const ANNOTATION_PREFIX: &str = "oci-tmpfs-hook/";
 
-/// The plan for one container: what every caller (the hook, the spec
-/// executor, the NRI plugin, `explain`) makes its plan with, from the spec,
-/// the state's annotations (the hook's; none elsewhere), the host config and
-/// the host's facts.
+/// The plan for one container as far as `user` tells: what NRI and
+/// `explain --manifest` make (they read nothing of the image), from the
+/// spec, the state's annotations (the hook's; none elsewhere), the host
+/// config and the host's facts. A plan that needs the image's answer keeps
+/// its question ([`Plan::question`]) and plans `HOME` as unknown; an
+/// executor that can read the image takes [`begin`] and [`finish`] instead.
 ///
 /// # Errors
 /// What [`decide`] fails with.
@@ -56,40 +58,223 @@ pub fn plan_for(
     decide(&Inputs { spec, state_annotations, settings, host_ram: host.ram, user })
 }
 
-/// Finishes `plan`, made from `user`: while it asks for what only the
-/// image can say ([`Plan::question`]: the passwd entry, then what the image
-/// holds at the home), `read` answers into the facts and the plan is made
-/// again with `make`. At most two reads: a plan that still asks after them
-/// is returned as it is. The one way every executor that reads the rootfs
-/// (the hook, the spec executor, `explain`) finishes a plan.
+/// The start of the plan for one container, for an executor that can read
+/// the image (the hook, the spec executor, `explain`): the plan, or the
+/// part of it made before `HOME` needs the image's answer
+/// ([`Decision::Asks`]), which [`finish`] completes. Nothing is planned twice.
 ///
 /// # Errors
-/// What `make` or `read` fail with.
+/// What [`decide`] fails with.
+pub fn begin<'a>(
+    spec: &'a Spec,
+    state_annotations: Option<&'a HashMap<String, String>>,
+    settings: &'a Settings,
+    host: HostFacts,
+    user: &UserFacts,
+) -> Result<Decision<'a>, PlanError> {
+    start(spec, state_annotations, settings, host.ram, user)
+}
+
+/// Finishes `decision`, begun with `user`: while it asks what only the
+/// image can say ([`Partial::question`]: the passwd entry, then what the
+/// image holds at the home), `read` answers into the facts and the part
+/// already made is finished with them. At most two reads; a decision that
+/// still asks after them is finished with its question open. The one way
+/// every executor that reads the rootfs finishes a plan.
+///
+/// # Errors
+/// What `read` fails with, or a home annotation the answer made invalid.
 pub fn finish<E: From<PlanError>>(
-    mut plan: Plan,
+    mut decision: Decision<'_>,
     mut user: UserFacts,
-    make: impl Fn(&UserFacts) -> Result<Plan, PlanError>,
     mut read: impl FnMut(&Question, &mut UserFacts) -> Result<(), E>,
 ) -> Result<Plan, E> {
     for _ in 0..2 {
-        let Some(q) = plan.question() else { break };
-        read(&q, &mut user)?;
-        plan = make(&user)?;
+        let Decision::Asks(partial) = decision else { break };
+        read(&partial.question, &mut user)?;
+        decision = partial.answer(&user)?;
     }
-    Ok(plan)
+    Ok(decision.unanswered(&user))
 }
 
-/// Decides what to mount.
+/// A plan, or the part of one made before `HOME` needs the image's answer.
+pub enum Decision<'a> {
+    /// Finished.
+    Done(Plan),
+    /// Everything but `HOME`'s part, made, and what to read for it.
+    Asks(Partial<'a>),
+}
+
+impl Decision<'_> {
+    /// The plan as far as `user` tells, a question left open
+    /// ([`Partial::unanswered`]).
+    pub fn unanswered(self, user: &UserFacts) -> Plan {
+        match self {
+            Decision::Done(plan) => plan,
+            Decision::Asks(partial) => partial.unanswered(user),
+        }
+    }
+
+    /// Whether an executor has anything to do ([`Plan::has_work`]; a
+    /// question may bring work).
+    pub fn has_work(&self) -> bool {
+        match self {
+            Decision::Done(plan) => plan.has_work(),
+            Decision::Asks(_) => true,
+        }
+    }
+
+    /// The `/dev/shm` action, which no answer changes: what the hook proves
+    /// on the host before it joins the container.
+    pub fn shm(&self) -> Option<&Action> {
+        match self {
+            Decision::Done(plan) => plan.actions.iter().find(|a| matches!(a, Action::Shm { .. })),
+            Decision::Asks(partial) => partial.made.shm.as_ref().ok(),
+        }
+    }
+
+    /// The spec's mounts, as the landing rule needs them.
+    pub fn spec_mounts(&self) -> &[SpecMount] {
+        match self {
+            Decision::Done(plan) => &plan.spec_mounts,
+            Decision::Asks(partial) => &partial.made.plan.spec_mounts,
+        }
+    }
+
+    /// Whether the plan's tmpfs carry a label (each carries the spec's).
+    pub fn labelled(&self) -> bool {
+        match self {
+            Decision::Done(plan) => plan.actions.iter().any(|a| a.tmpfs().label.is_some()),
+            Decision::Asks(partial) => partial.made.label.is_some(),
+        }
+    }
+}
+
+/// The part of a plan made before `HOME`: the enablement, the sizes, the
+/// temp targets, `/dev/shm`.
+pub struct Partial<'a> {
+    spec: &'a Spec,
+    state_annotations: Option<&'a HashMap<String, String>>,
+    settings: &'a Settings,
+    host_ram: crate::size::Bytes,
+    /// Boxed: a plan that ends before `HOME` (a writable root) moves no
+    /// more than its `Plan`.
+    made: Box<Made<'a>>,
+    question: Question,
+}
+
+impl<'a> Partial<'a> {
+    /// What the executor must read.
+    pub fn question(&self) -> &Question {
+        &self.question
+    }
+
+    /// The decision again from `HOME`'s step, with `user` holding the answer.
+    ///
+    /// # Errors
+    /// A home annotation the answer made invalid.
+    pub fn answer(self, user: &UserFacts) -> Result<Decision<'a>, PlanError> {
+        let step = home::home(&self.inputs(user), &self.made.temp_dirs)?;
+        Ok(match step {
+            home::Step::Ask(uid) => Decision::Asks(Partial { question: Question::Passwd(uid), ..self }),
+            home::Step::Look(path) => Decision::Asks(Partial { question: Question::HomeDir(path), ..self }),
+            step => {
+                let inputs = self.inputs(user);
+                Decision::Done(complete(&inputs, self.made, step))
+            }
+        })
+    }
+
+    /// The plan with its question left open (`HOME` unknown): what an
+    /// executor that cannot read the image carries out.
+    pub fn unanswered(self, user: &UserFacts) -> Plan {
+        let step = match self.question {
+            Question::Passwd(uid) => home::Step::Ask(uid),
+            Question::HomeDir(ref path) => home::Step::Look(path.clone()),
+        };
+        complete(&self.inputs(user), self.made, step)
+    }
+
+    fn inputs<'u>(&self, user: &'u UserFacts) -> Inputs<'u>
+    where
+        'a: 'u,
+    {
+        // Copies of the references: no borrow of `self` outlives this.
+        Inputs {
+            spec: self.spec,
+            state_annotations: self.state_annotations,
+            settings: self.settings,
+            host_ram: self.host_ram,
+            user,
+        }
+    }
+}
+
+/// What [`decide`] made before `HOME`'s step.
+struct Made<'a> {
+    plan: Plan,
+    sizes: sizes::Sizes,
+    spec_mounts: SpecMounts<'a>,
+    label: Option<String>,
+    targets: Vec<targets::Candidate>,
+    temp_dirs: Vec<TargetPath>,
+    /// `/dev/shm`'s action, or why it is left alone.
+    shm: Result<Action, Note>,
+}
+
+/// Decides what to mount, as far as `inputs.user` tells ([`plan_for`]).
 ///
 /// # Errors
 /// Invalid annotations, or a container enabled for the hook that names no
 /// rootfs.
 pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
+    let begun = start(inputs.spec, inputs.state_annotations, inputs.settings, inputs.host_ram, inputs.user)?;
+    Ok(begun.unanswered(inputs.user))
+}
+
+/// Every step up to `HOME`'s, made once, then `HOME`'s.
+fn start<'a>(
+    spec: &'a Spec,
+    state_annotations: Option<&'a HashMap<String, String>>,
+    settings: &'a Settings,
+    host_ram: crate::size::Bytes,
+    user: &UserFacts,
+) -> Result<Decision<'a>, PlanError> {
+    let inputs = Inputs { spec, state_annotations, settings, host_ram, user };
+    let made = match before_home(spec, &inputs)? {
+        Ok(made) => made,
+        Err(plan) => return Ok(Decision::Done(plan)),
+    };
+    let step = home::home(&inputs, &made.temp_dirs)?;
+    Ok(match step {
+        home::Step::Ask(uid) => Decision::Asks(Partial {
+            spec,
+            state_annotations,
+            settings,
+            host_ram,
+            made,
+            question: Question::Passwd(uid),
+        }),
+        home::Step::Look(path) => Decision::Asks(Partial {
+            spec,
+            state_annotations,
+            settings,
+            host_ram,
+            made,
+            question: Question::HomeDir(path),
+        }),
+        step => Decision::Done(complete(&inputs, made, step)),
+    })
+}
+
+/// Every step before `HOME`'s: the plan itself when it ends there (not
+/// enabled, no mount namespace of its own, a memory limit no tmpfs fits).
+fn before_home<'a>(spec: &'a Spec, inputs: &Inputs<'_>) -> Result<Result<Box<Made<'a>>, Plan>, PlanError> {
     let verdict = enable::enablement(inputs)?;
     let mut plan = Plan { enabled: verdict.enabled, why: verdict.why, off: verdict.off, ..Plan::default() };
     plan.notes.extend(inputs.ignored_annotations());
     if !plan.enabled {
-        return Ok(plan);
+        return Ok(Err(plan));
     }
     enable::check_container(inputs.spec)?;
     if let Some(note) = enable::unserved(inputs.spec) {
@@ -97,7 +282,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
         plan.off = Some(Off::NoMountNamespace);
         plan.why = format!("{}, but {}", plan.why, enable::NO_OWN_MOUNT_NAMESPACE);
         plan.notes.push(note);
-        return Ok(plan);
+        return Ok(Err(plan));
     }
     plan.owner = enable::container_root_owner(inputs.spec);
     if let Some(limit) = sizes::memory_limit(inputs.spec).filter(|l| l.0 < crate::size::MIN_BYTES) {
@@ -109,10 +294,10 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
                 "the memory limit {limit} is below 1Mi, the smallest tmpfs mounted: no tmpfs, nothing grown"
             ),
         ));
-        return Ok(plan);
+        return Ok(Err(plan));
     }
     let sizes = sizes::sizes(inputs)?;
-    let spec_mounts = SpecMounts::of(inputs.spec);
+    let spec_mounts = SpecMounts::of(spec);
     plan.spec_mounts = spec_mounts
         .0
         .iter()
@@ -121,15 +306,22 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
             ours: m.source().as_ref().is_some_and(|s| s.as_os_str() == crate::names::MOUNT_SOURCE),
         })
         .collect();
-
     let label = mount_label(inputs.spec);
-    let mut targets = targets::temp_targets(inputs, &mut plan.notes);
+    let targets = targets::temp_targets(inputs, &mut plan.notes);
     let temp_dirs: Vec<TargetPath> = targets
         .iter()
         .filter(|c| c.origins.iter().any(Origin::is_temp_dir))
         .map(|c| c.path.clone())
         .collect();
-    let home = match home::home(inputs, &temp_dirs)? {
+    let shm = shm::shm(&spec_mounts, sizes.shm.clone(), plan.owner, label.clone());
+    Ok(Ok(Box::new(Made { plan, sizes, spec_mounts, label, targets, temp_dirs, shm })))
+}
+
+/// The plan completed from `HOME`'s step `step`; a question (`Ask`,
+/// `Look`) is kept in the plan, unanswered.
+fn complete(inputs: &Inputs<'_>, made: Box<Made<'_>>, step: home::Step) -> Plan {
+    let Made { mut plan, sizes, spec_mounts, label, mut targets, temp_dirs: _, shm } = *made;
+    let home = match step {
         home::Step::None => None,
         home::Step::Ask(uid) => {
             plan.passwd_uid = Some(uid);
@@ -186,11 +378,11 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
             subdirs: nested.subdirs,
         });
     }
-    match shm::shm(&spec_mounts, sizes.shm, plan.owner, label) {
+    match shm {
         Ok(action) => plan.actions.push(action),
         Err(note) => plan.notes.push(note),
     }
-    Ok(plan)
+    plan
 }
 
 /// The tmpfs of the home (like the image's directory, or made for the
@@ -933,12 +1125,9 @@ mod tests {
         sets_env: bool,
     ) -> Plan {
         let spec: Spec = serde_json::from_value(config.clone()).expect("valid spec");
-        let make = |user: &UserFacts| {
-            decide(&Inputs { spec: &spec, state_annotations: None, settings, host_ram: RAM, user })
-        };
         let user = UserFacts { passwd: Passwd::NotRead, home_dir: None, sets_env };
-        let first = make(&user).expect("plan");
-        finish(first, user, make, |q, user| {
+        let first = begin(&spec, None, settings, HostFacts { ram: RAM }, &user).expect("plan");
+        finish(first, user, |q, user| {
             match q {
                 Question::Passwd(_) => user.passwd = passwd.clone(),
                 Question::HomeDir(path) => user.home_dir = Some((path.clone(), dir.clone())),

@@ -314,14 +314,14 @@ pub struct Plan {
     /// (docs/design.md#landing).
     #[serde(skip)]
     pub spec_mounts: Vec<SpecMount>,
-    /// `HOME` depends on the image's `/etc/passwd` entry for this uid: an
-    /// executor that can read the rootfs reads it and makes the plan again
-    /// with the answer ([`super::UserFacts`]).
+    /// `HOME` depends on the image's `/etc/passwd` entry for this uid, left
+    /// unanswered (NRI, `explain --manifest`): an executor that can read the
+    /// rootfs answers it instead ([`super::begin`], [`super::finish`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub passwd_uid: Option<u32>,
-    /// `HOME` depends on what the image holds at this directory: an
-    /// executor that can read the rootfs reads it and makes the plan again
-    /// with the answer ([`super::UserFacts::home_dir`]).
+    /// `HOME` depends on what the image holds at this directory, left
+    /// unanswered: an executor that can read the rootfs answers it instead
+    /// ([`super::UserFacts::home_dir`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub home_dir: Option<crate::target::TargetPath>,
     /// Set `HOME` to this in `process.env` (the runtime would give `/`;

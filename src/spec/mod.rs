@@ -1,6 +1,7 @@
 //! The spec executor, run on a bundle by the runtime wrapper (at `create`,
 //! where the rootfs is prepared) and by `inject --mode spec`: plan from the
-//! bundle's `config.json` ([`plan::plan_for`]), check every temp target
+//! bundle's `config.json` ([`plan::begin`], [`plan::finish`] with the
+//! rootfs' answers: [`host::answer`]), check every temp target
 //! against the rootfs by fd ([`host`]), write the mounts into `config.json`
 //! ([`edit`], pure), grow an engine-made `/dev/shm` on the host
 //! ([`crate::sys::engine_shm::grow`]). A plan that needs a directory inside
@@ -193,15 +194,15 @@ fn in_spec(
     }
     let host = input::host_facts()?;
     let user = plan::UserFacts { passwd: plan::Passwd::NotRead, home_dir: None, sets_env: true };
-    let make = |user: &plan::UserFacts| plan::plan_for(&parsed, None, settings, host, user);
-    let mut plan = make(&user)?;
+    let begun = plan::begin(&parsed, None, settings, host, &user)?;
     let rootfs = input::rootfs_path(&parsed, dir);
     let mut root = rootfs.as_deref().map(host::LazyRoot::new);
-    if let Some(root) = root.as_mut() {
-        plan = plan::finish(plan, user, make, |q, user| {
+    let plan = match root.as_mut() {
+        Some(root) => plan::finish(begun, user, |q, user| {
             host::answer(root, &parsed, q, user).map_err(SpecError::from)
-        })?;
-    }
+        })?,
+        None => begun.unanswered(&user),
+    };
     log::debug!("{}", plan.why);
     if !plan.has_work() {
         crate::report::decision(&plan);

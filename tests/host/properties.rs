@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use oci_tmpfs_hook::bundle::{self, HookEntry};
 use oci_tmpfs_hook::input::read_state;
 use oci_tmpfs_hook::plan::{
-    decide, finish, Action, DirFacts, HomeDir, Inputs, Owner, Passwd, PlanError, Question, SizeFrom,
-    UserFacts,
+    begin, decide, finish, Action, DirFacts, HomeDir, HostFacts, Inputs, Owner, Passwd, PlanError, Question,
+    SizeFrom, UserFacts,
 };
 use oci_tmpfs_hook::settings::{AnnotationPolicy, Settings};
 use oci_tmpfs_hook::size::{Bytes, Size, MIN_BYTES};
@@ -318,6 +318,42 @@ fn decide_accepts_valid_input_and_plans_only_safe_mounts() {
     );
 }
 
+/// The plan for `spec` finished as an executor finishes it ([`begin`],
+/// then [`finish`]: the passwd entry as `facts` says, the home directory as
+/// it says), checked against the plan made whole from the same answers.
+fn finished_plan(
+    spec: &oci_tmpfs_hook::oci::Spec,
+    settings: &Settings,
+    facts: &(UserFacts, HomeDir),
+) -> Result<oci_tmpfs_hook::plan::Plan, TestCaseError> {
+    let (user, dir) = facts;
+    let make =
+        |user: &UserFacts| decide(&Inputs { spec, state_annotations: None, settings, host_ram: RAM, user });
+    let refused = |e: PlanError| TestCaseError::fail(format!("decide refused valid input: {e}"));
+    let unread = UserFacts { passwd: Passwd::NotRead, ..user.clone() };
+    let answer = |q: &Question, u: &mut UserFacts| match q {
+        Question::Passwd(_) => u.passwd = user.passwd.clone(),
+        Question::HomeDir(path) => u.home_dir = Some((path.clone(), dir.clone())),
+    };
+    let first = begin(spec, None, settings, HostFacts { ram: RAM }, &unread).map_err(refused)?;
+    let plan = finish(first, unread.clone(), |q, u| {
+        answer(q, u);
+        Ok::<(), PlanError>(())
+    })
+    .map_err(refused)?;
+    // The part made before HOME's step, finished, is the plan made whole
+    // from the same answers: nothing of it depends on them.
+    let mut u = unread;
+    let mut whole = make(&u).map_err(refused)?;
+    for _ in 0..2 {
+        let Some(q) = whole.question() else { break };
+        answer(&q, &mut u);
+        whole = make(&u).map_err(refused)?;
+    }
+    prop_assert_eq!(&plan, &whole);
+    Ok(plan)
+}
+
 /// The plan for one valid case, checked; true when it had mounts to check.
 /// The plan is finished as an executor finishes it: the passwd entry as
 /// `user` says, the home directory as `dir` says.
@@ -328,19 +364,7 @@ fn check_plan(
 ) -> Result<bool, TestCaseError> {
     let (user, dir) = facts;
     let spec: oci_tmpfs_hook::oci::Spec = serde_json::from_value(config).unwrap();
-    let make = |user: &UserFacts| {
-        decide(&Inputs { spec: &spec, state_annotations: None, settings, host_ram: RAM, user })
-    };
-    let first = make(&UserFacts { passwd: Passwd::NotRead, ..user.clone() });
-    let first = first.map_err(|e| TestCaseError::fail(format!("decide refused valid input: {e}")))?;
-    let plan = finish(first, UserFacts { passwd: Passwd::NotRead, ..user.clone() }, make, |q, u| {
-        match q {
-            Question::Passwd(_) => u.passwd = user.passwd.clone(),
-            Question::HomeDir(path) => u.home_dir = Some((path.clone(), dir.clone())),
-        }
-        Ok::<(), PlanError>(())
-    });
-    let plan = plan.map_err(|e| TestCaseError::fail(format!("decide refused valid input: {e}")))?;
+    let plan = finished_plan(&spec, settings, facts)?;
     if !plan.enabled {
         prop_assert!(plan.actions.is_empty());
         return Ok(false);
