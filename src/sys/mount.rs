@@ -276,6 +276,8 @@ fn clear_read_only(mnt: &OwnedFd) -> Result<(), Errno> {
         propagation: u64,
         userns_fd: u64,
     }
+    // MOUNT_ATTR_SIZE_VER0: the size the kernel reads for this layout.
+    const _: () = assert!(std::mem::size_of::<MountAttr>() == 32);
     const MOUNT_ATTR_RDONLY: u64 = 0x1;
     let attr = MountAttr { attr_set: 0, attr_clr: MOUNT_ATTR_RDONLY, propagation: 0, userns_fd: 0 };
     // SAFETY: the path is a NUL-terminated empty string, `attr` is a valid

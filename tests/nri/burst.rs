@@ -82,7 +82,7 @@ fn p(v: &[f64], q: f64) -> f64 {
 }
 
 #[test]
-#[ignore]
+#[ignore = "a bench (minutes): bench/burst.sh runs it, and tests/run.sh as a smoke run"]
 fn bench_nri_burst() {
     let rounds: usize = std::env::var("NRI_BURST_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
     let sizes: Vec<usize> = std::env::var("NRI_BURST_PODS")

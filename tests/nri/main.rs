@@ -268,7 +268,7 @@ const BENCH_MAX_GROWTH_KIB: u64 = 2 << 10;
 /// `BENCH_MAX_HWM_KIB`, `BENCH_MAX_GROWTH_KIB`. The ratio of step 1 has no
 /// bound: at the load CI runs under, it cannot resolve ±10 ms.
 #[test]
-#[ignore]
+#[ignore = "a bench (minutes): bench/nri.sh runs it, and tests/run.sh as a smoke run with its bounds"]
 fn bench_nri_latency_and_memory() {
     let env = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let rounds = env("NRI_BENCH_ROUNDS", 30);

@@ -67,7 +67,9 @@ impl Drop for Marker {
 }
 
 fn all_mounts(pid: &str) -> Vec<MountInfo> {
-    parse_mountinfo(&std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap_or_default())
+    // A failed read would pass "nothing of ours on the host".
+    let path = format!("/proc/{pid}/mountinfo");
+    parse_mountinfo(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}")))
 }
 
 /// The host's mount table without other software's moving parts.

@@ -330,7 +330,8 @@ fn add_volume(b: &mut Bundle, dir: &HostDir, dest: &str) {
 fn mounts_under(pid: &str, path: &Path) -> Vec<String> {
     let p = path.display().to_string();
     let below = format!("{p}/");
-    parse_mountinfo(&std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap_or_default())
+    let table = format!("/proc/{pid}/mountinfo");
+    parse_mountinfo(&std::fs::read_to_string(&table).unwrap_or_else(|e| panic!("reading {table}: {e}")))
         .into_iter()
         .filter(|m| m.mount_point == p || m.mount_point.starts_with(&below))
         .map(|m| format!("{} {} {}", m.mount_point, m.fstype, m.source))
@@ -363,7 +364,9 @@ impl Host {
     /// `written` (relative paths the container wrote, which must be there).
     fn assert_untouched(&self, case: &str, written: &[&str]) {
         for pid in ["1", "self"] {
-            let text = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap_or_default();
+            // A failed read would pass "no tmpfs of ours".
+            let table = format!("/proc/{pid}/mountinfo");
+            let text = std::fs::read_to_string(&table).unwrap_or_else(|e| panic!("reading {table}: {e}"));
             let ours: Vec<_> = parse_mountinfo(&text).into_iter().filter(|m| m.source == OURS).collect();
             assert!(
                 ours.is_empty(),

@@ -436,7 +436,29 @@ fn own_fd(fd: i32) -> UnixStream {
 mod tests {
     use super::*;
     use std::io::Read as _;
+    use std::os::fd::{AsRawFd, IntoRawFd};
     use std::time::Instant;
+
+    #[test]
+    fn only_an_inherited_socket_above_stdio_is_taken() {
+        let refused = |value: &str| matches!(inherited(value), Err(StartError::Fd { .. }));
+        // Not a number, stdin/stdout/stderr, a negative fd, one not open.
+        for value in ["", "x", "3x", "0", "1", "2", "-1", "999999"] {
+            assert!(refused(value), "{value:?}");
+        }
+        // An open file that is not a socket is left open and not taken.
+        let file = std::fs::File::open("/proc/self/status").unwrap();
+        assert!(refused(&file.as_raw_fd().to_string()));
+        assert!(std::fs::metadata(format!("/proc/self/fd/{}", file.as_raw_fd())).is_ok());
+        // A socket is taken: what is written on its peer is read from it.
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        let fd = ours.into_raw_fd();
+        let mut taken = inherited(&fd.to_string()).expect("a socket above 2");
+        std::io::Write::write_all(&mut theirs, b"ok").unwrap();
+        let mut got = [0u8; 2];
+        taken.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"ok");
+    }
 
     /// A stop ends a pause at once, and shuts the read side of the watched
     /// socket; a socket watched after the stop is shut at once.
