@@ -8,6 +8,12 @@ use std::path::{Path, PathBuf};
 
 use crate::stage::Stage;
 
+/// The product's name: the binary's file name, and what every annotation
+/// key starts with ([`ANNOTATION_PREFIX`]).
+pub(crate) const BINARY_NAME: &str = "oci-tmpfs-hook";
+/// What every annotation of ours starts with.
+pub(crate) const ANNOTATION_PREFIX: &str = "oci-tmpfs-hook/";
+
 /// Annotation that forces the hook on (`true`) or off (`false`).
 pub const ANNOTATION_ENABLED: &str = "oci-tmpfs-hook/enabled";
 /// Annotation that sets the size of `/tmp` and the other temp targets.
@@ -98,7 +104,7 @@ pub(crate) fn rooted(root: &Path, path: &Path) -> PathBuf {
 
 /// The `source` of every tmpfs we mount or write into a spec: names them in
 /// `mountinfo` as ours.
-pub(crate) const MOUNT_SOURCE: &str = "oci-tmpfs-hook";
+pub(crate) const MOUNT_SOURCE: &str = BINARY_NAME;
 
 /// The annotation containerd's CRI puts on every container of a pod: the
 /// pod sandbox's id, which names the pod's shm directory.

@@ -198,7 +198,7 @@ mod tests {
     use crate::plan::{Owner, ShmSource};
     use crate::size::Bytes;
     use crate::stage::Stage;
-    use crate::sys::Call;
+    use crate::sys::Syscall;
 
     /// Records every call; fails where told to.
     #[derive(Default)]
@@ -285,7 +285,7 @@ mod tests {
         fn commit(&mut self, p: String) -> Result<(), SysError> {
             self.calls.push(format!("commit {p}"));
             if self.fail_commit == Some(p.as_str()) {
-                return Err(SysError::sys(Call::MoveMount, "attaching", p, rustix::io::Errno::IO));
+                return Err(SysError::sys(Syscall::MoveMount, "attaching", p, rustix::io::Errno::IO));
             }
             Ok(())
         }
@@ -297,7 +297,7 @@ mod tests {
     impl Recorder {
         fn prepared(&self, what: &str, done: Done) -> Result<Prepared<String>, SysError> {
             if self.fail_prepare == Some(what) {
-                return Err(SysError::sys(Call::Openat2, "resolving", what, rustix::io::Errno::IO));
+                return Err(SysError::sys(Syscall::Openat2, "resolving", what, rustix::io::Errno::IO));
             }
             if self.skip.contains(&what) {
                 return Ok(Prepared::Skip(Note::info(what, "already a mount point")));

@@ -35,7 +35,7 @@ use crate::plan::Note;
 use crate::size::Bytes;
 pub(crate) use crate::sys::copy::Fds;
 use crate::sys::copy::{CopyFs, Meta};
-use crate::sys::Call;
+use crate::sys::Syscall;
 
 pub(crate) use crate::sys::copy::Limits;
 #[cfg(doc)]
@@ -85,7 +85,7 @@ pub(crate) enum CopyError {
     /// More than `Limits::bytes` of file data.
     TooBig(Bytes),
     /// A system call failed on `path` (relative to the target).
-    Sys { call: Call, path: String, errno: Errno },
+    Sys { call: Syscall, path: String, errno: Errno },
 }
 
 impl CopyError {
@@ -137,7 +137,7 @@ pub(crate) fn copy_up<F: CopyFs>(
     if entries.is_empty() {
         return Ok(None);
     }
-    copier.dev = copier.fs.stat(src).map_err(sys(Call::Fstat, "."))?.dev;
+    copier.dev = copier.fs.stat(src).map_err(sys(Syscall::Fstat, "."))?.dev;
     copier.buf = vec![0; 64 << 10];
     let dst = copier.open_dir(dst, c".", "the new tmpfs")?;
     let src = copier.open_dir(src, c".", ".")?;
@@ -183,7 +183,7 @@ struct Copier<'f, F: CopyFs> {
 /// How many skipped paths the warning names.
 const NAMED_SKIPS: usize = 3;
 
-fn sys<'a>(call: Call, path: &'a str) -> impl FnOnce(Errno) -> CopyError + 'a {
+fn sys<'a>(call: Syscall, path: &'a str) -> impl FnOnce(Errno) -> CopyError + 'a {
     move |errno| CopyError::Sys { call, path: path.to_string(), errno }
 }
 
@@ -198,14 +198,14 @@ fn join(parent: &str, name: &CStr) -> String {
 
 impl<F: CopyFs> Copier<'_, F> {
     fn open_dir(&mut self, at: &F::Fd, name: &CStr, path: &str) -> Result<F::Fd, CopyError> {
-        self.fs.open_dir(at, name).map_err(sys(Call::Openat, path))
+        self.fs.open_dir(at, name).map_err(sys(Syscall::Openat, path))
     }
 
     /// The names in `dir` (without `.` and `..`), counted against the entry
     /// bound as they are read: a huge directory is not read to its end.
     fn list(&mut self, dir: F::Fd, path: &str) -> Result<Vec<CString>, CopyError> {
         let room = self.limits.entries.saturating_sub(self.done.entries);
-        let Some(names) = self.fs.list(dir, room).map_err(sys(Call::Getdents64, path))? else {
+        let Some(names) = self.fs.list(dir, room).map_err(sys(Syscall::Getdents64, path))? else {
             return Err(CopyError::TooMany(self.limits.entries));
         };
         self.done.entries += names.len() as u32;
@@ -237,7 +237,7 @@ impl<F: CopyFs> Copier<'_, F> {
                     self.done.entries -= 1;
                     continue;
                 }
-                Err(e) => return Err(sys(Call::Fstatat, &path)(e)),
+                Err(e) => return Err(sys(Syscall::Fstatat, &path)(e)),
             };
             match treat(st.kind, st.dev == self.dev) {
                 Treat::Dir => self.copy_dir(src, dst, &name, &path, depth)?,
@@ -261,7 +261,7 @@ impl<F: CopyFs> Copier<'_, F> {
             return Err(CopyError::TooDeep(self.limits.depth));
         }
         let from = self.open_dir(src, name, path)?;
-        let st = self.fs.stat(&from).map_err(sys(Call::Fstat, path))?;
+        let st = self.fs.stat(&from).map_err(sys(Syscall::Fstat, path))?;
         if st.dev != self.dev {
             // Swapped for a mount point since its stat.
             self.skip(format!("/{path}"));
@@ -275,7 +275,7 @@ impl<F: CopyFs> Copier<'_, F> {
         let planned = match self.fs.mkdir(dst, name) {
             Ok(()) => false,
             Err(Errno::EXIST) => true,
-            Err(e) => return Err(sys(Call::Mkdirat, path)(e)),
+            Err(e) => return Err(sys(Syscall::Mkdirat, path)(e)),
         };
         let to = self.open_dir(dst, name, path)?;
         self.copy_entries(&from, &to, names, path, depth + 1)?;
@@ -296,8 +296,8 @@ impl<F: CopyFs> Copier<'_, F> {
         // Checked on an `O_PATH` fd, then read through that fd, never
         // opened by its name: a device node renamed in meanwhile is never
         // opened (docs/design.md#reopen).
-        let at = self.fs.open_path(src, name).map_err(sys(Call::Openat, path))?;
-        let now = self.fs.stat(&at).map_err(sys(Call::Fstat, path))?;
+        let at = self.fs.open_path(src, name).map_err(sys(Syscall::Openat, path))?;
+        let now = self.fs.stat(&at).map_err(sys(Syscall::Fstat, path))?;
         if (now.dev, now.ino) != (st.dev, st.ino) || now.kind != FileType::RegularFile {
             // Swapped since its stat: not what was looked at.
             self.skip(format!("/{path}"));
@@ -311,10 +311,10 @@ impl<F: CopyFs> Copier<'_, F> {
         if self.done.bytes.saturating_add(now.size) > self.limits.bytes {
             return Err(CopyError::TooBig(Bytes(self.limits.bytes)));
         }
-        let from = self.fs.reopen(&at, &now).map_err(sys(Call::Openat, path))?;
-        let to = self.fs.create(dst, name).map_err(sys(Call::Openat, path))?;
+        let from = self.fs.reopen(&at, &now).map_err(sys(Syscall::Openat, path))?;
+        let to = self.fs.create(dst, name).map_err(sys(Syscall::Openat, path))?;
         loop {
-            let n = self.fs.read(&from, &mut self.buf[..]).map_err(sys(Call::Read, path))?;
+            let n = self.fs.read(&from, &mut self.buf[..]).map_err(sys(Syscall::Read, path))?;
             if n == 0 {
                 break;
             }
@@ -324,7 +324,7 @@ impl<F: CopyFs> Copier<'_, F> {
             }
             let mut chunk = &self.buf[..n];
             while !chunk.is_empty() {
-                let w = self.fs.write(&to, chunk).map_err(sys(Call::Write, path))?;
+                let w = self.fs.write(&to, chunk).map_err(sys(Syscall::Write, path))?;
                 chunk = &chunk[w..];
             }
         }
@@ -568,12 +568,12 @@ mod tests {
             dst: &String,
             name: &CStr,
             _: &Meta,
-        ) -> Result<(), (Call, Errno)> {
+        ) -> Result<(), (Syscall, Errno)> {
             self.calls.push(format!("link {}", MapFs::path(dst, name)));
             Ok(())
         }
 
-        fn set_meta(&mut self, fd: &String, _: &Meta) -> Result<(), (Call, Errno)> {
+        fn set_meta(&mut self, fd: &String, _: &Meta) -> Result<(), (Syscall, Errno)> {
             self.metas.push(fd.clone());
             Ok(())
         }
@@ -783,7 +783,7 @@ mod tests {
 
     #[test]
     fn a_stopped_copy_leaves_the_target_alone_and_says_why() {
-        let sys = CopyError::Sys { call: Call::Openat, path: "d/f".into(), errno: Errno::ACCESS };
+        let sys = CopyError::Sys { call: Syscall::Openat, path: "d/f".into(), errno: Errno::ACCESS };
         let cases = [
             (CopyError::TooMany(MAX_ENTRIES), "it has more than 4096 entries, past what copy-up takes"),
             (CopyError::TooDeep(MAX_DEPTH), "it is more than 16 directories deep, past what copy-up takes"),

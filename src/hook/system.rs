@@ -20,7 +20,7 @@ use crate::sys::mount::{self, is_mount_root};
 use crate::sys::ns::{self, NsEntry};
 use crate::sys::procfs::Proc;
 use crate::sys::resolve::{self, Root};
-use crate::sys::{Call, SysError};
+use crate::sys::{SysError, Syscall};
 use crate::target::TargetPath;
 
 /// A prepared effect.
@@ -90,7 +90,7 @@ impl System {
 fn shm_resolve_failed(e: rustix::io::Errno) -> Result<Prepared<Pending>, SysError> {
     match resolve::skip_reason(e) {
         Some(reason) => Ok(Prepared::Skip(Note::warn(SHM_PATH, reason))),
-        None => Err(SysError::sys(Call::Openat2, "resolving inside the rootfs", SHM_PATH, e)),
+        None => Err(SysError::sys(Syscall::Openat2, "resolving inside the rootfs", SHM_PATH, e)),
     }
 }
 

@@ -64,7 +64,7 @@ pub(crate) const STATE_FILE: &str = "/var/lib/oci-tmpfs-hook/node-install.json";
 /// it goes away at reboot and is never removed while someone may wait on it).
 pub(crate) const LOCK_FILE: &str = "/run/oci-tmpfs-hook-node.lock";
 /// The binary's name on the host.
-pub(crate) const BINARY_NAME: &str = "oci-tmpfs-hook";
+pub(crate) use crate::names::BINARY_NAME;
 /// The engines a Kubernetes node runs, in the order they are set up.
 pub(crate) const NODE_ENGINES: [Engine; 2] = [Engine::Containerd, Engine::Crio];
 /// The commented host config written when the host has none.

@@ -32,8 +32,8 @@ use super::proto::api;
 use crate::plan::Plan;
 use crate::stage::Stage;
 
-/// The prefix of our annotations, the ones copied from the pod.
-const ANNOTATION_PREFIX: &str = "oci-tmpfs-hook/";
+// The prefix of our annotations, the ones copied from the pod.
+use crate::names::ANNOTATION_PREFIX;
 
 /// The container files whose `ro` bind says the root is read-only.
 pub(crate) const READONLY_SIGNALS: [&str; 2] = ["/etc/hostname", "/etc/resolv.conf"];

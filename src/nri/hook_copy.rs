@@ -18,8 +18,8 @@ use super::adjust::HookSite;
 use crate::files::{self, Durability, FileError, Perms};
 use crate::input::MAX_SETTINGS_BYTES;
 
-/// The binary's file name in the hook directory.
-pub(crate) const BINARY: &str = "oci-tmpfs-hook";
+// The binary's file name in the hook directory.
+use crate::names::BINARY_NAME as BINARY;
 /// The host config's file name in the hook directory.
 pub(crate) const CONFIG: &str = "config.toml";
 /// The largest binary copied (the static release binary is a few MiB).

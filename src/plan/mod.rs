@@ -29,15 +29,13 @@ use inputs::SpecMounts;
 pub use inputs::{DirFacts, HomeDir, HostFacts, Inputs, Passwd, Question, UserFacts, PASSWD_MAX};
 pub use model::*;
 
+use crate::names::ANNOTATION_PREFIX;
 pub use crate::names::{
     ANNOTATION_ENABLED, ANNOTATION_HOME, ANNOTATION_HOME_SIZE, ANNOTATION_SHM_SIZE, ANNOTATION_TMP_SIZE,
     SHM_PATH,
 };
 use crate::settings::Settings;
 use crate::target::TargetPath;
-
-/// What every annotation of ours starts with.
-const ANNOTATION_PREFIX: &str = "oci-tmpfs-hook/";
 
 /// The plan for one container as far as `user` tells: what NRI and
 /// `explain --manifest` make (they read nothing of the image), from the

@@ -1,5 +1,5 @@
 //! What the runtime wrapper does before it execs the real runtime, given
-//! what the runtime is asked ([`Call`], plain values: the `runtime` command
+//! what the runtime is asked ([`RuntimeCall`], plain values: the `runtime` command
 //! parses the command line): on `create` and `run`, the plan carried out
 //! for the bundle as the host config's `mode` says, in `config.json`
 //! ([`super::carry_out`]) or by adding our hook ([`super::inject_hook`]);
@@ -25,7 +25,7 @@ use super::exec_home::{self, Exec};
 
 /// What the real runtime is asked to do, as far as the wrapper acts on it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Call<'a> {
+pub(crate) enum RuntimeCall<'a> {
     /// `create` or `run`: the bundle directory, and the container id when
     /// the command line names one.
     Create { bundle: &'a Path, id: Option<String> },
@@ -41,19 +41,19 @@ pub(crate) enum Call<'a> {
 /// # Errors
 /// The plan failed under `on_error = "fail"`.
 pub(crate) fn before_exec(
-    call: &Call<'_>,
+    call: &RuntimeCall<'_>,
     source: &HostConfigSource,
     settings: &Settings,
     real: &Path,
 ) -> Result<(), crate::error::Error> {
     match call {
-        Call::Exec(exec) => {
+        RuntimeCall::Exec(exec) => {
             crate::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
             exec_home::carry_over(exec, real.file_name().unwrap_or_default(), settings.home);
             Ok(())
         }
-        Call::Create { bundle, id } => prepare(bundle, source, settings, real, id.as_deref()),
-        Call::Other => Ok(()),
+        RuntimeCall::Create { bundle, id } => prepare(bundle, source, settings, real, id.as_deref()),
+        RuntimeCall::Other => Ok(()),
     }
 }
 

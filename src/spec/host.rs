@@ -12,7 +12,7 @@ use crate::plan::{Action, Note, Passwd, Plan, Question, UserFacts};
 use crate::sys::copy::Limits;
 use crate::sys::procfs::Proc;
 use crate::sys::resolve::{self, Contents, Root, Rootfs};
-use crate::sys::{Call, SysError};
+use crate::sys::{SysError, Syscall};
 use crate::target::TargetPath;
 
 /// The prepared rootfs, opened on first use: the passwd read and the
@@ -290,7 +290,7 @@ fn image_files(holding: &[Holding]) -> Option<String> {
 
 /// The error for a mountpoint directory that cannot be read.
 fn read_error(what: &str, e: rustix::io::Errno) -> SysError {
-    SysError::sys(Call::Getdents64, "reading the mountpoint", what, e)
+    SysError::sys(Syscall::Getdents64, "reading the mountpoint", what, e)
 }
 
 /// Where one temp target goes, read-only (for `explain`).

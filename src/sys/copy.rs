@@ -16,7 +16,7 @@ use std::os::fd::OwnedFd;
 use rustix::fs::{AtFlags, Dir, FileType, Gid, Mode, OFlags, Stat, Timespec, Timestamps, Uid};
 use rustix::io::Errno;
 
-use super::error::Call;
+use super::error::Syscall;
 use super::procfs::{Checked, Proc};
 use crate::size::Bytes;
 
@@ -138,13 +138,13 @@ pub(crate) trait CopyFs {
         dst: &Self::Fd,
         name: &CStr,
         meta: &Meta,
-    ) -> Result<(), (Call, Errno)>;
+    ) -> Result<(), (Syscall, Errno)>;
     /// Gives `fd` the owner, then the mode (a chown clears set-id bits),
     /// then the times of `meta`: `fchown(2)`, `fchmod(2)`, `futimens(2)`.
     ///
     /// # Errors
     /// The call that failed, and its errno.
-    fn set_meta(&mut self, fd: &Self::Fd, meta: &Meta) -> Result<(), (Call, Errno)>;
+    fn set_meta(&mut self, fd: &Self::Fd, meta: &Meta) -> Result<(), (Syscall, Errno)>;
 }
 
 /// The real calls, by rustix, reading files through the host's procfs
@@ -246,21 +246,21 @@ impl CopyFs for Fds<'_> {
         dst: &OwnedFd,
         name: &CStr,
         meta: &Meta,
-    ) -> Result<(), (Call, Errno)> {
+    ) -> Result<(), (Syscall, Errno)> {
         // Its text, never what it points to.
-        let text = rustix::fs::readlinkat(src, name, Vec::new()).map_err(|e| (Call::Readlinkat, e))?;
-        rustix::fs::symlinkat(text.as_c_str(), dst, name).map_err(|e| (Call::Symlinkat, e))?;
+        let text = rustix::fs::readlinkat(src, name, Vec::new()).map_err(|e| (Syscall::Readlinkat, e))?;
+        rustix::fs::symlinkat(text.as_c_str(), dst, name).map_err(|e| (Syscall::Symlinkat, e))?;
         let (uid, gid) = (Uid::from_raw(meta.uid), Gid::from_raw(meta.gid));
         rustix::fs::chownat(dst, name, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(|e| (Call::Fchownat, e))?;
+            .map_err(|e| (Syscall::Fchownat, e))?;
         rustix::fs::utimensat(dst, name, &times(meta), AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(|e| (Call::Utimensat, e))
+            .map_err(|e| (Syscall::Utimensat, e))
     }
 
-    fn set_meta(&mut self, fd: &OwnedFd, meta: &Meta) -> Result<(), (Call, Errno)> {
+    fn set_meta(&mut self, fd: &OwnedFd, meta: &Meta) -> Result<(), (Syscall, Errno)> {
         let (uid, gid) = (Uid::from_raw(meta.uid), Gid::from_raw(meta.gid));
-        rustix::fs::fchown(fd, Some(uid), Some(gid)).map_err(|e| (Call::Fchown, e))?;
-        rustix::fs::fchmod(fd, Mode::from_raw_mode(meta.mode)).map_err(|e| (Call::Fchmod, e))?;
-        rustix::fs::futimens(fd, &times(meta)).map_err(|e| (Call::Futimens, e))
+        rustix::fs::fchown(fd, Some(uid), Some(gid)).map_err(|e| (Syscall::Fchown, e))?;
+        rustix::fs::fchmod(fd, Mode::from_raw_mode(meta.mode)).map_err(|e| (Syscall::Fchmod, e))?;
+        rustix::fs::futimens(fd, &times(meta)).map_err(|e| (Syscall::Futimens, e))
     }
 }

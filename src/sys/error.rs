@@ -1,9 +1,9 @@
 //! The syscall layer's one error, [`SysError`]: what can stop resolving,
 //! mounting, joining a namespace or growing an engine's shm, with every
-//! failed system call typed by [`Call`] (the call, what it was doing, on
+//! failed system call typed by [`Syscall`] (the call, what it was doing, on
 //! which path, and the kernel that added it, so `ENOSYS` names the Linux
 //! version needed without matching strings). Copy-up names its calls with
-//! the same [`Call`]. No policy here: which failure is a skip and which an
+//! the same [`Syscall`]. No policy here: which failure is a skip and which an
 //! error is the caller's.
 
 use std::fmt;
@@ -16,7 +16,7 @@ use crate::stage::Stage;
 
 /// A system call this layer makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Call {
+pub(crate) enum Syscall {
     Open,
     Openat,
     Openat2,
@@ -47,59 +47,59 @@ pub(crate) enum Call {
     MountSetattr,
 }
 
-impl Call {
+impl Syscall {
     /// Its name in section 2 of the manual.
     pub(crate) fn name(self) -> &'static str {
         match self {
-            Call::Open => "open",
-            Call::Openat => "openat",
-            Call::Openat2 => "openat2",
-            Call::Mkdirat => "mkdirat",
-            Call::Fchown => "fchown",
-            Call::Fchownat => "fchownat",
-            Call::Fchmod => "fchmod",
-            Call::Stat => "stat",
-            Call::Fstat => "fstat",
-            Call::Fstatat => "fstatat",
-            Call::Read => "read",
-            Call::Write => "write",
-            Call::Readlinkat => "readlinkat",
-            Call::Symlinkat => "symlinkat",
-            Call::Utimensat => "utimensat",
-            Call::Futimens => "futimens",
-            Call::Getdents64 => "getdents64",
-            Call::Statfs => "fstatfs",
-            Call::Statx => "statx",
-            Call::PidfdOpen => "pidfd_open",
-            Call::Setns => "setns",
-            Call::Fsopen => "fsopen",
-            Call::Fsconfig => "fsconfig",
-            Call::Fsmount => "fsmount",
-            Call::Fspick => "fspick",
-            Call::MoveMount => "move_mount",
-            Call::OpenTree => "open_tree",
-            Call::MountSetattr => "mount_setattr",
+            Syscall::Open => "open",
+            Syscall::Openat => "openat",
+            Syscall::Openat2 => "openat2",
+            Syscall::Mkdirat => "mkdirat",
+            Syscall::Fchown => "fchown",
+            Syscall::Fchownat => "fchownat",
+            Syscall::Fchmod => "fchmod",
+            Syscall::Stat => "stat",
+            Syscall::Fstat => "fstat",
+            Syscall::Fstatat => "fstatat",
+            Syscall::Read => "read",
+            Syscall::Write => "write",
+            Syscall::Readlinkat => "readlinkat",
+            Syscall::Symlinkat => "symlinkat",
+            Syscall::Utimensat => "utimensat",
+            Syscall::Futimens => "futimens",
+            Syscall::Getdents64 => "getdents64",
+            Syscall::Statfs => "fstatfs",
+            Syscall::Statx => "statx",
+            Syscall::PidfdOpen => "pidfd_open",
+            Syscall::Setns => "setns",
+            Syscall::Fsopen => "fsopen",
+            Syscall::Fsconfig => "fsconfig",
+            Syscall::Fsmount => "fsmount",
+            Syscall::Fspick => "fspick",
+            Syscall::MoveMount => "move_mount",
+            Syscall::OpenTree => "open_tree",
+            Syscall::MountSetattr => "mount_setattr",
         }
     }
 
     /// The Linux version that added it, for calls younger than 5.0.
     pub(crate) fn since(self) -> Option<&'static str> {
         match self {
-            Call::Openat2 => Some("5.6"),
-            Call::PidfdOpen => Some("5.3"),
-            Call::Fsopen
-            | Call::Fsconfig
-            | Call::Fsmount
-            | Call::Fspick
-            | Call::MoveMount
-            | Call::OpenTree => Some("5.2"),
-            Call::MountSetattr => Some("5.12"),
+            Syscall::Openat2 => Some("5.6"),
+            Syscall::PidfdOpen => Some("5.3"),
+            Syscall::Fsopen
+            | Syscall::Fsconfig
+            | Syscall::Fsmount
+            | Syscall::Fspick
+            | Syscall::MoveMount
+            | Syscall::OpenTree => Some("5.2"),
+            Syscall::MountSetattr => Some("5.12"),
             _ => None,
         }
     }
 }
 
-impl fmt::Display for Call {
+impl fmt::Display for Syscall {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}(2)", self.name())
     }
@@ -127,14 +127,14 @@ pub(crate) enum SysError {
     #[error("cannot tell this mount namespace from the host's (neither /proc/1/ns/mnt nor /proc/1/mountinfo is readable); refusing to mount")]
     InitUnknown,
     #[error("{call} is not available in this kernel (Linux {since} or later is needed); refusing to mount without it")]
-    Unsupported { call: Call, since: &'static str },
+    Unsupported { call: Syscall, since: &'static str },
     #[error("{0} is not the root of a procfs, through which the image's files are opened by fd; mount proc at /proc on the host")]
     NotProcfs(&'static str),
     #[error("the rootfs {0} is the host's root directory; refusing")]
     RootIsHost(PathBuf),
     #[error("{op} {path}")]
     Sys {
-        call: Call,
+        call: Syscall,
         op: &'static str,
         path: String,
         #[source]
@@ -145,7 +145,7 @@ pub(crate) enum SysError {
 impl SysError {
     /// The error for `call` failing with `e` while doing `op` on `path`;
     /// `ENOSYS` from a call younger than 5.0 names the kernel needed.
-    pub(crate) fn sys(call: Call, op: &'static str, path: impl Into<String>, e: Errno) -> Self {
+    pub(crate) fn sys(call: Syscall, op: &'static str, path: impl Into<String>, e: Errno) -> Self {
         match (e, call.since()) {
             (Errno::NOSYS, Some(since)) => SysError::Unsupported { call, since },
             _ => SysError::Sys { call, op, path: path.into(), source: e.into() },
@@ -153,8 +153,8 @@ impl SysError {
     }
 }
 
-/// `map_err` helper: `.map_err(fail(Call::Fsopen, "creating a tmpfs for", path))`.
-pub(crate) fn fail<'a>(call: Call, op: &'static str, path: &'a str) -> impl Fn(Errno) -> SysError + 'a {
+/// `map_err` helper: `.map_err(fail(Syscall::Fsopen, "creating a tmpfs for", path))`.
+pub(crate) fn fail<'a>(call: Syscall, op: &'static str, path: &'a str) -> impl Fn(Errno) -> SysError + 'a {
     move |e| SysError::sys(call, op, path, e)
 }
 
@@ -165,11 +165,11 @@ mod tests {
     #[test]
     fn enosys_names_the_kernel_only_for_young_calls() {
         let cases = [
-            (Call::Openat2, Errno::NOSYS, Some("5.6")),
-            (Call::Fspick, Errno::NOSYS, Some("5.2")),
-            (Call::PidfdOpen, Errno::NOSYS, Some("5.3")),
-            (Call::Open, Errno::NOSYS, None),
-            (Call::Openat2, Errno::PERM, None),
+            (Syscall::Openat2, Errno::NOSYS, Some("5.6")),
+            (Syscall::Fspick, Errno::NOSYS, Some("5.2")),
+            (Syscall::PidfdOpen, Errno::NOSYS, Some("5.3")),
+            (Syscall::Open, Errno::NOSYS, None),
+            (Syscall::Openat2, Errno::PERM, None),
         ];
         for (call, e, want) in cases {
             let got = match SysError::sys(call, "doing", "/x", e) {
@@ -178,7 +178,7 @@ mod tests {
             };
             assert_eq!(got, want, "{call} {e:?}");
         }
-        let text = SysError::sys(Call::Fsopen, "x", "/x", Errno::NOSYS).to_string();
+        let text = SysError::sys(Syscall::Fsopen, "x", "/x", Errno::NOSYS).to_string();
         assert!(text.starts_with("fsopen(2) is not available") && text.contains("Linux 5.2"), "{text}");
     }
 }

@@ -1,7 +1,7 @@
 //! The syscall layer under both fd executors, the hook ([`crate::hook`]) and
 //! the spec executor ([`crate::spec`]): every system call the mount path
 //! makes, by fd, each failure typed by one error ([`SysError`], whose
-//! [`Call`] names the call). [`resolve`] walks the hostile rootfs with
+//! [`Syscall`] names the call). [`resolve`] walks the hostile rootfs with
 //! `openat2(2)` in-root ([`resolve::Root`]: temp targets, the landing rule's
 //! judgement, the image's `/etc/passwd`); [`mount`] builds, attaches, grows
 //! and clones tmpfs mounts (`fsopen`/`fsmount`/`move_mount`/`fspick`,
@@ -29,7 +29,7 @@ pub(crate) mod ns;
 pub(crate) mod procfs;
 pub(crate) mod resolve;
 
-pub(crate) use error::{Call, SysError};
+pub(crate) use error::{SysError, Syscall};
 
 #[cfg(test)]
 pub(crate) mod fake;

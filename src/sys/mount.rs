@@ -20,7 +20,7 @@ use rustix::mount::{
     FsMountFlags, FsOpenFlags, FsPickFlags, MountAttrFlags, MoveMountFlags, OpenTreeFlags, UnmountFlags,
 };
 
-use super::error::{fail, Call, SysError};
+use super::error::{fail, SysError, Syscall};
 use crate::plan::{Owner, Tmpfs, SHM_PATH, TMPFS_MODE};
 use crate::size::Bytes;
 
@@ -77,15 +77,15 @@ pub(crate) fn selinux_enabled() -> bool {
 /// The kernel refused a step.
 pub(crate) fn build(t: &Tmpfs, subdirs: &[String], what: &str, selinux: bool) -> Result<OwnedFd, SysError> {
     let fs = rustix::mount::fsopen("tmpfs", FsOpenFlags::FSOPEN_CLOEXEC).map_err(fail(
-        Call::Fsopen,
+        Syscall::Fsopen,
         "creating a tmpfs context for",
         what,
     ))?;
     let set = |key: &str, value: String, op| {
-        rustix::mount::fsconfig_set_string(&fs, key, value).map_err(fail(Call::Fsconfig, op, what))
+        rustix::mount::fsconfig_set_string(&fs, key, value).map_err(fail(Syscall::Fsconfig, op, what))
     };
     set("size", t.size.bytes.0.to_string(), "setting the tmpfs size for")?;
-    set("source", "oci-tmpfs-hook".into(), "naming the tmpfs for")?;
+    set("source", crate::names::MOUNT_SOURCE.into(), "naming the tmpfs for")?;
     set("mode", format!("{:o}", t.mode), "setting the tmpfs mode for")?;
     if let Some(n) = t.nr_inodes {
         set("nr_inodes", n.to_string(), "setting nr_inodes for")?;
@@ -105,14 +105,14 @@ pub(crate) fn build(t: &Tmpfs, subdirs: &[String], what: &str, selinux: bool) ->
             }
             Err(e) => {
                 return Err(fail(
-                    Call::Fsconfig,
+                    Syscall::Fsconfig,
                     "setting the SELinux context (the spec's mountLabel) for",
                     what,
                 )(e))
             }
         }
     }
-    rustix::mount::fsconfig_create(&fs).map_err(fail(Call::Fsconfig, "creating the tmpfs for", what))?;
+    rustix::mount::fsconfig_create(&fs).map_err(fail(Syscall::Fsconfig, "creating the tmpfs for", what))?;
     let mut attrs = MountAttrFlags::empty();
     for (on, flag) in [
         (t.nosuid, MountAttrFlags::MOUNT_ATTR_NOSUID),
@@ -124,7 +124,7 @@ pub(crate) fn build(t: &Tmpfs, subdirs: &[String], what: &str, selinux: bool) ->
         }
     }
     let mnt = rustix::mount::fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, attrs).map_err(fail(
-        Call::Fsmount,
+        Syscall::Fsmount,
         "making the tmpfs mount for",
         what,
     ))?;
@@ -140,7 +140,7 @@ pub(crate) fn build(t: &Tmpfs, subdirs: &[String], what: &str, selinux: bool) ->
 
 /// Creates `rel` (and its parents) with `mode` inside a fresh, still detached
 /// tmpfs: nobody else can see it yet, and `O_NOFOLLOW` keeps it that simple.
-fn make_dirs(mnt: &OwnedFd, rel: &str, mode: u32, owner: Option<Owner>) -> Result<(), (Call, Errno)> {
+fn make_dirs(mnt: &OwnedFd, rel: &str, mode: u32, owner: Option<Owner>) -> Result<(), (Syscall, Errno)> {
     let open = |dir: &OwnedFd, name: &str| {
         rustix::fs::openat(
             dir,
@@ -148,20 +148,20 @@ fn make_dirs(mnt: &OwnedFd, rel: &str, mode: u32, owner: Option<Owner>) -> Resul
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|e| (Call::Open, e))
+        .map_err(|e| (Syscall::Open, e))
     };
     let mut dir = open(mnt, ".")?;
     for part in rel.split('/').filter(|p| !p.is_empty()) {
         match rustix::fs::mkdirat(&dir, part, Mode::from_raw_mode(0o700)) {
             Ok(()) | Err(Errno::EXIST) => {}
-            Err(e) => return Err((Call::Mkdirat, e)),
+            Err(e) => return Err((Syscall::Mkdirat, e)),
         }
         dir = open(&dir, part)?;
         if let Some(o) = owner {
             let (uid, gid) = (rustix::fs::Uid::from_raw(o.uid), rustix::fs::Gid::from_raw(o.gid));
-            rustix::fs::fchown(&dir, Some(uid), Some(gid)).map_err(|e| (Call::Fchown, e))?;
+            rustix::fs::fchown(&dir, Some(uid), Some(gid)).map_err(|e| (Syscall::Fchown, e))?;
         }
-        rustix::fs::fchmod(&dir, Mode::from_raw_mode(mode)).map_err(|e| (Call::Fchmod, e))?;
+        rustix::fs::fchmod(&dir, Mode::from_raw_mode(mode)).map_err(|e| (Syscall::Fchmod, e))?;
     }
     Ok(())
 }
@@ -171,7 +171,7 @@ fn make_dirs(mnt: &OwnedFd, rel: &str, mode: u32, owner: Option<Owner>) -> Resul
 /// # Errors
 /// `fstatfs` failing.
 pub(crate) fn tmpfs_size(fd: &OwnedFd, what: &str) -> Result<Option<Bytes>, SysError> {
-    let sfs = rustix::fs::fstatfs(fd).map_err(|e| SysError::sys(Call::Statfs, "reading", what, e))?;
+    let sfs = rustix::fs::fstatfs(fd).map_err(|e| SysError::sys(Syscall::Statfs, "reading", what, e))?;
     if sfs.f_type as u64 != TMPFS_MAGIC {
         return Ok(None);
     }
@@ -194,9 +194,9 @@ pub(crate) fn growth(current: Bytes, size: Bytes) -> Result<(), String> {
 /// The kernel refused.
 pub(crate) fn resize(fd: &OwnedFd, size: Bytes, what: &str) -> Result<OwnedFd, SysError> {
     let fs = rustix::mount::fspick(fd, "", FsPickFlags::FSPICK_EMPTY_PATH | FsPickFlags::FSPICK_CLOEXEC)
-        .map_err(fail(Call::Fspick, "picking the superblock of", what))?;
+        .map_err(fail(Syscall::Fspick, "picking the superblock of", what))?;
     rustix::mount::fsconfig_set_string(&fs, "size", size.0.to_string()).map_err(fail(
-        Call::Fsconfig,
+        Syscall::Fsconfig,
         "setting the size of",
         what,
     ))?;
@@ -208,7 +208,7 @@ pub(crate) fn resize(fd: &OwnedFd, size: Bytes, what: &str) -> Result<OwnedFd, S
 /// # Errors
 /// The kernel refused.
 pub(crate) fn reconfigure(fs: &OwnedFd, what: &str) -> Result<(), SysError> {
-    rustix::mount::fsconfig_reconfigure(fs).map_err(fail(Call::Fsconfig, "resizing the tmpfs of", what))
+    rustix::mount::fsconfig_reconfigure(fs).map_err(fail(Syscall::Fsconfig, "resizing the tmpfs of", what))
 }
 
 /// Attaches the detached mount `mnt` onto the resolved directory `target`.
@@ -223,7 +223,7 @@ pub(crate) fn attach(mnt: &OwnedFd, target: &OwnedFd, what: &str) -> Result<(), 
         "",
         MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
     )
-    .map_err(fail(Call::MoveMount, "attaching the tmpfs on", what))
+    .map_err(fail(Syscall::MoveMount, "attaching the tmpfs on", what))
 }
 
 /// Detaches an attached mount (rollback, best effort).
@@ -246,21 +246,21 @@ pub(crate) fn detach(mnt: &OwnedFd) {
 /// namespace: EPERM).
 pub(crate) fn writable_clone(mnt: &OwnedFd, what: &str) -> Result<OwnedFd, SysError> {
     clone_writable(mnt).map_err(|(call, e)| match call {
-        Call::OpenTree => SysError::sys(call, "cloning the mount, to make it writable:", what, e),
+        Syscall::OpenTree => SysError::sys(call, "cloning the mount, to make it writable:", what, e),
         _ => SysError::sys(call, "making the mount writable:", what, e),
     })
 }
 
 /// [`writable_clone`] with the failed call and its errno: `open_tree(2)`
 /// `OPEN_TREE_CLONE`, then [`clear_read_only`].
-pub(super) fn clone_writable(mnt: &OwnedFd) -> Result<OwnedFd, (Call, Errno)> {
+pub(super) fn clone_writable(mnt: &OwnedFd) -> Result<OwnedFd, (Syscall, Errno)> {
     let clone = rustix::mount::open_tree(
         mnt,
         "",
         OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC | OpenTreeFlags::AT_EMPTY_PATH,
     )
-    .map_err(|e| (Call::OpenTree, e))?;
-    clear_read_only(&clone).map_err(|e| (Call::MountSetattr, e))?;
+    .map_err(|e| (Syscall::OpenTree, e))?;
+    clear_read_only(&clone).map_err(|e| (Syscall::MountSetattr, e))?;
     Ok(clone)
 }
 
@@ -304,7 +304,7 @@ fn clear_read_only(mnt: &OwnedFd) -> Result<(), Errno> {
 /// `statx` failing.
 pub(crate) fn is_mount_root(fd: &OwnedFd) -> Result<bool, SysError> {
     let sx = rustix::fs::statx(fd, "", AtFlags::EMPTY_PATH, StatxFlags::BASIC_STATS)
-        .map_err(|e| SysError::sys(Call::Statx, "reading", SHM_PATH, e))?;
+        .map_err(|e| SysError::sys(Syscall::Statx, "reading", SHM_PATH, e))?;
     Ok(sx.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT)
         && sx.stx_attributes.contains(StatxAttributes::MOUNT_ROOT))
 }

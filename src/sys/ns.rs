@@ -12,7 +12,7 @@ use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags};
 use rustix::thread::{LinkNameSpaceType, ThreadNameSpaceType};
 
-use super::error::{Call, SysError};
+use super::error::{SysError, Syscall};
 use crate::stage::Stage;
 
 /// How the hook gets into the container's mount namespace, from the stage it
@@ -53,7 +53,8 @@ impl std::fmt::Display for NsEntry {
 type NsId = (u64, u64);
 
 fn ns_id(path: &str) -> Result<NsId, SysError> {
-    let st = rustix::fs::stat(path).map_err(|e| SysError::sys(Call::Stat, "reading namespace", path, e))?;
+    let st =
+        rustix::fs::stat(path).map_err(|e| SysError::sys(Syscall::Stat, "reading namespace", path, e))?;
     Ok((st.st_dev, st.st_ino))
 }
 
@@ -195,7 +196,7 @@ fn join(stage: Stage, pid: Option<i64>) -> Result<(), SysError> {
     let shown = raw.to_string();
     let pidfd = rustix::process::pidfd_open(p, PidfdFlags::empty()).map_err(|e| match e {
         Errno::SRCH => SysError::NoProcess(raw),
-        e => SysError::sys(Call::PidfdOpen, "opening a pidfd for process", shown.as_str(), e),
+        e => SysError::sys(Syscall::PidfdOpen, "opening a pidfd for process", shown.as_str(), e),
     })?;
     let theirs = ns_id(&format!("/proc/{raw}/ns/mnt"))?;
     if theirs == own {
@@ -210,16 +211,16 @@ fn join(stage: Stage, pid: Option<i64>) -> Result<(), SysError> {
         Err(Errno::INVAL) => {
             let path = format!("/proc/{raw}/ns/mnt");
             let nsfd = rustix::fs::open(path.as_str(), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
-                .map_err(|e| SysError::sys(Call::Open, "opening", path.as_str(), e))?;
+                .map_err(|e| SysError::sys(Syscall::Open, "opening", path.as_str(), e))?;
             rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::CONT)
                 .map_err(|_| SysError::NoProcess(raw))?;
             rustix::thread::move_into_link_name_space(nsfd.as_fd(), Some(LinkNameSpaceType::Mount)).map_err(
-                |e| SysError::sys(Call::Setns, "joining the mount namespace of", path.as_str(), e),
+                |e| SysError::sys(Syscall::Setns, "joining the mount namespace of", path.as_str(), e),
             )?;
         }
         Err(e) => {
             return Err(SysError::sys(
-                Call::Setns,
+                Syscall::Setns,
                 "joining the mount namespace of process",
                 shown.as_str(),
                 e,

@@ -15,7 +15,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use rustix::fs::{FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
-use super::error::{Call, SysError};
+use super::error::{SysError, Syscall};
 
 /// procfs' `f_type` (`PROC_SUPER_MAGIC` in `<linux/magic.h>`).
 pub(crate) const PROC_SUPER_MAGIC: i64 = 0x9fa0;
@@ -67,14 +67,14 @@ impl Proc {
     fn open_at(path: &'static str) -> Result<Proc, SysError> {
         let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rustix::fs::open(path, flags, Mode::empty())
-            .map_err(|e| SysError::sys(Call::Open, "opening the host's procfs", path, e))?;
-        let fs = rustix::fs::fstatfs(&fd).map_err(|e| SysError::sys(Call::Statfs, "reading", path, e))?;
+            .map_err(|e| SysError::sys(Syscall::Open, "opening the host's procfs", path, e))?;
+        let fs = rustix::fs::fstatfs(&fd).map_err(|e| SysError::sys(Syscall::Statfs, "reading", path, e))?;
         // `f_type` is an i64 here, narrower on some other targets.
         #[allow(clippy::useless_conversion)]
         if i64::from(fs.f_type) != PROC_SUPER_MAGIC {
             return Err(SysError::NotProcfs(path));
         }
-        let st = rustix::fs::fstat(&fd).map_err(|e| SysError::sys(Call::Fstat, "reading", path, e))?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| SysError::sys(Syscall::Fstat, "reading", path, e))?;
         // `st_ino` is a u64 here, narrower on some other targets.
         #[allow(clippy::useless_conversion)]
         if u64::from(st.st_ino) != PROC_ROOT_INO {

@@ -14,7 +14,7 @@ use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
 use super::copy::Limits;
-use super::error::{Call, SysError};
+use super::error::{SysError, Syscall};
 use super::mount;
 use super::procfs::{Checked, Proc, PROC_SUPER_MAGIC};
 use crate::landing::{self, Entry, Landing, Stop, Tree, Walk};
@@ -66,10 +66,10 @@ impl Root {
     pub(crate) fn open(rootfs: &Path) -> Result<Root, SysError> {
         let shown = rootfs.display().to_string();
         let fd = rustix::fs::open(rootfs, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| SysError::sys(Call::Open, "opening the rootfs", shown.as_str(), e))?;
+            .map_err(|e| SysError::sys(Syscall::Open, "opening the rootfs", shown.as_str(), e))?;
         let st = rustix::fs::fstat(&fd)
-            .map_err(|e| SysError::sys(Call::Stat, "reading the rootfs", shown.as_str(), e))?;
-        let host = rustix::fs::stat("/").map_err(|e| SysError::sys(Call::Stat, "reading", "/", e))?;
+            .map_err(|e| SysError::sys(Syscall::Stat, "reading the rootfs", shown.as_str(), e))?;
+        let host = rustix::fs::stat("/").map_err(|e| SysError::sys(Syscall::Stat, "reading", "/", e))?;
         let name = fd_name(&fd);
         if (st.st_dev, st.st_ino) == (host.st_dev, host.st_ino) || name == "/" || name.is_empty() {
             return Err(SysError::RootIsHost(rootfs.to_path_buf()));
@@ -154,7 +154,7 @@ impl Root {
                     Some(reason) => {
                         Ok(Err(Note { subject: what.into(), reason: reason.into(), warn: e != Errno::XDEV }))
                     }
-                    None => Err(SysError::sys(Call::Openat2, "resolving inside the rootfs", what, e)),
+                    None => Err(SysError::sys(Syscall::Openat2, "resolving inside the rootfs", what, e)),
                 };
             }
         };
@@ -197,7 +197,7 @@ impl Root {
     /// rootfs that may not be changed (then the tmpfs keeps the directory's
     /// mode).
     pub(crate) fn set_mode(&self, fd: &OwnedFd, mode: u32, what: &str) -> Result<bool, SysError> {
-        let st = rustix::fs::fstat(fd).map_err(|e| SysError::sys(Call::Stat, "reading", what, e))?;
+        let st = rustix::fs::fstat(fd).map_err(|e| SysError::sys(Syscall::Stat, "reading", what, e))?;
         if st.st_mode & 0o7777 == mode {
             return Ok(false);
         }
@@ -206,7 +206,7 @@ impl Root {
             Ok(()) => Ok(true),
             // A rootfs we may not change: the tmpfs keeps the directory's mode.
             Err(Errno::ROFS | Errno::PERM | Errno::ACCESS) => Ok(false),
-            Err(e) => Err(SysError::sys(Call::Fchmod, "setting the mode of the mountpoint", what, e)),
+            Err(e) => Err(SysError::sys(Syscall::Fchmod, "setting the mode of the mountpoint", what, e)),
         }
     }
 
@@ -246,7 +246,7 @@ impl Root {
     /// # Errors
     /// `fstat` failing.
     pub(crate) fn claim(&mut self, fd: &OwnedFd, real: &str, what: &str) -> Result<Option<String>, SysError> {
-        let st = rustix::fs::fstat(fd).map_err(|e| SysError::sys(Call::Stat, "reading", what, e))?;
+        let st = rustix::fs::fstat(fd).map_err(|e| SysError::sys(Syscall::Stat, "reading", what, e))?;
         let id = (st.st_dev, st.st_ino);
         if let Some((_, first)) = self.claimed.iter().find(|(d, _)| *d == id) {
             return Ok(Some(format!("it is the same directory as {}", first.what)));
@@ -638,7 +638,7 @@ pub(crate) fn host_shm_dev() -> Option<u64> {
 /// # Errors
 /// `fstat(2)` failed; `what` names it.
 pub(crate) fn kind_and_dev(fd: &OwnedFd, what: &str) -> Result<(FileType, u64), SysError> {
-    let st = rustix::fs::fstat(fd).map_err(|e| SysError::sys(Call::Stat, "reading", what, e))?;
+    let st = rustix::fs::fstat(fd).map_err(|e| SysError::sys(Syscall::Stat, "reading", what, e))?;
     Ok((FileType::from_raw_mode(st.st_mode), st.st_dev))
 }
 
@@ -656,7 +656,7 @@ pub(crate) fn passwd_in(proc: &Proc, dir: &OwnedFd, rel: &str, uid: u32) -> Resu
         Err(Errno::NOENT) => return Ok(Passwd::NoEntry),
         Err(Errno::NOSYS) => {
             return Err(SysError::sys(
-                Call::Openat2,
+                Syscall::Openat2,
                 "resolving inside the rootfs",
                 "/etc/passwd",
                 Errno::NOSYS,

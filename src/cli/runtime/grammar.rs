@@ -9,7 +9,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::spec::dispatch::Call;
+use crate::spec::dispatch::RuntimeCall;
 use crate::spec::exec_home::Exec;
 
 /// Global options that take a value (`--root R` or `--root=R`): runc's
@@ -144,9 +144,9 @@ impl CommandLine {
     /// or `run` with its bundle (the current directory when none is named)
     /// and container id, an `exec` with its process file, container id and
     /// the global `--root`, or anything else.
-    pub(crate) fn call(&self) -> Call<'_> {
+    pub(crate) fn call(&self) -> RuntimeCall<'_> {
         if let Some(exec) = &self.exec {
-            return Call::Exec(Exec {
+            return RuntimeCall::Exec(Exec {
                 process: exec.process.as_deref(),
                 id: exec.id.as_deref(),
                 chooses: exec.chooses,
@@ -155,9 +155,9 @@ impl CommandLine {
         }
         if self.creating.is_some() {
             let bundle = self.bundle.as_deref().unwrap_or(Path::new("."));
-            return Call::Create { bundle, id: self.container_id() };
+            return RuntimeCall::Create { bundle, id: self.container_id() };
         }
-        Call::Other
+        RuntimeCall::Other
     }
 }
 
@@ -537,17 +537,17 @@ mod tests {
     /// file, id, choice and global `--root`, and nothing of any other line.
     #[test]
     fn each_line_is_the_call_it_names() {
-        let call_of = |args: &[&str], check: &dyn Fn(Call<'_>)| {
+        let call_of = |args: &[&str], check: &dyn Fn(RuntimeCall<'_>)| {
             let args: Vec<OsString> = args.iter().map(OsString::from).collect();
             check(CommandLine::parse(&args).call());
         };
         call_of(&["--root", "/r", "create", "-b", "/b", "ID"], &|c| {
-            assert_eq!(c, Call::Create { bundle: Path::new("/b"), id: Some("ID".into()) });
+            assert_eq!(c, RuntimeCall::Create { bundle: Path::new("/b"), id: Some("ID".into()) });
         });
         call_of(&["run", "ID"], &|c| {
-            assert_eq!(c, Call::Create { bundle: Path::new("."), id: Some("ID".into()) });
+            assert_eq!(c, RuntimeCall::Create { bundle: Path::new("."), id: Some("ID".into()) });
         });
-        call_of(&["create"], &|c| assert_eq!(c, Call::Create { bundle: Path::new("."), id: None }));
+        call_of(&["create"], &|c| assert_eq!(c, RuntimeCall::Create { bundle: Path::new("."), id: None }));
         call_of(&["--root", "/r", "exec", "-u", "0", "-p", "/p", "ID", "sh"], &|c| {
             let want = Exec {
                 process: Some(Path::new("/p")),
@@ -555,11 +555,11 @@ mod tests {
                 chooses: true,
                 root: Some(Path::new("/r")),
             };
-            assert_eq!(c, Call::Exec(want));
+            assert_eq!(c, RuntimeCall::Exec(want));
         });
-        call_of(&["exec"], &|c| assert_eq!(c, Call::Exec(Exec::default())));
+        call_of(&["exec"], &|c| assert_eq!(c, RuntimeCall::Exec(Exec::default())));
         for other in [&["state", "ID"][..], &["--root", "/r", "delete", "ID"], &["features"], &[]] {
-            call_of(other, &|c| assert_eq!(c, Call::Other, "{other:?}"));
+            call_of(other, &|c| assert_eq!(c, RuntimeCall::Other, "{other:?}"));
         }
     }
 
