@@ -37,7 +37,7 @@ impl Plugin for AddMount {
 }
 
 fn main() {
-    oci_tmpfs_hook::logger::init(log::LevelFilter::Info);
+    oci_tmpfs_hook::process::logger::init(log::LevelFilter::Info);
     let mut args = std::env::args().skip(1);
     let mut get = std::collections::HashMap::new();
     while let (Some(k), Some(v)) = (args.next(), args.next()) {

@@ -13,44 +13,42 @@
 //!   hook and gives an `exec` the `HOME` it set), [`hook`] (by fd in the
 //!   container's namespace), [`nri`] (the NRI plugin, which hands
 //!   containers to the hook); beside them [`node`] (the node installer) and
-//!   [`diagnose`] (the `doctor` command's checks), over [`engine`] (each
+//!   [`doctor`] (the `doctor` command's checks), over [`engine`] (each
 //!   engine's registration, its changes and its checks).
 //! - [`sys`]: the syscall layer under both fd executors, [`spec`] and
 //!   [`hook`] (openat2 in the rootfs, the mount calls, namespaces, an
-//!   engine's shm, copy-up's calls), with one typed error.
+//!   engine's shm, copy-up's calls, `doctor`'s kernel probes), with one
+//!   typed error.
 //! - [`real_runtime`]: the runtime the wrapper execs, and whether its
 //!   version may be handed our temp-target mounts (asked once, cached).
 //! - [`manifest`]: `explain --manifest`, Kubernetes pod templates as the
 //!   plan's input (pure; off the hook's and the wrapper's path).
-//! - [`report`]: how a plan and its outcome are worded for the log;
-//!   [`logger`]: the log backend (where records go; it knows no plan).
+//! - [`report`]: how a plan and its outcome are worded for the log.
 //! - [`input`] (bounded reads of the state, `config.json` and the host
 //!   config, and the host's facts, which it gives the plan as
-//!   [`plan::HostFacts`]), [`bundle`] (`config.json` edits).
-//! - [`plan`], pure: what to mount; [`landing`], the landing rule the hook
-//!   and the spec executor share.
+//!   [`plan::HostFacts`]); the spec executor's `config.json` edits are
+//!   [`spec::bundle`].
+//! - [`plan`], pure: what to mount, and [`plan::landing`], the landing rule
+//!   the hook and the spec executor share.
 //! - values and helpers: [`settings`], [`size`], [`target`], [`stage`],
-//!   [`names`], [`files`], and [`error`] at the bottom; [`arena`], the
-//!   process's allocator; [`termination`], SIGTERM and SIGINT for the
-//!   commands that run until stopped.
+//!   [`names`], [`files`], and [`error`] at the bottom; [`process`], what
+//!   belongs to the process: its allocator, its log backend, SIGTERM and
+//!   SIGINT for the commands that run until stopped.
 
-pub mod arena;
-pub mod bundle;
 pub mod cli;
-pub(crate) mod diagnose;
+pub(crate) mod doctor;
 pub mod engine;
 pub mod error;
 pub(crate) mod files;
 pub(crate) mod hook;
 pub mod input;
-pub(crate) mod landing;
-pub mod logger;
 pub(crate) mod manifest;
 pub(crate) mod names;
 pub(crate) mod node;
 pub mod nri;
 pub mod oci;
 pub mod plan;
+pub mod process;
 pub(crate) mod real_runtime;
 pub(crate) mod report;
 pub mod settings;
@@ -58,5 +56,7 @@ pub mod size;
 pub(crate) mod spec;
 pub mod stage;
 pub(crate) mod sys;
+
+/// The spec executor's `config.json` edits, public for the property tests.
+pub use spec::bundle;
 pub mod target;
-pub(crate) mod termination;

@@ -5,15 +5,15 @@
 
 use std::process::ExitCode;
 
-use oci_tmpfs_hook::arena::{Arena, ARENA_BYTES};
 use oci_tmpfs_hook::cli;
+use oci_tmpfs_hook::process::arena::{Arena, ARENA_BYTES};
 
 /// A bump arena before the C library's allocator (docs/design.md#arena).
 #[global_allocator]
 static ALLOCATOR: Arena<ARENA_BYTES> = Arena::new();
 
 fn main() -> ExitCode {
-    oci_tmpfs_hook::logger::init(log::LevelFilter::Warn);
+    oci_tmpfs_hook::process::logger::init(log::LevelFilter::Warn);
     match cli::try_main() {
         Ok(code) => code,
         Err(e) => cli::print_error(e.as_ref()),

@@ -1,7 +1,7 @@
 //! What a plan decided and what an executor did, worded for the log: the
 //! one place that turns a [`Plan`]'s notes and caps and an executor's
 //! effects into log records (warning or information). Where the records go
-//! is the backend's ([`crate::logger`]), which knows nothing of plans.
+//! is the backend's ([`crate::process::logger`]), which knows nothing of plans.
 
 use crate::plan::{Cap, HomeWay, Note, Plan, SizeFrom};
 

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::HostConfigArg;
-use crate::diagnose;
+use crate::doctor;
 use crate::engine::check::Context;
 use crate::error::{Error, EXIT_FAILED};
 
@@ -30,7 +30,7 @@ pub(crate) fn run(args: &DoctorArgs) -> Result<ExitCode, Error> {
     let config = args.config.source(&root);
     let search_path = super::search_path(args.root.as_deref());
     let ctx = Context { root, binary, config, search_path };
-    let checks = diagnose::run_all(&ctx);
+    let checks = doctor::run_all(&ctx);
     for c in &checks {
         println!("{}", c.line());
     }

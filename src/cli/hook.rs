@@ -52,7 +52,7 @@ pub(crate) fn registered_argv(args: &[std::ffi::OsString]) -> Option<HookArgs> {
 /// The host config cannot be used, or (`on_error = "fail"`) anything after.
 pub(crate) fn run(args: &HookArgs) -> Result<ExitCode, Error> {
     let settings = args.config.source(Path::new("/")).read()?;
-    crate::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
+    crate::process::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
     match crate::hook::run(args.stage, &settings, io::stdin().lock()) {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) if settings.on_error == OnError::Warn => {

@@ -7,11 +7,11 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::absolute_path;
-use crate::bundle::{self, HookEntry};
 use crate::error::Error;
 use crate::input::HostConfigSource;
 use crate::settings::Mode;
 use crate::spec;
+use crate::spec::bundle::{self, HookEntry};
 use crate::stage::Stage;
 
 #[derive(Clone, Debug, Args)]

@@ -12,7 +12,7 @@ use clap::Args;
 
 use crate::error::{Error, EXIT_USAGE};
 use crate::node::{self, NodeAction, Options, RestartMode};
-use crate::termination::Termination;
+use crate::process::termination::Termination;
 
 /// `node install` / `node uninstall`.
 #[derive(Clone, Debug, Args)]

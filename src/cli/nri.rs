@@ -22,7 +22,7 @@ use crate::error::Error;
 use crate::nri::hook_copy::HookDir;
 use crate::nri::stub::{self, Identity, Status, Stop};
 use crate::nri::{self, Policy};
-use crate::termination::Termination;
+use crate::process::termination::Termination;
 
 /// The longest a stop may take before the process exits anyway: a request
 /// that does not end, or a stop during the copy into --hook-dir (atomic,

@@ -44,7 +44,7 @@ pub(crate) enum HookError {
 /// carrying it out failed.
 pub(crate) fn run(stage: Option<Stage>, settings: &Settings, stdin: impl io::Read) -> Result<(), HookError> {
     let state = input::read_state(stdin)?;
-    crate::logger::set_container(&state.id);
+    crate::process::logger::set_container(&state.id);
     // Before the bundle is read: at startContainer nothing can be done.
     let entry = stage.map(ns::NsEntry::at).transpose()?;
     let spec = input::read_spec(&state.bundle)?;

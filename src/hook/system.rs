@@ -14,7 +14,7 @@ use rustix::fs::FileType;
 
 use super::apply::{Done, Mounter, Prepared};
 use super::copyup::{self, Fds, Limits};
-use crate::landing::{self, Landing};
+use crate::plan::landing::{self, Landing};
 use crate::plan::{HomeDir, Note, Passwd, ShmWay, SpecMount, Tmpfs, SHM_PATH};
 use crate::sys::mount::{self, is_mount_root};
 use crate::sys::ns::{self, NsEntry};

@@ -242,7 +242,7 @@ fn read_host_config(source: &HostConfigSource) -> Result<HostConfig, InputError>
 /// The host config's log level, and its log file when it changed.
 pub(crate) fn apply_logging(new: &Settings, old: &Settings) {
     let changed = new.log_file.as_deref().filter(|f| Some(*f) != old.log_file.as_deref());
-    crate::logger::configure(new.log_level.filter(), changed);
+    crate::process::logger::configure(new.log_level.filter(), changed);
 }
 
 impl Plugin for Policy {

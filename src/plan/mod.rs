@@ -15,6 +15,7 @@
 mod enable;
 mod home;
 mod inputs;
+pub(crate) mod landing;
 mod model;
 mod shm;
 mod sizes;

@@ -14,11 +14,11 @@
 
 use std::path::Path;
 
-use crate::bundle::HookEntry;
 use crate::error::chain;
 use crate::input::HostConfigSource;
 use crate::settings::{Mode, OnError, Settings};
 use crate::spec;
+use crate::spec::bundle::HookEntry;
 use crate::stage::Stage;
 
 use super::exec_home::{self, Exec};
@@ -48,7 +48,7 @@ pub(crate) fn before_exec(
 ) -> Result<(), crate::error::Error> {
     match call {
         RuntimeCall::Exec(exec) => {
-            crate::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
+            crate::process::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
             exec_home::carry_over(exec, real.file_name().unwrap_or_default(), settings.home);
             Ok(())
         }
@@ -66,12 +66,12 @@ fn prepare(
     real: &Path,
     id: Option<&str>,
 ) -> Result<(), crate::error::Error> {
-    crate::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
+    crate::process::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
     match id {
-        Some(id) => crate::logger::set_container(id),
+        Some(id) => crate::process::logger::set_container(id),
         None => {
             if let Some(name) = dir.canonicalize().ok().as_deref().and_then(Path::file_name) {
-                crate::logger::set_container(&name.to_string_lossy());
+                crate::process::logger::set_container(&name.to_string_lossy());
             }
         }
     }

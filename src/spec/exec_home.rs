@@ -215,7 +215,7 @@ fn add_home(exec: &Exec<'_>, runtime: &OsStr) -> Result<Decision, ExecHomeError>
     }
     let id = exec.id.ok_or(ExecHomeError::NoId)?;
     let id = plain_id(id).ok_or_else(|| ExecHomeError::BadId(id.to_os_string()))?;
-    crate::logger::set_container(id);
+    crate::process::logger::set_container(id);
     let bundle = find_bundle(&state_files(runtime, exec.root), id, runtime)?;
     let spec = input::read_spec(&bundle).map_err(ExecHomeError::Config)?;
     let container = spec.process().clone().unwrap_or_default();

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::landing;
+use crate::plan::landing;
 use crate::plan::{Action, Note, Passwd, Plan, Question, UserFacts};
 use crate::sys::copy::Limits;
 use crate::sys::procfs::Proc;
@@ -155,7 +155,7 @@ fn place_in<R: Rootfs>(root: &mut R, plan: &Plan, no_copy_up: Option<&str>) -> R
         let what = target.as_str();
         let stat = image_stats.iter().find(|(t, _)| *t == what).and_then(|(_, st)| *st);
         if let Some(note) =
-            crate::landing::not_the_processs(what, stat.map(|(_, uid)| uid), tmpfs.image_owner)
+            crate::plan::landing::not_the_processs(what, stat.map(|(_, uid)| uid), tmpfs.image_owner)
         {
             out.refused.push((what.to_string(), note));
             continue;
@@ -374,8 +374,8 @@ fn routes_in<R: Rootfs>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::landing::Entry;
     use crate::plan::fixtures::{mount, tmpfs};
+    use crate::plan::landing::Entry;
     use crate::plan::SpecMount;
     use crate::sys::fake::FakeRoot;
 

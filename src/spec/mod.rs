@@ -7,6 +7,7 @@
 //! ([`crate::sys::engine_shm::grow`]). A plan that needs a directory inside
 //! a fresh tmpfs (`TMPDIR=/tmp/job`) gets the hook instead.
 
+pub mod bundle;
 pub(crate) mod dispatch;
 pub(crate) mod edit;
 pub(crate) mod exec_home;
@@ -15,12 +16,12 @@ pub(crate) mod route;
 
 use std::path::Path;
 
-use crate::bundle::{self, BundleError, HookEntry};
 use crate::input;
 use crate::plan;
 use crate::settings::{Mode, Settings};
 use crate::stage::Stage;
 use crate::sys::{engine_shm, SysError};
+use bundle::{BundleError, HookEntry};
 
 /// What the edit did, for the caller to print or log.
 #[derive(Debug, Default, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use rustix::io::Errno;
 use super::copy::Limits;
 use super::resolve::{clash, skip_reason, Claim, Contents, Rootfs};
 use super::SysError;
-use crate::landing::{Entry, Tree};
+use crate::plan::landing::{Entry, Tree};
 use crate::plan::Note;
 use crate::target::TargetPath;
 

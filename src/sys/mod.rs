@@ -26,6 +26,7 @@ pub(crate) mod engine_shm;
 pub(crate) mod error;
 pub(crate) mod mount;
 pub(crate) mod ns;
+pub(crate) mod probe;
 pub(crate) mod procfs;
 pub(crate) mod resolve;
 

@@ -17,7 +17,7 @@ use super::copy::Limits;
 use super::error::{SysError, Syscall};
 use super::mount;
 use super::procfs::{Checked, Proc, PROC_SUPER_MAGIC};
-use crate::landing::{self, Entry, Landing, Stop, Tree, Walk};
+use crate::plan::landing::{self, Entry, Landing, Stop, Tree, Walk};
 use crate::plan::{self, HomeDir, Note, Passwd, SpecMount};
 use crate::size::Bytes;
 use crate::target::{self, TargetPath};

@@ -1,20 +1,20 @@
 //! The checks the `doctor` command prints: what a platform engineer runs after installing, or when a
 //! container still fails. Each check gives `ok` or `problem` plus the fix.
 //!
-//! The kernel checks really call what the hook needs, harmlessly:
-//! `openat2(2)` with `RESOLVE_IN_ROOT` on `/`, `fsopen(2)` of a tmpfs context
-//! that is closed without creating or mounting anything, `pidfd_open(2)` on
-//! ourselves. Nothing here mounts or writes. The registration checks are the
+//! The kernel checks really call what the hook needs, harmlessly, through
+//! the syscall layer's probes ([`crate::sys::probe`]). Nothing here mounts
+//! or writes. The registration checks are the
 //! engines' own ([`crate::engine::Registrar::check`]): this module only loops
 //! over the engines it finds, and parses no engine config itself.
 
-use rustix::fs::{Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
 use serde_json::Value;
 
 use crate::engine::check::{Check, Context};
 use crate::engine::{on_path, Engine, Way};
 use crate::names::rooted;
 use crate::settings::Settings;
+use crate::sys::probe;
 
 /// Every check, in report order.
 pub(crate) fn run_all(ctx: &Context) -> Vec<Check> {
@@ -41,10 +41,10 @@ pub(crate) fn run_all(ctx: &Context) -> Vec<Check> {
 // ---------------------------------------------------------------------------
 // Kernel and privileges.
 
-fn errno_fix(e: rustix::io::Errno, min_kernel: &str) -> String {
+fn errno_fix(e: Errno, min_kernel: &str) -> String {
     match e {
-        rustix::io::Errno::NOSYS => format!("the kernel lacks it: use Linux {min_kernel} or newer"),
-        rustix::io::Errno::PERM | rustix::io::Errno::ACCESS => {
+        Errno::NOSYS => format!("the kernel lacks it: use Linux {min_kernel} or newer"),
+        Errno::PERM | Errno::ACCESS => {
             "run as root with CAP_SYS_ADMIN (the engines run the hook that way); a seccomp filter may also block it"
                 .into()
         }
@@ -52,46 +52,29 @@ fn errno_fix(e: rustix::io::Errno, min_kernel: &str) -> String {
     }
 }
 
-/// openat2 / fsopen / pidfd_open, each really called.
+/// openat2 / fsopen / pidfd_open, each really called ([`probe`]).
 pub(crate) fn kernel_checks() -> Vec<Check> {
-    let mut checks = Vec::new();
-    let resolve = rustix::fs::open("/", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .and_then(|root| {
-            rustix::fs::openat2(
-                &root,
-                ".",
-                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                Mode::empty(),
-                ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_XDEV,
-            )
-        });
-    checks.push(match resolve {
-        Ok(_) => Check::ok("kernel", "openat2(RESOLVE_IN_ROOT) works"),
-        Err(e) => {
-            Check::problem("kernel", format!("openat2(RESOLVE_IN_ROOT) fails: {e}"), errno_fix(e, "5.6"))
-        }
-    });
-    checks.push(match rustix::mount::fsopen("tmpfs", rustix::mount::FsOpenFlags::FSOPEN_CLOEXEC) {
-        Ok(_fd) => {
-            Check::ok("kernel", "fsopen(\"tmpfs\") works (new mount API: fsconfig/fsmount/move_mount)")
-        }
-        Err(e) => Check::problem("kernel", format!("fsopen(\"tmpfs\") fails: {e}"), errno_fix(e, "5.2")),
-    });
-    checks.push(
-        match rustix::process::pidfd_open(rustix::process::getpid(), rustix::process::PidfdFlags::empty()) {
-            Ok(_fd) => Check::ok("kernel", "pidfd_open works"),
-            Err(e) => Check::problem("kernel", format!("pidfd_open fails: {e}"), errno_fix(e, "5.3")),
+    let check = |name: &str, min_kernel: &str, result: Result<(), Errno>| match result {
+        Ok(()) => Check::ok("kernel", format!("{name} works")),
+        Err(e) => Check::problem("kernel", format!("{name} fails: {e}"), errno_fix(e, min_kernel)),
+    };
+    vec![
+        check("openat2(RESOLVE_IN_ROOT)", "5.6", probe::openat2_in_root()),
+        match probe::fsopen_tmpfs() {
+            Ok(()) => {
+                Check::ok("kernel", "fsopen(\"tmpfs\") works (new mount API: fsconfig/fsmount/move_mount)")
+            }
+            Err(e) => Check::problem("kernel", format!("fsopen(\"tmpfs\") fails: {e}"), errno_fix(e, "5.2")),
         },
-    );
-    checks
+        check("pidfd_open", "5.3", probe::pidfd_open_self()),
+    ]
 }
 
 /// Root and CAP_SYS_ADMIN (the engines run the hook as root).
 pub(crate) fn privilege_checks() -> Vec<Check> {
-    let root = rustix::process::geteuid().is_root();
-    let sys_admin = has_sys_admin();
+    let root = probe::is_root();
     let what = "privileges";
-    vec![match (root, sys_admin) {
+    vec![match (root, probe::has_sys_admin()) {
         (true, Ok(true)) => Check::ok(what, "running as root with CAP_SYS_ADMIN"),
         (_, Ok(has)) => Check::problem(
             what,
@@ -104,13 +87,6 @@ pub(crate) fn privilege_checks() -> Vec<Check> {
         ),
         (_, Err(e)) => Check::problem(what, format!("reading capabilities: {e}"), "run doctor as root"),
     }]
-}
-
-/// Whether this process has CAP_SYS_ADMIN in its effective set
-/// ([capget(2)](https://man7.org/linux/man-pages/man2/capget.2.html)).
-fn has_sys_admin() -> rustix::io::Result<bool> {
-    let sets = rustix::thread::capabilities(None)?;
-    Ok(sets.effective.contains(rustix::thread::CapabilitySet::SYS_ADMIN))
 }
 
 // ---------------------------------------------------------------------------
@@ -240,7 +216,7 @@ mod tests {
         let status = std::fs::read_to_string("/proc/self/status").unwrap();
         let hex = status.lines().find_map(|l| l.strip_prefix("CapEff:")).unwrap().trim();
         let eff = u64::from_str_radix(hex, 16).unwrap();
-        assert_eq!(has_sys_admin().unwrap(), eff & (1 << 21) != 0, "CapEff {hex}");
+        assert_eq!(probe::has_sys_admin().unwrap(), eff & (1 << 21) != 0, "CapEff {hex}");
     }
 
     #[test]
