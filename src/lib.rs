@@ -5,13 +5,14 @@
 //!
 //! Layers, each importing only the ones below it (no import circle):
 //! - [`cli`]: one file per subcommand, its flags and a thin `run`; the
-//!   runtime wrapper's is `runtime`, with runc's command-line grammar.
+//!   runtime wrapper's is `runtime`, in front of [`wrapper`].
+//! - [`wrapper`]: the runtime wrapper: runc's command-line grammar, what
+//!   each call gets (the spec executor on `create`, the `HOME` an `exec`
+//!   carries over), the real runtime found and judged by its version.
 //! - the executors, each taking a [`plan::Plan`] from [`plan::begin`] and
 //!   [`plan::finish`] (NRI: [`plan::plan_for`], which reads nothing):
 //!   [`spec`] (tmpfs entries written into `config.json`, checked on the
-//!   rootfs by fd; and the runtime wrapper's dispatch, which picks it or the
-//!   hook and gives an `exec` the `HOME` it set), [`hook`] (by fd in the
-//!   container's namespace), [`nri`] (the NRI plugin, which hands
+//!   rootfs by fd), [`hook`] (by fd in the container's namespace), [`nri`] (the NRI plugin, which hands
 //!   containers to the hook); beside them [`node`] (the node installer) and
 //!   [`doctor`] (the `doctor` command's checks), over [`engine`] (each
 //!   engine's registration, its changes and its checks).
@@ -19,8 +20,6 @@
 //!   [`hook`] (openat2 in the rootfs, the mount calls, namespaces, an
 //!   engine's shm, copy-up's calls, `doctor`'s kernel probes), with one
 //!   typed error.
-//! - [`real_runtime`]: the runtime the wrapper execs, and whether its
-//!   version may be handed our temp-target mounts (asked once, cached).
 //! - [`manifest`]: `explain --manifest`, Kubernetes pod templates as the
 //!   plan's input (pure; off the hook's and the wrapper's path).
 //! - [`report`]: how a plan and its outcome are worded for the log.
@@ -49,13 +48,13 @@ pub mod nri;
 pub mod oci;
 pub mod plan;
 pub mod process;
-pub(crate) mod real_runtime;
 pub(crate) mod report;
 pub mod settings;
 pub mod size;
 pub(crate) mod spec;
 pub mod stage;
 pub(crate) mod sys;
+pub(crate) mod wrapper;
 
 /// The spec executor's `config.json` edits, public for the property tests.
 pub use spec::bundle;

@@ -81,7 +81,7 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
         (Some(r), true) => {
             // The runtime the wrapper would exec: --runtime, else the host
             // config's runtime_path, else runc on PATH.
-            let runtime = crate::real_runtime::bundle_verdict(args.runtime.as_deref(), &settings);
+            let runtime = crate::wrapper::real_runtime::bundle_verdict(args.runtime.as_deref(), &settings);
             let ours = crate::files::this_binary()?;
             let foreign = route::foreign_runtime_hooks(&hooks, &ours);
             let facts = route::Facts {

@@ -8,9 +8,7 @@
 //! a fresh tmpfs (`TMPDIR=/tmp/job`) gets the hook instead.
 
 pub mod bundle;
-pub(crate) mod dispatch;
 pub(crate) mod edit;
-pub(crate) mod exec_home;
 pub(crate) mod host;
 pub(crate) mod route;
 
@@ -61,7 +59,17 @@ pub(crate) struct Launch<'a> {
     /// What the real runtime may be given (docs/design.md#runtimes): where
     /// it cannot be trusted with our temp-target mounts, or cannot copy a
     /// directory up, the hook carries them.
-    pub runtime: crate::real_runtime::Verdict,
+    pub runtime: Verdict,
+}
+
+/// What the real runtime may be given (docs/design.md#runtimes), as the
+/// wrapper finds it from its version ([`crate::wrapper::real_runtime`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    /// Why it cannot be given our temp-target mounts at all.
+    pub spec_unsafe: Option<String>,
+    /// Why it cannot be given a directory to copy up.
+    pub no_copy_up: Option<String>,
 }
 
 /// Carries out the plan for the bundle `dir` in its `config.json`. `hook`

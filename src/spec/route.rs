@@ -22,7 +22,7 @@ pub(crate) struct Facts<'a> {
     /// The wrapper's executor (the host config's `mode`).
     pub mode: Mode,
     /// Why the runtime cannot be trusted with our temp-target mounts, when
-    /// it cannot ([`crate::real_runtime::spec_unsafe`], docs/design.md#runtimes).
+    /// it cannot ([`crate::wrapper::real_runtime::spec_unsafe`], docs/design.md#runtimes).
     pub runtime_unsafe: Option<&'a str>,
     /// Other parties' runtime-namespace hooks in the spec
     /// ([`foreign_runtime_hooks`]).

@@ -1,12 +1,11 @@
-//! `oci-tmpfs-runtime ARGS` (the wrapper's name) or `oci-tmpfs-hook runtime --
-//! ARGS`: the runtime wrapper, for engines without a hooks dir (Docker,
-//! containerd).
+//! The runtime wrapper, for engines without a hooks dir (Docker,
+//! containerd): `oci-tmpfs-runtime ARGS` (the wrapper's name) or
+//! `oci-tmpfs-hook runtime -- ARGS` ([`crate::cli`]'s front end).
 //!
 //! Installed as a second name of the binary, it is the "runtime" an engine
-//! calls. A front end like the other commands: it reads the host config,
-//! finds the real runtime ([`crate::real_runtime`]), parses the runtime's
-//! command line once ([`grammar`], runc's grammar), lets the library act on
-//! what it asks ([`crate::spec::dispatch`]: the plan for the bundle on
+//! calls. It reads the host config, finds the real runtime
+//! ([`real_runtime`]), parses the runtime's command line once ([`grammar`],
+//! runc's grammar), acts on what it asks ([`dispatch`]: the plan for the bundle on
 //! `create` and `run`, the container's `HOME` for an `exec`), then
 //! `exec(2)`s the real runtime with the arguments unchanged, so exit status,
 //! signals and stdio are the real runtime's. Every other subcommand goes
@@ -23,27 +22,20 @@
 //! cannot be trusted with our temp-target mounts (its version, asked once
 //! and cached: docs/design.md#runtimes), takes the hook in either mode.
 
+pub(crate) mod dispatch;
+pub(crate) mod exec_home;
 pub(crate) mod grammar;
+pub(crate) mod real_runtime;
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
-use clap::Args;
-
 use crate::input::HostConfigSource;
 use crate::names::WRAPPER_NAME;
-use crate::real_runtime::{self, RuntimeError};
 use grammar::CommandLine;
-
-/// `runtime -- ARGS`.
-#[derive(Clone, Debug, Args)]
-pub(crate) struct RuntimeArgs {
-    /// The runtime's arguments, e.g. `--root R create --bundle DIR ID`.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
-    pub args: Vec<OsString>,
-}
+use real_runtime::RuntimeError;
 
 /// True when `argv0`'s file name is [`WRAPPER_NAME`].
 pub(crate) fn invoked_as_wrapper(argv0: &OsStr) -> bool {
@@ -61,7 +53,7 @@ pub(crate) fn run(args: &[OsString]) -> Result<ExitCode, crate::error::Error> {
     let settings = source.read().map_err(RuntimeError::Settings)?;
     let real = real_runtime::find(&settings)?;
     let line = CommandLine::parse(args);
-    crate::spec::dispatch::before_exec(&line.call(), &source, &settings, &real)?;
+    dispatch::before_exec(&line.call(), &source, &settings, &real)?;
     let name = real.file_name().map_or_else(|| real.as_os_str().to_owned(), |n| n.to_owned());
     let source = Command::new(&real).arg0(name).args(args).exec();
     Err(RuntimeError::Exec { path: real, source }.into())

@@ -19,7 +19,7 @@
 //! atomic rewrite of the process file.
 //!
 //! It sits with the spec executor because it is that executor's second
-//! half: the `HOME` it carries over is the one [`super::carry_out`] wrote
+//! half: the `HOME` it carries over is the one [`crate::spec::carry_out`] wrote
 //! into the bundle's `config.json`, read back from there. The wrapper's
 //! dispatch ([`super::dispatch`]) calls it on `exec`, with the exec as
 //! plain values ([`Exec`]): it does not read the command line, whose

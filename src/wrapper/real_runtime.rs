@@ -170,14 +170,7 @@ pub(crate) fn no_copy_up(name: &str, v: [u32; 3]) -> Option<String> {
     }
 }
 
-/// What the spec executor may hand the real runtime, from its version.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Verdict {
-    /// Why it cannot be given our temp-target mounts at all ([`spec_unsafe`]).
-    pub spec_unsafe: Option<String>,
-    /// Why it cannot be given a directory to copy up ([`no_copy_up`]).
-    pub no_copy_up: Option<String>,
-}
+pub(crate) use crate::spec::Verdict;
 
 /// The [`Verdict`] on the runtime `real` (its version, asked once:
 /// [`runtime_version`]). A runtime whose version cannot be read gets our

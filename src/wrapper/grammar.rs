@@ -9,8 +9,8 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::spec::dispatch::RuntimeCall;
-use crate::spec::exec_home::Exec;
+use crate::wrapper::dispatch::RuntimeCall;
+use crate::wrapper::exec_home::Exec;
 
 /// Global options that take a value (`--root R` or `--root=R`): runc's
 /// (`runc --help`), crun's (`--cgroup-manager`, `--log-level`) and youki's.

@@ -2,13 +2,13 @@
 //! what the runtime is asked ([`RuntimeCall`], plain values: the `runtime` command
 //! parses the command line): on `create` and `run`, the plan carried out
 //! for the bundle as the host config's `mode` says, in `config.json`
-//! ([`super::carry_out`]) or by adding our hook ([`super::inject_hook`]);
+//! ([`crate::spec::carry_out`]) or by adding our hook ([`crate::spec::inject_hook`]);
 //! on `exec`, the container's `HOME` given to the process
 //! ([`super::exec_home`]); anything else goes through untouched.
 //!
 //! It neither parses the command line nor finds or execs the real runtime
-//! (the `runtime` command and [`crate::real_runtime`] do), and the choice
-//! of executor for the temp targets is [`super::route`]'s. A bundle it
+//! (the `runtime` command and [`crate::wrapper::real_runtime`] do), and the choice
+//! of executor for the temp targets is [`crate::spec::route`]'s. A bundle it
 //! cannot read or edit is passed through, so that the real runtime reports
 //! its own error.
 
@@ -79,7 +79,7 @@ fn prepare(
         add_hook(dir, source);
         return Ok(());
     }
-    let launch = spec::Launch { id, runtime: crate::real_runtime::verdict(real) };
+    let launch = spec::Launch { id, runtime: crate::wrapper::real_runtime::verdict(real) };
     match spec::carry_out(dir, settings, hook_entry(source).as_ref(), &launch) {
         Ok(outcome) => {
             crate::report::outcome(&outcome.notes, &outcome.done);
