@@ -9,9 +9,12 @@ use std::path::Path;
 
 use crate::plan::landing;
 use crate::plan::{Action, Note, Passwd, Plan, Question, UserFacts};
+use crate::sys::contents::Contents;
 use crate::sys::copy::Limits;
 use crate::sys::procfs::Proc;
-use crate::sys::resolve::{self, Contents, Root, Rootfs};
+use crate::sys::resolve::{self, Root};
+use crate::sys::rootfs::Rootfs;
+use crate::sys::user::passwd_in;
 use crate::sys::{SysError, Syscall};
 use crate::target::TargetPath;
 
@@ -86,7 +89,7 @@ type Holding = (String, String);
 /// it covers, whatever `mode=` says (docs/design.md#runc-tmpfs-mode).
 ///
 /// A target's directory that holds entries in the image is read by fd as
-/// it is placed ([`crate::sys::resolve::contents`], before anything of it
+/// it is placed ([`crate::sys::contents::contents`], before anything of it
 /// is changed): within the hook's copy bounds, with no device node, socket,
 /// FIFO or other mount, and for a runtime that copies as the hook does
 /// (`no_copy_up` is `None`), its entry gets `tmpcopyup`
@@ -116,7 +119,7 @@ fn targets(plan: &Plan) -> impl Iterator<Item = (&TargetPath, &crate::plan::Tmpf
 /// The bounds of a runtime's `tmpcopyup` into `tmpfs`: the hook's copy-up
 /// bounds ([`Limits::for_size`]), and fewer entries than its `nr_inodes`.
 /// A copy that does not fit fails the whole start in runc and crun
-/// (docs/design.md#tmpcopyup), so [`crate::sys::resolve::contents`] counts
+/// (docs/design.md#tmpcopyup), so [`crate::sys::contents::contents`] counts
 /// each file by whole pages.
 fn copy_limits(tmpfs: &crate::plan::Tmpfs) -> Limits {
     let mut limits = Limits::for_size(tmpfs.size.bytes);
@@ -267,7 +270,7 @@ pub(crate) fn read_passwd(
         },
     };
     match resolve::open_host_dir(dir) {
-        Ok(fd) => resolve::passwd_in(&proc, &fd, &rel, uid),
+        Ok(fd) => passwd_in(&proc, &fd, &rel, uid),
         Err(e) => unknown(&format!("whose source {} cannot be opened ({e})", dir.display())),
     }
 }

@@ -9,8 +9,11 @@ use std::collections::HashMap;
 
 use rustix::io::Errno;
 
+use super::contents::Contents;
 use super::copy::Limits;
-use super::resolve::{clash, skip_reason, Claim, Contents, Rootfs};
+use super::resolve::skip_reason;
+use super::resolve::{clash, Claim};
+use super::rootfs::Rootfs;
 use super::SysError;
 use crate::plan::landing::{Entry, Tree};
 use crate::plan::Note;

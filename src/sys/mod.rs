@@ -2,8 +2,12 @@
 //! the spec executor ([`crate::spec`]): every system call the mount path
 //! makes, by fd, each failure typed by one error ([`SysError`], whose
 //! [`Syscall`] names the call). [`resolve`] walks the hostile rootfs with
-//! `openat2(2)` in-root ([`resolve::Root`]: temp targets, the landing rule's
-//! judgement, the image's `/etc/passwd`); [`mount`] builds, attaches, grows
+//! `openat2(2)` in-root ([`resolve::Root`]: temp targets, one mount per
+//! directory); [`rootfs`] judges and places the spec executor's targets on
+//! it (the landing rule by fd); [`contents`] reads what a directory of the
+//! image holds (the bounded scan before `tmpcopyup`); [`user`] reads the
+//! image's `/etc/passwd` and what it holds at the home; [`probe`] is
+//! `doctor`'s kernel checks; [`mount`] builds, attaches, grows
 //! and clones tmpfs mounts (`fsopen`/`fsmount`/`move_mount`/`fspick`,
 //! `mount_setattr`, the never-shrink rule); [`ns`] gets into a container's
 //! mount namespace and proves it is not the host's; [`procfs`] opens the
@@ -16,11 +20,12 @@
 //! targets: [`crate::plan`]), and no order of effects (the hook's
 //! [`crate::hook::apply`], the spec executor's `config.json` edit). The
 //! decisions that read the rootfs (what is left alone, and why) sit behind
-//! the narrow [`resolve::Rootfs`] trait, and copy-up's walk behind
+//! the narrow [`rootfs::Rootfs`] trait, and copy-up's walk behind
 //! [`copy::CopyFs`], so that the executors' unit tests run them against a
 //! map instead of a rootfs; the real implementations are generic
 //! parameters, not `dyn`.
 
+pub(crate) mod contents;
 pub(crate) mod copy;
 pub(crate) mod engine_shm;
 pub(crate) mod error;
@@ -29,6 +34,8 @@ pub(crate) mod ns;
 pub(crate) mod probe;
 pub(crate) mod procfs;
 pub(crate) mod resolve;
+pub(crate) mod rootfs;
+pub(crate) mod user;
 
 pub(crate) use error::{SysError, Syscall};
 
