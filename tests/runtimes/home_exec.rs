@@ -3,7 +3,7 @@
 //! spec mode sets `HOME=/home/1000` in the bundle for a uid without a
 //! passwd entry, but the engines build an exec's process from their own
 //! copy of the spec, which lacks it; the wrapper adds it to the exec's
-//! process file (src/spec/exec_home.rs). Docker through the wrapper and
+//! process file (src/wrapper/exec_home.rs). Docker through the wrapper and
 //! containerd's CRI through the wrapper's spec-mode handler, each with a
 //! read-only root and the image of tests/support/home.rs.
 

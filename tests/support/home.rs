@@ -68,7 +68,7 @@ pub const PROBE: &str = "printf 'HOME=[%s]\\n' \"${HOME-(unset)}\"; \
 /// [`PROBE`] run by `exec` in a container whose pid 1 is its process: with
 /// the `HOME` pid 1 got (an exec'd process gets the engine's environment,
 /// which a change to `config.json` reaches only through the wrapper's
-/// `exec`: src/spec/exec_home.rs), and the exec's own as `EXEC-HOME`.
+/// `exec`: src/wrapper/exec_home.rs), and the exec's own as `EXEC-HOME`.
 pub fn probe_as_pid1() -> String {
     format!(
         "printf 'EXEC-HOME=[%s]\\n' \"${{HOME-(unset)}}\"; \
