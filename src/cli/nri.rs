@@ -34,7 +34,8 @@ pub(crate) struct NriArgs {
     /// The runtime's NRI socket.
     #[arg(long, value_name = "PATH", default_value = crate::nri::DEFAULT_SOCKET)]
     pub socket: PathBuf,
-    /// The plugin's name, as the runtime lists it.
+    /// The plugin's name, as the runtime lists it: letters, digits and
+    /// `_ . + -` only (containerd 2.3 and later refuse anything else).
     #[arg(long, default_value = crate::names::NRI_NAME)]
     pub name: String,
     /// The plugin's index: two digits, its place among the runtime's plugins

@@ -53,6 +53,8 @@ const EOF_PAUSE: Duration = Duration::from_millis(50);
 pub(crate) enum StartError {
     #[error("--idx {0:?}: NRI wants exactly two digits, e.g. 10")]
     Idx(String),
+    #[error("--name {0:?}: containerd 2.3 and later refuse it; use letters, digits and _ . + - only (e.g. oci-tmpfs-hook)")]
+    Name(String),
     #[error("{env}={value:?}: not a file descriptor number the runtime passed")]
     Fd { env: &'static str, value: String },
     #[error(transparent)]
@@ -82,6 +84,11 @@ pub(crate) fn run<P: Plugin>(
     };
     if !valid_idx(&opts.idx) {
         return Err(StartError::Idx(std::mem::take(&mut opts.idx)));
+    }
+    // Refused at start, not retried every 500 ms against a runtime that
+    // refuses every registration.
+    if !valid_name(&opts.name) {
+        return Err(StartError::Name(std::mem::take(&mut opts.name)));
     }
     if let Some(value) = env(PLUGIN_SOCKET_ENV) {
         let stream = inherited(&value)?;
@@ -398,6 +405,13 @@ impl Drop for PrivateDir {
     }
 }
 
+/// Whether `name` is a plugin name every runtime accepts: not empty, only
+/// `[A-Za-z0-9_.+-]` (containerd 2.3 and later refuse anything else at
+/// registration; 2.1 took a space).
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.+-".contains(&b))
+}
+
 /// Whether `idx` is what NRI accepts: exactly two digits.
 pub fn valid_idx(idx: &str) -> bool {
     idx.len() == 2 && idx.bytes().all(|b| b.is_ascii_digit())
@@ -438,6 +452,32 @@ mod tests {
     use std::io::Read as _;
     use std::os::fd::{AsRawFd, IntoRawFd};
     use std::time::Instant;
+
+    #[test]
+    fn plugin_names_a_runtime_refuses_are_refused_at_start() {
+        for ok in ["oci-tmpfs-hook", "a", "A_b.c+d-9"] {
+            assert!(valid_name(ok), "{ok:?}");
+        }
+        for bad in ["", "oci tmpfs", "a/b", "a:b", "é", "a\tb"] {
+            assert!(!valid_name(bad), "{bad:?}");
+        }
+        // `run` returns at once, naming the flag and what is allowed.
+        use crate::nri::proto::api;
+        struct Nothing;
+        impl crate::nri::stub::Plugin for Nothing {
+            fn create_container(
+                &self,
+                _: Option<&api::PodSandbox>,
+                _: &api::Container,
+            ) -> Result<Option<api::ContainerAdjustment>, crate::nri::stub::Refusal> {
+                Ok(None)
+            }
+        }
+        let asked =
+            Identity { socket: "/nonexistent/nri.sock".into(), name: "oci tmpfs".into(), idx: "90".into() };
+        let err = run(asked, &Arc::new(Nothing), &Status::default(), &Stop::default()).unwrap_err();
+        assert!(err.to_string().contains("letters, digits and _ . + -"), "{err}");
+    }
 
     #[test]
     fn only_an_inherited_socket_above_stdio_is_taken() {
