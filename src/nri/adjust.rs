@@ -124,10 +124,14 @@ pub(crate) fn spec_of(
     if let Some(limit) = limit {
         linux_json["resources"] = json!({"memory": {"limit": limit}});
     }
+    // The process's user where the runtime sends it (NRI v0.11+, containerd
+    // 2.3 fills it in every Container message); else root, and the hook
+    // reads the real one from config.json.
+    let (uid, gid) = ctr.user.as_ref().map_or((0, 0), |u| (u.uid, u.gid));
     let config = json!({
         "ociVersion": "1.0.2",
         "root": {"path": "rootfs", "readonly": readonly_root(ctr)},
-        "process": {"cwd": "/", "user": {"uid": 0, "gid": 0}, "args": ctr.args, "env": ctr.env},
+        "process": {"cwd": "/", "user": {"uid": uid, "gid": gid}, "args": ctr.args, "env": ctr.env},
         "mounts": mounts,
         "annotations": annotations(pod, ctr),
         "linux": linux_json,
@@ -282,6 +286,22 @@ mod tests {
     fn plan(pod: Option<&api::PodSandbox>, c: &api::Container, settings: &Settings) -> Plan {
         let spec = spec_of(pod, c).expect("spec");
         crate::plan::fixtures::plan_of(&spec, settings).expect("plan")
+    }
+
+    #[test]
+    fn the_user_a_runtime_sends_is_the_specs() {
+        let mut c = ctr(true, None);
+        let user_of = |c: &api::Container| {
+            let spec = spec_of(None, c).expect("spec");
+            let u = *spec.process().as_ref().expect("process").user();
+            (u.uid(), u.gid())
+        };
+        assert_eq!(user_of(&c), (0, 0), "none sent (NRI before v0.11): root");
+        let mut user = api::User::new();
+        user.uid = 1000;
+        user.gid = 1001;
+        c.user = Some(user).into();
+        assert_eq!(user_of(&c), (1000, 1001), "containerd 2.3 sends it");
     }
 
     #[test]

@@ -247,8 +247,12 @@ pub(crate) fn apply_logging(new: &Settings, old: &Settings) {
 
 impl Plugin for Policy {
     fn configure(&self, runtime: &Runtime<'_>) {
+        let nri = match runtime.nri_version {
+            "" => "its NRI version unsent: NRI before v0.12".to_string(),
+            v => format!("NRI {v}"),
+        };
         log::info!(
-            "nri: configured by {} {} (request timeout {} ms); subscribing to CreateContainer",
+            "nri: configured by {} {} ({nri}; request timeout {} ms); subscribing to CreateContainer",
             runtime.name,
             runtime.version,
             runtime.request_timeout_ms

@@ -42,6 +42,11 @@ pub const PLUGIN_SOCKET_ENV: &str = "NRI_PLUGIN_SOCKET";
 /// The name and index a runtime gives a plugin it starts.
 pub const PLUGIN_NAME_ENV: &str = "NRI_PLUGIN_NAME";
 pub const PLUGIN_IDX_ENV: &str = "NRI_PLUGIN_IDX";
+/// The NRI API this plugin speaks (proto/nri/api.proto's source), sent at
+/// registration: a runtime of NRI v0.12 or later logs it (an empty one as
+/// "with NRI version unknown").
+pub const NRI_VERSION: &str = "v0.12.0";
+
 /// The default NRI socket of containerd and CRI-O.
 pub const DEFAULT_SOCKET: &str = "/var/run/nri/nri.sock";
 
@@ -87,6 +92,9 @@ pub struct Runtime<'a> {
     /// The plugin's text of the runtime's NRI config (pre-registered: its
     /// `conf.d` file), or `""`.
     pub config: &'a str,
+    /// The runtime's NRI version (NRI v0.12 and later send it; `""` from
+    /// older ones, such as containerd 2.1's).
+    pub nri_version: &'a str,
 }
 
 /// A plugin's refusal of a container: the message the runtime's error

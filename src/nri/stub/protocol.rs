@@ -50,6 +50,7 @@ pub(super) fn register(theirs: UnixStream, opts: &Identity) -> Result<(), ttrpc:
     let mut req = api::RegisterPluginRequest::new();
     req.plugin_name = opts.name.clone();
     req.plugin_idx = opts.idx.clone();
+    req.NRI_version = super::NRI_VERSION.to_string();
     runtime.register_plugin(ttrpc::context::with_duration(REGISTER_TIMEOUT), &req)?;
     Ok(())
 }
@@ -68,6 +69,7 @@ impl<P: Plugin> api_ttrpc::Plugin for Service<P> {
             version: &req.runtime_version,
             request_timeout_ms: req.request_timeout,
             config: &req.config,
+            nri_version: &req.NRI_version,
         });
         let mut resp = api::ConfigureResponse::new();
         resp.events = EVENTS;
