@@ -32,11 +32,12 @@ SUITE=sid
 # images; util-linux (unshare, nsenter, mount, su), passwd (useradd), uidmap,
 # slirp4netns and passt (rootless Podman), python3-seccomp (hostile suite);
 # python3-torch; python3-pip and python3-venv (the home suite: pip install
-# --user, the Triton venv); strace (which processes a start runs); g++, python3-dev and libtorch-dev for torch.compile (Debian's
+# --user, the Triton venv); strace (which processes a start runs); Go 1.26
+# (tests/env/containerd.sh builds containerd 2.3.4 with it); g++, python3-dev and libtorch-dev for torch.compile (Debian's
 # python3-torch headers are dangling symlinks without libtorch-dev).
 PACKAGES="runc crun containerd docker.io docker-cli podman busybox-static python3-torch \
 util-linux mount passwd uidmap slirp4netns passt python3-seccomp tar procps \
-g++ python3-dev libtorch-dev ca-certificates python3-venv python3-pip strace"
+g++ python3-dev libtorch-dev ca-certificates python3-venv python3-pip strace golang-1.26-go"
 PACKAGES=$(echo $PACKAGES | tr ' ' '\n' | sort -u | tr '\n' ' ')
 PACKAGES=${PACKAGES% }
 
