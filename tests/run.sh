@@ -106,6 +106,7 @@ if [[ ,$envs, == *,sid,* ]]; then
       OCI_TMPFS_HOOK_NRI_CONTAINERD=$ctd tests/env/nri.sh 2>&1 | tee -a "$log" || status=1
       OCI_TMPFS_HOOK_NRI_CONTAINERD=$ctd tests/env/nri.sh fail_closed --ignored 2>&1 | tee -a "$log" || status=1
       took "containerd 2.3.4 (build and suite)" "$t1"
+      ctd_leg=1
     elif [ "$ctd_status" = 3 ] && [ -z "${OCI_TMPFS_REQUIRE_CONTAINERD_23:-}" ]; then
       echo "tests/run.sh: no containerd 2.3.4 source here (shared/containerd): its leg did not run" | tee -a "$log"
     else
@@ -132,6 +133,16 @@ if [[ ,$envs, == *,sid,* ]]; then
     OCI_TMPFS_SID_BINDS="$(tests/env/pkgroot.sh path)" \
       tests/env/sid.sh run -- bash -c "$in_project" bash "$PWD" "$bin" --include-ignored "${test_args[@]}" 2>&1 \
       | tee -a "$log" || status=1
+    # The CRI cases (RuntimeClass and NRI) against containerd 2.3.4 too, its
+    # directory first on PATH (its shim and ctr).
+    if [ "${ctd_leg:-}" = 1 ]; then
+      echo "== containerd 2.3.4: the CRI cases"
+      ctd_dir=$(dirname "$ctd")
+      OCI_TMPFS_SID_BINDS="$ctd_dir" \
+        OCI_TMPFS_ENV="OCI_TMPFS_HOOK_NRI_CONTAINERD=$ctd PATH=$ctd_dir:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+        tests/env/sid.sh run -- bash -c "$in_project" bash "$PWD" "$bin" --include-ignored cri:: 2>&1 \
+        | tee -a "$log" || status=1
+    fi
     # Docker and containerd through the wrapper again with mode = "hook", as in bookworm.
     echo "== environment sid, wrapper mode hook"
     OCI_TMPFS_ENV=OCI_TMPFS_TEST_WRAPPER_MODE=hook tests/env/sid.sh run -- bash -c "$in_project" bash "$PWD" \

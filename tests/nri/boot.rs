@@ -344,13 +344,6 @@ fn boot_beside_other_plugins() {
     r.finish();
 }
 
-/// The containerd's (major, minor) version.
-fn major_minor(ctd: &Containerd) -> (u32, u32) {
-    let mut parts = ctd.version.trim_start_matches('v').split(['.', '+', '-', '~']);
-    let mut next = || parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    (next(), next())
-}
-
 /// The default validator's settings, appended to containerd's config.
 fn validator(node: &Node, required: bool) {
     let mut config = std::fs::read_to_string(&node.config).unwrap();
@@ -420,7 +413,7 @@ fn fail_closed_with_the_default_validator() {
     let mut r = Report::of("nri", "fail-closed");
     let mut node =
         Node::start_with("fail-closed", Way::Nri, &NodeOpts { without_plugin: true, ..NodeOpts::default() });
-    let v = major_minor(&node.ctd);
+    let v = node.ctd.major_minor();
     assert!(v >= (2, 2), "the default validator needs containerd 2.2+, found {}", node.ctd.version);
     validator(&node, true);
     node.restart_daemon();

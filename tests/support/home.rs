@@ -418,12 +418,13 @@ pub struct Hostile {
     /// (empty: none asserted).
     pub note: &'static str,
     pub expect: Expect,
-    /// containerd's CRI, from this major version on, refuses the image with
-    /// this error at `CreateContainer`, before any runtime runs (so before
-    /// the wrapper, the plugin and the hook): it reads the image's
-    /// `/etc/passwd` itself for the container's user and its additional
-    /// gids, whatever the user.
-    pub cri_refuses: Option<(u32, &'static str)>,
+    /// containerd's CRI, from the first (major, minor) version on and before
+    /// the second, refuses the image with this error at `CreateContainer`,
+    /// before any runtime runs (so before the wrapper, the plugin and the
+    /// hook): it reads the image's `/etc/passwd` itself for the container's
+    /// user and its additional gids, whatever the user. Other versions
+    /// create the container, and the case runs as any other.
+    pub cri_refuses: Option<CriRefusal>,
 }
 
 impl Hostile {
@@ -518,13 +519,18 @@ pub fn env_cases() -> Vec<Hostile> {
     v
 }
 
+/// containerd versions (major, minor) from which and before which its CRI
+/// refuses a hostile image at `CreateContainer`, and the error's words.
+pub type CriRefusal = ((u32, u32), (u32, u32), &'static str);
+
 /// The hostile passwd files.
 pub fn passwd_cases() -> Vec<Hostile> {
     let none: fn(&Path) = untouched;
     vec![
-        // containerd: "mount callback failed on ...: too many links".
+        // containerd before 2.3: "mount callback failed on ...: too many
+        // links"; 2.3.4 creates the container.
         Hostile {
-            cri_refuses: Some((1, "too many links")),
+            cri_refuses: Some(((1, 0), (2, 3), "too many links")),
             ..case(
                 "/etc/passwd a symlink to the host's",
                 1000,
@@ -541,7 +547,7 @@ pub fn passwd_cases() -> Vec<Hostile> {
         // containerd 2.x: "mount callback failed on ...: .../etc/passwd
         // exceeds 10485760 bytes".
         Hostile {
-            cri_refuses: Some((2, "exceeds 10485760 bytes")),
+            cri_refuses: Some(((2, 0), (u32::MAX, 0), "exceeds 10485760 bytes")),
             ..case(
                 "a 100 MB /etc/passwd",
                 1000,
@@ -884,7 +890,8 @@ fn hostile_home(node: &mut Node, r: &mut Report, pod: &Pod, c: &Hostile, image: 
         ..CtrOpts::ro(&name, GI)
     };
     let started = node.start_container(pod, &opts);
-    if let Some((_, refusal)) = c.cri_refuses.filter(|(major, _)| node.ctd.major >= *major) {
+    let v = node.ctd.major_minor();
+    if let Some((_, _, refusal)) = c.cri_refuses.filter(|(from, until, _)| (*from..*until).contains(&v)) {
         r.seen(&format!("{what}: start"), format!("{started:?}"));
         r.check(
             started.as_ref().is_err_and(|e| e.contains("CreateContainer") && e.contains(refusal)),
