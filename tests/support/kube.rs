@@ -131,7 +131,22 @@ impl Containerd {
         say(&format!("node: starting {}", version.trim()));
         c.start_daemon(config);
         let tar = build_image(&c.dir.0, &c.image);
-        ok(c.ctr().args(["images", "import"]).arg(&tar));
+        // ctr's gRPC dial can time out on a loaded 2-core machine although
+        // the CRI just answered on the same socket: a dial timeout is tried
+        // again (three times in all); any other failure fails at once.
+        let import = || output(c.ctr().args(["images", "import"]).arg(&tar));
+        let mut out = import();
+        for _ in 0..2 {
+            if out.status.success() || !text(&out.stderr).contains("failed to dial") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            out = import();
+        }
+        succeeded(
+            &format!("ctr images import {} (containerd log: {})", tar.display(), c.read("containerd.log")),
+            &out,
+        );
         c
     }
 
