@@ -152,10 +152,7 @@ impl Decision<'_> {
 /// The part of a plan made before `HOME`: the enablement, the sizes, the
 /// temp targets, `/dev/shm`.
 pub struct Partial<'a> {
-    spec: &'a Spec,
-    state_annotations: Option<&'a HashMap<String, String>>,
-    settings: &'a Settings,
-    host_ram: crate::size::Bytes,
+    ground: Ground<'a>,
     /// Boxed: a plan that ends before `HOME` (a writable root) moves no
     /// more than its `Plan`.
     made: Box<Made<'a>>,
@@ -173,15 +170,7 @@ impl<'a> Partial<'a> {
     /// # Errors
     /// A home annotation the answer made invalid.
     pub fn answer(self, user: &UserFacts) -> Result<Decision<'a>, PlanError> {
-        let step = home::home(&self.inputs(user), &self.made.temp_dirs)?;
-        Ok(match step {
-            home::Step::Ask(uid) => Decision::Asks(Partial { question: Question::Passwd(uid), ..self }),
-            home::Step::Look(path) => Decision::Asks(Partial { question: Question::HomeDir(path), ..self }),
-            step => {
-                let inputs = self.inputs(user);
-                Decision::Done(complete(&inputs, self.made, step))
-            }
-        })
+        at_home(self.ground, self.made, user)
     }
 
     /// The plan with its question left open (`HOME` unknown): what an
@@ -191,14 +180,25 @@ impl<'a> Partial<'a> {
             Question::Passwd(uid) => home::Step::Ask(uid),
             Question::HomeDir(ref path) => home::Step::Look(path.clone()),
         };
-        complete(&self.inputs(user), self.made, step)
+        complete(&self.ground.inputs(user), self.made, step)
     }
+}
 
-    fn inputs<'u>(&self, user: &'u UserFacts) -> Inputs<'u>
+/// What a decision is made from, besides what the executor knows of the
+/// user: kept by a [`Partial`] for the answer.
+#[derive(Clone, Copy)]
+struct Ground<'a> {
+    spec: &'a Spec,
+    state_annotations: Option<&'a HashMap<String, String>>,
+    settings: &'a Settings,
+    host_ram: crate::size::Bytes,
+}
+
+impl<'a> Ground<'a> {
+    fn inputs<'u>(self, user: &'u UserFacts) -> Inputs<'u>
     where
         'a: 'u,
     {
-        // Copies of the references: no borrow of `self` outlives this.
         Inputs {
             spec: self.spec,
             state_annotations: self.state_annotations,
@@ -239,31 +239,23 @@ fn start<'a>(
     host_ram: crate::size::Bytes,
     user: &UserFacts,
 ) -> Result<Decision<'a>, PlanError> {
-    let inputs = Inputs { spec, state_annotations, settings, host_ram, user };
-    let made = match before_home(spec, &inputs)? {
-        Ok(made) => made,
-        Err(plan) => return Ok(Decision::Done(plan)),
+    let ground = Ground { spec, state_annotations, settings, host_ram };
+    match before_home(spec, &ground.inputs(user))? {
+        Ok(made) => at_home(ground, made, user),
+        Err(plan) => Ok(Decision::Done(plan)),
+    }
+}
+
+/// `HOME`'s step, from what `user` tells: a question keeps the part made
+/// (`made`) for the answer, anything else completes it.
+fn at_home<'a>(ground: Ground<'a>, made: Box<Made<'a>>, user: &UserFacts) -> Result<Decision<'a>, PlanError> {
+    let inputs = ground.inputs(user);
+    let question = match home::home(&inputs, &made.temp_dirs)? {
+        home::Step::Ask(uid) => Question::Passwd(uid),
+        home::Step::Look(path) => Question::HomeDir(path),
+        step => return Ok(Decision::Done(complete(&inputs, made, step))),
     };
-    let step = home::home(&inputs, &made.temp_dirs)?;
-    Ok(match step {
-        home::Step::Ask(uid) => Decision::Asks(Partial {
-            spec,
-            state_annotations,
-            settings,
-            host_ram,
-            made,
-            question: Question::Passwd(uid),
-        }),
-        home::Step::Look(path) => Decision::Asks(Partial {
-            spec,
-            state_annotations,
-            settings,
-            host_ram,
-            made,
-            question: Question::HomeDir(path),
-        }),
-        step => Decision::Done(complete(&inputs, made, step)),
-    })
+    Ok(Decision::Asks(Partial { ground, made, question }))
 }
 
 /// Every step before `HOME`'s: the plan itself when it ends there (not
