@@ -137,9 +137,7 @@ if [[ ,$envs, == *,sid,* ]]; then
     # directory first on PATH (its shim and ctr).
     if [ "${ctd_leg:-}" = 1 ]; then
       echo "== containerd 2.3.4: the CRI cases"
-      ctd_dir=$(dirname "$ctd")
-      OCI_TMPFS_SID_BINDS="$ctd_dir" \
-        OCI_TMPFS_ENV="OCI_TMPFS_HOOK_NRI_CONTAINERD=$ctd PATH=$ctd_dir:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+      OCI_TMPFS_SID_PATH_FIRST=$(dirname "$ctd") OCI_TMPFS_ENV="OCI_TMPFS_HOOK_NRI_CONTAINERD=$ctd" \
         tests/env/sid.sh run -- bash -c "$in_project" bash "$PWD" "$bin" --include-ignored cri:: 2>&1 \
         | tee -a "$log" || status=1
     fi

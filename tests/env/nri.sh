@@ -46,13 +46,13 @@ for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "nri": print(m["executable"])' | tail -n1)
 [ -n "$bin" ] || { echo "nri.sh: building tests/nri/ failed (cargo test --test nri --no-run)" >&2; exit 1; }
-# Another containerd (tests/env/containerd.sh's 2.3.4): its directory bound
-# in and first on PATH, so that its shim and ctr go with it.
-ctd_dir=
+# Another containerd (tests/env/containerd.sh's 2.3.4): its directory first
+# on PATH inside (tests/env/sid.sh), so that its shim and ctr go with it.
 if [ -n "${OCI_TMPFS_HOOK_NRI_CONTAINERD:-}" ]; then
-  ctd_dir=$(dirname "$OCI_TMPFS_HOOK_NRI_CONTAINERD")
-  echo "nri.sh: containerd $("$OCI_TMPFS_HOOK_NRI_CONTAINERD" --version | awk '{print $3}') from $ctd_dir"
+  export OCI_TMPFS_SID_PATH_FIRST
+  OCI_TMPFS_SID_PATH_FIRST=$(dirname "$OCI_TMPFS_HOOK_NRI_CONTAINERD")
+  echo "nri.sh: containerd $("$OCI_TMPFS_HOOK_NRI_CONTAINERD" --version | awk '{print $3}') from $OCI_TMPFS_SID_PATH_FIRST"
 fi
-OCI_TMPFS_SID_BINDS="$pylib $ctd_dir ${OCI_TMPFS_SID_BINDS:-}" \
-OCI_TMPFS_ENV="OCI_TMPFS_HOOK_CRI_PYTHONPATH=$pylib OCI_TMPFS_HOOK_NRI_BIN=$OCI_TMPFS_HOOK_NRI_BIN ${OCI_TMPFS_HOOK_NRI_CONTAINERD:+OCI_TMPFS_HOOK_NRI_CONTAINERD=$OCI_TMPFS_HOOK_NRI_CONTAINERD PATH=$ctd_dir:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin} ${NRI_BENCH_ROUNDS:+NRI_BENCH_ROUNDS=$NRI_BENCH_ROUNDS} ${NRI_BENCH_PODS:+NRI_BENCH_PODS=$NRI_BENCH_PODS} ${NRI_BURST_PODS:+NRI_BURST_PODS=$NRI_BURST_PODS} ${NRI_BURST_ROUNDS:+NRI_BURST_ROUNDS=$NRI_BURST_ROUNDS}" \
+OCI_TMPFS_SID_BINDS="$pylib ${OCI_TMPFS_SID_BINDS:-}" \
+OCI_TMPFS_ENV="OCI_TMPFS_HOOK_CRI_PYTHONPATH=$pylib OCI_TMPFS_HOOK_NRI_BIN=$OCI_TMPFS_HOOK_NRI_BIN ${OCI_TMPFS_HOOK_NRI_CONTAINERD:+OCI_TMPFS_HOOK_NRI_CONTAINERD=$OCI_TMPFS_HOOK_NRI_CONTAINERD} ${NRI_BENCH_ROUNDS:+NRI_BENCH_ROUNDS=$NRI_BENCH_ROUNDS} ${NRI_BENCH_PODS:+NRI_BENCH_PODS=$NRI_BENCH_PODS} ${NRI_BURST_PODS:+NRI_BURST_PODS=$NRI_BURST_PODS} ${NRI_BURST_ROUNDS:+NRI_BURST_ROUNDS=$NRI_BURST_ROUNDS}" \
   exec tests/env/sid.sh run -- "$bin" --test-threads="${NRI_TEST_THREADS:-2}" "$@"

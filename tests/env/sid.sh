@@ -18,6 +18,9 @@
 # hook joins the container's mount namespace, whose root would be the real
 # /). When CMD ends, every process left in that namespace (daemons, shims)
 # is stopped by pid, and the namespace and its mounts go with it.
+# $OCI_TMPFS_SID_BINDS (paths) are bound in at the same paths too;
+# $OCI_TMPFS_SID_PATH_FIRST (a directory) is bound in and put first on the
+# command's PATH (another containerd build, with its shim and ctr).
 #
 # Progress goes to stdout; a step that fails prints one line on stderr naming
 # the step (details in the log it names) and exits 1: the newest-version
@@ -108,8 +111,9 @@ inner() {
   # inside too (the CRI client's venv is made there from PyPI).
   local ca=/etc/ssl/certs/ca-certificates.crt
   if [ -f "$ca" ] && [ -f "$ROOT$ca" ]; then mount --bind "$ca" "$ROOT$ca"; fi
-  pivot_into "$ROOT" "${OCI_TMPFS_SID_BINDS:-}"
-  exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+  pivot_into "$ROOT" "${OCI_TMPFS_SID_BINDS:-} ${OCI_TMPFS_SID_PATH_FIRST:-}"
+  exec env -i PATH="${OCI_TMPFS_SID_PATH_FIRST:+$OCI_TMPFS_SID_PATH_FIRST:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+    HOME=/root LANG=C.UTF-8 \
     OCI_TMPFS_SID_RUN="$(basename "$ns_file")" \
     ${RUST_BACKTRACE:+RUST_BACKTRACE=$RUST_BACKTRACE} ${OCI_TMPFS_ENV:-} "$@"
 }

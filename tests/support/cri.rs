@@ -117,9 +117,7 @@ pub struct Containerd {
 impl Containerd {
     /// Its (major, minor) version ("v2.3.4", "2.1.9+unknown", "1.6.20~ds1").
     pub fn major_minor(&self) -> (u32, u32) {
-        let mut parts = self.version.trim_start_matches('v').split(['.', '+', '-', '~']);
-        let mut next = || parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-        (next(), next())
+        super::bundle::major_minor(self.version.trim_start_matches('v'))
     }
 
     /// The one on `PATH`, or `$OCI_TMPFS_HOOK_NRI_CONTAINERD` (another
