@@ -52,12 +52,38 @@ took() { echo "== $1 took $(( $(date +%s) - $2 ))s"; }
 # sid's containerd binary too (tests/host/node.rs's containerd 2.1 case).
 sid_built=0
 if tests/env/sid.sh build; then sid_built=1; fi
+# containerd 2.3.4 (the first LTS line, NRI v0.12), built once from its
+# source inside sid (tests/env/containerd.sh): a third containerd for the
+# NRI suite, the CRI cases, setup and the node installer. Without the
+# source (a user's clone) one line says so; .ci/run requires it.
+# (Without the sid root it cannot be built: the sid failure line covers it.)
+ctd=""
+ctd_leg=0
+if [ "$sid_built" = 1 ]; then
+  ctd_status=0
+  ctd=$(tests/env/containerd.sh build) || ctd_status=$?
+  if [ "$ctd_status" = 0 ]; then
+    ctd_leg=1
+  elif [ "$ctd_status" = 3 ] && [ -z "${OCI_TMPFS_REQUIRE_CONTAINERD_23:-}" ]; then
+    echo "tests/run.sh: no containerd 2.3.4 source here (shared/containerd): its leg did not run" | tee -a "$log"
+  else
+    echo "test result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out (containerd 2.3.4 build)" >>"$log"
+    status=1
+  fi
+fi
 
 if [[ ,$envs, == *,bookworm,* ]]; then
   t0=$(date +%s)
   echo "== environment bookworm: $(tests/env/versions.sh)"
   # --no-fail-fast: every suite runs and counts, as in sid.
   cargo test --locked --no-fail-fast "$@" 2>&1 | tee -a "$log" || status=$?
+  # The node installer on containerd 2.3.4's default config (version 4),
+  # with this host's runc.
+  if [ "$ctd_leg" = 1 ]; then
+    echo "== containerd 2.3.4: the node installer"
+    OCI_TMPFS_HOOK_NRI_CONTAINERD=$ctd cargo test --locked --no-fail-fast --test host -- --ignored \
+      node::node_image_installs_on_containerd_23_default_config 2>&1 | tee -a "$log" || status=$?
+  fi
   # The wrapper's other executor: Docker and containerd through the wrapper
   # again with mode = "hook" (and Docker's HOME cases) (the CRI suite runs both modes in each node).
   echo "== environment bookworm, wrapper mode hook"
@@ -94,24 +120,14 @@ if [[ ,$envs, == *,sid,* ]]; then
     # The NRI plugin against sid's containerd 2.1 (the `nri` test binary is
     # left out of cargo test: it needs containerd 2.x).
     tests/env/nri.sh 2>&1 | tee -a "$log" || status=1
-    # The same suite against containerd 2.3.4 (the first LTS line, NRI v0.12),
-    # built once from its source (tests/env/containerd.sh), and the
-    # validator's fail-closed case that only 2.2+ can run. Without the
-    # source (a user's clone) one line says so; .ci/run requires it.
-    t1=$(date +%s)
-    ctd_status=0
-    ctd=$(tests/env/containerd.sh build) || ctd_status=$?
-    if [ "$ctd_status" = 0 ]; then
+    # The same suite against containerd 2.3.4, and the validator's
+    # fail-closed case that only 2.2+ can run.
+    if [ "$ctd_leg" = 1 ]; then
+      t1=$(date +%s)
       echo "== containerd 2.3.4: the NRI suite"
       OCI_TMPFS_HOOK_NRI_CONTAINERD=$ctd tests/env/nri.sh 2>&1 | tee -a "$log" || status=1
       OCI_TMPFS_HOOK_NRI_CONTAINERD=$ctd tests/env/nri.sh fail_closed --ignored 2>&1 | tee -a "$log" || status=1
-      took "containerd 2.3.4 (build and suite)" "$t1"
-      ctd_leg=1
-    elif [ "$ctd_status" = 3 ] && [ -z "${OCI_TMPFS_REQUIRE_CONTAINERD_23:-}" ]; then
-      echo "tests/run.sh: no containerd 2.3.4 source here (shared/containerd): its leg did not run" | tee -a "$log"
-    else
-      echo "test result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out (containerd 2.3.4 build)" >>"$log"
-      status=1
+      took "containerd 2.3.4 (NRI suite)" "$t1"
     fi
     # The NRI bench as a smoke test: a few rounds; generous bounds on the plugin's own
     # time and memory, none on the ratio (BENCHMARKS.md).
@@ -134,12 +150,13 @@ if [[ ,$envs, == *,sid,* ]]; then
       tests/env/sid.sh run -- bash -c "$in_project" bash "$PWD" "$bin" --include-ignored "${test_args[@]}" 2>&1 \
       | tee -a "$log" || status=1
     # The CRI cases (RuntimeClass and NRI) against containerd 2.3.4 too, its
-    # directory first on PATH (its shim and ctr).
-    if [ "${ctd_leg:-}" = 1 ]; then
-      echo "== containerd 2.3.4: the CRI cases"
+    # directory first on PATH (its shim and ctr), and `setup containerd` on
+    # its default config (version 4).
+    if [ "$ctd_leg" = 1 ]; then
+      echo "== containerd 2.3.4: the CRI cases and setup"
       OCI_TMPFS_SID_PATH_FIRST=$(dirname "$ctd") OCI_TMPFS_ENV="OCI_TMPFS_HOOK_NRI_CONTAINERD=$ctd" \
-        tests/env/sid.sh run -- bash -c "$in_project" bash "$PWD" "$bin" --include-ignored cri:: 2>&1 \
-        | tee -a "$log" || status=1
+        tests/env/sid.sh run -- bash -c "$in_project" bash "$PWD" "$bin" --include-ignored \
+        cri:: setup::real_containerd_loads_the_setup_config 2>&1 | tee -a "$log" || status=1
     fi
     # Docker and containerd through the wrapper again with mode = "hook", as in bookworm.
     echo "== environment sid, wrapper mode hook"

@@ -32,7 +32,9 @@ use crate::names::{rooted, ANNOTATION_GLOB, CONTAINERD_CONFIG, RUNTIME_NAME};
 
 /// The CRI plugin of config version 2 (containerd 1.x; 2.x migrates it).
 pub(crate) const CRI_PLUGIN_V2: &str = "io.containerd.grpc.v1.cri";
-/// The CRI runtime plugin of config version 3 (containerd 2.x).
+/// The CRI runtime plugin of config versions 3 (containerd 2.0) and 4
+/// (containerd 2.3, which kept the plugin's name and layout:
+/// docs/engines.md#containerd-versions).
 pub(crate) const CRI_PLUGIN_V3: &str = "io.containerd.cri.v1.runtime";
 /// The shim our runtime entry and the added `runc` entry use.
 const RUNC_V2: &str = "io.containerd.runc.v2";
@@ -43,7 +45,7 @@ const MARK: &str = "oci-tmpfs-hook setup";
 pub(crate) fn cri_plugin(version: i64) -> Option<&'static str> {
     match version {
         2 => Some(CRI_PLUGIN_V2),
-        3 => Some(CRI_PLUGIN_V3),
+        3 | 4 => Some(CRI_PLUGIN_V3),
         _ => None,
     }
 }
@@ -175,7 +177,7 @@ fn plugin_of(
     cri_plugin(version).ok_or_else(|| {
         EngineConfigError::shape(
             path,
-            format!("config version {version} is not supported (only 2 and 3); register the runtime by hand"),
+            format!("config version {version} is not supported (only 2 to 4); register the runtime by hand"),
         )
     })
 }
@@ -353,8 +355,8 @@ fn check(ctx: &Context) -> Vec<Check> {
     let Some(plugin) = version.and_then(cri_plugin) else {
         return vec![Check::problem(
             what,
-            format!("{}: config version {version:?} is not 2 or 3", source.display()),
-            "convert the config to version 2 (containerd 1.x) or 3 (containerd 2.x)",
+            format!("{}: config version {version:?} is not 2, 3 or 4", source.display()),
+            "convert the config to version 2 (containerd 1.x), 3 (containerd 2.0-2.2) or 4 (2.3 and later)",
         )];
     };
     let ctd = doc.get("plugins").and_then(|p| p.get(plugin)).and_then(|c| c.get("containerd"));
@@ -518,7 +520,9 @@ mod tests {
     fn plugin_by_version() {
         assert_eq!(cri_plugin(2), Some("io.containerd.grpc.v1.cri"));
         assert_eq!(cri_plugin(3), Some("io.containerd.cri.v1.runtime"));
+        assert_eq!(cri_plugin(4), Some("io.containerd.cri.v1.runtime"));
         assert_eq!(cri_plugin(1), None);
+        assert_eq!(cri_plugin(5), None);
     }
 
     #[test]

@@ -248,8 +248,8 @@ pub(crate) fn apply_logging(new: &Settings, old: &Settings) {
 impl Plugin for Policy {
     fn configure(&self, runtime: &Runtime<'_>) {
         let nri = match runtime.nri_version {
-            "" => "its NRI version unsent: NRI before v0.12".to_string(),
-            v => format!("NRI {v}"),
+            "" => "its NRI version unsent: NRI before v0.12; NRI's validator: unknown".to_string(),
+            v => format!("NRI {v}; NRI's validator: {}", metrics::validator(v)),
         };
         log::info!(
             "nri: configured by {} {} ({nri}; request timeout {} ms); subscribing to CreateContainer",
@@ -257,6 +257,9 @@ impl Plugin for Policy {
             runtime.version,
             runtime.request_timeout_ms
         );
+        if let Some(m) = metrics::get() {
+            m.configured(runtime.name, runtime.version, runtime.nri_version);
+        }
     }
 
     fn synchronize(&self, pods: &[api::PodSandbox], containers: &[api::Container], more: bool) {

@@ -2,8 +2,9 @@
 //! (docs/kubernetes.md#the-node-installer-node-install): the node image
 //! (deploy/Containerfile over the static binary, built with `docker build` by
 //! a dockerd this test starts) run as a real container with a fake host root
-//! at `/host`: Debian's containerd config (or containerd 2.1's default
-//! one), a CRI-O config and hooks dir, no systemd. Checked:
+//! at `/host`: Debian's containerd config (or the default config of
+//! containerd 2.1, version 3, or 2.3, version 4), a CRI-O config and hooks
+//! dir, no systemd. Checked:
 //! - `node install` writes exactly what `setup containerd` / `setup crio`
 //!   write for that root, the binary, the wrapper link and the host config;
 //! - a real containerd started on the installed config serves the
@@ -79,12 +80,35 @@ fn containerd21_config(run: &Path, image: &str) -> String {
     let default = ok(Command::new(&bin).args(["config", "default"]));
     assert!(default.starts_with("version = 3\n"), "containerd 2.1's default config: {default}");
     let q = |s: &str| format!("'{}'", run.join(s).display());
-    let mut t = subst(&default, "root = '/var/lib/containerd'", &format!("root = {}", q("root")));
+    let mut t = subst(&default, "sandbox = 'registry.k8s.io/pause:3.10'", &format!("sandbox = '{image}'"));
+    t = subst(&t, "bin_dirs = ['/usr/lib/cni', '/opt/cni/bin']", &format!("bin_dirs = [{}]", q("cni/bin")));
+    private_paths(run, &t)
+}
+
+/// containerd 2.3.4's `containerd config default` (config version 4: the
+/// sockets under `plugins.'io.containerd.server.v1.*'`, an `imports` of
+/// `/etc/containerd/conf.d/*.toml`), with this test's private paths and settings.
+fn containerd23_config(run: &Path, image: &str) -> String {
+    let default = ok(Command::new(containerd23().containerd).args(["config", "default"]));
+    assert!(default.starts_with("version = 4\n"), "containerd 2.3's default config: {default}");
+    let q = |s: &str| format!("'{}'", run.join(s).display());
+    let mut t = subst(&default, "sandbox = 'registry.k8s.io/pause:3.10.2'", &format!("sandbox = '{image}'"));
+    t = subst(&t, "bin_dirs = ['/opt/cni/bin']", &format!("bin_dirs = [{}]", q("cni/bin")));
+    t = subst(
+        &t,
+        "address = '/run/containerd/containerd.sock.ttrpc'",
+        &format!("address = '{}.ttrpc'", run.join("c.sock").display()),
+    );
+    private_paths(run, &t)
+}
+
+/// The settings both default configs share, pointed at `run`.
+fn private_paths(run: &Path, default: &str) -> String {
+    let q = |s: &str| format!("'{}'", run.join(s).display());
+    let mut t = subst(default, "root = '/var/lib/containerd'", &format!("root = {}", q("root")));
     t = subst(&t, "state = '/run/containerd'", &format!("state = {}", q("state")));
     t = subst(&t, "address = '/run/containerd/containerd.sock'", &format!("address = {}", q("c.sock")));
-    t = subst(&t, "sandbox = 'registry.k8s.io/pause:3.10'", &format!("sandbox = '{image}'"));
     t = subst(&t, "restrict_oom_score_adj = false", "restrict_oom_score_adj = true");
-    t = subst(&t, "bin_dirs = ['/usr/lib/cni', '/opt/cni/bin']", &format!("bin_dirs = [{}]", q("cni/bin")));
     t = subst(&t, "conf_dir = '/etc/cni/net.d'", &format!("conf_dir = {}", q("cni/conf")));
     subst(&t, "path = '/opt/containerd'", &format!("path = {}", q("opt")))
 }
@@ -211,6 +235,24 @@ fn node_image_installs_on_containerd_21_default_config() {
     let shim_dir = TempDir::new("node-sid-shim");
     let bins = sid_binaries(&shim_dir);
     install_serve_reinstall_uninstall("containerd 2.1 (default config)", containerd21_config, bins);
+}
+
+/// containerd 2.3.4 (built from its source by tests/env/containerd.sh, run
+/// with the host's runc) on its default config, version 4.
+#[test]
+#[ignore = "needs containerd 2.3.4: OCI_TMPFS_HOOK_NRI_CONTAINERD=$(tests/env/containerd.sh build) (tests/run.sh runs it)"]
+fn node_image_installs_on_containerd_23_default_config() {
+    install_serve_reinstall_uninstall("containerd 2.3 (default config)", containerd23_config, containerd23());
+}
+
+/// The containerd 2.3.4 build that `OCI_TMPFS_HOOK_NRI_CONTAINERD` names,
+/// with its ctr and its shim (the same directory, first on containerd's PATH).
+fn containerd23() -> Binaries {
+    let bin = std::env::var_os("OCI_TMPFS_HOOK_NRI_CONTAINERD")
+        .map(PathBuf::from)
+        .expect("OCI_TMPFS_HOOK_NRI_CONTAINERD=$(tests/env/containerd.sh build)");
+    let dir = bin.parent().expect("a directory").to_path_buf();
+    Binaries { ctr: dir.join("ctr"), containerd: bin, path_first: Some(dir) }
 }
 
 /// Debian sid's containerd and ctr, with its shim first on containerd's

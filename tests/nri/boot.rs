@@ -387,6 +387,21 @@ fn starts_anyway(node: &mut Node, r: &mut Report, name: &str, annotations: &[(&s
     r.step("stop and remove", node.teardown(&pod, &ids));
 }
 
+/// The pod annotations of our DaemonSet (deploy/kubernetes/daemonset.yaml).
+fn daemonset_pod_annotations() -> Vec<(String, String)> {
+    use saphyr::{LoadableYamlNode, Yaml};
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/daemonset.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let docs = Yaml::load_from_str(&text).unwrap();
+    let ds = docs.iter().find(|d| d["kind"].as_str() == Some("DaemonSet")).expect("a DaemonSet");
+    let annotations =
+        ds["spec"]["template"]["metadata"]["annotations"].as_mapping().expect("pod annotations");
+    annotations
+        .iter()
+        .map(|(k, v)| (k.as_str().unwrap().to_string(), v.as_str().expect("a string value").to_string()))
+        .collect()
+}
+
 /// Retries the refused pod's container with the plugin back: served.
 fn served_now(node: &mut Node, r: &mut Report, pod: &Pod, what: &str) {
     if let Some(c) =
@@ -404,8 +419,9 @@ fn served_now(node: &mut Node, r: &mut Report, pod: &Pod, what: &str) {
 /// containerd 2.1 has none): node-wide `required_plugins`, then the per-pod
 /// annotation. A container created while our plugin is down is refused with
 /// an error that names us, and starts, with its mounts, once the plugin is
-/// back; a pod annotated to tolerate missing plugins (the static-pod remedy)
-/// starts while it is down. Needs `OCI_TMPFS_HOOK_NRI_CONTAINERD`
+/// back; a pod annotated to tolerate missing plugins (the static-pod remedy),
+/// and our DaemonSet's own pod with its manifest's annotations, start while
+/// it is down. Needs `OCI_TMPFS_HOOK_NRI_CONTAINERD`
 /// (docs/nri.md#fail-closed).
 #[test]
 #[ignore = "needs containerd 2.2+: OCI_TMPFS_HOOK_NRI_CONTAINERD=... tests/env/nri.sh fail_closed --ignored"]
@@ -419,6 +435,15 @@ fn fail_closed_with_the_default_validator() {
     node.restart_daemon();
     if let Some(pod) = refused(&mut node, &mut r, "required", &[]) {
         starts_anyway(&mut node, &mut r, "tolerates", &[(TOLERATE, "true")]);
+        // Our DaemonSet's pod is not held back by the plugin it runs: its
+        // manifest's annotations, as the pod gets them.
+        let ds = daemonset_pod_annotations();
+        r.check(
+            ds.iter().any(|(k, v)| k == TOLERATE && v == "true"),
+            format!("the DaemonSet's pod does not tolerate a missing plugin: {ds:?}"),
+        );
+        let ds: Vec<(&str, &str)> = ds.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        starts_anyway(&mut node, &mut r, "daemonset-pod", &ds);
         node.start_plugin();
         served_now(&mut node, &mut r, &pod, "required, plugin back");
     }

@@ -79,6 +79,23 @@ fn metrics_node(case: &str) -> (Node, SocketAddr) {
 /// Before and after four pods (read-only 1 GiB; writable root; disabled by
 /// annotation; a bad size annotation under `on_error = "warn"`), every
 /// counter moves by what those pods did.
+/// The runtime that configured the plugin, in `runtime_info`: containerd
+/// 2.3 sends its NRI version (v0.12, which has the validator); 2.1 sends none.
+fn runtime_info(r: &mut Report, node: &Node, scrape: &BTreeMap<String, f64>) {
+    let runtime: Vec<&String> =
+        scrape.keys().filter(|k| k.starts_with(&format!("{P}runtime_info{{"))).collect();
+    r.seen("runtime_info", format!("{runtime:?}"));
+    let sends = node.ctd.major_minor() >= (2, 3);
+    let labels = if sends { "nri_version=\"v0.12" } else { "nri_version=\"\",validator=\"unknown\"" };
+    r.check(
+        runtime.len() == 1
+            && runtime[0].starts_with(&format!("{P}runtime_info{{runtime=\"containerd\""))
+            && runtime[0].contains(labels)
+            && (!sends || runtime[0].contains("validator=\"yes\"")),
+        format!("runtime_info for containerd {}: {runtime:?}", node.ctd.version),
+    );
+}
+
 #[test]
 fn metrics_count_what_the_plugin_did() {
     let mut r = Report::of("nri", "metrics-counters");
@@ -94,6 +111,7 @@ fn metrics_count_what_the_plugin_did() {
         before.keys().any(|k| k.starts_with(&format!("{P}info{{version=\"{}\"", env!("CARGO_PKG_VERSION")))),
         "no info sample with the version",
     );
+    runtime_info(&mut r, &node, &before);
     node.host_config("on_error = \"warn\"\n");
     let mut started = Vec::new();
     let ro = CtrOpts::ro("app", GI);

@@ -138,12 +138,24 @@ impl Containerd {
         Containerd { bin, ctr, version: version.to_string(), major }
     }
 
-    /// The config version this containerd is given.
+    /// The config version this containerd is given: its newest, as its
+    /// `containerd config default` writes (2 on 1.x, 3 on 2.0-2.2, 4 from
+    /// 2.3 on), so that `setup containerd` meets what a node has.
     pub fn config_version(&self) -> u32 {
-        if self.major >= 2 {
-            3
+        match self.major_minor() {
+            (0 | 1, _) => 2,
+            (2, 0..=2) => 3,
+            _ => 4,
+        }
+    }
+
+    /// The CNI binaries' setting: `bin_dirs` (a list) from 2.1 on, where
+    /// `bin_dir` is deprecated (2.3 warns, 2.4 removes it); `bin_dir` before.
+    fn cni_bin(&self, dir: &Path) -> String {
+        if self.major_minor() >= (2, 1) {
+            format!("bin_dirs = [{dir:?}]")
         } else {
-            2
+            format!("bin_dir = {dir:?}")
         }
     }
 
@@ -164,8 +176,9 @@ impl Containerd {
                 s,
                 "  [plugins.\"io.containerd.cri.v1.images\".pinned_images]\n    sandbox = {sandbox_image:?}\n\
                  \x20 [plugins.\"io.containerd.cri.v1.runtime\"]\n    restrict_oom_score_adj = true\n\
-                 \x20   [plugins.\"io.containerd.cri.v1.runtime\".cni]\n      bin_dir = {cni_bin:?}\n      conf_dir = {cni_conf:?}\n\
-                 \x20 [plugins.\"io.containerd.grpc.v1.cri\"]\n    stream_server_port = \"0\"\n"
+                 \x20   [plugins.\"io.containerd.cri.v1.runtime\".cni]\n      {}\n      conf_dir = {cni_conf:?}\n\
+                 \x20 [plugins.\"io.containerd.grpc.v1.cri\"]\n    stream_server_port = \"0\"\n",
+                self.cni_bin(&cni_bin)
             );
         } else {
             let _ = write!(

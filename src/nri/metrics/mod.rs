@@ -101,6 +101,31 @@ struct InfoLabels {
     config_hash: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RuntimeLabels {
+    /// The runtime's name and version, as its `Configure` said.
+    runtime: String,
+    version: String,
+    /// Its NRI version, `""` where it sends none (before NRI v0.12).
+    nri_version: String,
+    /// Whether it has NRI's default validator (`required_plugins`,
+    /// docs/nri.md#fail-closed): `yes` where it sends its NRI version (the
+    /// validator came with v0.10), `unknown` where it sends none.
+    validator: &'static str,
+}
+
+/// Whether a runtime whose NRI version is `nri_version` (`""`: unsent) has
+/// NRI's default validator: every runtime that sends its version does (NRI
+/// v0.12 sends it; v0.10 brought the validator); one that sends none may be
+/// v0.10 or v0.11 (containerd 2.2, with it) or older (2.1, without).
+pub(crate) fn validator(nri_version: &str) -> &'static str {
+    if nri_version.is_empty() {
+        "unknown"
+    } else {
+        "yes"
+    }
+}
+
 /// Every metric of the plugin, and the registry that encodes them.
 pub(crate) struct Metrics {
     registry: Registry,
@@ -116,6 +141,8 @@ pub(crate) struct Metrics {
     registered: Gauge,
     info: Family<InfoLabels, Gauge>,
     config_hash: Mutex<String>,
+    runtime: Family<RuntimeLabels, Gauge>,
+    runtime_last: Mutex<Option<RuntimeLabels>>,
 }
 
 /// Latency buckets: 25 µs doubling to 1.6 s (NRI's request timeout is 2 s).
@@ -144,6 +171,8 @@ impl Metrics {
             registered: Gauge::default(),
             info: Family::default(),
             config_hash: Mutex::new(String::new()),
+            runtime: Family::default(),
+            runtime_last: Mutex::new(None),
             registry: Registry::default(),
         };
         registry.register("containers_seen", "CreateContainer requests answered", m.seen.clone());
@@ -185,6 +214,11 @@ impl Metrics {
         );
         registry.register("registered", "1 while registered with the runtime", m.registered.clone());
         registry.register("info", "the plugin's version and host config hash", m.info.clone());
+        registry.register(
+            "runtime_info",
+            "the runtime that configured the plugin last, its NRI version, and whether it has NRI's validator",
+            m.runtime.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -233,6 +267,22 @@ impl Metrics {
         self.info.remove(&old);
         self.info.get_or_create(&InfoLabels { config_hash: hash.clone(), ..old }).set(1);
         *last = hash;
+    }
+
+    /// The runtime's `Configure`: the runtime info metric names it alone.
+    pub(crate) fn configured(&self, name: &str, version: &str, nri_version: &str) {
+        let now = RuntimeLabels {
+            runtime: name.to_string(),
+            version: version.to_string(),
+            nri_version: nri_version.to_string(),
+            validator: validator(nri_version),
+        };
+        let mut last = self.runtime_last.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(old) = last.take() {
+            self.runtime.remove(&old);
+        }
+        self.runtime.get_or_create(&now).set(1);
+        *last = Some(now);
     }
 
     /// `RegisterPlugin` succeeded.
@@ -353,5 +403,30 @@ mod tests {
     fn fnv1a_known_values() {
         assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    /// The runtime info names the runtime that configured the plugin last,
+    /// alone (a restarted containerd, upgraded, replaces the old sample),
+    /// and says whether it has the validator from its NRI version.
+    #[test]
+    fn runtime_info_follows_the_last_configure() {
+        let m = Metrics::new();
+        m.configured("containerd", "2.1.9", "");
+        let text = m.encode();
+        assert!(
+            text.contains(
+                "oci_tmpfs_hook_nri_runtime_info{runtime=\"containerd\",version=\"2.1.9\",nri_version=\"\",validator=\"unknown\"} 1"
+            ),
+            "{text}"
+        );
+        m.configured("containerd", "v2.3.4", "v0.12.0");
+        let text = m.encode();
+        let samples: Vec<&str> =
+            text.lines().filter(|l| l.starts_with("oci_tmpfs_hook_nri_runtime_info{")).collect();
+        assert_eq!(
+            samples,
+            ["oci_tmpfs_hook_nri_runtime_info{runtime=\"containerd\",version=\"v2.3.4\",nri_version=\"v0.12.0\",validator=\"yes\"} 1"],
+            "{text}"
+        );
     }
 }
