@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use crate::engine::check::{Check, Context};
 use crate::engine::{on_path, Engine, Way};
+use crate::host_config::HostConfig;
 use crate::names::rooted;
-use crate::settings::Settings;
 use crate::sys::probe;
 
 /// Every check, in report order.
@@ -93,7 +93,7 @@ pub(crate) fn privilege_checks() -> Vec<Check> {
 // Host config.
 
 /// Parses the host config and lists every effective value.
-pub(crate) fn config_check(ctx: &Context) -> (Check, Option<Settings>) {
+pub(crate) fn config_check(ctx: &Context) -> (Check, Option<HostConfig>) {
     let what = "config";
     let path = &ctx.config.path;
     let missing = !path.exists();
@@ -120,7 +120,7 @@ pub(crate) fn config_check(ctx: &Context) -> (Check, Option<Settings>) {
 }
 
 /// `key = value` for every setting, in declaration order.
-pub(crate) fn effective_values(settings: &Settings) -> Vec<String> {
+pub(crate) fn effective_values(settings: &HostConfig) -> Vec<String> {
     let value = serde_json::to_value(settings).expect("serialising settings");
     value
         .as_object()
@@ -137,7 +137,7 @@ pub(crate) fn effective_values(settings: &Settings) -> Vec<String> {
 }
 
 /// The wrapper execs the host config's `runtime_path`, else `runc` on PATH.
-fn real_runtime_check(ctx: &Context, settings: Option<&Settings>) -> Check {
+fn real_runtime_check(ctx: &Context, settings: Option<&HostConfig>) -> Check {
     let what = "runtime";
     match settings.and_then(|s| s.runtime_path.clone()) {
         Some(p) => {
@@ -177,7 +177,7 @@ mod tests {
 
     #[test]
     fn effective_values_name_every_key() {
-        let lines = effective_values(&Settings::default());
+        let lines = effective_values(&HostConfig::default());
         let keys: Vec<&str> = lines.iter().map(|l| l.split(" = ").next().unwrap()).collect();
         assert_eq!(
             keys,

@@ -13,9 +13,9 @@ use crate::oci::Spec;
 use serde::Deserialize;
 
 use crate::files::{self, FileError};
+use crate::host_config::{HostConfig, HostConfigError};
 use crate::names::{rooted, CONFIG_ENV, DEFAULT_CONFIG_PATH};
 use crate::plan::HostFacts;
-use crate::settings::{Settings, SettingsError};
 use crate::size::Bytes;
 
 /// Largest state document accepted on stdin.
@@ -73,10 +73,10 @@ pub enum InputError {
         source: serde_json::Error,
     },
     #[error("host config {path}")]
-    Settings {
+    HostConfig {
         path: PathBuf,
         #[source]
-        source: SettingsError,
+        source: HostConfigError,
     },
     #[error("reading the host's memory size")]
     HostRam(#[source] io::Error),
@@ -175,7 +175,7 @@ impl HostConfigSource {
     ///
     /// # Errors
     /// What [`HostConfigSource::read_with_text`] fails with.
-    pub fn read(&self) -> Result<Settings, InputError> {
+    pub fn read(&self) -> Result<HostConfig, InputError> {
         self.read_with_text().map(|(settings, _)| settings)
     }
 
@@ -185,15 +185,17 @@ impl HostConfigSource {
     /// # Errors
     /// An unreadable or invalid file, or a missing file that was named
     /// explicitly.
-    pub fn read_with_text(&self) -> Result<(Settings, String), InputError> {
+    pub fn read_with_text(&self) -> Result<(HostConfig, String), InputError> {
         let path = &self.path;
         let bytes = match files::read(None, path, MAX_SETTINGS_BYTES) {
-            Err(e) if !self.explicit && e.is_not_found() => return Ok((Settings::default(), String::new())),
+            Err(e) if !self.explicit && e.is_not_found() => {
+                return Ok((HostConfig::default(), String::new()))
+            }
             other => other?.bytes,
         };
         let text = String::from_utf8(bytes).map_err(|_| FileError::NotUtf8 { path: path.to_path_buf() })?;
-        let settings = Settings::parse(&text)
-            .map_err(|source| InputError::Settings { path: path.to_path_buf(), source })?;
+        let settings = HostConfig::parse(&text)
+            .map_err(|source| InputError::HostConfig { path: path.to_path_buf(), source })?;
         Ok((settings, text))
     }
 }
@@ -274,7 +276,7 @@ mod tests {
         let read_settings =
             |path: &Path, explicit| HostConfigSource { path: path.to_path_buf(), explicit }.read();
         let missing = Path::new("/nonexistent/oci-tmpfs-hook.toml");
-        assert_eq!(read_settings(missing, false).unwrap(), Settings::default());
+        assert_eq!(read_settings(missing, false).unwrap(), HostConfig::default());
         assert!(read_settings(missing, true).is_err());
     }
 

@@ -44,7 +44,7 @@ pub(crate) struct ExplainArgs {
     /// The wrapper's executor to explain [default: the host config's
     /// `mode`].
     #[arg(long, value_enum, conflicts_with = "manifest")]
-    pub mode: Option<crate::settings::Mode>,
+    pub mode: Option<crate::host_config::Mode>,
 }
 
 /// Runs `explain`.
@@ -65,7 +65,7 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
     let mut root = rootfs.as_deref().map(crate::spec::host::LazyRoot::new);
     // As the runtime wrapper makes it: with the rootfs' /etc/passwd when
     // HOME depends on it; in spec mode it can set HOME.
-    let sets_env = args.mode.unwrap_or(settings.mode) == crate::settings::Mode::Spec;
+    let sets_env = args.mode.unwrap_or(settings.mode) == crate::host_config::Mode::Spec;
     let user = plan::UserFacts { passwd: plan::Passwd::NotRead, home_dir: None, sets_env };
     let begun = plan::begin(&spec, None, &settings, host, &user)?;
     let plan = match root.as_mut() {
@@ -89,14 +89,14 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
                 runtime_unsafe: runtime.spec_unsafe.as_deref(),
                 foreign: &foreign,
             };
-            let carrier = route::carrier(&plan, &facts);
+            let executor = route::executor(&plan, &facts);
             // The rootfs can move the temp targets to the hook too (what a
             // target's directory holds, docs/design.md#image-files).
-            match crate::spec::host::routes(r, &plan, &carrier, runtime.no_copy_up.as_deref()) {
-                Ok((carrier, routes)) => Some((facts.mode, carrier, Some(routes))),
+            match crate::spec::host::routes(r, &plan, &executor, runtime.no_copy_up.as_deref()) {
+                Ok((executor, routes)) => Some((facts.mode, executor, Some(routes))),
                 Err(e) => {
                     log::warn!("{}: the targets are not checked against the rootfs", chain(&e));
-                    Some((facts.mode, carrier, None))
+                    Some((facts.mode, executor, None))
                 }
             }
         }
@@ -115,9 +115,9 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
                 })
                 .collect()
         });
-        let wrapper = carried.as_ref().map(|(mode, carrier, _)| match carrier {
-            route::Carrier::Spec => serde_json::json!({"mode": mode, "executor": "spec"}),
-            route::Carrier::Hook { stage, why } => {
+        let wrapper = carried.as_ref().map(|(mode, executor, _)| match executor {
+            route::Executor::Spec => serde_json::json!({"mode": mode, "executor": "spec"}),
+            route::Executor::Hook { stage, why } => {
                 serde_json::json!({"mode": mode, "executor": "hook", "stage": stage.as_str(), "why": why})
             }
         });
@@ -128,11 +128,11 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
         println!("{}", serde_json::to_string_pretty(&doc).expect("serialising the plan"));
     } else {
         print!("{}", render(bundle, rootfs.as_deref(), &plan, plan::memory_limit(&spec)));
-        if let Some((mode, carrier, _)) = &carried {
-            let mode = if *mode == crate::settings::Mode::Hook { "hook" } else { "spec" };
-            let line = match carrier {
-                route::Carrier::Spec => "writes the mounts into config.json".to_string(),
-                route::Carrier::Hook { stage, why } => format!("adds the hook at {stage}: {why}"),
+        if let Some((mode, executor, _)) = &carried {
+            let mode = if *mode == crate::host_config::Mode::Hook { "hook" } else { "spec" };
+            let line = match executor {
+                route::Executor::Spec => "writes the mounts into config.json".to_string(),
+                route::Executor::Hook { stage, why } => format!("adds the hook at {stage}: {why}"),
             };
             println!("wrapper: in {mode} mode, {line}");
         }

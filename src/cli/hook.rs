@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::HostConfigArg;
 use crate::error::{chain, Error};
-use crate::settings::OnError;
+use crate::host_config::OnError;
 use crate::stage::Stage;
 
 #[derive(Clone, Debug, Args)]

@@ -8,8 +8,8 @@ use clap::Args;
 
 use super::absolute_path;
 use crate::error::Error;
+use crate::host_config::Mode;
 use crate::input::HostConfigSource;
-use crate::settings::Mode;
 use crate::spec;
 use crate::spec::bundle::{self, HookEntry};
 use crate::stage::Stage;
@@ -32,7 +32,7 @@ pub(crate) struct InjectArgs {
     /// `hook`: add the hook; `spec`: write the plan's mounts into
     /// config.json now (the rootfs must be in place), no hook at the start.
     #[arg(long, value_enum, default_value = "hook")]
-    pub mode: crate::settings::Mode,
+    pub mode: crate::host_config::Mode,
     /// With `--mode spec`: the runtime that will run the bundle [default:
     /// runc on PATH]. Temp targets go to the hook on runc before 1.1.8
     /// and crun 1.29.0, which change a tmpfs's mode after mounting it.

@@ -465,7 +465,7 @@ mod tests {
             "linux": {"namespaces": [{"type": "mount"}]}
         }))
         .unwrap();
-        let settings = crate::settings::Settings::default();
+        let settings = crate::host_config::HostConfig::default();
         let host = crate::plan::HostFacts { ram: Bytes(16 << 30) };
         let begin = || crate::plan::begin(&spec, None, &settings, host, &UserFacts::HOOK).unwrap();
         assert!(matches!(begin(), Decision::Asks(_)));

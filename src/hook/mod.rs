@@ -19,9 +19,9 @@ use std::io;
 
 pub(crate) use system::System;
 
+use crate::host_config::HostConfig;
 use crate::input::{self, InputError};
 use crate::plan::{self, Action, ShmSource, ShmWay};
-use crate::settings::Settings;
 use crate::stage::Stage;
 use crate::sys::{engine_shm, ns, SysError};
 
@@ -42,7 +42,11 @@ pub(crate) enum HookError {
 /// # Errors
 /// The state or the bundle cannot be read, no plan can be made, or
 /// carrying it out failed.
-pub(crate) fn run(stage: Option<Stage>, settings: &Settings, stdin: impl io::Read) -> Result<(), HookError> {
+pub(crate) fn run(
+    stage: Option<Stage>,
+    settings: &HostConfig,
+    stdin: impl io::Read,
+) -> Result<(), HookError> {
     let state = input::read_state(stdin)?;
     crate::process::logger::set_container(&state.id);
     // Before the bundle is read: at startContainer nothing can be done.

@@ -14,8 +14,8 @@ pub(crate) mod quantity;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::host_config::HostConfig;
 use crate::plan::{self, Action, Plan, ShmSource};
-use crate::settings::Settings;
 use crate::size::Bytes;
 use doc::{opt, req, At, DocRef, ManifestError};
 pub(crate) use pod::{Container, Pod, Role};
@@ -218,7 +218,7 @@ pub(crate) struct PodReport {
 /// The plans for every container of `w`'s pods on a node with `settings`
 /// and `ram`, and the pod's `/dev/shm`. The pause container gets nothing
 /// (it is a pod sandbox) and is not listed.
-pub(crate) fn explain(w: &Workload, settings: &Settings, ram: Bytes) -> PodReport {
+pub(crate) fn explain(w: &Workload, settings: &HostConfig, ram: Bytes) -> PodReport {
     let p = &w.pod;
     let mut containers = Vec::new();
     let mut shm = if p.host_ipc {
@@ -306,7 +306,7 @@ const ASSUMED_HOME: &str = "/oci-tmpfs-hook/assumed-home";
 /// the `oci-tmpfs-hook/home-size` annotation within `max_home_size`, and
 /// the memory limit, as on the node. `None` when the container gets no
 /// such home (`home = false`, its env's `HOME`, a plan that does nothing).
-fn assumed_home(spec: &crate::oci::Spec, settings: &Settings, ram: Bytes) -> Option<plan::Tmpfs> {
+fn assumed_home(spec: &crate::oci::Spec, settings: &HostConfig, ram: Bytes) -> Option<plan::Tmpfs> {
     // A home of its own, which the node makes (nothing in the image there).
     let home = crate::target::validate(ASSUMED_HOME).ok()?;
     let user = plan::UserFacts {
@@ -323,7 +323,7 @@ fn assumed_home(spec: &crate::oci::Spec, settings: &Settings, ram: Bytes) -> Opt
 
 /// The temp- and cache-dir inputs a manifest cannot show: `valueFrom` and
 /// `envFrom` values, and the image's own `ENV` (containerd puts it first).
-fn unknown(c: &Container, settings: &Settings) -> Vec<String> {
+fn unknown(c: &Container, settings: &HostConfig) -> Vec<String> {
     let named = |k: &str| {
         crate::target::TEMP_VARS.contains(&k) || settings.env_targets.iter().any(|v| v.as_str() == k)
     };

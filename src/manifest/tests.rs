@@ -79,7 +79,7 @@ fn decision(p: &Plan) -> (bool, Vec<Action>, Vec<(String, String)>) {
     (p.enabled, actions, notes)
 }
 
-fn agree(yaml: &str, settings: &Settings) -> Vec<PodReport> {
+fn agree(yaml: &str, settings: &HostConfig) -> Vec<PodReport> {
     let ws = manifest(yaml);
     let mut reports = Vec::new();
     for w in &ws {
@@ -168,12 +168,12 @@ spec:
 
 #[test]
 fn manifest_and_nri_paths_make_the_same_plans() {
-    let reports = agree(PODS, &Settings::default());
+    let reports = agree(PODS, &HostConfig::default());
     assert_eq!(reports.len(), 2);
     let capped =
-        Settings::parse("max_tmp_size = \"1Gi\"\nannotations = \"allow\"\ntmp_size = \"10%\"").unwrap();
+        HostConfig::parse("max_tmp_size = \"1Gi\"\nannotations = \"allow\"\ntmp_size = \"10%\"").unwrap();
     agree(PODS, &capped);
-    agree(PODS, &Settings::parse("annotations = \"ignore\"").unwrap());
+    agree(PODS, &HostConfig::parse("annotations = \"ignore\"").unwrap());
 }
 
 fn sizes(r: &ContainerReport) -> Vec<(String, u64)> {
@@ -188,7 +188,7 @@ fn sizes(r: &ContainerReport) -> Vec<(String, u64)> {
 
 #[test]
 fn deployment_sizes_and_the_pod_shm() {
-    let reports = agree(PODS, &Settings::default());
+    let reports = agree(PODS, &HostConfig::default());
     let web = &reports[0];
     assert_eq!((web.namespace.as_str(), web.name.as_str(), web.template), ("shop", "web", "spec.template"));
     let by: Vec<&str> = web.containers.iter().map(|c| c.name.as_str()).collect();
@@ -248,7 +248,7 @@ spec:
     - {name: XDG_CACHE_HOME, value: /tmp/xdg}
     - {name: HF_HOME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
 "#;
-    let r = agree(yaml, &Settings::default());
+    let r = agree(yaml, &HostConfig::default());
     let c = &r[0].containers[0];
     assert_eq!(sizes(c), [("/tmp".into(), GI), ("/cache/triton".into(), GI), ("/dev/shm".into(), 2 * GI)]);
     let plan = c.plan.as_ref().unwrap();
@@ -256,7 +256,7 @@ spec:
     assert_eq!(subdirs, &["xdg".to_string()]);
     assert_eq!(origins.len(), 2, "{origins:?}");
     assert_eq!(c.unknown, ["HF_HOME comes from valueFrom: its directory would be a target too"]);
-    let off = Settings::parse("env_targets = []").unwrap();
+    let off = HostConfig::parse("env_targets = []").unwrap();
     let r = agree(yaml, &off);
     let c = &r[0].containers[0];
     assert_eq!(sizes(c), [("/tmp".into(), GI), ("/dev/shm".into(), 2 * GI)]);
@@ -266,7 +266,7 @@ spec:
 #[test]
 fn pod_level_read_only_root_is_not_a_kubernetes_field() {
     let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  securityContext: {readOnlyRootFilesystem: true}\n  containers: [{name: a, image: b}]\n";
-    let r = agree(yaml, &Settings::default());
+    let r = agree(yaml, &HostConfig::default());
     assert!(r[0].notes[0].contains("not a field of a pod's securityContext"), "{:?}", r[0].notes);
     assert!(!r[0].containers[0].plan.as_ref().unwrap().enabled);
 }
@@ -359,7 +359,7 @@ spec:
     securityContext: {readOnlyRootFilesystem: true}
 "#;
     let ws = manifest(yaml);
-    let r = explain(&ws[0], &Settings::default(), RAM);
+    let r = explain(&ws[0], &HostConfig::default(), RAM);
     let c = &r.containers[0];
     let plan = c.plan.as_ref().unwrap();
     let home = plan.actions.iter().find(|a| a.target() == "/home/app").expect("HOME is a target");
@@ -397,12 +397,12 @@ fn the_assumed_home_counts_in_the_memory_sum() {
             "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, annotations: {{{annotations}}}}}\nspec:\n  containers:\n  - name: a\n    image: b\n    securityContext: {{readOnlyRootFilesystem: true, runAsUser: 1000}}\n    resources: {{limits: {{memory: 1Gi}}}}\n    env: [{{name: TMPDIR, value: /scratch}}{env}]\n"
         )
     };
-    let report = |yaml: &str, settings: &Settings| {
+    let report = |yaml: &str, settings: &HostConfig| {
         let ws = manifest(yaml);
         let mut r = explain(&ws[0], settings, RAM);
         r.containers.remove(0)
     };
-    let c = report(&pod("", ""), &Settings::default());
+    let c = report(&pod("", ""), &HostConfig::default());
     let home = c.assumed_home.as_ref().expect("an assumed HOME");
     assert_eq!((home.size.bytes, home.mode), (Bytes(GI / 4), 0o700));
     let m = c.memory.unwrap();
@@ -411,16 +411,16 @@ fn the_assumed_home_counts_in_the_memory_sum() {
     assert_eq!(plan_only, Bytes(GI), "the plan's own actions leave the assumed HOME out");
 
     // The annotation within max_home_size, and the memory limit, as on a node.
-    let capped = Settings { max_home_size: Some("128Mi".parse().unwrap()), ..Settings::default() };
+    let capped = HostConfig { max_home_size: Some("128Mi".parse().unwrap()), ..HostConfig::default() };
     let c = report(&pod("oci-tmpfs-hook/home-size: 512Mi", ""), &capped);
     assert_eq!(c.assumed_home.unwrap().size.bytes, Bytes(128 << 20));
-    let c = report(&pod("oci-tmpfs-hook/home-size: 4Gi", ""), &Settings::default());
+    let c = report(&pod("oci-tmpfs-hook/home-size: 4Gi", ""), &HostConfig::default());
     assert_eq!(c.assumed_home.unwrap().size.bytes, Bytes(GI), "capped by the memory limit");
 
-    let off = Settings { home: false, ..Settings::default() };
+    let off = HostConfig { home: false, ..HostConfig::default() };
     let c = report(&pod("", ""), &off);
     assert_eq!((c.assumed_home, c.memory.unwrap().tmpfs_total), (None, Bytes(GI)), "home = false");
-    let c = report(&pod("", ", {name: HOME, value: /tmp}"), &Settings::default());
+    let c = report(&pod("", ", {name: HOME, value: /tmp}"), &HostConfig::default());
     assert_eq!(c.assumed_home, None, "HOME=/tmp is /tmp's tmpfs");
     assert_eq!(c.memory.unwrap().tmpfs_total, Bytes(GI));
 }

@@ -243,7 +243,7 @@ pub(crate) mod fixtures {
 mod tests {
     use super::fixtures::{linux, mnt};
     use super::*;
-    use crate::settings::Settings;
+    use crate::host_config::HostConfig;
     use crate::size::Bytes;
 
     const MI: u64 = 1 << 20;
@@ -283,7 +283,7 @@ mod tests {
         c
     }
 
-    fn plan(pod: Option<&api::PodSandbox>, c: &api::Container, settings: &Settings) -> Plan {
+    fn plan(pod: Option<&api::PodSandbox>, c: &api::Container, settings: &HostConfig) -> Plan {
         let spec = spec_of(pod, c).expect("spec");
         crate::plan::fixtures::plan_of(&spec, settings).expect("plan")
     }
@@ -326,13 +326,13 @@ mod tests {
     }
 
     fn adjust(pod: Option<&api::PodSandbox>, c: &api::Container) -> api::ContainerAdjustment {
-        adjustment(&plan(pod, c, &Settings::default()), pod, c, &site())
+        adjustment(&plan(pod, c, &HostConfig::default()), pod, c, &site())
     }
 
     #[test]
     fn read_only_1gi_gets_our_hook_and_no_mount() {
         let c = ctr(true, Some(GI as i64));
-        let p = plan(None, &c, &Settings::default());
+        let p = plan(None, &c, &HostConfig::default());
         assert_eq!(summary(&p), format!("/tmp {}, /dev/shm {}", Bytes(256 * MI), Bytes(512 * MI)));
         let adj = adjustment(&p, None, &c, &site());
         assert!(adj.mounts.is_empty(), "{:?}", adj.mounts);
@@ -374,7 +374,7 @@ mod tests {
         pod.annotations.insert("other/key".into(), "x".into());
         let mut c = ctr(false, Some(GI as i64));
         c.annotations.insert("oci-tmpfs-hook/shm-size".into(), "300Mi".into());
-        let p = plan(Some(&pod), &c, &Settings::default());
+        let p = plan(Some(&pod), &c, &HostConfig::default());
         assert_eq!(summary(&p), format!("/tmp {}, /dev/shm {}", Bytes(100 * MI), Bytes(300 * MI)));
         let adj = adjustment(&p, Some(&pod), &c, &site());
         assert_eq!(adj.hooks.create_runtime.len(), 1);
@@ -394,7 +394,7 @@ mod tests {
         c.mounts.retain(|m| m.destination != "/dev/shm");
         c.mounts.push(mnt("/dev/shm", "bind", "/dev/shm", &["rbind", "rprivate", "rw"]));
         c.linux.mut_or_insert_default().namespaces.clear();
-        let p = plan(None, &c, &Settings::default());
+        let p = plan(None, &c, &HostConfig::default());
         assert_eq!(summary(&p), format!("/tmp {}", Bytes(256 * MI)));
         assert_eq!(adjustment(&p, None, &c, &site()).hooks.create_runtime.len(), 1);
     }
@@ -415,19 +415,19 @@ mod tests {
         c.mounts.retain(|m| m.destination != "/dev/shm");
         c.mounts.push(mnt("/dev/shm", "bind", "/dev/shm", &["rbind", "rprivate", "rw"]));
         // HOME aside (below): it comes from the image's /etc/passwd.
-        let no_home = Settings::parse("home = false").unwrap();
+        let no_home = HostConfig::parse("home = false").unwrap();
         let p = plan(None, &c, &no_home);
         assert!(!needs_hook(&p), "{p:?}");
         // A HOME that only the image's /etc/passwd names is work for the
         // hook too: the plan asks for it, and only the hook can read it.
-        let p = plan(None, &c, &Settings::default());
+        let p = plan(None, &c, &HostConfig::default());
         assert!(needs_hook(&p) && p.actions.is_empty() && p.passwd_uid.is_some(), "{p:?}");
         c.env.push("TRITON_CACHE_DIR=/cache/triton".into());
         let p = plan(None, &c, &no_home);
         assert_eq!(summary(&p), format!("/cache/triton {}", Bytes(256 * MI)));
         assert!(needs_hook(&p));
         assert_eq!(adjustment(&p, None, &c, &site()).hooks.create_runtime.len(), 1);
-        let off = Settings::parse("home = false\nenv_targets = []").unwrap();
+        let off = HostConfig::parse("home = false\nenv_targets = []").unwrap();
         assert!(!needs_hook(&plan(None, &c, &off)));
     }
 
@@ -438,7 +438,7 @@ mod tests {
     fn a_shared_mount_namespace_gets_no_hook() {
         let mut c = ctr(true, Some(GI as i64));
         c.linux.mut_or_insert_default().namespaces[0].path = "/proc/42/ns/mnt".into();
-        let p = plan(None, &c, &Settings::default());
+        let p = plan(None, &c, &HostConfig::default());
         assert!(!needs_hook(&p), "{p:?}");
         assert_eq!(adjustment(&p, None, &c, &site()), api::ContainerAdjustment::new());
         let warnings: Vec<_> = p.notes.iter().filter(|n| n.warn).collect();

@@ -26,9 +26,9 @@ use super::hook_copy::{CopyError, HookDir};
 use super::metrics;
 use super::proto::api;
 use super::stub::{Connection, Plugin, Refusal, Runtime};
+use crate::host_config::{HostConfig, OnError};
 use crate::input::{self, HostConfigSource, InputError};
 use crate::plan::{self, HostFacts};
-use crate::settings::{OnError, Settings};
 
 /// Why one container got no adjustment.
 #[derive(Debug, thiserror::Error)]
@@ -64,8 +64,8 @@ pub(crate) enum PolicyError {
 /// The host config as read: its settings and its text (`""` for a missing
 /// default file: the defaults).
 #[derive(Clone, Debug)]
-struct HostConfig {
-    settings: Settings,
+struct ConfigRead {
+    settings: HostConfig,
     text: String,
 }
 
@@ -76,7 +76,7 @@ pub(crate) struct Policy {
     dir: Option<HookDir>,
     site: HookSite,
     host: HostFacts,
-    last_good: Mutex<HostConfig>,
+    last_good: Mutex<ConfigRead>,
     /// The config text last copied into the hook directory.
     copied: Mutex<Option<String>>,
 }
@@ -146,7 +146,7 @@ impl Policy {
     }
 
     /// The host config now, or the last good one when it cannot be read.
-    fn current(&self) -> HostConfig {
+    fn current(&self) -> ConfigRead {
         let mut last = self.last_good.lock().unwrap_or_else(|p| p.into_inner());
         match read_host_config(&self.config) {
             Ok(c) => {
@@ -164,7 +164,7 @@ impl Policy {
     }
 
     /// The host config's settings now (see [`Policy::current`]).
-    pub(crate) fn settings(&self) -> Settings {
+    pub(crate) fn settings(&self) -> HostConfig {
         self.current().settings
     }
 
@@ -176,7 +176,7 @@ impl Policy {
         &self,
         pod: Option<&api::PodSandbox>,
         ctr: &api::Container,
-        settings: &Settings,
+        settings: &HostConfig,
     ) -> Result<api::ContainerAdjustment, CreateError> {
         let who = adjust::who(pod, ctr);
         let planning = Instant::now();
@@ -218,7 +218,7 @@ impl Policy {
         &self,
         pod: Option<&api::PodSandbox>,
         ctr: &api::Container,
-    ) -> (Result<api::ContainerAdjustment, CreateError>, Settings) {
+    ) -> (Result<api::ContainerAdjustment, CreateError>, HostConfig) {
         let config = self.current();
         if let Some(m) = metrics::get() {
             m.config(&config.text);
@@ -234,13 +234,13 @@ impl Policy {
 }
 
 /// The host config at `source`, with its text.
-fn read_host_config(source: &HostConfigSource) -> Result<HostConfig, InputError> {
+fn read_host_config(source: &HostConfigSource) -> Result<ConfigRead, InputError> {
     let (settings, text) = source.read_with_text()?;
-    Ok(HostConfig { settings, text })
+    Ok(ConfigRead { settings, text })
 }
 
 /// The host config's log level, and its log file when it changed.
-pub(crate) fn apply_logging(new: &Settings, old: &Settings) {
+pub(crate) fn apply_logging(new: &HostConfig, old: &HostConfig) {
     let changed = new.log_file.as_deref().filter(|f| Some(*f) != old.log_file.as_deref());
     crate::process::logger::configure(new.log_level.filter(), changed);
 }

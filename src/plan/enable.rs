@@ -106,7 +106,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::settings::Settings;
+    use crate::host_config::HostConfig;
     use crate::size::Bytes;
 
     fn spec(v: serde_json::Value) -> Spec {
@@ -115,7 +115,7 @@ mod tests {
 
     #[test]
     fn enablement_table() {
-        let settings = Settings::default();
+        let settings = HostConfig::default();
         let cases = [
             ("read-only root", json!({"path": "r", "readonly": true}), None, Ok(true)),
             ("writable root", json!({"path": "r", "readonly": false}), None, Ok(false)),

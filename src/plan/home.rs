@@ -241,7 +241,7 @@ fn fallback(inputs: &Inputs<'_>, user: Owner, host: Owner, subject: String) -> S
             Home { path: path.to_string(), from: HomeFrom::Fallback, user, host, way: whole(path) },
             subject,
         ),
-        // Settings checked the template with uid 1000; a uid cannot make it
+        // HostConfig checked the template with uid 1000; a uid cannot make it
         // relative or `..`, but keep the note for any other reason.
         Err(reason) => {
             Step::Left(Note::warn(subject, format!("home_fallback gives {path:?}, which {reason}")))

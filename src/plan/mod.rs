@@ -14,28 +14,28 @@
 
 mod enable;
 mod home;
-mod inputs;
+mod facts;
 pub(crate) mod landing;
 mod model;
 mod shm;
 mod sizes;
-mod targets;
+mod temp_dirs;
 
 use std::collections::HashMap;
 
 use crate::oci::Spec;
 
 pub use home::passwd_home;
-use inputs::SpecMounts;
-pub use inputs::{DirFacts, HomeDir, HostFacts, Inputs, Passwd, Question, UserFacts, PASSWD_MAX};
+use facts::SpecMounts;
+pub use facts::{DirFacts, HomeDir, HostFacts, Inputs, Passwd, Question, UserFacts, PASSWD_MAX};
 pub use model::*;
 
+use crate::host_config::HostConfig;
 use crate::names::ANNOTATION_PREFIX;
 pub use crate::names::{
     ANNOTATION_ENABLED, ANNOTATION_HOME, ANNOTATION_HOME_SIZE, ANNOTATION_SHM_SIZE, ANNOTATION_TMP_SIZE,
     SHM_PATH,
 };
-use crate::settings::Settings;
 use crate::target::TargetPath;
 
 /// The plan for one container as far as `user` tells: what NRI and
@@ -50,7 +50,7 @@ use crate::target::TargetPath;
 pub fn plan_for(
     spec: &Spec,
     state_annotations: Option<&HashMap<String, String>>,
-    settings: &Settings,
+    settings: &HostConfig,
     host: HostFacts,
     user: &UserFacts,
 ) -> Result<Plan, PlanError> {
@@ -67,7 +67,7 @@ pub fn plan_for(
 pub fn begin<'a>(
     spec: &'a Spec,
     state_annotations: Option<&'a HashMap<String, String>>,
-    settings: &'a Settings,
+    settings: &'a HostConfig,
     host: HostFacts,
     user: &UserFacts,
 ) -> Result<Decision<'a>, PlanError> {
@@ -190,7 +190,7 @@ impl<'a> Partial<'a> {
 struct Ground<'a> {
     spec: &'a Spec,
     state_annotations: Option<&'a HashMap<String, String>>,
-    settings: &'a Settings,
+    settings: &'a HostConfig,
     host_ram: crate::size::Bytes,
 }
 
@@ -215,7 +215,7 @@ struct Made<'a> {
     sizes: sizes::Sizes,
     spec_mounts: SpecMounts<'a>,
     label: Option<String>,
-    targets: Vec<targets::Candidate>,
+    targets: Vec<temp_dirs::Candidate>,
     temp_dirs: Vec<TargetPath>,
     /// `/dev/shm`'s action, or why it is left alone.
     shm: Result<Action, Note>,
@@ -235,7 +235,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
 fn start<'a>(
     spec: &'a Spec,
     state_annotations: Option<&'a HashMap<String, String>>,
-    settings: &'a Settings,
+    settings: &'a HostConfig,
     host_ram: crate::size::Bytes,
     user: &UserFacts,
 ) -> Result<Decision<'a>, PlanError> {
@@ -298,7 +298,7 @@ fn before_home<'a>(spec: &'a Spec, inputs: &Inputs<'_>) -> Result<Result<Box<Mad
         })
         .collect();
     let label = mount_label(inputs.spec);
-    let targets = targets::temp_targets(inputs, &mut plan.notes);
+    let targets = temp_dirs::temp_targets(inputs, &mut plan.notes);
     let temp_dirs: Vec<TargetPath> = targets
         .iter()
         .filter(|c| c.origins.iter().any(Origin::is_temp_dir))
@@ -335,14 +335,14 @@ fn complete(inputs: &Inputs<'_>, made: Box<Made<'_>>, step: home::Step) -> Plan 
         Some(h) => home_tmpfs(inputs, h, &sizes.home, &label, &mut targets),
         None => Vec::new(),
     };
-    let targets = targets::not_spec_mounted(targets, &spec_mounts, &mut plan.notes);
+    let targets = temp_dirs::not_spec_mounted(targets, &spec_mounts, &mut plan.notes);
     if let Some(h) = &home {
         let kept = |p: &TargetPath| targets.iter().any(|c| &c.path == p);
         let (way, env) = home_way(h, kept, |p| spec_mounts.last_at(p.as_str()).is_some());
         plan.home = Some(way);
         plan.home_env = env;
     }
-    for nested in targets::nest(targets) {
+    for nested in temp_dirs::nest(targets) {
         let temp = Tmpfs {
             size: sizes.tmp.clone(),
             nr_inodes: inputs.settings.nr_inodes,
@@ -384,7 +384,7 @@ fn home_tmpfs(
     h: &home::Home,
     size: &Sizing,
     label: &Option<String>,
-    targets: &mut Vec<targets::Candidate>,
+    targets: &mut Vec<temp_dirs::Candidate>,
 ) -> Vec<(TargetPath, Tmpfs)> {
     let base = Tmpfs {
         size: size.clone(),
@@ -401,7 +401,7 @@ fn home_tmpfs(
     };
     match &h.way {
         home::Way::Whole { path, dir } => {
-            targets::add(targets, path.clone(), Origin::Home(h.from));
+            temp_dirs::add(targets, path.clone(), Origin::Home(h.from));
             let tmpfs = match dir {
                 // Like the image's directory: its owner (the process's uid,
                 // and the directory's group) and mode.
@@ -421,7 +421,7 @@ fn home_tmpfs(
         home::Way::Caches { paths, .. } => paths
             .iter()
             .map(|p| {
-                targets::add(targets, p.clone(), Origin::HomeCache(h.from));
+                temp_dirs::add(targets, p.clone(), Origin::HomeCache(h.from));
                 (p.clone(), base.clone())
             })
             .collect(),
@@ -499,7 +499,7 @@ mod tests {
         })
     }
 
-    fn decide_with(config: &serde_json::Value, settings: &Settings) -> Result<Plan, PlanError> {
+    fn decide_with(config: &serde_json::Value, settings: &HostConfig) -> Result<Plan, PlanError> {
         let spec: Spec = serde_json::from_value(config.clone()).expect("valid spec");
         decide(&Inputs {
             spec: &spec,
@@ -511,7 +511,7 @@ mod tests {
     }
 
     fn plan(config: &serde_json::Value) -> Plan {
-        decide_with(config, &Settings::default()).expect("plan")
+        decide_with(config, &HostConfig::default()).expect("plan")
     }
 
     fn tmpfs_targets(plan: &Plan) -> Vec<(String, u64)> {
@@ -589,7 +589,7 @@ mod tests {
         let p = decide(&Inputs {
             spec: &spec,
             state_annotations: Some(&ann),
-            settings: &Settings::default(),
+            settings: &HostConfig::default(),
             host_ram: RAM,
             user: &UserFacts::HOOK,
         })
@@ -606,7 +606,7 @@ mod tests {
             (ANNOTATION_ENABLED, "yes"),
         ] {
             let c = with(base(), "/annotations", json!({ key: value }));
-            let err = decide_with(&c, &Settings::default()).expect_err(value);
+            let err = decide_with(&c, &HostConfig::default()).expect_err(value);
             assert!(err.to_string().contains(key), "{err}");
         }
     }
@@ -766,7 +766,7 @@ mod tests {
     #[test]
     fn env_targets_table() {
         for (name, env, list, want, warnings) in env_target_cases() {
-            let mut settings = Settings::default();
+            let mut settings = HostConfig::default();
             if let Some(list) = list {
                 settings.env_targets = list.iter().map(|v| target::EnvVar::parse(v).unwrap()).collect();
             }
@@ -817,12 +817,12 @@ mod tests {
         assert_eq!(subdirs, &["a".to_string(), "job/x".to_string()]);
         assert_eq!(origins, &[Origin::Default, env("TMPDIR"), env("TEMP")]);
         // Order does not matter: the parent may come after the child.
-        let s = Settings {
+        let s = HostConfig {
             extra_targets: vec![
                 target::validate("/scratch/a").unwrap(),
                 target::validate("/scratch").unwrap(),
             ],
-            ..Settings::default()
+            ..HostConfig::default()
         };
         let p = decide_with(&base(), &s).unwrap();
         assert_eq!(tmpfs_targets(&p).iter().map(|t| t.0.as_str()).collect::<Vec<_>>(), ["/tmp", "/scratch"]);
@@ -899,7 +899,7 @@ mod tests {
 
     #[test]
     fn host_settings_apply() {
-        let s = Settings::parse("tmp_size = \"1g\"\nshm_size = \"2g\"\nextra_targets = [\"/run\"]\nnoexec = true\nnr_inodes = 5000").unwrap();
+        let s = HostConfig::parse("tmp_size = \"1g\"\nshm_size = \"2g\"\nextra_targets = [\"/run\"]\nnoexec = true\nnr_inodes = 5000").unwrap();
         let p = decide_with(&base(), &s).unwrap();
         assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), GI), ("/run".into(), GI)]);
         let Action::MountTmpfs { tmpfs, .. } = &p.actions[0] else { panic!() };
@@ -1089,7 +1089,7 @@ mod tests {
 
     #[test]
     fn ignored_annotations_are_noted() {
-        let s = Settings::parse("annotations = \"ignore\"").unwrap();
+        let s = HostConfig::parse("annotations = \"ignore\"").unwrap();
         let c =
             with(base(), "/annotations", json!({ANNOTATION_TMP_SIZE: "1Mi", ANNOTATION_ENABLED: "false"}));
         let p = decide_with(&c, &s).unwrap();
@@ -1101,7 +1101,7 @@ mod tests {
     /// A plan made as an executor makes it: with what it read of the
     /// image's /etc/passwd, able to set the environment or not.
     /// The image holds nothing at the home: the executor makes it.
-    fn home_plan(config: &serde_json::Value, settings: &Settings, passwd: Passwd, sets_env: bool) -> Plan {
+    fn home_plan(config: &serde_json::Value, settings: &HostConfig, passwd: Passwd, sets_env: bool) -> Plan {
         home_plan_in(config, settings, passwd, HomeDir::Missing, sets_env)
     }
 
@@ -1110,7 +1110,7 @@ mod tests {
     /// first question goes unanswered), `dir` what it finds at the home.
     fn home_plan_in(
         config: &serde_json::Value,
-        settings: &Settings,
+        settings: &HostConfig,
         passwd: Passwd,
         dir: HomeDir,
         sets_env: bool,
@@ -1171,7 +1171,7 @@ mod tests {
 
     #[test]
     fn home_comes_from_env_then_passwd_then_fallback() {
-        let s = Settings::default();
+        let s = HostConfig::default();
         let o = |uid, gid| Some(Owner { uid, gid });
         // HOME in the env: no passwd read, whatever the executor.
         let p = home_plan(&user_env(0, 0, &["HOME=/root"]), &s, Passwd::NotRead, false);
@@ -1210,7 +1210,7 @@ mod tests {
         let p = home_plan(&c, &s, Passwd::Entry("/".into()), true);
         assert_eq!(p.home_env.as_deref(), Some("/home/1000"));
         // home_fallback = false, or a template of its own.
-        let off = Settings::parse("home_fallback = false").unwrap();
+        let off = HostConfig::parse("home_fallback = false").unwrap();
         let p = home_plan(&c, &off, Passwd::NoEntry, true);
         assert_eq!((home_of(&p), &p.home_env), (None, &None));
         assert_eq!(caches_of(&p), ROOT_CACHES);
@@ -1219,7 +1219,7 @@ mod tests {
             "{:?}",
             p.home
         );
-        let own = Settings::parse("home_fallback = \"/srv/u{uid}\"").unwrap();
+        let own = HostConfig::parse("home_fallback = \"/srv/u{uid}\"").unwrap();
         assert_eq!(home_plan(&c, &own, Passwd::NoEntry, true).home_env.as_deref(), Some("/srv/u1000"));
         // Unknown (a manifest) and unreadable: notes, no home.
         let p = home_plan(&c, &s, Passwd::Unknown, false);
@@ -1232,7 +1232,7 @@ mod tests {
     /// a reason that says "left alone" itself doubles it.
     #[test]
     fn home_notes_do_not_say_left_alone_twice() {
-        let s = Settings::default();
+        let s = HostConfig::default();
         let mut userns = user_env(1000, 1000, &["HOME=/home/u"]);
         userns["linux"]["namespaces"].as_array_mut().unwrap().push(json!({"type": "user"}));
         userns["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 1}]);
@@ -1253,7 +1253,7 @@ mod tests {
 
     #[test]
     fn bad_homes_are_left_alone_with_a_note() {
-        let s = Settings::default();
+        let s = HostConfig::default();
         let cases: &[(&[&str], &str)] = &[
             (&["HOME=/etc"], "system directory"),
             (&["HOME=/proc/self"], "system directory"),
@@ -1280,7 +1280,7 @@ mod tests {
 
     #[test]
     fn home_beside_temp_dirs_volumes_and_user_namespaces() {
-        let s = Settings::default();
+        let s = HostConfig::default();
         // HOME=/tmp: one tmpfs, the temp one (mode 1777 for every user),
         // whatever the image's /tmp holds: nothing asked, no caches.
         let app = HomeDir::Dir(DirFacts {
@@ -1360,12 +1360,12 @@ mod tests {
     fn memory_use_sums_every_tmpfs_against_the_limit() {
         let mut c = user_env(0, 0, &["HOME=/root", "TMPDIR=/scratch"]);
         c["linux"]["resources"] = json!({"memory": {"limit": 4 * GI}});
-        let p = home_plan(&c, &Settings::default(), Passwd::NotRead, true);
+        let p = home_plan(&c, &HostConfig::default(), Passwd::NotRead, true);
         // /tmp, /scratch, /root at 1Gi each, /dev/shm at 2Gi.
         let m = p.memory_use(memory_limit(&serde_json::from_value(c.clone()).unwrap()));
         assert_eq!((m.tmpfs_total, m.limit), (Bytes(5 * GI), Some(Bytes(4 * GI))));
         assert!(m.over() && m.line().contains("over the memory limit 4Gi"), "{}", m.line());
-        let small = Settings::parse("home_size = \"10%\"\ntmp_size = \"10%\"").unwrap();
+        let small = HostConfig::parse("home_size = \"10%\"\ntmp_size = \"10%\"").unwrap();
         let m = home_plan(&c, &small, Passwd::NotRead, true).memory_use(Some(Bytes(4 * GI)));
         assert!(!m.over() && m.line().contains("within the memory limit"), "{}", m.line());
         assert!(!plan(&base()).memory_use(None).over());
@@ -1374,16 +1374,16 @@ mod tests {
     #[test]
     fn home_settings_and_annotations() {
         let c = user_env(0, 0, &["HOME=/root"]);
-        let off = Settings::parse("home = false").unwrap();
+        let off = HostConfig::parse("home = false").unwrap();
         assert_eq!(home_of(&home_plan(&c, &off, Passwd::NotRead, true)), None);
         let on = with(c.clone(), "/annotations", json!({ANNOTATION_HOME: "true"}));
         assert!(home_of(&home_plan(&on, &off, Passwd::NotRead, true)).is_some());
         let no = with(c.clone(), "/annotations", json!({ANNOTATION_HOME: "false"}));
-        assert_eq!(home_of(&home_plan(&no, &Settings::default(), Passwd::NotRead, true)), None);
+        assert_eq!(home_of(&home_plan(&no, &HostConfig::default(), Passwd::NotRead, true)), None);
         let bad = with(c.clone(), "/annotations", json!({ANNOTATION_HOME: "yes"}));
-        assert!(decide_with(&bad, &Settings::default()).unwrap_err().to_string().contains(ANNOTATION_HOME));
+        assert!(decide_with(&bad, &HostConfig::default()).unwrap_err().to_string().contains(ANNOTATION_HOME));
         // The size: the setting, the annotation within max_home_size, the memory limit.
-        let s = Settings::parse("home_size = \"2Gi\"\nmax_home_size = \"3Gi\"").unwrap();
+        let s = HostConfig::parse("home_size = \"2Gi\"\nmax_home_size = \"3Gi\"").unwrap();
         assert_eq!(home_of(&home_plan(&c, &s, Passwd::NotRead, true)).unwrap().1, 2 * GI);
         let big = with(c.clone(), "/annotations", json!({ANNOTATION_HOME_SIZE: "10Gi"}));
         let p = home_plan(&big, &s, Passwd::NotRead, true);
@@ -1546,7 +1546,7 @@ mod tests {
     /// caches only, or nothing; never a directory of another uid opened up.
     #[test]
     fn home_rule_table() {
-        let s = Settings::default();
+        let s = HostConfig::default();
         for (name, uid, env, cwd, passwd, facts, want) in home_rule_cases() {
             let mut c = user_env(uid, 0, env);
             c["process"]["cwd"] = json!(cwd);
@@ -1563,7 +1563,7 @@ mod tests {
     fn the_fallback_home_is_judged_too() {
         let c = user_env(1000, 0, &[]);
         let other = HomeDir::Dir(DirFacts { owner: Owner { uid: 0, gid: 0 }, mode: 0o755, plain: None });
-        let p = home_plan_in(&c, &Settings::default(), Passwd::NoEntry, other, true);
+        let p = home_plan_in(&c, &HostConfig::default(), Passwd::NoEntry, other, true);
         assert_eq!((home_of(&p), &p.home_env), (None, &None));
         assert!(matches!(&p.home, Some(HomeWay::LeftAlone { .. })), "{:?}", p.home);
     }
@@ -1580,14 +1580,14 @@ mod tests {
         c["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
         c["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": 200000, "size": 65536}]);
         let image = |uid, gid| HomeDir::Dir(DirFacts { owner: Owner { uid, gid }, mode: 0o700, plain: None });
-        let p = home_plan_in(&c, &Settings::default(), Passwd::NotRead, image(101000, 200050), false);
+        let p = home_plan_in(&c, &HostConfig::default(), Passwd::NotRead, image(101000, 200050), false);
         let h = home_of(&p).unwrap();
         assert_eq!(
             (h.3, h.4),
             (Some(Owner { uid: 101000, gid: 200050 }), Some(Owner { uid: 1000, gid: 50 }))
         );
         // The container's uid 1000 is host 101000: a home of host uid 1000 is not its own.
-        let p = home_plan_in(&c, &Settings::default(), Passwd::NotRead, image(1000, 1000), false);
+        let p = home_plan_in(&c, &HostConfig::default(), Passwd::NotRead, image(1000, 1000), false);
         assert!(home_of(&p).is_none() && matches!(p.home, Some(HomeWay::LeftAlone { .. })), "{p:?}");
     }
 }

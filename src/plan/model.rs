@@ -499,7 +499,7 @@ pub(crate) mod fixtures {
     /// reading `/etc/passwd`.
     pub(crate) fn plan_of(
         spec: &crate::oci::Spec,
-        settings: &crate::settings::Settings,
+        settings: &crate::host_config::HostConfig,
     ) -> Result<Plan, PlanError> {
         super::super::decide(&super::super::Inputs {
             spec,

@@ -113,13 +113,13 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::settings::Settings;
+    use crate::host_config::HostConfig;
 
     const GI: u64 = 1 << 30;
 
     /// The sizes for a host config, the spec's annotations and memory limit, on 16 GiB of RAM.
     fn sizes_for(config: &str, annotations: serde_json::Value, limit: Option<u64>) -> Sizes {
-        let settings = Settings::parse(config).unwrap();
+        let settings = HostConfig::parse(config).unwrap();
         let mut v = json!({"ociVersion": "1.0.2", "annotations": annotations});
         if let Some(l) = limit {
             v["linux"] = json!({"resources": {"memory": {"limit": l}}});

@@ -260,7 +260,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::settings::Settings;
+    use crate::host_config::HostConfig;
 
     const GI: u64 = 1 << 30;
     const MI: u64 = 1 << 20;
@@ -280,12 +280,12 @@ mod tests {
         })
     }
 
-    fn plan_of(config: &Value, settings: &Settings) -> Plan {
+    fn plan_of(config: &Value, settings: &HostConfig) -> Plan {
         let spec = serde_json::from_value(config.clone()).unwrap();
         crate::plan::fixtures::plan_of(&spec, settings).unwrap()
     }
 
-    fn run(mut config: Value, settings: &Settings, refused: &[&str]) -> (Value, Edit) {
+    fn run(mut config: Value, settings: &HostConfig, refused: &[&str]) -> (Value, Edit) {
         let plan = plan_of(&config, settings);
         let place = |t: &str| (!refused.contains(&t)).then(|| Dest { path: t.to_string(), copy_up: false });
         let edit = put_mounts(&mut config, &plan, place, Bytes(16 * GI)).unwrap();
@@ -299,7 +299,7 @@ mod tests {
     #[test]
     fn temp_targets_become_tmpfs_entries() {
         let shm = json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "size=65536k"]});
-        let settings = Settings::parse("nr_inodes = 5000\nnoexec = true").unwrap();
+        let settings = HostConfig::parse("nr_inodes = 5000\nnoexec = true").unwrap();
         let (out, edit) = run(config(shm, &["TMPDIR=/var/tmp"]), &settings, &[]);
         assert_eq!(edit.added, ["/tmp", "/var/tmp"]);
         assert_eq!(
@@ -316,7 +316,7 @@ mod tests {
     #[test]
     fn temp_targets_go_before_every_spec_mount_and_a_fresh_shm_last() {
         let proc = json!({"destination": "/proc2", "type": "proc", "source": "proc"});
-        let (out, _) = run(config(proc, &["TMPDIR=/var/tmp"]), &Settings::default(), &[]);
+        let (out, _) = run(config(proc, &["TMPDIR=/var/tmp"]), &HostConfig::default(), &[]);
         let dests: Vec<&str> =
             out["mounts"].as_array().unwrap().iter().map(|m| m["destination"].as_str().unwrap()).collect();
         assert_eq!(dests, ["/tmp", "/var/tmp", "/proc", "/dev", "/proc2", "/dev/shm"]);
@@ -328,7 +328,7 @@ mod tests {
             json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["size=65536k"]});
         let mut c = config(shm, &[]);
         c["linux"]["mountLabel"] = json!("system_u:object_r:container_file_t:s0:c7,c8");
-        let (out, _) = run(c, &Settings::default(), &[]);
+        let (out, _) = run(c, &HostConfig::default(), &[]);
         assert_eq!(out["linux"]["mountLabel"], "system_u:object_r:container_file_t:s0:c7,c8");
         for m in out["mounts"].as_array().unwrap() {
             let opts = m["options"].as_array().map(Vec::as_slice).unwrap_or_default();
@@ -340,8 +340,8 @@ mod tests {
     fn a_second_run_adds_nothing() {
         let shm =
             json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["size=65536k"]});
-        let (once, _) = run(config(shm, &["TEMP=/scratch"]), &Settings::default(), &[]);
-        let (twice, edit) = run(once.clone(), &Settings::default(), &[]);
+        let (once, _) = run(config(shm, &["TEMP=/scratch"]), &HostConfig::default(), &[]);
+        let (twice, edit) = run(once.clone(), &HostConfig::default(), &[]);
         assert_eq!(once, twice);
         assert_eq!(edit, Edit::default());
     }
@@ -379,7 +379,7 @@ mod tests {
             ),
         ];
         for (name, shm, fresh, raised, host) in cases {
-            let (out, edit) = run(config(shm, &[]), &Settings::default(), &[]);
+            let (out, edit) = run(config(shm, &[]), &HostConfig::default(), &[]);
             assert_eq!(edit.added.contains(&SHM_PATH.to_string()), fresh, "{name}");
             assert_eq!(edit.raised, raised, "{name}");
             assert_eq!(edit.host_shm.is_some(), host, "{name}");
@@ -401,7 +401,7 @@ mod tests {
         let shm =
             json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["size=1g"]});
         let mut c = config(shm, &[]);
-        let plan = plan_of(&c, &Settings::default());
+        let plan = plan_of(&c, &HostConfig::default());
         let place = |t: &str| (t == "/tmp").then(|| Dest { path: "/run/tmp".to_string(), copy_up: true });
         let edit = put_mounts(&mut c, &plan, place, Bytes(16 * GI)).unwrap();
         assert_eq!(edit.added, ["/run/tmp"]);
@@ -415,7 +415,7 @@ mod tests {
     fn refused_targets_are_not_written() {
         let shm =
             json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["size=1g"]});
-        let (out, edit) = run(config(shm, &["TMPDIR=/var/tmp"]), &Settings::default(), &["/tmp"]);
+        let (out, edit) = run(config(shm, &["TMPDIR=/var/tmp"]), &HostConfig::default(), &["/tmp"]);
         assert_eq!(edit.added, ["/var/tmp"]);
         assert!(mount(&out, "/tmp").is_empty());
     }
@@ -424,16 +424,17 @@ mod tests {
     fn nested_targets_need_the_hook() {
         let shm = json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm"});
         let c = config(shm, &["TMPDIR=/tmp/job"]);
-        assert!(!expressible(&plan_of(&c, &Settings::default())));
+        assert!(!expressible(&plan_of(&c, &HostConfig::default())));
         assert!(expressible(&plan_of(
             &config(json!({"destination": "/x", "type": "proc"}), &["TMPDIR=/var/tmp"]),
-            &Settings::default()
+            &HostConfig::default()
         )));
     }
 
     #[test]
     fn shapes_are_checked() {
-        let plan = plan_of(&config(json!({"destination": "/x", "type": "proc"}), &[]), &Settings::default());
+        let plan =
+            plan_of(&config(json!({"destination": "/x", "type": "proc"}), &[]), &HostConfig::default());
         let mut bad = json!({"mounts": {"not": "a list"}});
         let place = |t: &str| Some(Dest { path: t.to_string(), copy_up: false });
         assert_eq!(put_mounts(&mut bad, &plan, place, Bytes(GI)), Err(ShapeError("mounts")));

@@ -309,10 +309,10 @@ pub(crate) enum Route {
     None { why: String, warn: bool },
 }
 
-/// The carrier of `plan`'s temp targets in `rootfs`, and the [`Route`] of
+/// The executor of `plan`'s temp targets in `rootfs`, and the [`Route`] of
 /// each: the rootfs check's verdict (docs/design.md#landing: a target
-/// refused there is refused by the hook too), then `carrier`'s executor
-/// ([`super::route::carrier`]), which becomes the hook at `prestart` where
+/// refused there is refused by the hook too), then `executor`'s executor
+/// ([`super::route::executor`]), which becomes the hook at `prestart` where
 /// a target's directory holds entries in the image that the spec cannot
 /// carry ([`image_files`], as [`place_targets`] judges it: `no_copy_up` is
 /// why the runtime cannot copy up, if it cannot). Nothing is created or
@@ -323,27 +323,27 @@ pub(crate) enum Route {
 pub(crate) fn routes(
     rootfs: &mut LazyRoot<'_>,
     plan: &Plan,
-    carrier: &super::route::Carrier,
+    executor: &super::route::Executor,
     no_copy_up: Option<&str>,
-) -> Result<(super::route::Carrier, Vec<(String, Route)>), SysError> {
-    routes_in(rootfs.root()?, plan, carrier, no_copy_up)
+) -> Result<(super::route::Executor, Vec<(String, Route)>), SysError> {
+    routes_in(rootfs.root()?, plan, executor, no_copy_up)
 }
 
 /// [`routes`] in the opened rootfs `root`.
 fn routes_in<R: Rootfs>(
     root: &mut R,
     plan: &Plan,
-    carrier: &super::route::Carrier,
+    executor: &super::route::Executor,
     no_copy_up: Option<&str>,
-) -> Result<(super::route::Carrier, Vec<(String, Route)>), SysError> {
-    use super::route::Carrier;
+) -> Result<(super::route::Executor, Vec<(String, Route)>), SysError> {
+    use super::route::Executor;
     let landings = landing::landings(root, &plan.spec_mounts);
     let judged: Vec<(&str, Result<TargetPath, Note>, Limits)> = targets(plan)
         .map(|(target, tmpfs)| (target.as_str(), root.judge_target(target, &landings), copy_limits(tmpfs)))
         .collect();
-    let mut carrier = carrier.clone();
+    let mut executor = executor.clone();
     let mut copy_up = Vec::new();
-    if carrier == Carrier::Spec {
+    if executor == Executor::Spec {
         let mut holding = Vec::new();
         for (target, real, limits) in judged.iter().filter_map(|(t, j, l)| Some((*t, j.as_ref().ok()?, l))) {
             let contents = root.contents_at(real, limits).map_err(|e| read_error(real.as_str(), e))?;
@@ -354,24 +354,24 @@ fn routes_in<R: Rootfs>(
             }
         }
         if let Some(why) = image_files(&holding) {
-            // The carrier is the spec: no other party's runtime-namespace hook.
-            carrier = Carrier::Hook { stage: super::route::hook_stage(&[]), why };
+            // The executor is the spec: no other party's runtime-namespace hook.
+            executor = Executor::Hook { stage: super::route::hook_stage(&[]), why };
         }
     }
     let routes = judged.into_iter().map(|(target, judged, _)| {
-        let route = match (judged, &carrier) {
+        let route = match (judged, &executor) {
             (Err(note), _) => Route::None { why: note.reason, warn: note.warn },
-            (Ok(_), Carrier::Hook { stage, why }) => {
+            (Ok(_), Executor::Hook { stage, why }) => {
                 Route::Hook { stage: stage.to_string(), why: why.clone() }
             }
-            (Ok(real), Carrier::Spec) => {
+            (Ok(real), Executor::Spec) => {
                 Route::Spec { destination: real.to_string(), copy_up: copy_up.contains(&target) }
             }
         };
         (target.to_string(), route)
     });
     let routes = routes.collect();
-    Ok((carrier, routes))
+    Ok((executor, routes))
 }
 
 #[cfg(test)]
@@ -503,19 +503,19 @@ mod tests {
         let entries = [("/tmp", FakeRoot::link("/data")), ("/var", Entry::Dir), ("/var/tmp", Entry::Dir)];
         let mut root = FakeRoot::new(&entries);
         let p = plan(&["/tmp", "/var/tmp"], &[("/data", false)]);
-        let spec = super::super::route::Carrier::Spec;
-        let (carrier, routes) = routes_in(&mut root, &p, &spec, None).unwrap();
-        assert_eq!(carrier, spec);
+        let spec = super::super::route::Executor::Spec;
+        let (executor, routes) = routes_in(&mut root, &p, &spec, None).unwrap();
+        assert_eq!(executor, spec);
         assert!(matches!(&routes[0], (t, Route::None { warn: true, .. }) if t == "/tmp"), "{routes:?}");
         let var_tmp =
             |copy_up| ("/var/tmp".to_string(), Route::Spec { destination: "/var/tmp".into(), copy_up });
         assert_eq!(routes[1], var_tmp(false));
         root.holding.push("/var/tmp".into());
-        let (carrier, routes) = routes_in(&mut root, &p, &spec, None).unwrap();
-        assert_eq!(carrier, spec);
+        let (executor, routes) = routes_in(&mut root, &p, &spec, None).unwrap();
+        assert_eq!(executor, spec);
         assert_eq!(routes[1], var_tmp(true));
-        let (carrier, routes) = routes_in(&mut root, &p, &spec, Some("youki 0.5.3 is not known")).unwrap();
-        assert!(matches!(carrier, super::super::route::Carrier::Hook { .. }), "{carrier:?}");
+        let (executor, routes) = routes_in(&mut root, &p, &spec, Some("youki 0.5.3 is not known")).unwrap();
+        assert!(matches!(executor, super::super::route::Executor::Hook { .. }), "{executor:?}");
         assert!(
             matches!(&routes[1].1, Route::Hook { why, .. } if why.contains("holds files, and youki")),
             "{routes:?}"

@@ -14,9 +14,9 @@ pub(crate) mod route;
 
 use std::path::Path;
 
+use crate::host_config::{HostConfig, Mode};
 use crate::input;
 use crate::plan;
-use crate::settings::{Mode, Settings};
 use crate::stage::Stage;
 use crate::sys::{engine_shm, SysError};
 use bundle::{BundleError, HookEntry};
@@ -80,7 +80,7 @@ pub(crate) struct Verdict {
 /// the rootfs check or the shm growth failed.
 pub(crate) fn carry_out(
     dir: &Path,
-    settings: &Settings,
+    settings: &HostConfig,
     hook: Option<&HookEntry>,
     cx: &Launch<'_>,
 ) -> Result<Outcome, SpecError> {
@@ -90,7 +90,7 @@ pub(crate) fn carry_out(
 }
 
 /// Adds `entry` (a `prestart` entry) to the bundle `dir` at the stage the
-/// wrapper's hook mode uses ([`route::carrier`] in hook mode: after another
+/// wrapper's hook mode uses ([`route::executor`] in hook mode: after another
 /// party's runtime-namespace hooks). Returns whether the file changed.
 ///
 /// # Errors
@@ -183,7 +183,7 @@ fn tell(out: &mut Outcome, placed: &host::Placed, edit: &edit::Edit) {
 fn in_spec(
     config: &mut bundle::Config<'_>,
     dir: &Path,
-    settings: &Settings,
+    settings: &HostConfig,
     hook: Option<&HookEntry>,
     cx: &Launch<'_>,
     out: &mut Outcome,
@@ -236,13 +236,13 @@ fn in_spec(
         runtime_unsafe: cx.runtime.spec_unsafe.as_deref(),
         foreign: &foreign,
     };
-    let placing = match route::carrier(&plan, &facts) {
-        route::Carrier::Hook { stage, why } => Err((why, stage)),
-        route::Carrier::Spec => {
+    let placing = match route::executor(&plan, &facts) {
+        route::Executor::Hook { stage, why } => Err((why, stage)),
+        route::Executor::Spec => {
             let root = root.as_mut().expect("a plan with actions has a root.path");
             match host::place_targets(root, &plan, cx.runtime.no_copy_up.as_deref())? {
                 host::Placing::Spec(placed) => Ok(placed),
-                // No foreign hook (the carrier would be the hook): prestart.
+                // No foreign hook (the executor would be the hook): prestart.
                 host::Placing::Hook(why) => Err((why, route::hook_stage(&foreign))),
             }
         }

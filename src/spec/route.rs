@@ -1,7 +1,7 @@
 //! Which executor carries the plan's temp targets, and at which stage: one
 //! pure decision, from the plan, the wrapper's mode, the runtime's version
 //! and the other parties' hooks in the spec. The wrapper (both modes),
-//! `inject --mode spec` and `explain` all take it from [`carrier`], so what
+//! `inject --mode spec` and `explain` all take it from [`executor`], so what
 //! `explain` says is what the wrapper writes. Whether each target may be
 //! mounted at all is the rootfs check's ([`super::host`]); nothing here
 //! reads a file.
@@ -10,13 +10,13 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::host_config::Mode;
 use crate::plan::{Action, Plan};
-use crate::settings::Mode;
 use crate::stage::Stage;
 
 use super::edit;
 
-/// What the carrier is decided from, besides the plan.
+/// What the executor is decided from, besides the plan.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Facts<'a> {
     /// The wrapper's executor (the host config's `mode`).
@@ -31,14 +31,14 @@ pub(crate) struct Facts<'a> {
 
 /// Who mounts the temp targets.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Carrier {
+pub(crate) enum Executor {
     /// The spec executor: tmpfs entries in `config.json`.
     Spec,
     /// Our hook, added to `config.json` at `stage`, for `why`.
     Hook { stage: Stage, why: String },
 }
 
-/// The carrier of `plan`'s temp targets under `facts`:
+/// The executor of `plan`'s temp targets under `facts`:
 /// - in hook mode, the hook, at [`hook_stage`];
 /// - in spec mode, the hook at `createContainer` when another party's
 ///   runtime-namespace hook is in the spec (a spec tmpfs would hide what it
@@ -50,7 +50,7 @@ pub(crate) enum Carrier {
 ///
 /// A plan with no temp target is carried by the spec in spec mode (its
 /// `/dev/shm` always is).
-pub(crate) fn carrier(plan: &Plan, facts: &Facts<'_>) -> Carrier {
+pub(crate) fn executor(plan: &Plan, facts: &Facts<'_>) -> Executor {
     if facts.mode == Mode::Hook {
         let why = match facts.foreign.first() {
             Some(first) => format!(
@@ -58,11 +58,11 @@ pub(crate) fn carrier(plan: &Plan, facts: &Facts<'_>) -> Carrier {
             ),
             None => "mode = \"hook\"".to_string(),
         };
-        return Carrier::Hook { stage: hook_stage(facts.foreign), why };
+        return Executor::Hook { stage: hook_stage(facts.foreign), why };
     }
     let temp = plan.actions.iter().any(|a| matches!(a, Action::MountTmpfs { .. }));
     if !temp {
-        return Carrier::Spec;
+        return Executor::Spec;
     }
     let mut reasons = Vec::new();
     if let Some(first) = facts.foreign.first() {
@@ -77,9 +77,9 @@ pub(crate) fn carrier(plan: &Plan, facts: &Facts<'_>) -> Carrier {
         reasons.push(why.to_string());
     }
     if reasons.is_empty() {
-        return Carrier::Spec;
+        return Executor::Spec;
     }
-    Carrier::Hook { stage: hook_stage(facts.foreign), why: reasons.join("; ") }
+    Executor::Hook { stage: hook_stage(facts.foreign), why: reasons.join("; ") }
 }
 
 /// The stage our hook is added at: `createContainer` when the spec carries
@@ -175,7 +175,7 @@ mod tests {
     }
 
     #[test]
-    fn the_carrier_table() {
+    fn the_executor_table() {
         let vendor = vec!["/usr/bin/vendor".to_string()];
         let old = Some("runc 1.1.5 chmods a tmpfs mountpoint by path");
         let spec = Mode::Spec;
@@ -200,15 +200,15 @@ mod tests {
         ];
         for (name, mode, temp, runtime_unsafe, foreign, want) in cases {
             let facts = Facts { mode, runtime_unsafe, foreign };
-            let got = carrier(&plan(temp), &facts);
+            let got = executor(&plan(temp), &facts);
             let stage = match &got {
-                Carrier::Spec => None,
-                Carrier::Hook { stage, .. } => Some(*stage),
+                Executor::Spec => None,
+                Executor::Hook { stage, .. } => Some(*stage),
             };
             assert_eq!(stage, want, "{name}: {got:?}");
         }
         let facts = Facts { mode: spec, runtime_unsafe: old, foreign: &vendor };
-        let Carrier::Hook { why, .. } = carrier(&plan(&["/tmp"]), &facts) else { panic!("the hook") };
+        let Executor::Hook { why, .. } = executor(&plan(&["/tmp"]), &facts) else { panic!("the hook") };
         assert!(why.contains("/usr/bin/vendor") && why.contains("runc 1.1.5"), "{why}");
     }
 }

@@ -15,8 +15,8 @@
 use std::path::Path;
 
 use crate::error::chain;
+use crate::host_config::{HostConfig, Mode, OnError};
 use crate::input::HostConfigSource;
-use crate::settings::{Mode, OnError, Settings};
 use crate::spec;
 use crate::spec::bundle::HookEntry;
 use crate::stage::Stage;
@@ -43,7 +43,7 @@ pub(crate) enum RuntimeCall<'a> {
 pub(crate) fn before_exec(
     call: &RuntimeCall<'_>,
     source: &HostConfigSource,
-    settings: &Settings,
+    settings: &HostConfig,
     real: &Path,
 ) -> Result<(), crate::error::Error> {
     match call {
@@ -62,7 +62,7 @@ pub(crate) fn before_exec(
 fn prepare(
     dir: &Path,
     source: &HostConfigSource,
-    settings: &Settings,
+    settings: &HostConfig,
     real: &Path,
     id: Option<&str>,
 ) -> Result<(), crate::error::Error> {
@@ -112,7 +112,7 @@ fn hook_entry(source: &HostConfigSource) -> Option<HookEntry> {
 }
 
 /// Adds the hook to `dir/config.json` (at the stage
-/// [`crate::spec::route::carrier`] gives hook mode). A bundle we cannot
+/// [`crate::spec::route::executor`] gives hook mode). A bundle we cannot
 /// edit is passed through untouched, so the real runtime reports its own
 /// error.
 fn add_hook(dir: &Path, source: &HostConfigSource) {

@@ -50,7 +50,7 @@ pub(crate) fn invoked_as_wrapper(argv0: &OsStr) -> bool {
 /// failed.
 pub(crate) fn run(args: &[OsString]) -> Result<ExitCode, crate::error::Error> {
     let source = HostConfigSource::from_env();
-    let settings = source.read().map_err(RuntimeError::Settings)?;
+    let settings = source.read().map_err(RuntimeError::HostConfig)?;
     let real = real_runtime::find(&settings)?;
     let line = CommandLine::parse(args);
     dispatch::before_exec(&line.call(), &source, &settings, &real)?;

@@ -15,8 +15,8 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::host_config::HostConfig;
 use crate::names::{DEFAULT_CONFIG_PATH, DEFAULT_PATH, DEFAULT_RUNTIME};
-use crate::settings::Settings;
 
 /// A runtime's name and version, from the first line of its `--version`
 /// output (`runc version 1.1.5+ds1`, `crun version 1.8.1`).
@@ -60,7 +60,7 @@ pub(crate) fn spec_unsafe(name: &str, v: [u32; 3]) -> Option<String> {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum RuntimeError {
     #[error("reading the host config")]
-    Settings(#[source] crate::input::InputError),
+    HostConfig(#[source] crate::input::InputError),
     #[error(
         "no {name} on PATH ({path}): install it, or set runtime_path in {DEFAULT_CONFIG_PATH} to the real runtime"
     )]
@@ -147,7 +147,7 @@ pub(crate) fn find_runtime(
 ///
 /// # Errors
 /// This binary cannot be found, or as [`find_runtime`].
-pub(crate) fn find(settings: &Settings) -> Result<PathBuf, RuntimeError> {
+pub(crate) fn find(settings: &HostConfig) -> Result<PathBuf, RuntimeError> {
     let own = FileId::of(Path::new("/proc/self/exe")).map_err(RuntimeError::OwnExe)?;
     find_runtime(settings.runtime_path.as_deref(), std::env::var_os("PATH").as_deref(), own)
 }
@@ -188,7 +188,7 @@ pub(crate) fn verdict(real: &Path) -> Verdict {
 /// The runtime that will run a bundle (for `explain` and `inject --mode
 /// spec`): `named`, else the host config's `runtime_path`, else runc on
 /// `PATH`, as the wrapper finds it ([`find`]); `None` when there is none.
-pub(crate) fn bundle_runtime(named: Option<&Path>, settings: &Settings) -> Option<PathBuf> {
+pub(crate) fn bundle_runtime(named: Option<&Path>, settings: &HostConfig) -> Option<PathBuf> {
     match named {
         Some(p) => Some(p.to_path_buf()),
         None => {
@@ -200,7 +200,7 @@ pub(crate) fn bundle_runtime(named: Option<&Path>, settings: &Settings) -> Optio
 
 /// The [`Verdict`] on the runtime that will run a bundle ([`bundle_runtime`]);
 /// with no runtime found, as for one whose version is unknown.
-pub(crate) fn bundle_verdict(named: Option<&Path>, settings: &Settings) -> Verdict {
+pub(crate) fn bundle_verdict(named: Option<&Path>, settings: &HostConfig) -> Verdict {
     match bundle_runtime(named, settings) {
         Some(real) => verdict(&real),
         None => Verdict { spec_unsafe: None, no_copy_up: Some("no runtime was found".to_string()) },

@@ -8,12 +8,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use oci_tmpfs_hook::bundle::{self, HookEntry};
+use oci_tmpfs_hook::host_config::{AnnotationPolicy, HostConfig};
 use oci_tmpfs_hook::input::read_state;
 use oci_tmpfs_hook::plan::{
     begin, decide, finish, Action, DirFacts, HomeDir, HostFacts, Inputs, Owner, Passwd, PlanError, Question,
     SizeFrom, UserFacts,
 };
-use oci_tmpfs_hook::settings::{AnnotationPolicy, Settings};
 use oci_tmpfs_hook::size::{Bytes, Size, MIN_BYTES};
 use oci_tmpfs_hook::stage::Stage;
 use oci_tmpfs_hook::target::{self, EnvTarget};
@@ -80,7 +80,7 @@ proptest! {
 
     #[test]
     fn settings_parse_never_panics(text in "\\PC{0,200}") {
-        let _ = Settings::parse(&text);
+        let _ = HostConfig::parse(&text);
     }
 
     #[test]
@@ -97,7 +97,7 @@ proptest! {
             targets.iter().map(|t| quote(t)).collect::<Vec<_>>().join(", "),
             quote(&log),
         );
-        if let Ok(s) = Settings::parse(&text) {
+        if let Ok(s) = HostConfig::parse(&text) {
             for t in &s.extra_targets {
                 prop_assert!(!target::denied(t.as_str()));
                 prop_assert_eq!(target::validate(t.as_str()), Ok(t.clone()));
@@ -254,7 +254,7 @@ prop_compose! {
 }
 
 prop_compose! {
-    /// A host config as `Settings::parse` makes them: sizes, caps for the
+    /// A host config as `HostConfig::parse` makes them: sizes, caps for the
     /// annotations, mostly `annotations = "allow"`, valid extra targets.
     fn valid_settings()(
         tmp in proptest::option::of(valid_size()),
@@ -266,9 +266,9 @@ prop_compose! {
         noexec in any::<bool>(),
         nr_inodes in proptest::option::of(1u64..1 << 24),
         extra in proptest::collection::vec(prop_oneof![DIRS, "/[a-z]{1,6}"], 0..3),
-    ) -> Settings {
-        let default = Settings::default();
-        Settings {
+    ) -> HostConfig {
+        let default = HostConfig::default();
+        HostConfig {
             tmp_size: tmp.unwrap_or(default.tmp_size),
             tmp_size_set: tmp.is_some(),
             shm_size: shm.unwrap_or(default.shm_size),
@@ -323,7 +323,7 @@ fn decide_accepts_valid_input_and_plans_only_safe_mounts() {
 /// it says), checked against the plan made whole from the same answers.
 fn finished_plan(
     spec: &oci_tmpfs_hook::oci::Spec,
-    settings: &Settings,
+    settings: &HostConfig,
     facts: &(UserFacts, HomeDir),
 ) -> Result<oci_tmpfs_hook::plan::Plan, TestCaseError> {
     let (user, dir) = facts;
@@ -359,7 +359,7 @@ fn finished_plan(
 /// `user` says, the home directory as `dir` says.
 fn check_plan(
     config: Value,
-    settings: &Settings,
+    settings: &HostConfig,
     facts: &(UserFacts, HomeDir),
 ) -> Result<bool, TestCaseError> {
     let (user, dir) = facts;
@@ -518,7 +518,7 @@ proptest! {
             Defect::SharedMountNamespace(p) => config["linux"]["namespaces"][1]["path"] = json!(p),
         }
         let spec: oci_tmpfs_hook::oci::Spec = serde_json::from_value(config).unwrap();
-        let settings = Settings::default();
+        let settings = HostConfig::default();
         let result = decide(&Inputs { spec: &spec, state_annotations: None, settings: &settings, host_ram: RAM, user: &UserFacts::HOOK });
         let named = match (&defect, &result) {
             (Defect::Enabled(v), Err(PlanError::Enabled(got))) => v == got,

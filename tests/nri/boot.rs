@@ -72,7 +72,7 @@ fn boot_preregistered_plugin_serves_the_first_pods() {
     let mut r = Report::of("nri", "boot-preregistered");
     let mut node = Node::start_with(
         "boot-preregistered",
-        Way::Nri,
+        Executor::Nri,
         &NodeOpts { without_plugin: true, ..NodeOpts::default() },
     );
     let host = preregister(&mut node, &mut r);
@@ -162,8 +162,11 @@ fn kill_daemon(node: &mut Node) {
 #[test]
 fn boot_probe_follows_the_runtime() {
     let mut r = Report::of("nri", "boot-probe");
-    let mut node =
-        Node::start_with("boot-probe", Way::Nri, &NodeOpts { without_plugin: true, ..NodeOpts::default() });
+    let mut node = Node::start_with(
+        "boot-probe",
+        Executor::Nri,
+        &NodeOpts { without_plugin: true, ..NodeOpts::default() },
+    );
     let status = node.dir.join("nri.status");
     node.start_plugin_with(&["--status-file".into(), status.display().to_string()]);
     let (ok, line) = probe(&node, &status);
@@ -427,8 +430,11 @@ fn served_now(node: &mut Node, r: &mut Report, pod: &Pod, what: &str) {
 #[ignore = "needs containerd 2.2+: OCI_TMPFS_HOOK_NRI_CONTAINERD=... tests/env/nri.sh fail_closed --ignored"]
 fn fail_closed_with_the_default_validator() {
     let mut r = Report::of("nri", "fail-closed");
-    let mut node =
-        Node::start_with("fail-closed", Way::Nri, &NodeOpts { without_plugin: true, ..NodeOpts::default() });
+    let mut node = Node::start_with(
+        "fail-closed",
+        Executor::Nri,
+        &NodeOpts { without_plugin: true, ..NodeOpts::default() },
+    );
     let v = node.ctd.major_minor();
     assert!(v >= (2, 2), "the default validator needs containerd 2.2+, found {}", node.ctd.version);
     validator(&node, true);

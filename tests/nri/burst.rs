@@ -58,9 +58,9 @@ impl Arm {
 
     fn handler(self) -> &'static str {
         match self {
-            Arm::Without | Arm::Plugin => Way::Nri.handler(),
-            Arm::Hook => Way::Hook.handler(),
-            Arm::Spec => Way::Spec.handler(),
+            Arm::Without | Arm::Plugin => Executor::Nri.handler(),
+            Arm::Hook => Executor::Hook.handler(),
+            Arm::Spec => Executor::Spec.handler(),
         }
     }
 }
@@ -90,7 +90,8 @@ fn bench_nri_burst() {
         .split(',')
         .map(|n| n.trim().parse().expect("NRI_BURST_PODS: a comma list of pod counts"))
         .collect();
-    let mut node = Node::start_with("burst", Way::Nri, &NodeOpts { handlers: true, ..NodeOpts::default() });
+    let mut node =
+        Node::start_with("burst", Executor::Nri, &NodeOpts { handlers: true, ..NodeOpts::default() });
     // The pod and container every burst copies (bench.py makes the pods unique).
     let pod =
         node.run_pod("burst", &PodOpts { memory: 256 * MI, ..PodOpts::default() }).expect("RunPodSandbox");

@@ -130,7 +130,7 @@ fn home_without_the_plugin_is_not_writable() {
 /// writable, for root and uid 1000; `/dev/shm` grown and writable.
 #[test]
 fn user_namespaced_pod_owns_its_tmpfs() {
-    each_way(userns::node("userns", Way::Nri), userns::pod_user_namespace);
+    each_way(userns::node("userns", Executor::Nri), userns::pod_user_namespace);
 }
 
 /// Case 10: A container that cannot be planned (a bad size annotation):
@@ -302,7 +302,7 @@ fn bench_nri_latency_and_memory() {
     let _ = node.teardown(&pod, &[]);
     // 2: pods, with metrics, in one plugin process.
     let mut pod_request = request.clone();
-    pod_request["runtime_handler"] = json!(Way::Nri.handler());
+    pod_request["runtime_handler"] = json!(Executor::Nri.handler());
     let addr = metrics_addr(&node);
     let fresh = plugin_memory(&node);
     let mark = plugin_times(&node).len();

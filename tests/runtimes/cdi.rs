@@ -10,7 +10,7 @@
 //! removes it, one test at a time (two specs of one device conflict).
 
 use crate::support::cri::{CtrOpts, PodOpts};
-use crate::support::pods::{Node as CriNode, Report, Way};
+use crate::support::pods::{Executor, Node as CriNode, Report};
 use crate::support::*;
 
 use std::path::{Path, PathBuf};
@@ -432,7 +432,7 @@ fn wrapper_after_a_vendor_runtime_hook(mode: &str) {
 /// before that rule). NRI's adjustment appends our hook to `createRuntime`,
 /// after the CDI spec's, and copy-up keeps what they wrote. Every file
 /// arrives, by every way.
-fn cri_lost(_way: Way) -> &'static [&'static str] {
+fn cri_lost(_way: Executor) -> &'static [&'static str] {
     &[]
 }
 

@@ -233,7 +233,7 @@ fn hostile_memory_limits_cap_every_size() {
                     r.check(!e.contains(OURS), format!("{what}: the refusal is ours: {e}"));
                     // The wrapper runs at create; the hook (mode hook) at prestart,
                     // which a container killed before it never reaches.
-                    if node.way == Way::Spec && limit < MI {
+                    if node.way == Executor::Spec && limit < MI {
                         r.check(noted, format!("{what}: no note `below 1Mi` in the log"));
                     }
                 }
@@ -286,7 +286,7 @@ fn hostile_symlinked_pod_shm_parent_is_not_grown_on_the_host() {
     each_way(
         Node::start_with(
             "shm-parent-link",
-            Way::Spec,
+            Executor::Spec,
             &NodeOpts { symlinked_state: true, ..NodeOpts::default() },
         ),
         |node, r| {
@@ -301,7 +301,7 @@ fn hostile_symlinked_pod_shm_parent_is_not_grown_on_the_host() {
                 return;
             };
             r.seen("config.json", node.ours_in_config(&c));
-            let spec = node.way == Way::Spec;
+            let spec = node.way == Executor::Spec;
             let hooked = node.runs_our_hook(&c).unwrap_or(false);
             r.check(
                 hooked == (!spec || runc_before_1_1_8(Runtime::Runc)),
@@ -361,7 +361,7 @@ fn hostile_tmp_symlink_to_a_safe_place_is_served_at_the_resolved_path() {
                 .filter_map(|m| m["destination"].as_str())
                 .collect();
             let hooked = node.runs_our_hook(&c).unwrap_or(false);
-            if node.way == Way::Spec && !runc_before_1_1_8(Runtime::Runc) {
+            if node.way == Executor::Spec && !runc_before_1_1_8(Runtime::Runc) {
                 r.check(
                     dests == ["/run/tmp"] && !hooked,
                     format!("config.json: our tmpfs entries {dests:?} (hook {hooked}), want [\"/run/tmp\"]"),
@@ -418,5 +418,5 @@ fn hostile_homes_through_the_wrapper() {
 #[ignore = "needs containerd 2.x (user-namespaced pods): tests/run.sh runs it in sid"]
 fn user_namespaced_pod_owns_its_tmpfs() {
     userns::require_containerd_2();
-    each_way(userns::node("userns", Way::Spec), userns::pod_user_namespace);
+    each_way(userns::node("userns", Executor::Spec), userns::pod_user_namespace);
 }

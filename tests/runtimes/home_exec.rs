@@ -115,7 +115,7 @@ fn docker_exec(d: &Dockerd, image: &str, runtime: Runtime) {
 fn cri_exec_gets_the_containers_home() {
     let mut node = Node::wrapper("home-exec");
     let mut r = Report::new(&node);
-    r.way(Way::Spec);
+    r.way(Executor::Spec);
     let log = node.dir.join("home-exec.log");
     node.host_config(&format!("log_level = \"info\"\nlog_file = {log:?}\n"));
     let image = node.image("home", home::shape_image);

@@ -40,7 +40,7 @@ enum Shape {
 
 /// What runs the container.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Way {
+enum Executor {
     /// The runtime alone, with a shell hook at each stage that counts its
     /// runs.
     Bare,
@@ -63,7 +63,7 @@ struct Ran {
     config: (Vec<u8>, Vec<u8>),
     /// Our tmpfs mounts in the helper's namespace after the run.
     helper_ours: Vec<MountInfo>,
-    /// The stages whose counting hooks ran, once a line per run ([`Way::Bare`]).
+    /// The stages whose counting hooks ran, once a line per run ([`Executor::Bare`]).
     hook_runs: Vec<String>,
 }
 
@@ -78,7 +78,7 @@ impl Ran {
 }
 
 /// Runs a read-only busybox container of `shape` with `rt`, `way`.
-fn run(rt: Runtime, shape: Shape, way: Way) -> Ran {
+fn run(rt: Runtime, shape: Shape, way: Executor) -> Ran {
     let mut b = Bundle::new(&format!("ns-{}-{shape:?}", rt.bin()));
     b.script("cat /proc/self/mountinfo; echo RAN");
     let helper = (shape == Shape::Joined).then(Sleeper::new);
@@ -103,15 +103,15 @@ fn run(rt: Runtime, shape: Shape, way: Way) -> Ran {
     let log = b.dir.join("ours.log");
     let cfg = b.dir.join("host.toml");
     let mode = match way {
-        Way::Wrapper(mode) => mode,
+        Executor::Wrapper(mode) => mode,
         _ => "spec",
     };
     std::fs::write(&cfg, format!("mode = {mode:?}\nruntime_path = {real:?}\nlog_file = {log:?}\n")).unwrap();
     match way {
-        Way::Hook(stage) => {
+        Executor::Hook(stage) => {
             b.inject_with_config(stage, &cfg);
         }
-        Way::Bare => {
+        Executor::Bare => {
             let runs = b.dir.join("hook-runs");
             for stage in STAGES {
                 let count = format!("echo {stage} >> {}", runs.display());
@@ -119,7 +119,7 @@ fn run(rt: Runtime, shape: Shape, way: Way) -> Ran {
             }
             b.write();
         }
-        Way::Wrapper(_) => b.write(),
+        Executor::Wrapper(_) => b.write(),
     }
     let config_before = std::fs::read(b.dir.join("config.json")).unwrap();
     let id = unique("ns-c");
@@ -132,7 +132,7 @@ fn run(rt: Runtime, shape: Shape, way: Way) -> Ran {
         argv.push(b.rootfs());
     }
     match way {
-        Way::Wrapper(_) => argv.extend([hook_bin(), "runtime".into(), "--".into()]),
+        Executor::Wrapper(_) => argv.extend([hook_bin(), "runtime".into(), "--".into()]),
         _ => argv.push(real.clone()),
     }
     argv.extend(["run".into(), "--bundle".into(), b.dir.clone(), PathBuf::from(&id)]);
@@ -180,7 +180,7 @@ fn left_alone(rt: Runtime) {
     crun_cgroup_fix();
     let before = host_ours();
     for shape in [Shape::NoEntry, Shape::Joined] {
-        let bare = run(rt, shape, Way::Bare);
+        let bare = run(rt, shape, Executor::Bare);
         let what = format!("{} {shape:?} bare", rt.bin());
         assert!(bare.ok && bare.stdout.contains("RAN"), "{what}: {}\n{}", bare.stdout, bare.stderr);
         assert!(bare.log.is_empty(), "{what}: {:?}", bare.log);
@@ -190,7 +190,10 @@ fn left_alone(rt: Runtime) {
         // mount entry (measured), and ours warns at each run.
         let runs = |stage: &str| bare.hook_runs.iter().filter(|s| *s == stage).count();
         assert!(STAGES.iter().all(|s| runs(s) > 0), "{what}: hooks ran {:?}", bare.hook_runs);
-        let ways = STAGES.map(Way::Hook).into_iter().chain([Way::Wrapper("spec"), Way::Wrapper("hook")]);
+        let ways = STAGES
+            .map(Executor::Hook)
+            .into_iter()
+            .chain([Executor::Wrapper("spec"), Executor::Wrapper("hook")]);
         for way in ways {
             let r = run(rt, shape, way);
             let what = format!("{} {shape:?} {way:?}", rt.bin());
@@ -208,8 +211,8 @@ fn left_alone(rt: Runtime) {
             );
             assert!(r.helper_ours.is_empty(), "{what}: ours in the joined namespace: {:?}", r.helper_ours);
             let ours_ran = match way {
-                Way::Hook(stage) => runs(stage),
-                Way::Wrapper("hook") => runs("prestart"),
+                Executor::Hook(stage) => runs(stage),
+                Executor::Wrapper("hook") => runs("prestart"),
                 _ => 1,
             };
             assert_eq!(r.log.len(), ours_ran, "{what}: one warning a run of ours: {:?}", r.log);
@@ -223,7 +226,7 @@ fn left_alone(rt: Runtime) {
             for l in r.stderr.lines().filter(|l| l.contains("oci-tmpfs-hook")) {
                 assert_eq!(l, line, "{what}: stderr: {}", r.stderr);
             }
-            if way == Way::Wrapper("spec") {
+            if way == Executor::Wrapper("spec") {
                 assert!(r.config.0 == r.config.1, "{what}: config.json changed");
             }
             assert_eq!(host_ours(), before, "{what}: the host's mount table");

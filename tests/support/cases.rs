@@ -1,4 +1,4 @@
-//! The pod cases, written once and run over each way in ([`Way`]): case 1
+//! The pod cases, written once and run over each way in ([`Executor`]): case 1
 //! to case 9 of docs/design.md#pods through the RuntimeClass wrapper in
 //! spec mode and in hook mode (both handlers of one node:
 //! tests/runtimes/cri.rs) and through the NRI plugin (tests/nri/). Where a
@@ -42,7 +42,7 @@ pub fn case1(node: &mut Node, r: &mut Report) {
         r.served("ro 1Gi", &p, 256 * MI, 512 * MI);
     }
     r.executor(node, &c, true);
-    if node.way == Way::Nri {
+    if node.way == Executor::Nri {
         r.signal(node, "default/ro-1g/app", true);
     }
     let dd = "dd if=/dev/zero of=/dev/shm/fill bs=1M count=600; e=$?; rm -f /dev/shm/fill; exit $e";
@@ -191,7 +191,7 @@ pub fn case4(node: &mut Node, r: &mut Report) {
         r.untouched("writable root, 1Gi", &p, SHM_64M);
     }
     r.executor(node, &c, false);
-    if node.way == Way::Nri {
+    if node.way == Executor::Nri {
         r.signal(node, "default/rw/rw", false);
     }
     r.step("stop and remove", node.teardown(&pod, &[&c]));
@@ -283,7 +283,7 @@ pub fn case7(node: &mut Node, r: &mut Report) {
 /// (its containers start at once: NRI costs nothing when no plugin is
 /// connected).
 pub fn case8(node: &mut Node, r: &mut Report) {
-    let (name, handler, without) = if node.way == Way::Nri {
+    let (name, handler, without) = if node.way == Executor::Nri {
         node.stop_plugin();
         ("stopped", None, "plugin stopped")
     } else {
@@ -319,7 +319,7 @@ pub fn case9(node: &mut Node, r: &mut Report) {
     if let Some(p) = r.step("probe before restart", node.probe(&a)) {
         r.served("1Gi, before the restart", &p, 256 * MI, 512 * MI);
     }
-    if node.way == Way::Nri {
+    if node.way == Executor::Nri {
         let n = node.registrations();
         node.restart_daemon();
         let waited = node.wait_registered(n + 1);

@@ -314,7 +314,7 @@ pub fn pod_home(node: &mut Node, r: &mut Report) {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let ours: Vec<&str> = text.lines().filter(|l| l.contains(&c)).collect();
         let warned = root_home_warnings(&ours.join("\n")).len();
-        if node.way == Way::Spec {
+        if node.way == Executor::Spec {
             for f in seen.served("/home/1000", (1000, 0), 0o700, 256 * MI, false) {
                 r.check(false, format!("uid 1000: {f}"));
             }
@@ -352,7 +352,7 @@ pub fn pod_home(node: &mut Node, r: &mut Report) {
 /// wrapper's, or the NRI plugin stopped): root's `HOME=/root` and uid
 /// 1000's `HOME=/` are not writable in a read-only container.
 pub fn pod_home_without_us(node: &mut Node, r: &mut Report) {
-    let (handler, without) = if node.way == Way::Nri {
+    let (handler, without) = if node.way == Executor::Nri {
         node.stop_plugin();
         (None, "plugin stopped")
     } else {
@@ -922,8 +922,8 @@ fn hostile_home(node: &mut Node, r: &mut Report, pod: &Pod, c: &Hostile, image: 
 
 /// The checks of [`pod_hostile_homes`] on what case `c` saw of its `HOME`
 /// through `way` ([`home_failures`]).
-fn check_home(r: &mut Report, c: &Hostile, way: Way, seen: &Seen) {
-    for f in home_failures(c, way == Way::Spec, seen) {
+fn check_home(r: &mut Report, c: &Hostile, way: Executor, seen: &Seen) {
+    for f in home_failures(c, way == Executor::Spec, seen) {
         r.check(false, format!("{}: {f}", c.name));
     }
 }
@@ -967,7 +967,7 @@ fn check_env_and_log(node: &Node, r: &mut Report, c: &Hostile, id: &str, log: &P
         let got = last_home(env.iter().filter_map(serde_json::Value::as_str));
         let asked = last_home(c.env.iter().copied());
         let want = match (c.expect, node.way) {
-            (Expect::Fallback, Way::Spec) => Some(format!("/home/{}", c.uid)),
+            (Expect::Fallback, Executor::Spec) => Some(format!("/home/{}", c.uid)),
             _ => asked,
         };
         r.check(got == want, format!("{what}: config.json's HOME is {got:?}, want {want:?}"));
@@ -981,7 +981,7 @@ fn check_env_and_log(node: &Node, r: &mut Report, c: &Hostile, id: &str, log: &P
         r.check(lines.contains(c.note), format!("{what}: want {:?} in the log", c.note));
     }
     if c.expect == Expect::Fallback {
-        if node.way == Way::Spec {
+        if node.way == Executor::Spec {
             let warned = root_home_warnings(&lines);
             r.check(warned.is_empty(), format!("{what}: a warning about HOME=/: {warned:?}"));
         } else {

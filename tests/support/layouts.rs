@@ -511,7 +511,7 @@ fn pod_layout(node: &mut Node, r: &mut Report, l: &Layout, image: &str, shared: 
             );
         }
         check_warning(r, node, &what, c, l.warning);
-        if node.way == Way::Spec && l.spec_alone {
+        if node.way == Executor::Spec && l.spec_alone {
             let hooked = node.runs_our_hook(c);
             r.check(
                 hooked == Ok(false),

@@ -9,7 +9,7 @@
 //! recorded in a [`Report`] (printed even when it passes) and checked all
 //! before failing, so a failing run still reports every size.
 //!
-//! The ways in ([`Way`]): a wrapper node registers two runtime handlers as
+//! The ways in ([`Executor`]): a wrapper node registers two runtime handlers as
 //! `setup containerd` writes them, `oci-tmpfs` (the wrapper in spec mode,
 //! with `/etc/oci-tmpfs-hook/config.toml`) and `oci-tmpfs-hookmode` (the
 //! same wrapper in hook mode, through a script that names its own config
@@ -42,7 +42,7 @@ pub const PROBE: &str = "cat /proc/self/mountinfo; \
 
 /// How a pod's containers get our mounts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Way {
+pub enum Executor {
     /// The RuntimeClass handler `oci-tmpfs`: the wrapper in spec mode.
     Spec,
     /// The handler `oci-tmpfs-hookmode`: the wrapper in hook mode.
@@ -51,56 +51,56 @@ pub enum Way {
     Nri,
 }
 
-impl Way {
+impl Executor {
     /// The wrapper's two modes, both served by one wrapper node.
-    pub const WRAPPER: [Way; 2] = [Way::Spec, Way::Hook];
+    pub const WRAPPER: [Executor; 2] = [Executor::Spec, Executor::Hook];
 
     /// The suite's name in what a case prints.
     pub fn suite(self) -> &'static str {
         match self {
-            Way::Spec | Way::Hook => "cri",
-            Way::Nri => "nri",
+            Executor::Spec | Executor::Hook => "cri",
+            Executor::Nri => "nri",
         }
     }
 
     pub fn label(self) -> &'static str {
         match self {
-            Way::Spec => "wrapper mode spec",
-            Way::Hook => "wrapper mode hook",
-            Way::Nri => "NRI plugin",
+            Executor::Spec => "wrapper mode spec",
+            Executor::Hook => "wrapper mode hook",
+            Executor::Nri => "NRI plugin",
         }
     }
 
     /// The runtime handler a pod names (NRI: containerd's default, runc).
     pub fn handler(self) -> &'static str {
         match self {
-            Way::Spec => "oci-tmpfs",
-            Way::Hook => "oci-tmpfs-hookmode",
-            Way::Nri => "",
+            Executor::Spec => "oci-tmpfs",
+            Executor::Hook => "oci-tmpfs-hookmode",
+            Executor::Nri => "",
         }
     }
 
     /// Added to pod names, so the two modes' pods on one node differ.
     pub fn suffix(self) -> &'static str {
         match self {
-            Way::Hook => "-hook",
-            Way::Spec | Way::Nri => "",
+            Executor::Hook => "-hook",
+            Executor::Spec | Executor::Nri => "",
         }
     }
 
     /// The host config this way reads, in the node's namespace.
     pub fn config_file(self) -> &'static str {
         match self {
-            Way::Spec | Way::Nri => "/etc/oci-tmpfs-hook/config.toml",
-            Way::Hook => "/etc/oci-tmpfs-hook/hook-mode.toml",
+            Executor::Spec | Executor::Nri => "/etc/oci-tmpfs-hook/config.toml",
+            Executor::Hook => "/etc/oci-tmpfs-hook/hook-mode.toml",
         }
     }
 
     fn mode_line(self) -> &'static str {
         match self {
-            Way::Spec => "mode = \"spec\"\n",
-            Way::Hook => "mode = \"hook\"\n",
-            Way::Nri => "",
+            Executor::Spec => "mode = \"spec\"\n",
+            Executor::Hook => "mode = \"hook\"\n",
+            Executor::Nri => "",
         }
     }
 }
@@ -157,7 +157,7 @@ pub struct Node {
     /// the plugin's adjustments name).
     pub hook: PathBuf,
     /// The way in of what the node does next: pods run with its handler.
-    pub way: Way,
+    pub way: Executor,
     /// An NRI node with the wrapper's handlers too ([`NodeOpts::handlers`]).
     pub handlers: bool,
 }
@@ -207,24 +207,24 @@ pub fn hold_namespace(dir: &Path, extra: &str) -> Child {
 impl Node {
     /// A node with the wrapper's two handlers.
     pub fn wrapper(case: &str) -> Node {
-        Node::start_with(case, Way::Spec, &NodeOpts::default())
+        Node::start_with(case, Executor::Spec, &NodeOpts::default())
     }
 
     /// A node with the NRI plugin registered.
     pub fn nri(case: &str) -> Node {
-        Node::start_with(case, Way::Nri, &NodeOpts::default())
+        Node::start_with(case, Executor::Nri, &NodeOpts::default())
     }
 
     /// The ways into this node.
-    pub fn ways(&self) -> Vec<Way> {
+    pub fn ways(&self) -> Vec<Executor> {
         match self.way {
-            Way::Nri if self.handlers => vec![Way::Nri, Way::Spec, Way::Hook],
-            Way::Nri => vec![Way::Nri],
-            Way::Spec | Way::Hook => Way::WRAPPER.to_vec(),
+            Executor::Nri if self.handlers => vec![Executor::Nri, Executor::Spec, Executor::Hook],
+            Executor::Nri => vec![Executor::Nri],
+            Executor::Spec | Executor::Hook => Executor::WRAPPER.to_vec(),
         }
     }
 
-    pub fn start_with(case: &str, way: Way, opts: &NodeOpts) -> Node {
+    pub fn start_with(case: &str, way: Executor, opts: &NodeOpts) -> Node {
         require_root();
         let ctd = Containerd::find();
         let dir = TempDir::closed("cri");
@@ -235,7 +235,7 @@ impl Node {
         let reference = format!("docker.io/library/{}:latest", unique("busybox"));
         let sock = dir.join("c.sock");
         let config = dir.join("config.toml");
-        let hook = if way == Way::Nri { plugin_bin() } else { hook_bin() };
+        let hook = if way == Executor::Nri { plugin_bin() } else { hook_bin() };
         let mut node = Node {
             state: dir.join("state"),
             dir,
@@ -251,7 +251,7 @@ impl Node {
             case: case.to_string(),
             hook: hook.canonicalize().expect("the hook's binary"),
             way,
-            handlers: way == Way::Nri && opts.handlers,
+            handlers: way == Executor::Nri && opts.handlers,
         };
         if opts.symlinked_state {
             std::fs::create_dir(node.dir.join("state-real")).unwrap();
@@ -272,7 +272,7 @@ impl Node {
                 json!({"cniVersion": "1.0.0", "name": "oth-pod-net", "plugins": [{"type": "oth-pod-net"}]});
             std::fs::write(node.dir.join("cni/conf/10-oth-pod-net.conflist"), conf.to_string()).unwrap();
         }
-        if way == Way::Nri {
+        if way == Executor::Nri {
             // containerd's own config: paths only, NRI left at its default (on).
             assert!(
                 node.ctd.major >= 2,
@@ -280,13 +280,13 @@ impl Node {
                 node.ctd.version
             );
         }
-        if way != Way::Nri {
+        if way != Executor::Nri {
             node.register_handlers(&hook_bin());
         } else if node.handlers {
             node.register_handlers(&plugin_bin());
         }
         node.start_daemon();
-        if way == Way::Nri && !opts.without_plugin {
+        if way == Executor::Nri && !opts.without_plugin {
             node.start_plugin();
         }
         let runc = ok(Command::new("runc").arg("--version"));
@@ -319,7 +319,7 @@ impl Node {
         let twin = self.dir.join("oci-tmpfs-runtime-hookmode");
         let script = format!(
             "#!/bin/sh\nOCI_TMPFS_HOOK_CONFIG={} exec {} \"$@\"\n",
-            Way::Hook.config_file(),
+            Executor::Hook.config_file(),
             wrapper.display()
         );
         std::fs::write(&twin, script).unwrap();
@@ -743,7 +743,7 @@ impl Drop for Node {
             let tail: Vec<&str> = tail.into_iter().rev().collect();
             let suite = self.way.suite();
             say(&format!("{suite} {}: containerd log (last 40 lines):\n{}", self.case, tail.join("\n")));
-            if self.way == Way::Nri {
+            if self.way == Executor::Nri {
                 say(&format!("{suite} {}: plugin log:\n{}", self.case, self.read("plugin.log")));
             }
         }
@@ -838,7 +838,7 @@ impl Report {
     }
 
     /// What follows is through `way`.
-    pub fn way(&mut self, way: Way) {
+    pub fn way(&mut self, way: Executor) {
         self.label = format!("{} ({})", self.case, way.label());
     }
 
@@ -928,12 +928,12 @@ impl Report {
     /// targets through the hook: docs/design.md#runtimes), or NRI.
     pub fn executor(&mut self, node: &Node, id: &str, served: bool) {
         match node.way {
-            Way::Nri => self.plugin_executor(node, id, served),
+            Executor::Nri => self.plugin_executor(node, id, served),
             // A container we do not serve may still have the hook (it then does nothing).
-            Way::Spec | Way::Hook if !served => {}
-            Way::Spec | Way::Hook => {
+            Executor::Spec | Executor::Hook if !served => {}
+            Executor::Spec | Executor::Hook => {
                 let Some(hooked) = self.step("the final config.json", node.runs_our_hook(id)) else { return };
-                let want = node.way == Way::Hook || runc_before_1_1_8(Runtime::Runc);
+                let want = node.way == Executor::Hook || runc_before_1_1_8(Runtime::Runc);
                 self.seen("executor", format!("{}: our hook in config.json: {hooked}", node.way.label()));
                 self.check(
                     hooked == want,

@@ -20,7 +20,7 @@ pub const HOST_ID: u32 = 16 * 65536;
 
 /// A node for the case: `way`'s (the wrapper's handlers, or the NRI
 /// plugin), with the pod network a user-namespaced pod needs.
-pub fn node(case: &str, way: Way) -> Node {
+pub fn node(case: &str, way: Executor) -> Node {
     Node::start_with(case, way, &NodeOpts { pod_network: true, ..NodeOpts::default() })
 }
 

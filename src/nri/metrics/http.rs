@@ -105,7 +105,7 @@ impl Drop for Slot {
 
 /// What a request head asks for.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Route {
+pub(crate) enum Asked {
     Metrics,
     /// An answer with this status and no metrics.
     Status(u16),
@@ -113,29 +113,29 @@ pub(crate) enum Route {
 
 /// Judges a request head (without its empty line): `GET /metrics` over
 /// HTTP/1.0 or 1.1, headers `Name: value`.
-pub(crate) fn route(head: &[u8]) -> Route {
-    let Ok(head) = std::str::from_utf8(head) else { return Route::Status(400) };
+pub(crate) fn asked(head: &[u8]) -> Asked {
+    let Ok(head) = std::str::from_utf8(head) else { return Asked::Status(400) };
     let mut lines = head.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
     let mut parts = lines.next().unwrap_or("").split(' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return Route::Status(400);
+        return Asked::Status(400);
     };
     let token = |s: &str| {
         !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
     };
     if !token(method) || !target.starts_with('/') || !matches!(version, "HTTP/1.0" | "HTTP/1.1") {
-        return Route::Status(400);
+        return Asked::Status(400);
     }
     if lines.any(|h| h.split_once(':').is_none_or(|(name, _)| !token(name))) {
-        return Route::Status(400);
+        return Asked::Status(400);
     }
     let path = target.split_once('?').map_or(target, |(p, _)| p);
     match (method, path) {
-        ("GET", "/metrics") => Route::Metrics,
-        (_, "/metrics") => Route::Status(405),
-        _ => Route::Status(404),
+        ("GET", "/metrics") => Asked::Metrics,
+        (_, "/metrics") => Asked::Status(405),
+        _ => Asked::Status(404),
     }
 }
 
@@ -155,9 +155,9 @@ fn client(mut stream: TcpStream, metrics: &Metrics) -> Result<(), ClientError> {
         Head::TooLarge => return answer(&mut stream, 431, "", ""),
         Head::Closed => return Ok(()),
     };
-    match route(&head) {
-        Route::Metrics => answer(&mut stream, 200, prometheus_text::CONTENT_TYPE, &metrics.encode()),
-        Route::Status(code) => answer(&mut stream, code, "", ""),
+    match asked(&head) {
+        Asked::Metrics => answer(&mut stream, 200, prometheus_text::CONTENT_TYPE, &metrics.encode()),
+        Asked::Status(code) => answer(&mut stream, code, "", ""),
     }
 }
 
@@ -261,26 +261,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn routes() {
-        let cases: &[(&str, &[u8], Route)] = &[
-            ("get metrics", b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: */*", Route::Metrics),
-            ("http 1.0, no headers", b"GET /metrics HTTP/1.0", Route::Metrics),
-            ("a query", b"GET /metrics?x=1 HTTP/1.1\r\nHost: x", Route::Metrics),
-            ("bare lf", b"GET /metrics HTTP/1.1\nHost: x", Route::Metrics),
-            ("post", b"POST /metrics HTTP/1.1\r\nHost: x", Route::Status(405)),
-            ("head", b"HEAD /metrics HTTP/1.1", Route::Status(405)),
-            ("another path", b"GET / HTTP/1.1", Route::Status(404)),
-            ("a prefix", b"GET /metricsx HTTP/1.1", Route::Status(404)),
-            ("garbage", b"\x16\x03\x01\x02\x00\x01", Route::Status(400)),
-            ("no version", b"GET /metrics", Route::Status(400)),
-            ("http 2", b"GET /metrics HTTP/2.0", Route::Status(400)),
-            ("two spaces", b"GET  /metrics HTTP/1.1", Route::Status(400)),
-            ("absolute form", b"GET http://x/metrics HTTP/1.1", Route::Status(400)),
-            ("bad header", b"GET /metrics HTTP/1.1\r\nno colon here", Route::Status(400)),
-            ("empty", b"", Route::Status(400)),
+    fn asks() {
+        let cases: &[(&str, &[u8], Asked)] = &[
+            ("get metrics", b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: */*", Asked::Metrics),
+            ("http 1.0, no headers", b"GET /metrics HTTP/1.0", Asked::Metrics),
+            ("a query", b"GET /metrics?x=1 HTTP/1.1\r\nHost: x", Asked::Metrics),
+            ("bare lf", b"GET /metrics HTTP/1.1\nHost: x", Asked::Metrics),
+            ("post", b"POST /metrics HTTP/1.1\r\nHost: x", Asked::Status(405)),
+            ("head", b"HEAD /metrics HTTP/1.1", Asked::Status(405)),
+            ("another path", b"GET / HTTP/1.1", Asked::Status(404)),
+            ("a prefix", b"GET /metricsx HTTP/1.1", Asked::Status(404)),
+            ("garbage", b"\x16\x03\x01\x02\x00\x01", Asked::Status(400)),
+            ("no version", b"GET /metrics", Asked::Status(400)),
+            ("http 2", b"GET /metrics HTTP/2.0", Asked::Status(400)),
+            ("two spaces", b"GET  /metrics HTTP/1.1", Asked::Status(400)),
+            ("absolute form", b"GET http://x/metrics HTTP/1.1", Asked::Status(400)),
+            ("bad header", b"GET /metrics HTTP/1.1\r\nno colon here", Asked::Status(400)),
+            ("empty", b"", Asked::Status(400)),
         ];
         for (name, head, want) in cases {
-            assert_eq!(route(head), *want, "{name}");
+            assert_eq!(asked(head), *want, "{name}");
         }
     }
 

@@ -341,7 +341,7 @@ mod tests {
         crate::plan::plan_for(
             &spec,
             None,
-            &crate::settings::Settings::default(),
+            &crate::host_config::HostConfig::default(),
             host,
             &crate::plan::UserFacts::HOOK,
         )

@@ -12,8 +12,8 @@ use crate::oci::Spec;
 
 use super::model::Note;
 use super::{ANNOTATION_ENABLED, ANNOTATION_PREFIX, ANNOTATION_SHM_SIZE, ANNOTATION_TMP_SIZE};
+use crate::host_config::{AnnotationPolicy, HostConfig};
 use crate::names::{ANNOTATION_HOME, ANNOTATION_HOME_SIZE};
-use crate::settings::{AnnotationPolicy, Settings};
 use crate::size::Bytes;
 use crate::target::TargetPath;
 
@@ -130,7 +130,7 @@ pub struct Inputs<'a> {
     pub spec: &'a Spec,
     /// Annotations from the state, used where the spec has none.
     pub state_annotations: Option<&'a HashMap<String, String>>,
-    pub settings: &'a Settings,
+    pub settings: &'a HostConfig,
     pub host_ram: Bytes,
     /// What the executor knows of the container's user.
     pub user: &'a UserFacts,

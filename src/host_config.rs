@@ -50,7 +50,9 @@ pub enum AnnotationPolicy {
     Ignore,
 }
 
-/// How the runtime wrapper carries out the plan.
+/// The host config's `mode`: the executor the runtime wrapper prefers.
+/// Which one carries a container's temp targets is decided per container
+/// ([`crate::spec::route::Executor`]): in spec mode it can still be the hook.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
@@ -151,7 +153,7 @@ impl<'de> Deserialize<'de> for EnvTargets {
 
 /// The effective host settings.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Settings {
+pub struct HostConfig {
     #[serde(serialize_with = "display")]
     pub tmp_size: Size,
     #[serde(serialize_with = "display")]
@@ -211,9 +213,9 @@ fn display_opt<S: serde::Serializer, T: std::fmt::Display>(v: &Option<T>, s: S) 
     }
 }
 
-impl Default for Settings {
+impl Default for HostConfig {
     fn default() -> Self {
-        Settings {
+        HostConfig {
             tmp_size: DEFAULT_TMP_SIZE,
             shm_size: DEFAULT_SHM_SIZE,
             tmp_size_set: false,
@@ -242,7 +244,7 @@ impl Default for Settings {
 
 /// A host config that could not be used.
 #[derive(Debug, thiserror::Error)]
-pub enum SettingsError {
+pub enum HostConfigError {
     #[error("{0}")]
     Toml(String),
     #[error("extra_targets: {path:?}: {reason}")]
@@ -264,16 +266,16 @@ fn default_home_caches() -> Vec<String> {
 
 /// `home_caches` as written, checked: at most [`MAX_HOME_CACHES`] paths,
 /// each relative to `HOME`, without `.` or `..` components, deduplicated.
-fn home_caches(list: Vec<String>) -> Result<Vec<String>, SettingsError> {
+fn home_caches(list: Vec<String>) -> Result<Vec<String>, HostConfigError> {
     if list.len() > MAX_HOME_CACHES {
-        return Err(SettingsError::HomeCache(
+        return Err(HostConfigError::HomeCache(
             format!("{} entries", list.len()),
             format!("more than {MAX_HOME_CACHES}"),
         ));
     }
     let mut out: Vec<String> = Vec::new();
     for c in list {
-        let bad = |why: &str| Err(SettingsError::HomeCache(c.clone(), why.to_string()));
+        let bad = |why: &str| Err(HostConfigError::HomeCache(c.clone(), why.to_string()));
         if c.starts_with('/') {
             return bad("is absolute; name it relative to HOME (\".cache\")");
         }
@@ -295,32 +297,34 @@ fn home_caches(list: Vec<String>) -> Result<Vec<String>, SettingsError> {
     Ok(out)
 }
 
-impl Settings {
+impl HostConfig {
     /// Parses and validates the TOML text of a host config.
     ///
     /// # Errors
     /// Syntax errors (with line and column), unknown keys, invalid sizes,
     /// targets or `env_targets` names (with the line), `nr_inodes = 0`,
     /// relative paths.
-    pub fn parse(text: &str) -> Result<Settings, SettingsError> {
+    pub fn parse(text: &str) -> Result<HostConfig, HostConfigError> {
         let raw: RawSettings =
-            toml::from_str(text).map_err(|e| SettingsError::Toml(one_line(&e.to_string())))?;
+            toml::from_str(text).map_err(|e| HostConfigError::Toml(one_line(&e.to_string())))?;
         let mut extra_targets = Vec::new();
         for path in raw.extra_targets {
-            let t = target::validate(&path)
-                .map_err(|reason| SettingsError::Target { path: path.clone(), reason: reason.to_string() })?;
+            let t = target::validate(&path).map_err(|reason| HostConfigError::Target {
+                path: path.clone(),
+                reason: reason.to_string(),
+            })?;
             if !extra_targets.contains(&t) {
                 extra_targets.push(t);
             }
         }
         if raw.nr_inodes == Some(0) {
-            return Err(SettingsError::NrInodes);
+            return Err(HostConfigError::NrInodes);
         }
         if raw.log_file.as_ref().is_some_and(|p| !p.is_absolute()) {
-            return Err(SettingsError::Relative { key: "log_file" });
+            return Err(HostConfigError::Relative { key: "log_file" });
         }
         if raw.runtime_path.as_ref().is_some_and(|p| !p.is_absolute()) {
-            return Err(SettingsError::Relative { key: "runtime_path" });
+            return Err(HostConfigError::Relative { key: "runtime_path" });
         }
         let home_fallback = match raw.home_fallback {
             None | Some(HomeFallback::On(true)) => Some(DEFAULT_HOME_FALLBACK.to_string()),
@@ -328,7 +332,7 @@ impl Settings {
             Some(HomeFallback::Template(t)) => {
                 let example = t.replace("{uid}", "1000");
                 if let Err(reason) = target::validate(&example) {
-                    return Err(SettingsError::HomeFallback(t, reason.to_string()));
+                    return Err(HostConfigError::HomeFallback(t, reason.to_string()));
                 }
                 Some(t)
             }
@@ -337,7 +341,7 @@ impl Settings {
             None => default_home_caches(),
             Some(list) => home_caches(list)?,
         };
-        Ok(Settings {
+        Ok(HostConfig {
             tmp_size: raw.tmp_size.unwrap_or(DEFAULT_TMP_SIZE),
             shm_size: raw.shm_size.unwrap_or(DEFAULT_SHM_SIZE),
             tmp_size_set: raw.tmp_size.is_some(),
@@ -380,12 +384,12 @@ mod tests {
 
     #[test]
     fn empty_file_is_defaults() {
-        assert_eq!(Settings::parse("").unwrap(), Settings::default());
+        assert_eq!(HostConfig::parse("").unwrap(), HostConfig::default());
     }
 
     #[test]
     fn every_key() {
-        let s = Settings::parse(
+        let s = HostConfig::parse(
             r#"
             tmp_size = "2Gi"
             shm_size = "75%"
@@ -415,9 +419,9 @@ mod tests {
 
     #[test]
     fn home_keys() {
-        let d = Settings::default();
+        let d = HostConfig::default();
         assert!(d.home && d.home_fallback.as_deref() == Some("/home/{uid}") && d.max_home_size.is_none());
-        let s = Settings::parse(
+        let s = HostConfig::parse(
             "home = false\nhome_size = \"2Gi\"\nmax_home_size = \"8Gi\"\nhome_fallback = \"/srv/home/{uid}\"",
         )
         .unwrap();
@@ -425,8 +429,8 @@ mod tests {
         assert_eq!(s.home_size, Size::Absolute(Bytes(2 << 30)));
         assert_eq!(s.max_home_size, Some(Size::Absolute(Bytes(8 << 30))));
         assert_eq!(s.home_fallback.as_deref(), Some("/srv/home/{uid}"));
-        assert_eq!(Settings::parse("home_fallback = false").unwrap().home_fallback, None);
-        assert_eq!(Settings::parse("home_fallback = true").unwrap().home_fallback, d.home_fallback);
+        assert_eq!(HostConfig::parse("home_fallback = false").unwrap().home_fallback, None);
+        assert_eq!(HostConfig::parse("home_fallback = true").unwrap().home_fallback, d.home_fallback);
     }
 
     #[test]
@@ -454,7 +458,7 @@ mod tests {
             ("home_fallback a number", "home_fallback = 1"),
         ];
         for (name, text) in cases {
-            let err = Settings::parse(text).expect_err(name);
+            let err = HostConfig::parse(text).expect_err(name);
             let msg = err.to_string();
             assert!(!msg.contains('\n'), "case {name}: multi-line error {msg:?}");
         }
@@ -465,7 +469,7 @@ mod tests {
     #[test]
     fn example_config_parses() {
         let text = include_str!("../hooks/config.toml");
-        assert_eq!(Settings::parse(text).unwrap(), Settings::default());
+        assert_eq!(HostConfig::parse(text).unwrap(), HostConfig::default());
         let uncommented: String = text
             .lines()
             .map(|l| match l.strip_prefix('#') {
@@ -474,18 +478,18 @@ mod tests {
             })
             .collect::<Vec<_>>()
             .join("\n");
-        let s = Settings::parse(&uncommented).unwrap();
+        let s = HostConfig::parse(&uncommented).unwrap();
         assert_eq!(s.extra_targets.len(), 2);
-        assert_eq!(s.env_targets, Settings::default().env_targets, "the comment shows the default");
+        assert_eq!(s.env_targets, HostConfig::default().env_targets, "the comment shows the default");
         assert_eq!(s.nr_inodes, Some(1048576));
         assert!(s.log_file.is_some());
     }
 
     #[test]
     fn env_targets_default_empty_and_bad_names() {
-        let defaults: Vec<String> = Settings::default().env_targets.iter().map(|v| v.to_string()).collect();
+        let defaults: Vec<String> = HostConfig::default().env_targets.iter().map(|v| v.to_string()).collect();
         assert_eq!(defaults, target::DEFAULT_ENV_TARGETS);
-        assert!(Settings::parse("env_targets = []").unwrap().env_targets.is_empty());
+        assert!(HostConfig::parse("env_targets = []").unwrap().env_targets.is_empty());
         let too_many: Vec<String> = (0..=MAX_ENV_TARGETS).map(|i| format!("\"V{i}\"")).collect();
         let too_many = format!("noexec = true\nenv_targets = [{}]\n", too_many.join(", "));
         let cases = [
@@ -496,7 +500,7 @@ mod tests {
             (too_many.as_str(), "more than 64"),
         ];
         for (text, want) in cases {
-            let msg = Settings::parse(text).expect_err(text).to_string();
+            let msg = HostConfig::parse(text).expect_err(text).to_string();
             assert!(msg.contains("line 2") && msg.contains(want), "{text}: {msg}");
             assert!(!msg.contains('\n'), "{msg:?}");
         }
@@ -504,7 +508,7 @@ mod tests {
 
     #[test]
     fn syntax_error_names_the_line() {
-        let err = Settings::parse("tmp_size = \"1g\"\nnoexec = tru\n").unwrap_err();
+        let err = HostConfig::parse("tmp_size = \"1g\"\nnoexec = tru\n").unwrap_err();
         assert!(err.to_string().contains("line 2"), "{err}");
     }
 }
