@@ -13,8 +13,8 @@
 //! [`plan_for`], the one way every caller makes a plan.
 
 mod enable;
-mod home;
 mod facts;
+mod home;
 pub(crate) mod landing;
 mod model;
 mod shm;
@@ -25,9 +25,9 @@ use std::collections::HashMap;
 
 use crate::oci::Spec;
 
-pub use home::passwd_home;
 use facts::SpecMounts;
 pub use facts::{DirFacts, HomeDir, HostFacts, Inputs, Passwd, Question, UserFacts, PASSWD_MAX};
+pub use home::passwd_home;
 pub use model::*;
 
 use crate::host_config::HostConfig;

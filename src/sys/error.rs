@@ -116,8 +116,8 @@ pub(crate) enum SysError {
     BadPid(Option<i64>, Stage),
     #[error("container process {0} no longer exists")]
     NoProcess(i64),
-    #[error("the target mount namespace is the hook's own or the host's; refusing to mount (stage {0}: is --stage right?)")]
-    SameNamespace(Stage),
+    #[error("the target mount namespace is the hook's own or the host's ({1}); refusing to mount (stage {0}: is --stage right?)")]
+    SameNamespace(Stage, String),
     #[error("the hook runs in a pid namespace, as at createContainer, but was told stage {0}; register it with --stage createContainer")]
     InsideContainer(Stage),
     #[error("at createContainer the hook must run inside the container's pid namespace, and it does not (run by hand, or a container sharing the host's pid namespace); refusing to mount. Register the hook at prestart or createRuntime instead")]

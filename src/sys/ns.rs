@@ -124,9 +124,20 @@ fn in_init_ns(who: &str, id: NsId) -> Option<bool> {
 fn outside_init(who: &str, id: NsId, stage: Stage) -> Result<(), SysError> {
     match in_init_ns(who, id) {
         Some(false) => Ok(()),
-        Some(true) => Err(SysError::SameNamespace(stage)),
+        Some(true) => Err(SysError::SameNamespace(stage, format!("{} is in pid 1's", described(who)))),
         None => Err(SysError::InitUnknown),
     }
+}
+
+/// Process `who` (a pid or `self`) as a refusal names it: its pid, name,
+/// state and parent from `/proc/<who>/status`, so that a refused start says
+/// which process the runtime handed over and what it was doing. Read only
+/// on that error path.
+fn described(who: &str) -> String {
+    let status = read_proc(&format!("/proc/{who}/status")).unwrap_or_default();
+    let field =
+        |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map_or("?", |v| v.trim()).to_string();
+    format!("process {who} ({}, state {}, parent {})", field("Name:"), field("State:"), field("PPid:"))
 }
 
 /// Number of pid namespaces this process is in, from `NSpid` in
@@ -200,7 +211,7 @@ fn join(stage: Stage, pid: Option<i64>) -> Result<(), SysError> {
     })?;
     let theirs = ns_id(&format!("/proc/{raw}/ns/mnt"))?;
     if theirs == own {
-        return Err(SysError::SameNamespace(stage));
+        return Err(SysError::SameNamespace(stage, format!("{} is in the hook's", described(&shown))));
     }
     outside_init(&shown, theirs, stage)?;
     // setns(2) by pidfd (Linux 5.8): bound to the process, not to a pid
@@ -229,7 +240,8 @@ fn join(stage: Stage, pid: Option<i64>) -> Result<(), SysError> {
     }
     let now = ns_id("/proc/self/ns/mnt")?;
     if now == own {
-        return Err(SysError::SameNamespace(stage));
+        let what = format!("still the hook's after joining {}", described(&shown));
+        return Err(SysError::SameNamespace(stage, what));
     }
     outside_init("self", now, stage)
 }
@@ -246,6 +258,15 @@ mod tests {
         assert_eq!(mount_ids("0"), None);
         // Told one way or the other (pid 1's namespace, else its mount ids).
         assert!(in_init_ns("self", ns_id("/proc/self/ns/mnt").unwrap()).is_some());
+    }
+
+    #[test]
+    fn a_refusal_names_the_process() {
+        let me = described("self");
+        let parent = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get());
+        assert!(me.starts_with("process self (oci_tmpfs_hook"), "{me}");
+        assert!(me.ends_with(&format!(", parent {parent})")) && !me.contains("state ?"), "{me}");
+        assert_eq!(described("0"), "process 0 (?, state ?, parent ?)");
     }
 
     #[test]

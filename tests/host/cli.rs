@@ -252,6 +252,29 @@ fn hook_refuses_bad_state_with_one_line() {
     }
 }
 
+/// At prestart the hook joins the mount namespace of the state's pid; a
+/// process in the hook's own namespace (here a child of the test, as a
+/// runtime's bug or a wrong `--stage` would hand over) is refused before any
+/// mount, with one line naming the process.
+#[test]
+fn hook_refuses_a_process_in_its_own_mount_namespace() {
+    let b = Bundle::new("own-ns");
+    b.write();
+    let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+    let state = json!({"ociVersion": "1.0.2", "id": "own", "pid": child.id(), "bundle": b.dir});
+    let out =
+        run_hook(&["hook", "--stage", "prestart"], state.to_string().as_bytes(), Duration::from_secs(10));
+    let _ = child.kill();
+    let _ = child.wait();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let (pid, parent) = (child.id(), std::process::id());
+    assert!(err.contains("the target mount namespace is the hook's own or the host's"), "{err}");
+    assert!(err.contains(&format!("process {pid} (sleep, state ")), "{err}");
+    assert!(err.contains(&format!(", parent {parent}) is in the hook's")), "{err}");
+}
+
 #[test]
 fn hook_on_writable_root_does_nothing_silently() {
     let mut b = Bundle::new("rw-direct");
