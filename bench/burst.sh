@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Pods placed at once (BENCHMARKS.md#nri-burst): a batch of pods, each one
 # read-only container with a 256 MiB limit, created together through
-# containerd 2.1's CRI in the sid environment, as root, in four arms on one
+# containerd 2.1's CRI in the sid environment, as root, in five arms on one
 # containerd, alternating within each round: without the plugin, with it,
-# the wrapper in hook mode (the same hook, no NRI) and the wrapper in spec
-# mode (no hook process). Per arm: p50 and p99 of RunPodSandbox,
+# the wrapper in hook mode (the same hook, no NRI), the wrapper in spec
+# mode (no hook process), and the floor of any wrapper (a static C program
+# that only execs runc). Per arm: p50 and p99 of RunPodSandbox,
 # CreateContainer, StartContainer and each pod's total, the burst's wall
-# time, and the ratios to "without".
+# time, the ratios to "without", and the rounds' own paired ratios.
 # The bench is tests/nri/burst.rs's bench_nri_burst (ignored in the suite's
 # default run); the plugin, wrapper and hook are the static release binary.
 #

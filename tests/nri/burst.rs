@@ -8,7 +8,10 @@
 //!   plugin stopped): the same hook process, no NRI;
 //! - `spec`: the wrapper in spec mode (the handler `oci-tmpfs`): the mounts
 //!   written into `config.json`, no hook process; the yardstick of what
-//!   mounting alone costs.
+//!   mounting alone costs;
+//! - `floor`: the floor of any runtime wrapper (the handler `burst-floor`,
+//!   bench/execwrap.c built static: it only execs runc): no mounts, no plan,
+//!   one exec more per runtime call, as every RuntimeClass wrapper pays.
 //!
 //! Each burst: `NRI_BURST_PODS` pods (a comma list, default `10,20`), each
 //! one read-only container with a 256 MiB limit (tests/nri/bench.py
@@ -21,7 +24,9 @@
 //! Printed: per size and arm, p50 and p99 over every pod of every round of
 //! RunPodSandbox, CreateContainer, StartContainer and the pod's total, the
 //! burst's wall time (median over rounds), each p50's ratio to `without`,
-//! and the plugin's own time per `CreateContainer` in its bursts. It fails
+//! the median over rounds of each round's own StartContainer p50 ratios
+//! (spec and floor over without, spec over floor), and the plugin's own
+//! time per `CreateContainer` in its bursts. It fails
 //! only when a pod did not start, or the plugin did not answer each of its
 //! arm's CreateContainer exactly once: no bound on a time (the ratios are
 //! what it is for).
@@ -42,10 +47,14 @@ enum Arm {
     Plugin,
     Hook,
     Spec,
+    Floor,
 }
 
+/// The floor arm's runtime handler.
+const FLOOR: &str = "burst-floor";
+
 impl Arm {
-    const ALL: [Arm; 4] = [Arm::Without, Arm::Plugin, Arm::Hook, Arm::Spec];
+    const ALL: [Arm; 5] = [Arm::Without, Arm::Plugin, Arm::Hook, Arm::Spec, Arm::Floor];
 
     fn name(self) -> &'static str {
         match self {
@@ -53,6 +62,7 @@ impl Arm {
             Arm::Plugin => "plugin",
             Arm::Hook => "hook",
             Arm::Spec => "spec",
+            Arm::Floor => "floor",
         }
     }
 
@@ -61,8 +71,33 @@ impl Arm {
             Arm::Without | Arm::Plugin => Executor::Nri.handler(),
             Arm::Hook => Executor::Hook.handler(),
             Arm::Spec => Executor::Spec.handler(),
+            Arm::Floor => FLOOR,
         }
     }
+}
+
+/// Registers the floor arm's handler: bench/execwrap.c built static to exec
+/// the `runc` on PATH, as the `BinaryName` of a runc-shim runtime; then
+/// restarts containerd on the config.
+fn register_floor(node: &mut Node) {
+    let runc = which("runc");
+    let wrap = node.dir.join("execwrap-runc");
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/execwrap.c");
+    ok(std::process::Command::new("cc")
+        .args(["-static", "-O2"])
+        .arg(format!("-DREAL=\"{}\"", runc.display()))
+        .arg("-o")
+        .arg(&wrap)
+        .arg(&source));
+    let plugin = "plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes";
+    let entry = format!(
+        "\n[{plugin}.{FLOOR}]\n  runtime_type = \"io.containerd.runc.v2\"\n[{plugin}.{FLOOR}.options]\n  BinaryName = {:?}\n",
+        wrap.display().to_string()
+    );
+    let mut config = std::fs::read_to_string(&node.config).unwrap();
+    config.push_str(&entry);
+    std::fs::write(&node.config, config).unwrap();
+    node.restart_daemon();
 }
 
 /// The CRI calls timed per pod (bench.py's keys), and the burst's wall time.
@@ -73,6 +108,8 @@ const CALLS: [&str; 4] = ["run", "create", "start", "total"];
 struct Seen {
     per_call: [Vec<f64>; 4],
     walls: Vec<f64>,
+    /// Each round's StartContainer p50 (its own pods only).
+    start_p50: Vec<f64>,
 }
 
 fn p(v: &[f64], q: f64) -> f64 {
@@ -92,6 +129,7 @@ fn bench_nri_burst() {
         .collect();
     let mut node =
         Node::start_with("burst", Executor::Nri, &NodeOpts { handlers: true, ..NodeOpts::default() });
+    register_floor(&mut node);
     // The pod and container every burst copies (bench.py makes the pods unique).
     let pod =
         node.run_pod("burst", &PodOpts { memory: 256 * MI, ..PodOpts::default() }).expect("RunPodSandbox");
@@ -107,7 +145,7 @@ fn bench_nri_burst() {
         node.container_request(&pod, &CtrOpts { image: Some(&image), ..CtrOpts::ro("burst", 256 * MI) });
     node.teardown(&pod, &[]).expect("the template pod's teardown");
     // Warm-up: the image's first unpack, each handler's first shim.
-    for arm in [Arm::Plugin, Arm::Hook, Arm::Spec] {
+    for arm in [Arm::Plugin, Arm::Hook, Arm::Spec, Arm::Floor] {
         request["runtime_handler"] = json!(arm.handler());
         bench_py(&node, &["burst", "2"], &request);
     }
@@ -154,11 +192,13 @@ fn bench_nri_burst() {
                     }
                 }
                 s.walls.push(out["seconds"].as_f64().expect("the burst's wall time"));
+                let start = p(&s.per_call[2][s.per_call[2].len() - pods.len()..], 0.5);
+                s.start_p50.push(start);
                 say(&format!(
                     "nri burst: round {round}, {n} pods, {:<7}: wall {:.0} ms, StartContainer p50 {:.0} ms",
                     arm.name(),
                     out["seconds"].as_f64().unwrap_or(0.0) * 1e3,
-                    p(&s.per_call[2][s.per_call[2].len() - pods.len()..], 0.5) * 1e3
+                    start * 1e3
                 ));
             }
         }
@@ -203,6 +243,20 @@ fn tables(sizes: &[usize], seen: &[Vec<Seen>], own: &[Vec<f64>]) {
             let _ = writeln!(table, " {:.0} ms |", p(&s.walls, 0.5) * 1e3);
             let _ = writeln!(ratios, " {:.2} |", p(&s.walls, 0.5) / p(&base.walls, 0.5));
         }
+    }
+    // Each round's arms ran back to back: their ratios share the round's load.
+    let paired = |si: usize, a: Arm, b: Arm| {
+        let (a, b) = (&seen[si][a as usize].start_p50, &seen[si][b as usize].start_p50);
+        let r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+        p(&r, 0.5)
+    };
+    for (si, n) in sizes.iter().enumerate() {
+        say(&format!(
+            "nri burst: {n} pods: StartContainer p50, median of the rounds' own ratios: spec/without {:.3}, floor/without {:.3}, spec/floor {:.3}",
+            paired(si, Arm::Spec, Arm::Without),
+            paired(si, Arm::Floor, Arm::Without),
+            paired(si, Arm::Spec, Arm::Floor)
+        ));
     }
     for (si, n) in sizes.iter().enumerate() {
         if let (Some(max), false) = (own[si].iter().copied().reduce(f64::max), own[si].is_empty()) {

@@ -10,7 +10,9 @@
 //! layouts of tests/support/layouts.rs through the plugin.
 //!
 //! Run it against sid's containerd 2.1 (docs/design.md#test-machine):
-//! `tests/env/nri.sh` (builds, then runs this suite in the sid environment).
+//! `tests/env/nri.sh` (builds, then runs this suite in the sid environment);
+//! against containerd 2.3.4, `OCI_TMPFS_HOOK_NRI_CONTAINERD=$(tests/env/containerd.sh build)
+//! tests/env/nri.sh` (docs/nri.md#versions). tests/run.sh runs both.
 //!
 //! Each test starts its own node (tests/support/pods.rs: containerd in a
 //! private mount namespace with its own `/etc`, `/dev/shm` and `/run`). The
