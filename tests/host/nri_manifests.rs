@@ -73,11 +73,18 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
     // capability, no AppArmor exception.
     assert!(pod.get("hostPID").is_none_or(|v| v == false), "{pod}");
     // Its only annotations: the scrape ones, naming the `metrics` port that
-    // --metrics-address listens on (docs/nri.md#metrics).
+    // --metrics-address listens on (docs/nri.md#metrics), and the NRI
+    // validator's toleration, so that a node requiring this plugin still
+    // starts the plugin's own pod (docs/nri.md#fail-closed).
     let annotations = &ds["spec"]["template"]["metadata"]["annotations"];
     assert_eq!(
         annotations,
-        &serde_json::json!({"prometheus.io/scrape": "true", "prometheus.io/port": "9464", "prometheus.io/path": "/metrics"})
+        &serde_json::json!({
+            "prometheus.io/scrape": "true",
+            "prometheus.io/port": "9464",
+            "prometheus.io/path": "/metrics",
+            "tolerate-missing-nri-plugins.noderesource.dev": "true",
+        })
     );
     let c = &pod["containers"][0];
     let sc = &c["securityContext"];
