@@ -353,9 +353,22 @@ fn privatise_containerd_config(config: &Path, root: &Root) -> PathBuf {
     let sock = root.path("/run/c.sock");
     doc["root"] = toml_edit::value(p("/var/lib/containerd"));
     doc["state"] = toml_edit::value(p("/run/containerd"));
-    doc["grpc"]["address"] = toml_edit::value(sock.display().to_string());
-    doc["ttrpc"]["address"] = toml_edit::value(format!("{}.ttrpc", sock.display()));
+    let (grpc, ttrpc) = (sock.display().to_string(), format!("{}.ttrpc", sock.display()));
+    // Config version 4 (containerd 2.3) keeps the sockets in the server
+    // plugins' tables; older versions at the top.
+    let v4 = doc.get("version").and_then(toml_edit::Item::as_integer) == Some(4);
+    if !v4 {
+        doc["grpc"]["address"] = toml_edit::value(&grpc);
+        doc["ttrpc"]["address"] = toml_edit::value(&ttrpc);
+    }
     if let Some(plugins) = doc.get_mut("plugins").and_then(|t| t.as_table_like_mut()) {
+        for (plugin, address) in
+            [("io.containerd.server.v1.grpc", &grpc), ("io.containerd.server.v1.ttrpc", &ttrpc)]
+        {
+            if let Some(server) = plugins.get_mut(plugin) {
+                server["address"] = toml_edit::value(address.as_str());
+            }
+        }
         // Default configs name host paths for these plugins.
         if let Some(opt) = plugins.get_mut("io.containerd.internal.v1.opt") {
             opt["path"] = toml_edit::value(p("/opt"));

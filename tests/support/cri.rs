@@ -163,14 +163,21 @@ impl Containerd {
     pub fn base_config(&self, dir: &TempDir, state: &Path, sandbox_image: &str) -> String {
         let (root, sock) = (dir.join("root"), dir.join("c.sock"));
         let (cni_bin, cni_conf, opt) = (dir.join("cni/bin"), dir.join("cni/conf"), dir.join("opt"));
-        let mut s = format!(
-            "version = {}\nroot = {:?}\nstate = {:?}\n\n[grpc]\n  address = {:?}\n\n[ttrpc]\n  address = \"{}.ttrpc\"\n\n[plugins]\n",
-            self.config_version(),
-            root,
-            state,
-            sock,
-            sock.display()
-        );
+        let version = self.config_version();
+        let mut s = format!("version = {version}\nroot = {root:?}\nstate = {state:?}\n\n");
+        let ttrpc = format!("{}.ttrpc", sock.display());
+        if version >= 4 {
+            // Version 4 keeps the sockets in the server plugins' tables (its
+            // `config default`); a top-level [grpc] is not read.
+            let _ = write!(
+                s,
+                "[plugins]\n  [plugins.\"io.containerd.server.v1.grpc\"]\n    address = {sock:?}\n\
+                 \x20 [plugins.\"io.containerd.server.v1.ttrpc\"]\n    address = {ttrpc:?}\n"
+            );
+        } else {
+            let _ =
+                write!(s, "[grpc]\n  address = {sock:?}\n\n[ttrpc]\n  address = {ttrpc:?}\n\n[plugins]\n");
+        }
         if self.major >= 2 {
             let _ = write!(
                 s,
