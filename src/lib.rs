@@ -29,7 +29,7 @@
 //!   [`spec::bundle`].
 //! - [`plan`], pure: what to mount, and [`plan::landing`], the landing rule
 //!   the hook and the spec executor share.
-//! - values and helpers: [`settings`], [`size`], [`target`], [`stage`],
+//! - values and helpers: [`host_config`], [`size`], [`target`], [`stage`],
 //!   [`names`], [`files`], and [`error`] at the bottom; [`process`], what
 //!   belongs to the process: its allocator, its log backend, SIGTERM and
 //!   SIGINT for the commands that run until stopped.

@@ -4,12 +4,12 @@
 //!
 //! [`decide`] runs named steps, each in its own file with its own table test:
 //! [`enable`] (does the hook act, may it, who owns the mounts), [`sizes`]
-//! (bytes for `/tmp` and `/dev/shm` and where they came from), [`targets`]
+//! (bytes for `/tmp` and `/dev/shm` and where they came from), [`temp_dirs`]
 //! (the temp dirs, what the spec already mounts, nesting) and [`shm`]
 //! (grow, mount fresh, or leave `/dev/shm`). The [`Plan`] carries every mount
 //! whole (size, inodes, mode, attributes, owner, subdirectories), so the
 //! executors (the hook, the spec executor, NRI, `explain`) only read it. The data is
-//! [`model`], the inputs [`inputs`]; this file is [`decide`], and
+//! [`model`], what it is made from [`facts`]; this file is [`decide`], and
 //! [`plan_for`], the one way every caller makes a plan.
 
 mod enable;
