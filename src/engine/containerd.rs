@@ -641,7 +641,12 @@ BinaryName = "/usr/local/bin/oci-tmpfs-runtime"
 
         let v1 = "[plugins.cri]\n  sandbox_image = \"x\"\n";
         assert!(ctd(Some(v1), false, false).unwrap_err().to_string().contains("version 1"));
-        assert!(ctd(Some("version = 4\n"), false, false).unwrap_err().to_string().contains("version 4"));
+        // Version 4 (containerd 2.3) keeps version 3's CRI runtime plugin.
+        let v4 = ctd(Some("version = 4\n"), false, false).unwrap().unwrap();
+        let v: toml::Table = toml::from_str(&v4).unwrap();
+        let c = &v["plugins"]["io.containerd.cri.v1.runtime"]["containerd"];
+        assert_eq!(c["runtimes"]["oci-tmpfs"]["options"]["BinaryName"].as_str(), Some(WRAPPER));
+        assert!(ctd(Some("version = 5\n"), false, false).unwrap_err().to_string().contains("version 5"));
     }
 
     #[test]
