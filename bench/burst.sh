@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Pods placed at once (BENCHMARKS.md#nri-burst): a batch of pods, each one
 # read-only container with a 256 MiB limit, created together through
-# containerd 2.1's CRI in the sid environment, as root, in five arms on one
+# containerd 2.1's CRI in the sid environment, as root, in six arms on one
 # containerd, alternating within each round: without the plugin, with it,
 # the wrapper in hook mode (the same hook, no NRI), the wrapper in spec
-# mode (no hook process), and the floor of any wrapper (a static C program
-# that only execs runc). Per arm: p50 and p99 of RunPodSandbox,
+# mode (no hook process), the same on an image whose /root is empty (no
+# tmpcopyup), and the floor of any wrapper (a static C program that only
+# execs runc). containerd's state is on a tmpfs, as /run/containerd is. Per arm: p50 and p99 of RunPodSandbox,
 # CreateContainer, StartContainer and each pod's total, the burst's wall
 # time, the ratios to "without", and the rounds' own paired ratios.
 # The bench is tests/nri/burst.rs's bench_nri_burst (ignored in the suite's

@@ -1,5 +1,5 @@
 //! The burst bench (run with `--ignored`: `bench/burst.sh`): pods placed at
-//! once, as kubelet places a batch, through containerd's CRI, in four arms
+//! once, as kubelet places a batch, through containerd's CRI, in six arms
 //! on one containerd, alternating within each round:
 //! - `without`: runc, the plugin stopped;
 //! - `plugin`: runc, the plugin registered (its adjustment: our hook at
@@ -9,6 +9,8 @@
 //! - `spec`: the wrapper in spec mode (the handler `oci-tmpfs`): the mounts
 //!   written into `config.json`, no hook process; the yardstick of what
 //!   mounting alone costs;
+//! - `spec-empty`: the spec arm with an image whose `/root` is empty: the
+//!   same mounts without `tmpcopyup` (what the copy-up costs in a burst);
 //! - `floor`: the floor of any runtime wrapper (the handler `burst-floor`,
 //!   bench/execwrap.c built static: it only execs runc): no mounts, no plan,
 //!   one exec more per runtime call, as every RuntimeClass wrapper pays.
@@ -47,6 +49,7 @@ enum Arm {
     Plugin,
     Hook,
     Spec,
+    SpecEmpty,
     Floor,
 }
 
@@ -54,7 +57,7 @@ enum Arm {
 const FLOOR: &str = "burst-floor";
 
 impl Arm {
-    const ALL: [Arm; 5] = [Arm::Without, Arm::Plugin, Arm::Hook, Arm::Spec, Arm::Floor];
+    const ALL: [Arm; 6] = [Arm::Without, Arm::Plugin, Arm::Hook, Arm::Spec, Arm::SpecEmpty, Arm::Floor];
 
     fn name(self) -> &'static str {
         match self {
@@ -62,6 +65,7 @@ impl Arm {
             Arm::Plugin => "plugin",
             Arm::Hook => "hook",
             Arm::Spec => "spec",
+            Arm::SpecEmpty => "spec-empty",
             Arm::Floor => "floor",
         }
     }
@@ -70,7 +74,7 @@ impl Arm {
         match self {
             Arm::Without | Arm::Plugin => Executor::Nri.handler(),
             Arm::Hook => Executor::Hook.handler(),
-            Arm::Spec => Executor::Spec.handler(),
+            Arm::Spec | Arm::SpecEmpty => Executor::Spec.handler(),
             Arm::Floor => FLOOR,
         }
     }
@@ -127,8 +131,10 @@ fn bench_nri_burst() {
         .split(',')
         .map(|n| n.trim().parse().expect("NRI_BURST_PODS: a comma list of pod counts"))
         .collect();
-    let mut node =
-        Node::start_with("burst", Executor::Nri, &NodeOpts { handlers: true, ..NodeOpts::default() });
+    // containerd's state (the bundles) on a tmpfs, as on a node: the spec
+    // arm rewrites each config.json there.
+    let opts = NodeOpts { handlers: true, state_on_tmpfs: true, ..NodeOpts::default() };
+    let mut node = Node::start_with("burst", Executor::Nri, &opts);
     register_floor(&mut node);
     // The pod and container every burst copies (bench.py makes the pods unique).
     let pod =
@@ -141,12 +147,19 @@ fn bench_nri_burst() {
         std::fs::write(r.join("root/.bashrc"), "# bashrc\n").unwrap();
         std::fs::write(r.join("root/.profile"), "# profile\n").unwrap();
     });
+    // The same image with an empty /root: its home gets no tmpcopyup.
+    let empty = node.image("burst-empty-home", |r| {
+        std::fs::write(r.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+        std::fs::create_dir_all(r.join("root")).unwrap();
+    });
     let mut request =
         node.container_request(&pod, &CtrOpts { image: Some(&image), ..CtrOpts::ro("burst", 256 * MI) });
     node.teardown(&pod, &[]).expect("the template pod's teardown");
-    // Warm-up: the image's first unpack, each handler's first shim.
-    for arm in [Arm::Plugin, Arm::Hook, Arm::Spec, Arm::Floor] {
+    let image_of = |arm: Arm| json!({"image": if arm == Arm::SpecEmpty { &empty } else { &image }});
+    // Warm-up: the images' first unpack, each handler's first shim.
+    for arm in [Arm::Plugin, Arm::Hook, Arm::Spec, Arm::SpecEmpty, Arm::Floor] {
         request["runtime_handler"] = json!(arm.handler());
+        request["config"]["image"] = image_of(arm);
         bench_py(&node, &["burst", "2"], &request);
     }
     let mut seen: Vec<Vec<Seen>> =
@@ -166,6 +179,7 @@ fn bench_nri_burst() {
                 }
                 let mark = plugin_times(&node).len();
                 request["runtime_handler"] = json!(arm.handler());
+                request["config"]["image"] = image_of(arm);
                 let out = bench_py(&node, &["burst", &n.to_string()], &request);
                 let times = plugin_times(&node).split_off(mark);
                 let answers = times.len();
@@ -252,10 +266,12 @@ fn tables(sizes: &[usize], seen: &[Vec<Seen>], own: &[Vec<f64>]) {
     };
     for (si, n) in sizes.iter().enumerate() {
         say(&format!(
-            "nri burst: {n} pods: StartContainer p50, median of the rounds' own ratios: spec/without {:.3}, floor/without {:.3}, spec/floor {:.3}",
+            "nri burst: {n} pods: StartContainer p50, median of the rounds' own ratios: spec/without {:.3}, floor/without {:.3}, spec/floor {:.3}, spec-empty/floor {:.3}, spec/spec-empty {:.3}",
             paired(si, Arm::Spec, Arm::Without),
             paired(si, Arm::Floor, Arm::Without),
-            paired(si, Arm::Spec, Arm::Floor)
+            paired(si, Arm::Spec, Arm::Floor),
+            paired(si, Arm::SpecEmpty, Arm::Floor),
+            paired(si, Arm::Spec, Arm::SpecEmpty)
         ));
     }
     for (si, n) in sizes.iter().enumerate() {

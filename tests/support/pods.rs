@@ -122,6 +122,12 @@ pub struct NodeOpts {
     /// pod: [`PodOpts::userns`]): [`POD_NETWORK_PLUGIN`], which gives each
     /// pod's own netns an address to report and changes nothing on the host.
     pub pod_network: bool,
+    /// containerd's `state` on a tmpfs in the node's mount namespace, as
+    /// `/run/containerd` is on a real node (the test's directory is on this
+    /// VM's disk, where replacing a bundle's `config.json` starts ext4's
+    /// writeback: docs/design.md#spec-write). Only the node's namespace
+    /// sees it.
+    pub state_on_tmpfs: bool,
 }
 
 /// The CNI plugin of [`NodeOpts::pod_network`]: reports one address on
@@ -231,13 +237,20 @@ impl Node {
         for d in ["etc-up", "etc-work", "cni/bin", "cni/conf", "logs"] {
             std::fs::create_dir_all(dir.join(d)).unwrap();
         }
-        let holder = hold_namespace(&dir, "");
+        let state = dir.join("state");
+        let extra = if opts.state_on_tmpfs {
+            std::fs::create_dir_all(&state).unwrap();
+            format!("mount -t tmpfs -o mode=711 state {};", state.display())
+        } else {
+            String::new()
+        };
+        let holder = hold_namespace(&dir, &extra);
         let reference = format!("docker.io/library/{}:latest", unique("busybox"));
         let sock = dir.join("c.sock");
         let config = dir.join("config.toml");
         let hook = if way == Executor::Nri { plugin_bin() } else { hook_bin() };
         let mut node = Node {
-            state: dir.join("state"),
+            state,
             dir,
             ctd,
             holder,
