@@ -248,11 +248,12 @@ pub(crate) fn apply_logging(new: &HostConfig, old: &HostConfig) {
 impl Plugin for Policy {
     fn configure(&self, runtime: &Runtime<'_>) {
         let nri = match runtime.nri_version {
-            "" => "its NRI version unsent: NRI before v0.12; NRI's validator: unknown".to_string(),
-            v => format!("NRI {v}; NRI's validator: {}", metrics::validator(v)),
+            "" => "its NRI version unsent: NRI before v0.12".to_string(),
+            v => format!("NRI {v}"),
         };
+        let validator = metrics::validator(runtime.nri_version);
         log::info!(
-            "nri: configured by {} {} ({nri}; request timeout {} ms); subscribing to CreateContainer",
+            "nri: configured by {} {} ({nri}; NRI's validator: {validator}; request timeout {} ms); subscribing to CreateContainer",
             runtime.name,
             runtime.version,
             runtime.request_timeout_ms

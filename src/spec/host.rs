@@ -311,8 +311,8 @@ pub(crate) enum Route {
 
 /// The executor of `plan`'s temp targets in `rootfs`, and the [`Route`] of
 /// each: the rootfs check's verdict (docs/design.md#landing: a target
-/// refused there is refused by the hook too), then `executor`'s executor
-/// ([`super::route::executor`]), which becomes the hook at `prestart` where
+/// refused there is refused by the hook too), then `executor` (from
+/// [`super::route::executor`]), which becomes the hook at `prestart` where
 /// a target's directory holds entries in the image that the spec cannot
 /// carry ([`image_files`], as [`place_targets`] judges it: `no_copy_up` is
 /// why the runtime cannot copy up, if it cannot). Nothing is created or

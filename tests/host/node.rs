@@ -79,10 +79,8 @@ fn containerd21_config(run: &Path, image: &str) -> String {
     );
     let default = ok(Command::new(&bin).args(["config", "default"]));
     assert!(default.starts_with("version = 3\n"), "containerd 2.1's default config: {default}");
-    let q = |s: &str| format!("'{}'", run.join(s).display());
-    let mut t = subst(&default, "sandbox = 'registry.k8s.io/pause:3.10'", &format!("sandbox = '{image}'"));
-    t = subst(&t, "bin_dirs = ['/usr/lib/cni', '/opt/cni/bin']", &format!("bin_dirs = [{}]", q("cni/bin")));
-    private_paths(run, &t)
+    let t = subst(&default, "sandbox = 'registry.k8s.io/pause:3.10'", &format!("sandbox = '{image}'"));
+    private_paths(run, &t, "bin_dirs = ['/usr/lib/cni', '/opt/cni/bin']")
 }
 
 /// containerd 2.3.4's `containerd config default` (config version 4: the
@@ -91,21 +89,21 @@ fn containerd21_config(run: &Path, image: &str) -> String {
 fn containerd23_config(run: &Path, image: &str) -> String {
     let default = ok(Command::new(containerd23().containerd).args(["config", "default"]));
     assert!(default.starts_with("version = 4\n"), "containerd 2.3's default config: {default}");
-    let q = |s: &str| format!("'{}'", run.join(s).display());
     let mut t = subst(&default, "sandbox = 'registry.k8s.io/pause:3.10.2'", &format!("sandbox = '{image}'"));
-    t = subst(&t, "bin_dirs = ['/opt/cni/bin']", &format!("bin_dirs = [{}]", q("cni/bin")));
     t = subst(
         &t,
         "address = '/run/containerd/containerd.sock.ttrpc'",
         &format!("address = '{}.ttrpc'", run.join("c.sock").display()),
     );
-    private_paths(run, &t)
+    private_paths(run, &t, "bin_dirs = ['/opt/cni/bin']")
 }
 
-/// The settings both default configs share, pointed at `run`.
-fn private_paths(run: &Path, default: &str) -> String {
+/// The settings both default configs share, pointed at `run`; `bin_dirs`
+/// is the default's CNI setting, which the test's CNI dir replaces.
+fn private_paths(run: &Path, default: &str, bin_dirs: &str) -> String {
     let q = |s: &str| format!("'{}'", run.join(s).display());
     let mut t = subst(default, "root = '/var/lib/containerd'", &format!("root = {}", q("root")));
+    t = subst(&t, bin_dirs, &format!("bin_dirs = [{}]", q("cni/bin")));
     t = subst(&t, "state = '/run/containerd'", &format!("state = {}", q("state")));
     t = subst(&t, "address = '/run/containerd/containerd.sock'", &format!("address = {}", q("c.sock")));
     t = subst(&t, "restrict_oom_score_adj = false", "restrict_oom_score_adj = true");

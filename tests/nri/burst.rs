@@ -27,7 +27,8 @@
 //! RunPodSandbox, CreateContainer, StartContainer and the pod's total, the
 //! burst's wall time (median over rounds), each p50's ratio to `without`,
 //! the median over rounds of each round's own StartContainer p50 ratios
-//! (spec and floor over without, spec over floor), and the plugin's own
+//! (spec and floor over without; spec and spec-empty over floor; spec over
+//! spec-empty), and the plugin's own
 //! time per `CreateContainer` in its bursts. It fails
 //! only when a pod did not start, or the plugin did not answer each of its
 //! arm's CreateContainer exactly once: no bound on a time (the ratios are

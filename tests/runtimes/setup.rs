@@ -356,7 +356,7 @@ fn privatise_containerd_config(config: &Path, root: &Root) -> PathBuf {
     let (grpc, ttrpc) = (sock.display().to_string(), format!("{}.ttrpc", sock.display()));
     // Config version 4 (containerd 2.3) keeps the sockets in the server
     // plugins' tables; older versions at the top.
-    let v4 = doc.get("version").and_then(toml_edit::Item::as_integer) == Some(4);
+    let v4 = doc.get("version").and_then(toml_edit::Item::as_integer).is_some_and(|v| v >= 4);
     if !v4 {
         doc["grpc"]["address"] = toml_edit::value(&grpc);
         doc["ttrpc"]["address"] = toml_edit::value(&ttrpc);

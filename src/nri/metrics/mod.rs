@@ -142,7 +142,6 @@ pub(crate) struct Metrics {
     info: Family<InfoLabels, Gauge>,
     config_hash: Mutex<String>,
     runtime: Family<RuntimeLabels, Gauge>,
-    runtime_last: Mutex<Option<RuntimeLabels>>,
 }
 
 /// Latency buckets: 25 µs doubling to 1.6 s (NRI's request timeout is 2 s).
@@ -172,7 +171,6 @@ impl Metrics {
             info: Family::default(),
             config_hash: Mutex::new(String::new()),
             runtime: Family::default(),
-            runtime_last: Mutex::new(None),
             registry: Registry::default(),
         };
         registry.register("containers_seen", "CreateContainer requests answered", m.seen.clone());
@@ -277,12 +275,8 @@ impl Metrics {
             nri_version: nri_version.to_string(),
             validator: validator(nri_version),
         };
-        let mut last = self.runtime_last.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(old) = last.take() {
-            self.runtime.remove(&old);
-        }
+        self.runtime.clear();
         self.runtime.get_or_create(&now).set(1);
-        *last = Some(now);
     }
 
     /// `RegisterPlugin` succeeded.
