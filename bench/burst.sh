@@ -6,7 +6,8 @@
 # the wrapper in hook mode (the same hook, no NRI), the wrapper in spec
 # mode (no hook process), the same on an image whose /root is empty (no
 # tmpcopyup), and the floor of any wrapper (a static C program that only
-# execs runc). containerd's state is on a tmpfs, as /run/containerd is. Per arm: p50 and p99 of RunPodSandbox,
+# execs the runtime). The runtime is runc, or NRI_BURST_RUNTIME=crun.
+# containerd's state is on a tmpfs, as /run/containerd is. Per arm: p50 and p99 of RunPodSandbox,
 # CreateContainer, StartContainer and each pod's total, the burst's wall
 # time, the ratios to "without", and the rounds' own paired ratios.
 # The bench is tests/nri/burst.rs's bench_nri_burst (ignored in the suite's
@@ -14,6 +15,10 @@
 #
 #   bench/burst.sh                                  10 and 20 pods, 3 rounds
 #   NRI_BURST_PODS=10,20,50 NRI_BURST_ROUNDS=5 bench/burst.sh
+#   NRI_BURST_PODS=20 NRI_BURST_RUNTIME=crun bench/burst.sh   the arms on crun
+#   NRI_BURST_ARMS=spec,spec-empty bench/burst.sh   only these arms (and without)
+#   NRI_BURST_MIX=1 NRI_BURST_ARMS=spec NRI_BURST_ROUNDS=100 bench/burst.sh
+#                                                   the arms' pods in one burst each round
 #   NRI_BURST_PODS=4 NRI_BURST_ROUNDS=1 bench/burst.sh    the smoke run (fails only when
 #                                                   a pod did not start or the plugin
 #                                                   missed a CreateContainer)

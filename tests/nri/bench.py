@@ -71,7 +71,10 @@ def unique_sandbox(base, i):
     return json_format.ParseDict(cfg, api_pb2.PodSandboxConfig())
 
 
-def burst(stub, request, count, handler):
+def burst(stub, request, count, handler, mix=None):
+    """Places `count` pods at once. With `mix` (a list of {"runtime_handler",
+    "image"}), pod i takes mix[i % len(mix)]'s handler and image, and its
+    result says which ("arm": the index), so arms share one burst's load."""
     base = json_format.MessageToDict(request.sandbox_config, preserving_proto_field_name=True)
     sandboxes = [unique_sandbox(base, f"b{i}") for i in range(count)]
     barrier = threading.Barrier(count + 1)
@@ -83,10 +86,15 @@ def burst(stub, request, count, handler):
             req = api_pb2.CreateContainerRequest()
             req.CopyFrom(request)
             req.sandbox_config.CopyFrom(sandboxes[i])
+            pod_handler = handler
+            if mix:
+                arm = mix[i % len(mix)]
+                pod_handler = arm["runtime_handler"]
+                req.config.image.image = arm["image"]
             barrier.wait()
             t0 = time.perf_counter()
             pod = stub.RunPodSandbox(
-                api_pb2.RunPodSandboxRequest(config=sandboxes[i], runtime_handler=handler), timeout=300
+                api_pb2.RunPodSandboxRequest(config=sandboxes[i], runtime_handler=pod_handler), timeout=300
             )
             made[i][0] = req.pod_sandbox_id = pod.pod_sandbox_id
             t1 = time.perf_counter()
@@ -96,6 +104,8 @@ def burst(stub, request, count, handler):
             stub.StartContainer(api_pb2.StartContainerRequest(container_id=created.container_id), timeout=300)
             t3 = time.perf_counter()
             results[i] = {"run": t1 - t0, "create": t2 - t1, "start": t3 - t2, "total": t3 - t0, "end": t3}
+            if mix:
+                results[i]["arm"] = i % len(mix)
         except Exception as e:  # noqa: BLE001 (reported below, after the teardown)
             results[i] = {"error": f"pod {i}: {e}"}
 
@@ -140,9 +150,10 @@ def main():
     stub = api_pb2_grpc.RuntimeServiceStub(grpc.insecure_channel("unix://" + args.socket))
     given = json.load(sys.stdin)
     handler = given.pop("runtime_handler", "")
+    mix = given.pop("mix", None)
     request = json_format.ParseDict(given, api_pb2.CreateContainerRequest())
     if args.mode == "burst":
-        out = burst(stub, request, args.count, handler)
+        out = burst(stub, request, args.count, handler, mix)
         if out is None:
             return 1
         print(json.dumps(out))

@@ -1,9 +1,12 @@
 //! The burst bench (run with `--ignored`: `bench/burst.sh`): pods placed at
 //! once, as kubelet places a batch, through containerd's CRI, in six arms
 //! on one containerd, alternating within each round:
-//! - `without`: runc, the plugin stopped;
-//! - `plugin`: runc, the plugin registered (its adjustment: our hook at
-//!   createRuntime, which mounts `/tmp` and grows the pod's `/dev/shm`);
+//! - `without`: the runtime (`NRI_BURST_RUNTIME`: `runc`, the default, or
+//!   `crun`, as the handler `burst-runtime`'s `BinaryName`), the plugin
+//!   stopped;
+//! - `plugin`: the same handler, the plugin registered (its adjustment: our
+//!   hook at createRuntime, which mounts `/tmp` and grows the pod's
+//!   `/dev/shm`);
 //! - `hook`: the wrapper in hook mode (the handler `oci-tmpfs-hookmode`, the
 //!   plugin stopped): the same hook process, no NRI;
 //! - `spec`: the wrapper in spec mode (the handler `oci-tmpfs`): the mounts
@@ -12,23 +15,28 @@
 //! - `spec-empty`: the spec arm with an image whose `/root` is empty: the
 //!   same mounts without `tmpcopyup` (what the copy-up costs in a burst);
 //! - `floor`: the floor of any runtime wrapper (the handler `burst-floor`,
-//!   bench/execwrap.c built static: it only execs runc): no mounts, no plan,
+//!   bench/execwrap.c built static: it only execs the runtime): no mounts, no plan,
 //!   one exec more per runtime call, as every RuntimeClass wrapper pays.
 //!
 //! Each burst: `NRI_BURST_PODS` pods (a comma list, default `10,20`), each
 //! one read-only container with a 256 MiB limit (tests/nri/bench.py
 //! `burst`) of the common image (root's `/root` holding `.bashrc` and
-//! `.profile`, `HOME` from its `/etc/passwd`). Each of `NRI_BURST_ROUNDS` rounds (default 3) runs every size
-//! in every arm, the arms' order rotated by one each round. The wrapper and
-//! the hook of every arm are the plugin's binary (the static release build,
-//! `OCI_TMPFS_HOOK_NRI_BIN`).
+//! `.profile`, `HOME` from its `/etc/passwd`). Each of `NRI_BURST_ROUNDS`
+//! rounds (default 3) runs every size in every arm (`NRI_BURST_ARMS`, a
+//! comma list, narrows them), the arms' order rotated by one each round.
+//! With `NRI_BURST_MIX` set, each round is one burst per size whose pods
+//! take the arms in turn: the arms share that burst's load, which a burst
+//! of its own does not (one burst's p50 moves by ±20% from the next's).
+//! The wrapper and the hook of every arm are the plugin's binary (the
+//! static release build, `OCI_TMPFS_HOOK_NRI_BIN`); the wrappers run the
+//! same runtime (the host config's `runtime_path`).
 //!
 //! Printed: per size and arm, p50 and p99 over every pod of every round of
 //! RunPodSandbox, CreateContainer, StartContainer and the pod's total, the
 //! burst's wall time (median over rounds), each p50's ratio to `without`,
 //! the median over rounds of each round's own StartContainer p50 ratios
-//! (spec and floor over without; spec and spec-empty over floor; spec over
-//! spec-empty), and the plugin's own
+//! (each pair of the arms run: spec and floor over without; spec and
+//! spec-empty over floor; spec over spec-empty), and the plugin's own
 //! time per `CreateContainer` in its bursts. It fails
 //! only when a pod did not start, or the plugin did not answer each of its
 //! arm's CreateContainer exactly once: no bound on a time (the ratios are
@@ -36,7 +44,7 @@
 
 use std::fmt::Write as _;
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::support::cri::*;
 use super::support::pods::*;
@@ -56,6 +64,8 @@ enum Arm {
 
 /// The floor arm's runtime handler.
 const FLOOR: &str = "burst-floor";
+/// The handler of `without` and `plugin`: the runtime itself.
+const PLAIN: &str = "burst-runtime";
 
 impl Arm {
     const ALL: [Arm; 6] = [Arm::Without, Arm::Plugin, Arm::Hook, Arm::Spec, Arm::SpecEmpty, Arm::Floor];
@@ -73,7 +83,7 @@ impl Arm {
 
     fn handler(self) -> &'static str {
         match self {
-            Arm::Without | Arm::Plugin => Executor::Nri.handler(),
+            Arm::Without | Arm::Plugin => PLAIN,
             Arm::Hook => Executor::Hook.handler(),
             Arm::Spec | Arm::SpecEmpty => Executor::Spec.handler(),
             Arm::Floor => FLOOR,
@@ -81,28 +91,57 @@ impl Arm {
     }
 }
 
-/// Registers the floor arm's handler: bench/execwrap.c built static to exec
-/// the `runc` on PATH, as the `BinaryName` of a runc-shim runtime; then
-/// restarts containerd on the config.
-fn register_floor(node: &mut Node) {
-    let runc = which("runc");
-    let wrap = node.dir.join("execwrap-runc");
+/// The arms to run: `NRI_BURST_ARMS`, a comma list of arm names (default
+/// all six; `without`, the base of every ratio, is always run).
+fn arms_run() -> Vec<Arm> {
+    let Ok(list) = std::env::var("NRI_BURST_ARMS") else { return Arm::ALL.to_vec() };
+    let names: Vec<&str> = list.split(',').map(str::trim).collect();
+    for name in &names {
+        assert!(Arm::ALL.iter().any(|a| a.name() == *name), "NRI_BURST_ARMS: no arm {name:?}");
+    }
+    Arm::ALL.into_iter().filter(|a| *a == Arm::Without || names.contains(&a.name())).collect()
+}
+
+/// Registers the plain and the floor arms' handlers, as `BinaryName`s of
+/// runc-shim runtimes: `runtime` itself, and bench/execwrap.c built static
+/// to exec it; then restarts containerd on the config.
+fn register_plain_and_floor(node: &mut Node, runtime: &std::path::Path) {
+    let wrap = node.dir.join("execwrap-runtime");
     let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/execwrap.c");
     ok(std::process::Command::new("cc")
         .args(["-static", "-O2"])
-        .arg(format!("-DREAL=\"{}\"", runc.display()))
+        .arg(format!("-DREAL=\"{}\"", runtime.display()))
         .arg("-o")
         .arg(&wrap)
         .arg(&source));
     let plugin = "plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes";
-    let entry = format!(
-        "\n[{plugin}.{FLOOR}]\n  runtime_type = \"io.containerd.runc.v2\"\n[{plugin}.{FLOOR}.options]\n  BinaryName = {:?}\n",
-        wrap.display().to_string()
-    );
     let mut config = std::fs::read_to_string(&node.config).unwrap();
-    config.push_str(&entry);
+    for (name, binary) in [(PLAIN, runtime), (FLOOR, wrap.as_path())] {
+        let _ = write!(
+            config,
+            "\n[{plugin}.{name}]\n  runtime_type = \"io.containerd.runc.v2\"\n[{plugin}.{name}.options]\n  BinaryName = {:?}\n",
+            binary.display().to_string()
+        );
+    }
     std::fs::write(&node.config, config).unwrap();
     node.restart_daemon();
+}
+
+/// The common image (root, its `/etc/passwd` home `/root` holding `.bashrc`
+/// and `.profile`, every Debian-based image's; `HOME` from the passwd), and
+/// the same with an empty `/root` (its home gets no `tmpcopyup`).
+fn images(node: &Node) -> (String, String) {
+    let image = node.image("burst-common", |r| {
+        std::fs::write(r.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+        std::fs::create_dir_all(r.join("root")).unwrap();
+        std::fs::write(r.join("root/.bashrc"), "# bashrc\n").unwrap();
+        std::fs::write(r.join("root/.profile"), "# profile\n").unwrap();
+    });
+    let empty = node.image("burst-empty-home", |r| {
+        std::fs::write(r.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+        std::fs::create_dir_all(r.join("root")).unwrap();
+    });
+    (image, empty)
 }
 
 /// The CRI calls timed per pod (bench.py's keys), and the burst's wall time.
@@ -136,29 +175,20 @@ fn bench_nri_burst() {
     // arm rewrites each config.json there.
     let opts = NodeOpts { handlers: true, state_on_tmpfs: true, ..NodeOpts::default() };
     let mut node = Node::start_with("burst", Executor::Nri, &opts);
-    register_floor(&mut node);
+    let runtime = which(&std::env::var("NRI_BURST_RUNTIME").unwrap_or_else(|_| "runc".into()));
+    register_plain_and_floor(&mut node, &runtime);
+    node.host_config(&format!("runtime_path = {:?}\n", runtime.display().to_string()));
     // The pod and container every burst copies (bench.py makes the pods unique).
     let pod =
         node.run_pod("burst", &PodOpts { memory: 256 * MI, ..PodOpts::default() }).expect("RunPodSandbox");
-    // The common image: root, its /etc/passwd home /root holding .bashrc
-    // and .profile (every Debian-based image's), HOME from the passwd.
-    let image = node.image("burst-common", |r| {
-        std::fs::write(r.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
-        std::fs::create_dir_all(r.join("root")).unwrap();
-        std::fs::write(r.join("root/.bashrc"), "# bashrc\n").unwrap();
-        std::fs::write(r.join("root/.profile"), "# profile\n").unwrap();
-    });
-    // The same image with an empty /root: its home gets no tmpcopyup.
-    let empty = node.image("burst-empty-home", |r| {
-        std::fs::write(r.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
-        std::fs::create_dir_all(r.join("root")).unwrap();
-    });
+    let (image, empty) = images(&node);
     let mut request =
         node.container_request(&pod, &CtrOpts { image: Some(&image), ..CtrOpts::ro("burst", 256 * MI) });
     node.teardown(&pod, &[]).expect("the template pod's teardown");
     let image_of = |arm: Arm| json!({"image": if arm == Arm::SpecEmpty { &empty } else { &image }});
     // Warm-up: the images' first unpack, each handler's first shim.
-    for arm in [Arm::Plugin, Arm::Hook, Arm::Spec, Arm::SpecEmpty, Arm::Floor] {
+    let arms = arms_run();
+    for &arm in arms.iter().filter(|&&a| a != Arm::Without) {
         request["runtime_handler"] = json!(arm.handler());
         request["config"]["image"] = image_of(arm);
         bench_py(&node, &["burst", "2"], &request);
@@ -168,10 +198,18 @@ fn bench_nri_burst() {
     // The plugin's own time per CreateContainer in its bursts (ms).
     let mut own: Vec<Vec<f64>> = sizes.iter().map(|_| Vec::new()).collect();
     let mut broken = Vec::new();
+    let mixed = std::env::var_os("NRI_BURST_MIX").is_some();
+    assert!(!mixed || !arms.contains(&Arm::Plugin), "NRI_BURST_MIX: the plugin arm takes a burst of its own");
     for round in 0..rounds {
         for (si, &n) in sizes.iter().enumerate() {
-            for k in 0..Arm::ALL.len() {
-                let arm = Arm::ALL[(k + round) % Arm::ALL.len()];
+            let order: Vec<Arm> = (0..arms.len()).map(|k| arms[(k + round) % arms.len()]).collect();
+            if mixed {
+                node.stop_plugin();
+                let label = format!("round {round}, {n} pods mixed");
+                broken.extend(mixed_burst(&node, &request, &order, n, &image_of, &mut seen[si], &label));
+                continue;
+            }
+            for arm in order {
                 let running = node.plugin.is_some();
                 if arm == Arm::Plugin && !running {
                     node.start_plugin();
@@ -192,8 +230,8 @@ fn bench_nri_burst() {
                         "round {round}, {n} pods: the plugin answered {answers} CreateContainer"
                     ));
                 }
-                let s = &mut seen[si][arm as usize];
-                let pods = out["pods"].as_array().expect("bench.py burst: pods");
+                let pods: Vec<&Value> =
+                    out["pods"].as_array().expect("bench.py burst: pods").iter().collect();
                 if pods.len() != n {
                     broken.push(format!(
                         "round {round}, {n} pods, {}: {} pods started",
@@ -201,25 +239,12 @@ fn bench_nri_burst() {
                         pods.len()
                     ));
                 }
-                for pod in pods {
-                    for (c, call) in CALLS.iter().enumerate() {
-                        s.per_call[c].push(pod[call].as_f64().expect("a time"));
-                    }
-                }
-                s.walls.push(out["seconds"].as_f64().expect("the burst's wall time"));
-                let start = p(&s.per_call[2][s.per_call[2].len() - pods.len()..], 0.5);
-                s.start_p50.push(start);
-                say(&format!(
-                    "nri burst: round {round}, {n} pods, {:<7}: wall {:.0} ms, StartContainer p50 {:.0} ms",
-                    arm.name(),
-                    out["seconds"].as_f64().unwrap_or(0.0) * 1e3,
-                    start * 1e3
-                ));
+                record(&mut seen[si][arm as usize], &pods, &out, &format!("round {round}, {n} pods"), arm);
             }
         }
     }
     node.stop_plugin();
-    let runc = std::process::Command::new("runc")
+    let version = std::process::Command::new(&runtime)
         .arg("--version")
         .output()
         .map(|o| text(&o.stdout))
@@ -227,17 +252,88 @@ fn bench_nri_burst() {
     say(&format!(
         "nri burst: containerd {}, {}, {} CPUs, {rounds} rounds, plugin/wrapper/hook {}",
         node.ctd.version,
-        runc.lines().next().unwrap_or("runc ?"),
+        version.lines().next().unwrap_or("runtime ?"),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         plugin_bin().display()
     ));
-    tables(&sizes, &seen, &own);
+    tables(&sizes, &arms, &seen, &own);
     assert!(broken.is_empty(), "nri burst:\n  {}", broken.join("\n  "));
+}
+
+/// One burst whose pods take the arms in `order` in turn (pod i the arm
+/// i mod k), so that the arms share the burst's load; what went wrong, if
+/// anything.
+fn mixed_burst(
+    node: &Node,
+    request: &Value,
+    order: &[Arm],
+    n: usize,
+    image_of: &dyn Fn(Arm) -> Value,
+    seen: &mut [Seen],
+    label: &str,
+) -> Option<String> {
+    let mix: Vec<_> = order
+        .iter()
+        .map(|&a| json!({"runtime_handler": a.handler(), "image": image_of(a)["image"]}))
+        .collect();
+    let mut request = request.clone();
+    request["mix"] = json!(mix);
+    let out = bench_py(node, &["burst", &n.to_string()], &request);
+    let pods = out["pods"].as_array().expect("bench.py burst: pods");
+    for (j, &arm) in order.iter().enumerate() {
+        let own: Vec<&Value> = pods.iter().filter(|p| p["arm"] == j).collect();
+        record(&mut seen[arm as usize], &own, &out, label, arm);
+    }
+    (pods.len() != n).then(|| format!("{label}: {} pods started", pods.len()))
+}
+
+/// Adds one burst's pods of `arm` to what it saw, and prints the round's line.
+fn record(s: &mut Seen, pods: &[&Value], out: &Value, round: &str, arm: Arm) {
+    for pod in pods {
+        for (c, call) in CALLS.iter().enumerate() {
+            s.per_call[c].push(pod[call].as_f64().expect("a time"));
+        }
+    }
+    let wall = out["seconds"].as_f64().expect("the burst's wall time");
+    s.walls.push(wall);
+    let start = p(&s.per_call[2][s.per_call[2].len() - pods.len()..], 0.5);
+    s.start_p50.push(start);
+    say(&format!(
+        "nri burst: {round}, {:<7}: wall {:.0} ms, StartContainer p50 {:.0} ms",
+        arm.name(),
+        wall * 1e3,
+        start * 1e3
+    ));
+}
+
+/// The geometric mean of the rounds' ratios and its 90% interval, from
+/// 4000 resamples of the rounds (a round is the unit that shares a load).
+fn geomean_interval(ratios: &[f64]) -> (f64, f64, f64) {
+    if ratios.is_empty() {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
+    let geo = |v: &mut dyn Iterator<Item = f64>, n: usize| (v.map(f64::ln).sum::<f64>() / n as f64).exp();
+    let n = ratios.len().max(1);
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut means: Vec<f64> = (0..4000)
+        .map(|_| {
+            let mut pick = (0..n).map(|_| {
+                // xorshift64: a fixed seed, so a log is reproducible.
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                ratios[(state % n as u64) as usize]
+            });
+            geo(&mut pick, n)
+        })
+        .collect();
+    means.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (geo(&mut ratios.iter().copied(), n), means[200], means[3800])
 }
 
 /// Prints the tables: per size and arm, p50 / p99 of each call and the
 /// burst's median wall time; each over `without`'s; the plugin's own time.
-fn tables(sizes: &[usize], seen: &[Vec<Seen>], own: &[Vec<f64>]) {
+fn tables(sizes: &[usize], arms: &[Arm], seen: &[Vec<Seen>], own: &[Vec<f64>]) {
     let mut table = String::from(
         "| pods | arm | RunPodSandbox p50 / p99 | CreateContainer p50 / p99 | StartContainer p50 / p99 | pod total p50 / p99 | burst wall (median) |\n|---|---|---|---|---|---|---|\n",
     );
@@ -246,7 +342,7 @@ fn tables(sizes: &[usize], seen: &[Vec<Seen>], own: &[Vec<f64>]) {
     );
     for (si, n) in sizes.iter().enumerate() {
         let base = &seen[si][Arm::Without as usize];
-        for arm in Arm::ALL {
+        for &arm in arms {
             let s = &seen[si][arm as usize];
             let _ = write!(table, "| {n} | {} |", arm.name());
             let _ = write!(ratios, "| {n} | {} |", arm.name());
@@ -265,14 +361,33 @@ fn tables(sizes: &[usize], seen: &[Vec<Seen>], own: &[Vec<f64>]) {
         let r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
         p(&r, 0.5)
     };
+    let pairs = [
+        (Arm::Spec, Arm::Without),
+        (Arm::Floor, Arm::Without),
+        (Arm::Spec, Arm::Floor),
+        (Arm::SpecEmpty, Arm::Floor),
+        (Arm::Spec, Arm::SpecEmpty),
+        (Arm::SpecEmpty, Arm::Without),
+    ];
     for (si, n) in sizes.iter().enumerate() {
+        let each: Vec<String> = pairs
+            .iter()
+            .filter(|(a, b)| arms.contains(a) && arms.contains(b))
+            .map(|&(a, b)| {
+                let (a_rounds, b_rounds) = (&seen[si][a as usize].start_p50, &seen[si][b as usize].start_p50);
+                let ratios: Vec<f64> = a_rounds.iter().zip(b_rounds).map(|(x, y)| x / y).collect();
+                let (geo, low, high) = geomean_interval(&ratios);
+                format!(
+                    "{}/{} {:.3} (geometric mean {geo:.3}, 90% {low:.3}-{high:.3})",
+                    a.name(),
+                    b.name(),
+                    paired(si, a, b)
+                )
+            })
+            .collect();
         say(&format!(
-            "nri burst: {n} pods: StartContainer p50, median of the rounds' own ratios: spec/without {:.3}, floor/without {:.3}, spec/floor {:.3}, spec-empty/floor {:.3}, spec/spec-empty {:.3}",
-            paired(si, Arm::Spec, Arm::Without),
-            paired(si, Arm::Floor, Arm::Without),
-            paired(si, Arm::Spec, Arm::Floor),
-            paired(si, Arm::SpecEmpty, Arm::Floor),
-            paired(si, Arm::Spec, Arm::SpecEmpty)
+            "nri burst: {n} pods: StartContainer p50, median of the rounds' own ratios: {}",
+            each.join(", ")
         ));
     }
     for (si, n) in sizes.iter().enumerate() {
