@@ -27,6 +27,8 @@
 //! With `NRI_BURST_MIX` set, each round is one burst per size whose pods
 //! take the arms in turn: the arms share that burst's load, which a burst
 //! of its own does not (one burst's p50 moves by ±20% from the next's).
+//! `NRI_BURST_NODE_TMP=tmpfs` puts a tmpfs on the node's `/tmp`, where
+//! runc's `tmpcopyup` makes its scratch directories (this VM's is ext4).
 //! The wrapper and the hook of every arm are the plugin's binary (the
 //! static release build, `OCI_TMPFS_HOOK_NRI_BIN`); the wrappers run the
 //! same runtime (the host config's `runtime_path`).
@@ -173,7 +175,12 @@ fn bench_nri_burst() {
         .collect();
     // containerd's state (the bundles) on a tmpfs, as on a node: the spec
     // arm rewrites each config.json there.
-    let opts = NodeOpts { handlers: true, state_on_tmpfs: true, ..NodeOpts::default() };
+    let opts = NodeOpts {
+        handlers: true,
+        state_on_tmpfs: true,
+        tmp_on_tmpfs: std::env::var("NRI_BURST_NODE_TMP").is_ok_and(|v| v == "tmpfs"),
+        ..NodeOpts::default()
+    };
     let mut node = Node::start_with("burst", Executor::Nri, &opts);
     let runtime = which(&std::env::var("NRI_BURST_RUNTIME").unwrap_or_else(|_| "runc".into()));
     register_plain_and_floor(&mut node, &runtime);

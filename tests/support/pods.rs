@@ -128,6 +128,10 @@ pub struct NodeOpts {
     /// writeback: docs/design.md#spec-write). Only the node's namespace
     /// sees it.
     pub state_on_tmpfs: bool,
+    /// A tmpfs on `/tmp` in the node's mount namespace, as on hosts whose
+    /// `/tmp` is one (runc's `tmpcopyup` makes its scratch directories
+    /// there). Only the node's namespace sees it.
+    pub tmp_on_tmpfs: bool,
 }
 
 /// The CNI plugin of [`NodeOpts::pod_network`]: reports one address on
@@ -238,12 +242,15 @@ impl Node {
             std::fs::create_dir_all(dir.join(d)).unwrap();
         }
         let state = dir.join("state");
-        let extra = if opts.state_on_tmpfs {
+        let mut extra = if opts.state_on_tmpfs {
             std::fs::create_dir_all(&state).unwrap();
             format!("mount -t tmpfs -o mode=711 state {};", state.display())
         } else {
             String::new()
         };
+        if opts.tmp_on_tmpfs {
+            extra.push_str("mount -t tmpfs -o mode=1777 nodetmp /tmp;");
+        }
         let holder = hold_namespace(&dir, &extra);
         let reference = format!("docker.io/library/{}:latest", unique("busybox"));
         let sock = dir.join("c.sock");
