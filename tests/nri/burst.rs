@@ -207,11 +207,13 @@ fn bench_nri_burst() {
     let mut broken = Vec::new();
     let mixed = std::env::var_os("NRI_BURST_MIX").is_some();
     assert!(!mixed || !arms.contains(&Arm::Plugin), "NRI_BURST_MIX: the plugin arm takes a burst of its own");
+    if mixed {
+        node.stop_plugin();
+    }
     for round in 0..rounds {
         for (si, &n) in sizes.iter().enumerate() {
             let order: Vec<Arm> = (0..arms.len()).map(|k| arms[(k + round) % arms.len()]).collect();
             if mixed {
-                node.stop_plugin();
                 let label = format!("round {round}, {n} pods mixed");
                 broken.extend(mixed_burst(&node, &request, &order, n, &image_of, &mut seen[si], &label));
                 continue;
@@ -320,7 +322,7 @@ fn geomean_interval(ratios: &[f64]) -> (f64, f64, f64) {
         return (f64::NAN, f64::NAN, f64::NAN);
     }
     let geo = |v: &mut dyn Iterator<Item = f64>, n: usize| (v.map(f64::ln).sum::<f64>() / n as f64).exp();
-    let n = ratios.len().max(1);
+    let n = ratios.len();
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut means: Vec<f64> = (0..4000)
         .map(|_| {
@@ -362,11 +364,11 @@ fn tables(sizes: &[usize], arms: &[Arm], seen: &[Vec<Seen>], own: &[Vec<f64>]) {
             let _ = writeln!(ratios, " {:.2} |", p(&s.walls, 0.5) / p(&base.walls, 0.5));
         }
     }
-    // Each round's arms ran back to back: their ratios share the round's load.
-    let paired = |si: usize, a: Arm, b: Arm| {
+    // Each round's arms ran back to back, or in one burst: their ratios
+    // share the round's load.
+    let paired = |si: usize, a: Arm, b: Arm| -> Vec<f64> {
         let (a, b) = (&seen[si][a as usize].start_p50, &seen[si][b as usize].start_p50);
-        let r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
-        p(&r, 0.5)
+        a.iter().zip(b).map(|(x, y)| x / y).collect()
     };
     let pairs = [
         (Arm::Spec, Arm::Without),
@@ -381,14 +383,13 @@ fn tables(sizes: &[usize], arms: &[Arm], seen: &[Vec<Seen>], own: &[Vec<f64>]) {
             .iter()
             .filter(|(a, b)| arms.contains(a) && arms.contains(b))
             .map(|&(a, b)| {
-                let (a_rounds, b_rounds) = (&seen[si][a as usize].start_p50, &seen[si][b as usize].start_p50);
-                let ratios: Vec<f64> = a_rounds.iter().zip(b_rounds).map(|(x, y)| x / y).collect();
+                let ratios = paired(si, a, b);
                 let (geo, low, high) = geomean_interval(&ratios);
                 format!(
                     "{}/{} {:.3} (geometric mean {geo:.3}, 90% {low:.3}-{high:.3})",
                     a.name(),
                     b.name(),
-                    paired(si, a, b)
+                    p(&ratios, 0.5)
                 )
             })
             .collect();
