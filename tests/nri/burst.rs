@@ -28,7 +28,9 @@
 //! take the arms in turn: the arms share that burst's load, which a burst
 //! of its own does not (one burst's p50 moves by ±20% from the next's).
 //! `NRI_BURST_NODE_TMP=tmpfs` puts a tmpfs on the node's `/tmp`, where
-//! runc's `tmpcopyup` makes its scratch directories (this VM's is ext4).
+//! runc's `tmpcopyup` makes its scratch directories (this VM's is ext4);
+//! `NRI_BURST_NODE_TMP=alternate` mounts it for every other round and
+//! reports the two kinds of round apart, so that they meet the same hour.
 //! The wrapper and the hook of every arm are the plugin's binary (the
 //! static release build, `OCI_TMPFS_HOOK_NRI_BIN`); the wrappers run the
 //! same runtime (the host config's `runtime_path`).
@@ -175,12 +177,29 @@ fn bench_nri_burst() {
         .collect();
     // containerd's state (the bundles) on a tmpfs, as on a node: the spec
     // arm rewrites each config.json there.
+    let node_tmp = std::env::var("NRI_BURST_NODE_TMP").unwrap_or_default();
     let opts = NodeOpts {
         handlers: true,
         state_on_tmpfs: true,
-        tmp_on_tmpfs: std::env::var("NRI_BURST_NODE_TMP").is_ok_and(|v| v == "tmpfs"),
+        tmp_on_tmpfs: node_tmp == "tmpfs",
         ..NodeOpts::default()
     };
+    let alternate = node_tmp == "alternate";
+    assert!(
+        ["", "tmpfs", "alternate"].contains(&node_tmp.as_str()),
+        "NRI_BURST_NODE_TMP: tmpfs or alternate, not {node_tmp:?}"
+    );
+    // What the tables are kept apart by: the size, and with `alternate` the
+    // node's /tmp (the even rounds on this VM's disk, the odd on a tmpfs).
+    let groups: Vec<String> = if alternate {
+        sizes
+            .iter()
+            .flat_map(|n| [format!("{n} pods, /tmp on disk"), format!("{n} pods, /tmp a tmpfs")])
+            .collect()
+    } else {
+        sizes.iter().map(|n| format!("{n} pods")).collect()
+    };
+    let group = |si: usize, round: usize| if alternate { 2 * si + round % 2 } else { si };
     let mut node = Node::start_with("burst", Executor::Nri, &opts);
     let runtime = which(&std::env::var("NRI_BURST_RUNTIME").unwrap_or_else(|_| "runc".into()));
     register_plain_and_floor(&mut node, &runtime);
@@ -201,9 +220,9 @@ fn bench_nri_burst() {
         bench_py(&node, &["burst", "2"], &request);
     }
     let mut seen: Vec<Vec<Seen>> =
-        sizes.iter().map(|_| Arm::ALL.iter().map(|_| Seen::default()).collect()).collect();
+        groups.iter().map(|_| Arm::ALL.iter().map(|_| Seen::default()).collect()).collect();
     // The plugin's own time per CreateContainer in its bursts (ms).
-    let mut own: Vec<Vec<f64>> = sizes.iter().map(|_| Vec::new()).collect();
+    let mut own: Vec<Vec<f64>> = groups.iter().map(|_| Vec::new()).collect();
     let mut broken = Vec::new();
     let mixed = std::env::var_os("NRI_BURST_MIX").is_some();
     assert!(!mixed || !arms.contains(&Arm::Plugin), "NRI_BURST_MIX: the plugin arm takes a burst of its own");
@@ -211,45 +230,28 @@ fn bench_nri_burst() {
         node.stop_plugin();
     }
     for round in 0..rounds {
+        if alternate && round % 2 == 1 {
+            node_sh(&node, "mount -t tmpfs -o mode=1777 nodetmp /tmp");
+        }
         for (si, &n) in sizes.iter().enumerate() {
-            let order: Vec<Arm> = (0..arms.len()).map(|k| arms[(k + round) % arms.len()]).collect();
+            let si = group(si, round);
+            // With `alternate`, a round pair shares one order: each kind of
+            // round sees every order.
+            let turn = if alternate { round / 2 } else { round };
+            let order: Vec<Arm> = (0..arms.len()).map(|k| arms[(k + turn) % arms.len()]).collect();
             if mixed {
-                let label = format!("round {round}, {n} pods mixed");
+                let label = format!("round {round}, {} mixed", groups[si]);
                 broken.extend(mixed_burst(&node, &request, &order, n, &image_of, &mut seen[si], &label));
                 continue;
             }
-            for arm in order {
-                let running = node.plugin.is_some();
-                if arm == Arm::Plugin && !running {
-                    node.start_plugin();
-                } else if arm != Arm::Plugin && running {
-                    node.stop_plugin();
-                }
-                let mark = plugin_times(&node).len();
-                request["runtime_handler"] = json!(arm.handler());
-                request["config"]["image"] = image_of(arm);
-                let out = bench_py(&node, &["burst", &n.to_string()], &request);
-                let times = plugin_times(&node).split_off(mark);
-                let answers = times.len();
-                if arm == Arm::Plugin {
-                    own[si].extend(times);
-                }
-                if arm == Arm::Plugin && answers != n {
-                    broken.push(format!(
-                        "round {round}, {n} pods: the plugin answered {answers} CreateContainer"
-                    ));
-                }
-                let pods: Vec<&Value> =
-                    out["pods"].as_array().expect("bench.py burst: pods").iter().collect();
-                if pods.len() != n {
-                    broken.push(format!(
-                        "round {round}, {n} pods, {}: {} pods started",
-                        arm.name(),
-                        pods.len()
-                    ));
-                }
-                record(&mut seen[si][arm as usize], &pods, &out, &format!("round {round}, {n} pods"), arm);
-            }
+            let label = format!("round {round}, {}", groups[si]);
+            let (wrong, times) =
+                separate_bursts(&mut node, &mut request, &order, n, &image_of, &mut seen[si], &label);
+            broken.extend(wrong);
+            own[si].extend(times);
+        }
+        if alternate && round % 2 == 1 {
+            node_sh(&node, "umount /tmp");
         }
     }
     node.stop_plugin();
@@ -265,8 +267,50 @@ fn bench_nri_burst() {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         plugin_bin().display()
     ));
-    tables(&sizes, &arms, &seen, &own);
+    tables(&groups, &arms, &seen, &own);
     assert!(broken.is_empty(), "nri burst:\n  {}", broken.join("\n  "));
+}
+
+/// One burst per arm in `order`, each of `n` pods, the plugin running for
+/// its own arm only; what went wrong, if anything, and the plugin's own
+/// times per CreateContainer.
+fn separate_bursts(
+    node: &mut Node,
+    request: &mut Value,
+    order: &[Arm],
+    n: usize,
+    image_of: &dyn Fn(Arm) -> Value,
+    seen: &mut [Seen],
+    label: &str,
+) -> (Vec<String>, Vec<f64>) {
+    let mut broken = Vec::new();
+    let mut own = Vec::new();
+    for &arm in order {
+        let running = node.plugin.is_some();
+        if arm == Arm::Plugin && !running {
+            node.start_plugin();
+        } else if arm != Arm::Plugin && running {
+            node.stop_plugin();
+        }
+        let mark = plugin_times(node).len();
+        request["runtime_handler"] = json!(arm.handler());
+        request["config"]["image"] = image_of(arm);
+        let out = bench_py(node, &["burst", &n.to_string()], request);
+        let times = plugin_times(node).split_off(mark);
+        let answers = times.len();
+        if arm == Arm::Plugin {
+            if answers != n {
+                broken.push(format!("{label}: the plugin answered {answers} CreateContainer"));
+            }
+            own.extend(times);
+        }
+        let pods: Vec<&Value> = out["pods"].as_array().expect("bench.py burst: pods").iter().collect();
+        if pods.len() != n {
+            broken.push(format!("{label}, {}: {} pods started", arm.name(), pods.len()));
+        }
+        record(&mut seen[arm as usize], &pods, &out, label, arm);
+    }
+    (broken, own)
 }
 
 /// One burst whose pods take the arms in `order` in turn (pod i the arm
@@ -294,6 +338,13 @@ fn mixed_burst(
         record(&mut seen[arm as usize], &own, &out, label, arm);
     }
     (pods.len() != n).then(|| format!("{label}: {} pods started", pods.len()))
+}
+
+/// Runs `script` with `sh` in the node's mount namespace; panics on failure.
+fn node_sh(node: &Node, script: &str) {
+    ok(std::process::Command::new("nsenter")
+        .arg(format!("--mount=/proc/{}/ns/mnt", node.holder.id()))
+        .args(["--", "sh", "-c", script]));
 }
 
 /// Adds one burst's pods of `arm` to what it saw, and prints the round's line.
@@ -340,16 +391,17 @@ fn geomean_interval(ratios: &[f64]) -> (f64, f64, f64) {
     (geo(&mut ratios.iter().copied(), n), means[200], means[3800])
 }
 
-/// Prints the tables: per size and arm, p50 / p99 of each call and the
-/// burst's median wall time; each over `without`'s; the plugin's own time.
-fn tables(sizes: &[usize], arms: &[Arm], seen: &[Vec<Seen>], own: &[Vec<f64>]) {
+/// Prints the tables: per group (a size, and with `alternate` the node's
+/// `/tmp`) and arm, p50 / p99 of each call and the burst's median wall
+/// time; each over `without`'s; the plugin's own time.
+fn tables(groups: &[String], arms: &[Arm], seen: &[Vec<Seen>], own: &[Vec<f64>]) {
     let mut table = String::from(
-        "| pods | arm | RunPodSandbox p50 / p99 | CreateContainer p50 / p99 | StartContainer p50 / p99 | pod total p50 / p99 | burst wall (median) |\n|---|---|---|---|---|---|---|\n",
+        "| burst | arm | RunPodSandbox p50 / p99 | CreateContainer p50 / p99 | StartContainer p50 / p99 | pod total p50 / p99 | burst wall (median) |\n|---|---|---|---|---|---|---|\n",
     );
     let mut ratios = String::from(
-        "| pods | arm | RunPodSandbox | CreateContainer | StartContainer | pod total | burst wall |\n|---|---|---|---|---|---|---|\n",
+        "| burst | arm | RunPodSandbox | CreateContainer | StartContainer | pod total | burst wall |\n|---|---|---|---|---|---|---|\n",
     );
-    for (si, n) in sizes.iter().enumerate() {
+    for (si, n) in groups.iter().enumerate() {
         let base = &seen[si][Arm::Without as usize];
         for &arm in arms {
             let s = &seen[si][arm as usize];
@@ -378,7 +430,7 @@ fn tables(sizes: &[usize], arms: &[Arm], seen: &[Vec<Seen>], own: &[Vec<f64>]) {
         (Arm::Spec, Arm::SpecEmpty),
         (Arm::SpecEmpty, Arm::Without),
     ];
-    for (si, n) in sizes.iter().enumerate() {
+    for (si, n) in groups.iter().enumerate() {
         let each: Vec<String> = pairs
             .iter()
             .filter(|(a, b)| arms.contains(a) && arms.contains(b))
@@ -394,14 +446,14 @@ fn tables(sizes: &[usize], arms: &[Arm], seen: &[Vec<Seen>], own: &[Vec<f64>]) {
             })
             .collect();
         say(&format!(
-            "nri burst: {n} pods: StartContainer p50, median of the rounds' own ratios: {}",
+            "nri burst: {n}: StartContainer p50, median of the rounds' own ratios: {}",
             each.join(", ")
         ));
     }
-    for (si, n) in sizes.iter().enumerate() {
+    for (si, n) in groups.iter().enumerate() {
         if let (Some(max), false) = (own[si].iter().copied().reduce(f64::max), own[si].is_empty()) {
             say(&format!(
-                "nri burst: {n} pods: the plugin's own time per CreateContainer p50 {:.3} ms, p99 {:.3} ms, max {max:.3} ms (n={})",
+                "nri burst: {n}: the plugin's own time per CreateContainer p50 {:.3} ms, p99 {:.3} ms, max {max:.3} ms (n={})",
                 p(&own[si], 0.5),
                 p(&own[si], 0.99),
                 own[si].len()
