@@ -410,10 +410,10 @@ fn tables(groups: &[String], arms: &[Arm], seen: &[Vec<Seen>], own: &[Vec<f64>])
             for c in 0..CALLS.len() {
                 let v = &s.per_call[c];
                 let _ = write!(table, " {:.0} / {:.0} ms |", p(v, 0.5) * 1e3, p(v, 0.99) * 1e3);
-                let _ = write!(ratios, " {:.2} |", p(v, 0.5) / p(&base.per_call[c], 0.5));
+                let _ = write!(ratios, " {:.3} |", p(v, 0.5) / p(&base.per_call[c], 0.5));
             }
             let _ = writeln!(table, " {:.0} ms |", p(&s.walls, 0.5) * 1e3);
-            let _ = writeln!(ratios, " {:.2} |", p(&s.walls, 0.5) / p(&base.walls, 0.5));
+            let _ = writeln!(ratios, " {:.3} |", p(&s.walls, 0.5) / p(&base.walls, 0.5));
         }
     }
     // Each round's arms ran back to back, or in one burst: their ratios
