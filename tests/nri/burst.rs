@@ -231,7 +231,7 @@ fn bench_nri_burst() {
     }
     for round in 0..rounds {
         if alternate && round % 2 == 1 {
-            node_sh(&node, "mount -t tmpfs -o mode=1777 nodetmp /tmp");
+            ok(&mut node.in_node_ns(&["mount", "-t", "tmpfs", "-o", "mode=1777", "nodetmp", "/tmp"]));
         }
         for (si, &n) in sizes.iter().enumerate() {
             let si = group(si, round);
@@ -251,7 +251,7 @@ fn bench_nri_burst() {
             own[si].extend(times);
         }
         if alternate && round % 2 == 1 {
-            node_sh(&node, "umount /tmp");
+            ok(&mut node.in_node_ns(&["umount", "/tmp"]));
         }
     }
     node.stop_plugin();
@@ -338,13 +338,6 @@ fn mixed_burst(
         record(&mut seen[arm as usize], &own, &out, label, arm);
     }
     (pods.len() != n).then(|| format!("{label}: {} pods started", pods.len()))
-}
-
-/// Runs `script` with `sh` in the node's mount namespace; panics on failure.
-fn node_sh(node: &Node, script: &str) {
-    ok(std::process::Command::new("nsenter")
-        .arg(format!("--mount=/proc/{}/ns/mnt", node.holder.id()))
-        .args(["--", "sh", "-c", script]));
 }
 
 /// Adds one burst's pods of `arm` to what it saw, and prints the round's line.

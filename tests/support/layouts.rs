@@ -302,7 +302,7 @@ impl Node {
     }
 
     /// `args` run in the node's mount namespace.
-    fn in_node_ns(&self, args: &[&str]) -> Command {
+    pub fn in_node_ns(&self, args: &[&str]) -> Command {
         let mut c = Command::new("nsenter");
         c.arg(format!("--mount=/proc/{}/ns/mnt", self.holder.id())).arg("--").args(args);
         c
