@@ -71,8 +71,8 @@ fn in_spec(args: &InjectArgs) -> Result<ExitCode, Error> {
         None => crate::files::this_binary()?,
     };
     let entry = HookEntry::for_stage(&binary, args.stage, args.config.as_deref());
-    let runtime = crate::wrapper::real_runtime::bundle_verdict(args.runtime.as_deref(), &settings);
-    let launch = spec::Launch { id: None, runtime };
+    let runtime = || crate::wrapper::real_runtime::bundle_verdict(args.runtime.as_deref(), &settings);
+    let launch = spec::Launch { id: None, runtime: &runtime };
     let outcome = spec::carry_out(&args.bundle, &settings, Some(&entry), &launch)?;
     for line in &outcome.done {
         println!("{line}");

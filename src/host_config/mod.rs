@@ -1,6 +1,9 @@
 //! The host configuration (`/etc/oci-tmpfs-hook/config.toml`): what the
 //! platform engineer sets once per host. Parsing and validation only; the file
-//! is read by `input`.
+//! is read by `input`. The common file is read without the TOML parser
+//! ([`flat`]: docs/design.md#flat-config).
+
+mod flat;
 
 use std::path::PathBuf;
 
@@ -305,8 +308,21 @@ impl HostConfig {
     /// targets or `env_targets` names (with the line), `nr_inodes = 0`,
     /// relative paths.
     pub fn parse(text: &str) -> Result<HostConfig, HostConfigError> {
-        let raw: RawSettings =
-            toml::from_str(text).map_err(|e| HostConfigError::Toml(one_line(&e.to_string())))?;
+        // The common file without the TOML parser's code (docs/design.md#flat-config);
+        // a value it would refuse goes to the TOML parser, which says where.
+        let raw = match flat::read(text) {
+            Some(keys) if keys.is_empty() => RawSettings::default(),
+            Some(keys) => match serde_json::from_value(serde_json::Value::Object(keys)) {
+                Ok(raw) => raw,
+                Err(_) => from_toml(text)?,
+            },
+            None => from_toml(text)?,
+        };
+        HostConfig::check(raw)
+    }
+
+    /// The settings `raw`, checked.
+    fn check(raw: RawSettings) -> Result<HostConfig, HostConfigError> {
         let mut extra_targets = Vec::new();
         for path in raw.extra_targets {
             let t = target::validate(&path).map_err(|reason| HostConfigError::Target {
@@ -368,6 +384,11 @@ impl HostConfig {
     }
 }
 
+/// `text` read by the TOML parser.
+fn from_toml(text: &str) -> Result<RawSettings, HostConfigError> {
+    toml::from_str(text).map_err(|e| HostConfigError::Toml(one_line(&e.to_string())))
+}
+
 /// TOML errors span several lines (a source excerpt); a runtime shows one.
 fn one_line(msg: &str) -> String {
     msg.lines()
@@ -385,6 +406,39 @@ mod tests {
     #[test]
     fn empty_file_is_defaults() {
         assert_eq!(HostConfig::parse("").unwrap(), HostConfig::default());
+        assert_eq!(format!("{:?}", from_toml("").unwrap()), format!("{:?}", RawSettings::default()));
+    }
+
+    /// A file read without the TOML parser gives what the TOML parser's
+    /// reading gives: the same settings, or the same error.
+    #[test]
+    fn the_flat_reading_gives_what_toml_gives() {
+        let by_toml = |text: &str| from_toml(text).and_then(HostConfig::check).map_err(|e| e.to_string());
+        for text in [
+            include_str!("../../hooks/config.toml"),
+            "runtime_path = \"/usr/bin/crun\"\n",
+            "tmp_size = \"2Gi\"\nshm_size = \"75%\"\nmax_tmp_size = 1073741824\nhome = false\n",
+            "home_fallback = false\nhome_caches = [\".cache\", \".triton\"]\nmode = \"hook\"\n",
+            "home_fallback = \"/home/u{uid}\"\nannotations = \"ignore\"\non_error = \"warn\"\n",
+            "extra_targets = [\"/var/tmp\", \"/run\"]\nenv_targets = [\"MY_CACHE\"]\nnoexec = true\n",
+            "nr_inodes = 100000\nlog_file = \"/var/log/x.log\"\nlog_level = \"debug\"\n",
+            "tmp_size = 0\n",
+            "tmp_size = -1\n",
+            "tmp_size = \"lots\"\n",
+            "nr_inodes = 0\n",
+            "nr_inodes = -3\n",
+            "mode = \"fast\"\n",
+            "home = \"yes\"\n",
+            "unknown_key = 1\n",
+            "runtime_path = \"crun\"\n",
+            "home_caches = [\"/abs\"]\n",
+            "extra_targets = [\"relative\"]\n",
+            "env_targets = [\"not a name\"]\n",
+            "home_fallback = \"/home/{uid}/../x\"\n",
+        ] {
+            assert!(flat::read(text).is_some(), "not read flat: {text:?}");
+            assert_eq!(HostConfig::parse(text).map_err(|e| e.to_string()), by_toml(text), "{text:?}");
+        }
     }
 
     #[test]
@@ -468,7 +522,7 @@ mod tests {
     /// every key uncommented.
     #[test]
     fn example_config_parses() {
-        let text = include_str!("../hooks/config.toml");
+        let text = include_str!("../../hooks/config.toml");
         assert_eq!(HostConfig::parse(text).unwrap(), HostConfig::default());
         let uncommented: String = text
             .lines()

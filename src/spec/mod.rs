@@ -52,14 +52,15 @@ pub(crate) enum SpecError {
 }
 
 /// What the wrapper knows of the call and the runtime, besides the bundle.
-#[derive(Debug, Default)]
 pub(crate) struct Launch<'a> {
     /// The container's id, from the runtime's arguments.
     pub id: Option<&'a str>,
     /// What the real runtime may be given (docs/design.md#runtimes): where
     /// it cannot be trusted with our temp-target mounts, or cannot copy a
-    /// directory up, the hook carries them.
-    pub runtime: Verdict,
+    /// directory up, the hook carries them. Asked only for a plan with
+    /// mounts to write: a bundle already edited, or one with nothing to do,
+    /// is handed on without it.
+    pub runtime: &'a dyn Fn() -> Verdict,
 }
 
 /// What the real runtime may be given (docs/design.md#runtimes), as the
@@ -116,27 +117,39 @@ fn entry_at(entry: &HookEntry, stage: Stage) -> HookEntry {
     e
 }
 
-/// Whether `config.json` (`bytes`, parsed as `spec`) holds this executor's
-/// finished edit already: a tmpfs entry of ours (source
-/// [`edit::SOURCE`]), or our hook `hook` at a stage this executor adds it
-/// at (`prestart`, `createContainer`; an engine's hooks dir puts ours at
-/// `createRuntime`, which is no edit of ours). An edit is written whole (one
-/// atomic replace of the file), so a bundle the wrapper edited before (a
-/// runtime's `create` called again on it, `inject --mode spec` then the
-/// wrapper) is handed to the runtime at once, unplanned.
-fn finished(spec: &crate::oci::Spec, bytes: &[u8], hook: Option<&HookEntry>) -> bool {
-    let ours = |m: &crate::oci::Mount| {
-        m.typ().as_deref() == Some("tmpfs") && m.source().as_deref() == Some(Path::new(edit::SOURCE))
-    };
-    if spec.mounts().iter().flatten().any(ours) {
-        return true;
+/// Whether `config.json` (`bytes`) holds this executor's finished edit
+/// already: a tmpfs entry of ours (source [`edit::SOURCE`]), or our hook
+/// `hook` at a stage this executor adds it at (`prestart`,
+/// `createContainer`; an engine's hooks dir puts ours at `createRuntime`,
+/// which is no edit of ours). An edit is written whole (one atomic replace
+/// of the file), so a bundle the wrapper edited before (a runtime's `create`
+/// called again on it, `inject --mode spec` then the wrapper) is handed to
+/// the runtime at once, unplanned, and without the OCI spec's parser: only
+/// the `mounts` entries' type and source are read (docs/design.md#start-up).
+fn finished(bytes: &[u8], hook: Option<&HookEntry>) -> bool {
+    // A substring search (the standard library's two-way), not a compare at
+    // every offset: this runs at every start.
+    let holds = |needle: &str| std::str::from_utf8(bytes).is_ok_and(|text| text.contains(needle));
+    let source = serde_json::to_string(edit::SOURCE).expect("a string serialises");
+    if holds(&source) {
+        #[derive(serde::Deserialize)]
+        struct Mounts {
+            mounts: Option<Vec<Mount>>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Mount {
+            #[serde(rename = "type")]
+            typ: Option<String>,
+            source: Option<String>,
+        }
+        let ours = |m: &Mount| m.typ.as_deref() == Some("tmpfs") && m.source.as_deref() == Some(edit::SOURCE);
+        if serde_json::from_slice::<Mounts>(bytes).is_ok_and(|c| c.mounts.iter().flatten().any(ours)) {
+            return true;
+        }
     }
     // Our hook's path in the bytes, then its `hooks` entry by value.
     let Some(path) = hook.map(|h| h.path.to_string_lossy().into_owned()) else { return false };
-    let needle = serde_json::to_string(&path).expect("a string serialises");
-    // A substring search (the standard library's two-way), not a compare at
-    // every offset: this runs at every start.
-    if !std::str::from_utf8(bytes).is_ok_and(|text| text.contains(needle.as_str())) {
+    if !holds(&serde_json::to_string(&path).expect("a string serialises")) {
         return false;
     }
     #[derive(serde::Deserialize)]
@@ -188,6 +201,10 @@ fn in_spec(
     cx: &Launch<'_>,
     out: &mut Outcome,
 ) -> Result<bool, SpecError> {
+    if finished(config.bytes, hook) {
+        log::debug!("config.json already holds this executor's edit: passed through as it is");
+        return Ok(false);
+    }
     // The plan's view straight from the bytes; the JSON tree only when
     // there is something to write (docs/design.md#start-up).
     let parsed: crate::oci::Spec = match serde_json::from_slice(config.bytes) {
@@ -197,10 +214,6 @@ fn in_spec(
             return Err(SpecError::Spec(e));
         }
     };
-    if finished(&parsed, config.bytes, hook) {
-        log::debug!("config.json already holds this executor's edit: passed through as it is");
-        return Ok(false);
-    }
     let host = input::host_facts()?;
     let user = plan::UserFacts { passwd: plan::Passwd::NotRead, home_dir: None, sets_env: true };
     let begun = plan::begin(&parsed, None, settings, host, &user)?;
@@ -217,6 +230,7 @@ fn in_spec(
         crate::report::decision(&plan);
         return Ok(false);
     }
+    let verdict = (cx.runtime)();
     let path = config.path.to_path_buf();
     let mut changed = false;
     if let Some(home) = &plan.home_env {
@@ -231,16 +245,13 @@ fn in_spec(
         Some(h) => route::foreign_runtime_hooks(&config.tree(&["hooks"])?["hooks"], &h.path),
         None => Vec::new(),
     };
-    let facts = route::Facts {
-        mode: Mode::Spec,
-        runtime_unsafe: cx.runtime.spec_unsafe.as_deref(),
-        foreign: &foreign,
-    };
+    let facts =
+        route::Facts { mode: Mode::Spec, runtime_unsafe: verdict.spec_unsafe.as_deref(), foreign: &foreign };
     let placing = match route::executor(&plan, &facts) {
         route::Executor::Hook { stage, why } => Err((why, stage)),
         route::Executor::Spec => {
             let root = root.as_mut().expect("a plan with actions has a root.path");
-            match host::place_targets(root, &plan, cx.runtime.no_copy_up.as_deref())? {
+            match host::place_targets(root, &plan, verdict.no_copy_up.as_deref())? {
                 host::Placing::Spec(placed) => Ok(placed),
                 // No foreign hook (the executor would be the hook): prestart.
                 host::Placing::Hook(why) => Err((why, route::hook_stage(&foreign))),
@@ -297,6 +308,26 @@ mod tests {
         assert_eq!(stage(json!({"createRuntime": [{"path": "/usr/bin/vendor"}]})), Stage::CreateContainer);
         assert_eq!(stage(json!({"prestart": [{"path": OURS}]})), Stage::Prestart);
         assert_eq!(stage(json!({})), Stage::Prestart);
+    }
+
+    /// The finished edit is recognised from the mounts' type and source
+    /// alone, or from our hook at a stage of ours; anything else is planned.
+    #[test]
+    fn finished_reads_only_what_marks_the_edit() {
+        let hook = HookEntry::for_stage(Path::new(OURS), Stage::Prestart, None);
+        let is = |v: serde_json::Value| finished(v.to_string().as_bytes(), Some(&hook));
+        let ours = json!({"destination": "/tmp", "type": "tmpfs", "source": edit::SOURCE});
+        assert!(is(json!({"mounts": [{"destination": "/proc", "type": "proc"}, ours]})));
+        let pretty = serde_json::to_string_pretty(&json!({"process": {}, "mounts": [ours]})).unwrap();
+        assert!(finished(pretty.as_bytes(), None));
+        assert!(!is(json!({"mounts": [{"destination": "/tmp", "type": "bind", "source": edit::SOURCE}]})));
+        assert!(!is(json!({"mounts": [{"destination": "/tmp", "type": "tmpfs", "source": "tmpfs"}]})));
+        assert!(!is(json!({"mounts": null})));
+        assert!(!is(json!({"process": {"args": [edit::SOURCE]}})));
+        assert!(!finished(b"not json \"oci-tmpfs-hook\"", Some(&hook)));
+        assert!(is(json!({"hooks": {"prestart": [{"path": OURS}]}})));
+        assert!(is(json!({"hooks": {"createContainer": [{"path": OURS}]}})));
+        assert!(!is(json!({"hooks": {"createRuntime": [{"path": OURS}]}})));
     }
 
     #[test]

@@ -79,7 +79,7 @@ fn prepare(
         add_hook(dir, source);
         return Ok(());
     }
-    let launch = spec::Launch { id, runtime: crate::wrapper::real_runtime::verdict(real) };
+    let launch = spec::Launch { id, runtime: &|| crate::wrapper::real_runtime::verdict(real) };
     match spec::carry_out(dir, settings, hook_entry(source).as_ref(), &launch) {
         Ok(outcome) => {
             crate::report::outcome(&outcome.notes, &outcome.done);
