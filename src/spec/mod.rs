@@ -330,6 +330,27 @@ mod tests {
         assert!(!is(json!({"hooks": {"createRuntime": [{"path": OURS}]}})));
     }
 
+    /// The runtime's version (a file read, or a process run once) is asked
+    /// only for a plan with mounts to write: not for a bundle edited before,
+    /// nor for one with nothing to do (a writable root).
+    #[test]
+    fn the_runtime_is_asked_only_for_mounts_to_write() {
+        let dir = std::env::temp_dir().join(format!("oth-spec-ask-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("rootfs")).unwrap();
+        let ask = || -> Verdict { panic!("the runtime's version was asked") };
+        let launch = Launch { id: None, runtime: &ask };
+        let ours = json!({"destination": "/tmp", "type": "tmpfs", "source": edit::SOURCE});
+        for config in [
+            json!({"ociVersion": "1.0.2", "root": {"path": "rootfs", "readonly": true}, "mounts": [ours]}),
+            json!({"ociVersion": "1.0.2", "root": {"path": "rootfs", "readonly": false}, "mounts": []}),
+        ] {
+            std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+            let out = carry_out(&dir, &HostConfig::default(), None, &launch).unwrap();
+            assert!(!out.changed, "{config}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn entry_at_changes_only_the_stage() {
         let e = HookEntry::for_stage(Path::new(OURS), Stage::Prestart, Some(Path::new("/etc/x.toml")));
