@@ -18,8 +18,8 @@ Each build runs from --copies copies of its file, taken in turn: where a
 file's pages sit in the page cache moves its start by up to ~0.1 ms on a
 virtual machine, so one copy can flatter or wrong a build (BENCHMARKS.md#exec-gap).
 
-The bundle is the common image of bench/spec_floor.sh (root, /root holding
-.bashrc and .profile, HOME from /etc/passwd, the default host config) on a
+The bundle is the common image (bench/common_image.sh: root, /root holding
+.bashrc and .profile, HOME from /etc/passwd), the default host config, on a
 tmpfs. Needs perf, busybox, musl-tools (or cc), and the runtime.
 """
 import argparse
@@ -41,27 +41,8 @@ def sh(*cmd, **kw):
 
 def make_bundle(work, runtime):
     b = os.path.join(work, "b")
-    root = os.path.join(b, "rootfs")
-    for d in ("bin", "proc", "sys", "dev", "etc", "tmp", "root"):
-        os.makedirs(os.path.join(root, d))
-    shutil.copy(shutil.which("busybox"), os.path.join(root, "bin"))
-    os.symlink("busybox", os.path.join(root, "bin/true"))
-    with open(os.path.join(root, "etc/passwd"), "w") as f:
-        f.write("root:x:0:0:root:/root:/bin/sh\n")
-    for name in (".bashrc", ".profile"):
-        with open(os.path.join(root, "root", name), "w") as f:
-            f.write("# " + name + "\n")
-    os.chmod(os.path.join(root, "root"), 0o700)
-    sh("runc", "spec", cwd=b)
-    import json
-    path = os.path.join(b, "config.json")
-    with open(path) as f:
-        c = json.load(f)
-    c["process"].update(args=["/bin/true"], terminal=False)
-    c["root"]["readonly"] = True
-    with open(path, "w") as f:
-        json.dump(c, f)
-    shutil.copy(path, os.path.join(work, "orig.json"))
+    sh(os.path.join(HERE, "common_image.sh"), b, stdout=subprocess.DEVNULL)
+    shutil.copy(os.path.join(b, "config.json"), os.path.join(work, "orig.json"))
     with open(os.path.join(work, "host.toml"), "w") as f:
         f.write('runtime_path = "%s"\n' % runtime)
     return b

@@ -44,22 +44,7 @@ fi
 ln -s "$ours" "$work/oci-tmpfs-runtime"
 printf 'runtime_path = "%s"\n' "$rt" >"$work/host.toml"
 b=$work/b
-mkdir -p "$b"/rootfs/{bin,proc,sys,dev,etc,tmp,root}
-cp "$(command -v busybox)" "$b/rootfs/bin/"
-ln -s busybox "$b/rootfs/bin/true"
-echo 'root:x:0:0:root:/root:/bin/sh' >"$b/rootfs/etc/passwd"
-echo '# bashrc' >"$b/rootfs/root/.bashrc"
-echo '# profile' >"$b/rootfs/root/.profile"
-chmod 700 "$b/rootfs/root"
-(cd "$b" && runc spec)
-python3 - "$b/config.json" <<'EOF'
-import json, sys
-p = sys.argv[1]
-c = json.load(open(p))
-c["process"].update(args=["/bin/true"], terminal=False)
-c["root"]["readonly"] = True
-json.dump(c, open(p, "w"))
-EOF
+bench/common_image.sh "$b"
 cp "$b/config.json" "$work/orig.json"
 OCI_TMPFS_HOOK_CONFIG=$work/host.toml "$ours" inject --mode spec --runtime "$rt" --bundle "$b" >"$work/inject.out"
 cp "$b/config.json" "$work/edited.json"

@@ -35,11 +35,42 @@ if [ "$musl" != "$host" ] && command -v rustup >/dev/null; then
     echo "build-static.sh: rustup target add $musl failed: building glibc with crt-static (slower start, BENCHMARKS.md#start-up)" >&2
   fi
 fi
-cmd=(env RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static"
-  cargo build --release --locked --target "$target" --manifest-path "$repo/Cargo.toml")
-if [ "$dry" = 1 ]; then
-  echo "+ ${cmd[*]}" >&2
+out=${CARGO_TARGET_DIR:-$repo/target}
+flags="${RUSTFLAGS:-} -C target-feature=+crt-static"
+build() { # RUSTFLAGS [cargo build arguments]
+  local cmd=(env RUSTFLAGS="$1" cargo build --release --locked --target "$target" --manifest-path "$repo/Cargo.toml" "${@:2}")
+  if [ "$dry" = 1 ]; then echo "+ ${cmd[*]}" >&2; else "${cmd[@]}" >&2; fi
+}
+
+# The start path's functions first, in the order a start runs them
+# (docs/design.md#start-order): rustup's lld takes them by name from
+# packaging/start-order.txt, which holds demangled names without crate hashes.
+# A first link in target/start-order writes the link map; its mangled names
+# that demangle to a listed one make the ordering file of the second. Without
+# lld or c++filt, or for glibc, the link keeps the compiler's order.
+gccld=$(rustc --print sysroot)/lib/rustlib/$host/bin/gcc-ld
+if [ "$target" = "$musl" ] && [ -x "$gccld/ld.lld" ] && command -v c++filt >/dev/null; then
+  probe=$out/start-order
+  # Crate hashes out of demangled names (v0's `core[..]`, legacy's `::h..`).
+  unhash='s/\[[0-9a-f]+\]//g; s/::h[0-9a-f]{16}$//'
+  lld="$flags -C link-arg=-fuse-ld=lld -C link-arg=-B$gccld"
+  build "$lld -C link-arg=-Wl,-Map=$probe/map.txt -C link-arg=-Wl,--no-demangle" --target-dir "$probe"
+  if [ "$dry" = 1 ]; then
+    order=$probe/order-HASH.txt
+  else
+    # The map's symbol lines (address, address, size, alignment, name).
+    awk 'NF == 5 && $5 !~ /[(:]/ && $5 !~ /^\./ { print $5 }' "$probe/map.txt" | sort -u >"$probe/mangled.txt"
+    c++filt <"$probe/mangled.txt" | sed -E "$unhash" | paste - "$probe/mangled.txt" |
+      awk -F '\t' 'NR == FNR { if ($0 !~ /^#/) rank[$0] = FNR; next } $1 in rank { print rank[$1] "\t" $2 }' \
+        "$repo/packaging/start-order.txt" - | sort -n -k1,1 | cut -f2 >"$probe/order.txt"
+    # Named by its content, so that cargo links again when it changes.
+    order=$probe/order-$(sha256sum "$probe/order.txt" | cut -c1-16).txt
+    mv "$probe/order.txt" "$order"
+    echo "build-static.sh: $(wc -l <"$order") functions of the start path linked first ($order)" >&2
+  fi
+  build "$lld -C link-arg=-Wl,--symbol-ordering-file=$order -C link-arg=-Wl,--no-warn-symbol-ordering"
 else
-  "${cmd[@]}" >&2
+  echo "build-static.sh: no rustup lld or c++filt for $target: the start path's functions keep the compiler's order (a slower start, BENCHMARKS.md#exec-gap)" >&2
+  build "$flags"
 fi
-echo "${CARGO_TARGET_DIR:-$repo/target}/$target/release/oci-tmpfs-hook"
+echo "$out/$target/release/oci-tmpfs-hook"
