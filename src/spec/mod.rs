@@ -127,11 +127,12 @@ fn entry_at(entry: &HookEntry, stage: Stage) -> HookEntry {
 /// the runtime at once, unplanned, and without the OCI spec's parser: only
 /// the `mounts` entries' type and source are read (docs/design.md#start-up).
 fn finished(bytes: &[u8], hook: Option<&HookEntry>) -> bool {
+    // Not UTF-8: not JSON, so no edit of ours.
+    let Ok(text) = std::str::from_utf8(bytes) else { return false };
     // A substring search (the standard library's two-way), not a compare at
     // every offset: this runs at every start.
-    let holds = |needle: &str| std::str::from_utf8(bytes).is_ok_and(|text| text.contains(needle));
-    let source = serde_json::to_string(edit::SOURCE).expect("a string serialises");
-    if holds(&source) {
+    let holds = |value: &str| text.contains(&serde_json::to_string(value).expect("a string serialises"));
+    if holds(edit::SOURCE) {
         #[derive(serde::Deserialize)]
         struct Mounts {
             mounts: Option<Vec<Mount>>,
@@ -149,7 +150,7 @@ fn finished(bytes: &[u8], hook: Option<&HookEntry>) -> bool {
     }
     // Our hook's path in the bytes, then its `hooks` entry by value.
     let Some(path) = hook.map(|h| h.path.to_string_lossy().into_owned()) else { return false };
-    if !holds(&serde_json::to_string(&path).expect("a string serialises")) {
+    if !holds(&path) {
         return false;
     }
     #[derive(serde::Deserialize)]
