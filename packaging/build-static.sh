@@ -51,8 +51,6 @@ build() { # RUSTFLAGS [cargo build arguments]
 gccld=$(rustc --print sysroot)/lib/rustlib/$host/bin/gcc-ld
 if [ "$target" = "$musl" ] && [ -x "$gccld/ld.lld" ] && command -v c++filt >/dev/null; then
   probe=$out/start-order
-  # Crate hashes out of demangled names (v0's `core[..]`, legacy's `::h..`).
-  unhash='s/\[[0-9a-f]+\]//g; s/::h[0-9a-f]{16}$//'
   lld="$flags -C link-arg=-fuse-ld=lld -C link-arg=-B$gccld"
   build "$lld -C link-arg=-Wl,-Map=$probe/map.txt -C link-arg=-Wl,--no-demangle" --target-dir "$probe"
   if [ "$dry" = 1 ]; then
@@ -60,7 +58,7 @@ if [ "$target" = "$musl" ] && [ -x "$gccld/ld.lld" ] && command -v c++filt >/dev
   else
     # The map's symbol lines (address, address, size, alignment, name).
     awk 'NF == 5 && $5 !~ /[(:]/ && $5 !~ /^\./ { print $5 }' "$probe/map.txt" | sort -u >"$probe/mangled.txt"
-    c++filt <"$probe/mangled.txt" | sed -E "$unhash" | paste - "$probe/mangled.txt" |
+    "$repo/packaging/demangle.sh" <"$probe/mangled.txt" | paste - "$probe/mangled.txt" |
       awk -F '\t' 'NR == FNR { if ($0 !~ /^#/) rank[$0] = FNR; next } $1 in rank { print rank[$1] "\t" $2 }' \
         "$repo/packaging/start-order.txt" - | sort -n -k1,1 | cut -f2 >"$probe/order.txt"
     # Named by its content, so that cargo links again when it changes.

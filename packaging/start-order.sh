@@ -51,8 +51,9 @@ grep -q tmpcopyup "$b/config.json" || { echo "start-order.sh: the wrapper did no
 # those only the fresh config.json runs; each part sorted, so the list is
 # the same from run to run (callgrind's own order is not).
 names() { # DUMP...
-  sed -n 's/^c\{0,1\}fn=([0-9]*) //p' "$@" | grep -v '^0x' | grep -v '^(' | c++filt |
-    sed -E "s/'[0-9]+\$//; s/\[[0-9a-f]+\]//g; s/::h[0-9a-f]{16}\$//" | LC_ALL=C sort -u
+  # callgrind marks a recursive call's function with `'N`.
+  sed -n 's/^c\{0,1\}fn=([0-9]*) //p' "$@" | grep -v '^0x' | grep -v '^(' | sed "s/'[0-9]*\$//" |
+    packaging/demangle.sh | LC_ALL=C sort -u
 }
 names "$run"/edited.*.1 >"$run/edited.txt"
 names "$run"/fresh.*.1 | LC_ALL=C comm -23 - "$run/edited.txt" >"$run/fresh-only.txt"
