@@ -9,7 +9,7 @@ As root: bench/exec_gap.py [--runtime crun] [--rounds 200] [--copies 4]
                            LABEL=BINARY ...
 
 Arms, alternating (the order rotates every round):
-  floor        bench/execwrap.c built static with musl-gcc (cc without it)
+  floor        bench/execwrap.c built by bench/floor.sh (static, musl-gcc)
                over the bundle the wrapper edited;
   LABEL/edited the wrapper of build LABEL over that same bundle;
   LABEL/fresh  the same over the original config.json, copied in before each
@@ -68,10 +68,9 @@ def main():
 def run(a, runtime, work):
     b = make_bundle(work, runtime)
     env = dict(os.environ, OCI_TMPFS_HOOK_CONFIG=os.path.join(work, "host.toml"))
-    cc = "musl-gcc" if shutil.which("musl-gcc") else "cc"
     floor = os.path.join(work, "floor", "execwrap")
     os.makedirs(os.path.dirname(floor))
-    sh(cc, "-static", "-O2", '-DREAL="%s"' % runtime, "-o", floor, os.path.join(HERE, "execwrap.c"))
+    cc = sh(os.path.join(HERE, "floor.sh"), runtime, floor, stdout=subprocess.PIPE, text=True).stdout.strip()
     builds = []
     for spec in a.builds:
         label, path = spec.split("=", 1)

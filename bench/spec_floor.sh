@@ -25,21 +25,14 @@ work=$(mktemp -d /tmp/spec-floor.XXXXXX)
 # (docs/design.md#spec-write). OCI_TMPFS_BENCH_DISK=1 keeps it on disk.
 [ -n "${OCI_TMPFS_BENCH_DISK:-}" ] || mount -t tmpfs -o size=64m,mode=0700 spec-floor "$work"
 trap 'umount "$work" 2>/dev/null; rm -rf "$work"' EXIT
-# The floor in musl, the C library the shipped binary is built on: a static
-# glibc program runs CPUID dozens of times before main, each an exit to the
-# hypervisor on a VM (docs/design.md#cpuid), which would lift the floor.
-# OCI_TMPFS_BENCH_FLOOR=PATH: a floor built elsewhere (the sid root has no
-# musl-gcc: musl-gcc -static -O2 -DREAL='"/usr/sbin/runc"' bench/execwrap.c).
-floor_cc=musl-gcc
+# The floor in musl (bench/floor.sh). OCI_TMPFS_BENCH_FLOOR=PATH: a floor
+# built elsewhere (the sid root has no musl-gcc: bench/floor.sh /usr/sbin/runc PATH
+# on the host).
 if [ -n "${OCI_TMPFS_BENCH_FLOOR:-}" ]; then
     floor_cc="given ($OCI_TMPFS_BENCH_FLOOR)"
     cp "$OCI_TMPFS_BENCH_FLOOR" "$work/execwrap"
 else
-    command -v musl-gcc >/dev/null || {
-        floor_cc=cc
-        echo "spec_floor: no musl-gcc (apt-get install musl-tools): the floor is static glibc, slower to start on a VM" >&2
-    }
-    $floor_cc -static -O2 -DREAL="\"$rt\"" -o "$work/execwrap" bench/execwrap.c
+    floor_cc=$(bench/floor.sh "$rt" "$work/execwrap")
 fi
 ln -s "$ours" "$work/oci-tmpfs-runtime"
 printf 'runtime_path = "%s"\n' "$rt" >"$work/host.toml"
