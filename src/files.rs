@@ -318,21 +318,68 @@ pub(crate) fn indent_unit(original: &str) -> Option<&str> {
 }
 
 /// `value` as JSON, indented by `unit` (one line when `None`) as if it stood
-/// `depth` levels deep in its document.
+/// `depth` levels deep in its document: byte for byte what serde_json's
+/// compact or pretty writer gives (a test holds the two equal), written
+/// directly. A string that needs no escape is copied whole instead of being
+/// scanned byte by byte, which halves the instructions the spec executor
+/// spends writing its `mounts` (docs/design.md#start-up).
 pub(crate) fn render_value(value: &Value, unit: Option<&str>, depth: usize) -> String {
-    let mut out = Vec::with_capacity(256);
-    match unit {
-        Some(unit) => {
-            let fmt = serde_json::ser::PrettyFormatter::with_indent(unit.as_bytes());
-            let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
-            serde::Serialize::serialize(value, &mut ser).expect("serialising a JSON value");
+    let mut out = String::with_capacity(256);
+    write_value(&mut out, value, unit, depth);
+    out
+}
+
+fn write_value(out: &mut String, value: &Value, unit: Option<&str>, depth: usize) {
+    // Before an item, and before the closing bracket of a non-empty one.
+    let newline = |out: &mut String, depth: usize| {
+        if let Some(unit) = unit {
+            out.push('\n');
+            (0..depth).for_each(|_| out.push_str(unit));
         }
-        None => serde_json::to_writer(&mut out, value).expect("serialising a JSON value"),
+    };
+    match value {
+        Value::String(s) => write_str(out, s),
+        Value::Array(items) if !items.is_empty() => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                newline(out, depth + 1);
+                write_value(out, item, unit, depth + 1);
+            }
+            newline(out, depth);
+            out.push(']');
+        }
+        Value::Object(map) if !map.is_empty() => {
+            out.push('{');
+            for (i, (key, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                newline(out, depth + 1);
+                write_str(out, key);
+                out.push_str(if unit.is_some() { ": " } else { ":" });
+                write_value(out, item, unit, depth + 1);
+            }
+            newline(out, depth);
+            out.push('}');
+        }
+        // null, a boolean, a number, `[]`, `{}`: as serde_json writes them.
+        other => out.push_str(&other.to_string()),
     }
-    let text = String::from_utf8(out).expect("serde_json writes UTF-8");
-    match unit {
-        Some(unit) if depth > 0 => text.replace('\n', &format!("\n{}", unit.repeat(depth))),
-        _ => text,
+}
+
+/// A JSON string: copied between quotes when serde_json would escape none
+/// of its characters (a quote, a backslash, a control character), else as
+/// serde_json escapes it.
+fn write_str(out: &mut String, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::to_string(s).expect("a string serialises"));
     }
 }
 
@@ -344,6 +391,28 @@ pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// Any JSON value, with strings that hold quotes, backslashes, brackets,
+/// control characters and escapes, nested a few levels: for the tests of
+/// what reads and writes JSON text.
+#[cfg(test)]
+pub(crate) fn any_json() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        (-1e9f64..1e9).prop_map(Value::from),
+        "[a-z\"\\\\{}\\[\\]:, \n\t\u{1}\u{7f}é\u{1F600}]{0,8}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 32, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            proptest::collection::btree_map("[a-z\"\\\\{\n]{0,4}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
 }
 
 #[cfg(test)]
@@ -416,6 +485,32 @@ mod tests {
         ];
         for (name, original, want) in cases {
             assert_eq!(render_json(&doc, original), *want, "case {name}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The direct writer spells every value as serde_json's own
+        /// writers do, at any depth and in any indentation style.
+        #[test]
+        fn render_value_writes_what_serde_json_writes(
+            value in any_json(),
+            unit in proptest::option::of(proptest::prop_oneof!["  ", "\t", "    "]),
+            depth in 0..3usize,
+        ) {
+            let mut out = Vec::new();
+            match unit.as_deref() {
+                Some(unit) => {
+                    let fmt = serde_json::ser::PrettyFormatter::with_indent(unit.as_bytes());
+                    serde::Serialize::serialize(&value, &mut serde_json::Serializer::with_formatter(&mut out, fmt)).unwrap();
+                }
+                None => serde_json::to_writer(&mut out, &value).unwrap(),
+            }
+            let text = String::from_utf8(out).unwrap();
+            let serde = match unit.as_deref() {
+                Some(unit) => text.replace('\n', &format!("\n{}", unit.repeat(depth))),
+                None => text,
+            };
+            proptest::prop_assert_eq!(render_value(&value, unit.as_deref(), depth), serde);
         }
     }
 }

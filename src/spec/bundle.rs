@@ -100,6 +100,8 @@ pub struct Config<'a> {
     pub bytes: &'a [u8],
     pub path: &'a Path,
     tree: Option<Members>,
+    /// The bytes were parsed as JSON already ([`Config::parsed`]).
+    json: bool,
 }
 
 /// Where each edited member's value stands in the file's bytes, if it is there.
@@ -132,7 +134,19 @@ struct Top<'a> {
     process: Raw<'a>,
 }
 
-impl Config<'_> {
+impl<'a> Config<'a> {
+    /// The file's `bytes`, read from `path`.
+    pub fn new(bytes: &'a [u8], path: &'a Path) -> Self {
+        Config { bytes, path, tree: None, json: false }
+    }
+
+    /// Says that the bytes parsed as JSON (a caller's own view of them did),
+    /// so that [`Config::tree`] may find the members by a plain scan
+    /// ([`scan_spans`]) instead of a second parse.
+    pub fn parsed(&mut self) {
+        self.json = true;
+    }
+
     /// The document's members `keys` (of `mounts` and `hooks`; those it
     /// has), with any asked for before, as one JSON object to edit. Each
     /// member asked for is written back when the change says it changed
@@ -164,6 +178,15 @@ impl Config<'_> {
 
     /// Where each edited member's value stands in the bytes.
     fn spans(&self) -> Result<Spans, BundleError> {
+        match self.json.then(|| scan_spans(self.bytes)).flatten() {
+            Some(spans) => Ok(spans),
+            None => self.parsed_spans(),
+        }
+    }
+
+    /// [`Config::spans`] by serde's pass over the whole document, which
+    /// tells a file that is not JSON from one of the wrong shape.
+    fn parsed_spans(&self) -> Result<Spans, BundleError> {
         let shape = |what: String| BundleError::Shape { path: self.path.to_path_buf(), what };
         // A derived struct also reads a JSON array (`[]` as no members).
         let top: Top<'_> = match self.bytes.iter().find(|b| !b.is_ascii_whitespace()) {
@@ -183,6 +206,98 @@ impl Config<'_> {
             })
         };
         Ok(vec![("mounts", span(top.mounts)), ("hooks", span(top.hooks)), ("process", span(top.process))])
+    }
+}
+
+/// Where each edited member's value stands, found by a scan of the top
+/// level that steps over each value by its strings and brackets alone: for
+/// bytes already parsed as JSON, where it finds what serde's pass over the
+/// whole document ([`Config::spans`]) finds, with about a tenth of its
+/// instructions (docs/design.md#start-up). `None` for what it leaves to that
+/// pass: no object at the top, a key with an escape, an edited member twice.
+fn scan_spans(b: &[u8]) -> Option<Spans> {
+    let ws = |mut i: usize| {
+        while matches!(b.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            i += 1;
+        }
+        i
+    };
+    // The index past the string that opens at `i`.
+    let string = |mut i: usize| {
+        i += 1;
+        loop {
+            match b.get(i)? {
+                b'\\' => i += 2,
+                b'"' => return Some(i + 1),
+                _ => i += 1,
+            }
+        }
+    };
+    // The index past the value that starts at `i`.
+    let value = |mut i: usize| match b.get(i)? {
+        b'"' => string(i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            loop {
+                match b.get(i)? {
+                    b'"' => {
+                        i = string(i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        _ => {
+            while !matches!(b.get(i), None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')) {
+                i += 1;
+            }
+            Some(i)
+        }
+    };
+    let mut spans: Spans = vec![("mounts", None), ("hooks", None), ("process", None)];
+    let mut i = ws(0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i = ws(i + 1);
+    if b.get(i) == Some(&b'}') {
+        return (ws(i + 1) == b.len()).then_some(spans);
+    }
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        let end = string(i)?;
+        let key = &b[i + 1..end - 1];
+        if key.contains(&b'\\') {
+            return None;
+        }
+        i = ws(end);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        let start = ws(i + 1);
+        let stop = value(start)?;
+        if let Some((_, span)) = spans.iter_mut().find(|(k, _)| k.as_bytes() == key) {
+            if span.replace(start..stop).is_some() {
+                return None;
+            }
+        }
+        i = ws(stop);
+        match b.get(i) {
+            Some(b',') => i = ws(i + 1),
+            Some(b'}') => return (ws(i + 1) == b.len()).then_some(spans),
+            _ => return None,
+        }
     }
 }
 
@@ -207,11 +322,10 @@ fn splice(original: &str, m: &Members, path: &Path) -> Result<String, BundleErro
             }
         }
     }
-    let mut out = original.to_string();
     if !added.is_empty() {
-        let close = out.rfind('}').ok_or_else(|| shape("the document"))?;
-        let end = out[..close].trim_end().len();
-        let empty = out[..end].ends_with('{');
+        let close = original.rfind('}').ok_or_else(|| shape("the document"))?;
+        let end = original[..close].trim_end().len();
+        let empty = original[..end].ends_with('{');
         let sep = match unit {
             Some(unit) => format!("\n{unit}"),
             None => String::new(),
@@ -227,12 +341,21 @@ fn splice(original: &str, m: &Members, path: &Path) -> Result<String, BundleErro
         if empty && unit.is_some() {
             text.push('\n');
         }
-        out.insert_str(end, &text);
+        // After any member's old text, which ends at `end` or before.
+        replaced.push((end..end, text));
     }
-    replaced.sort_by_key(|(r, _)| std::cmp::Reverse(r.start));
+    // The pieces in order, copied once (a `replace_range` per member moved
+    // the bytes after it each time, one by one).
+    replaced.sort_by_key(|(r, _)| (r.start, r.end));
+    let mut out =
+        String::with_capacity(original.len() + replaced.iter().map(|(_, t)| t.len()).sum::<usize>());
+    let mut at = 0;
     for (range, text) in replaced {
-        out.replace_range(range, &text);
+        out.push_str(&original[at..range.start]);
+        out.push_str(&text);
+        at = range.end;
     }
+    out.push_str(&original[at..]);
     Ok(out)
 }
 
@@ -281,7 +404,7 @@ pub fn edit<E: From<BundleError>>(
     let dir =
         files::open_dir(bundle).map_err(|source| BundleError::Dir { path: bundle.to_path_buf(), source })?;
     let old = files::read(Some(dir.as_fd()), &path, MAX_SPEC_BYTES).map_err(BundleError::from)?;
-    let mut config = Config { bytes: &old.bytes, path: &path, tree: None };
+    let mut config = Config::new(&old.bytes, &path);
     if !change(&mut config)? {
         return Ok(false);
     }
@@ -408,7 +531,7 @@ mod tests {
         let mut whole: Value = serde_json::from_str(text).unwrap();
         change(&mut whole);
         let path = Path::new("/b/config.json");
-        let mut config = Config { bytes: text.as_bytes(), path, tree: None };
+        let mut config = Config::new(text.as_bytes(), path);
         change(config.tree(&EDITED).unwrap());
         let out = splice(text, config.tree.as_ref().unwrap(), path).unwrap();
         (whole, serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}")), out)
@@ -442,11 +565,30 @@ mod tests {
         }
         let path = Path::new("/b/config.json");
         for bad in ["[]", "{\"mounts\": [], \"mounts\": []}", "1"] {
-            let mut c = Config { bytes: bad.as_bytes(), path, tree: None };
+            let mut c = Config::new(bad.as_bytes(), path);
             assert!(matches!(c.tree(&EDITED), Err(BundleError::Shape { .. })), "{bad}");
         }
-        let mut c = Config { bytes: b"{not json", path, tree: None };
+        let mut c = Config::new(b"{not json", path);
         assert!(matches!(c.tree(&EDITED), Err(BundleError::Json { .. })));
+    }
+
+    /// The scan finds nothing where serde's pass would answer otherwise:
+    /// it leaves these to that pass, which refuses each as before.
+    #[test]
+    fn the_scan_leaves_what_it_does_not_handle_to_serde() {
+        let path = Path::new("/b/config.json");
+        for text in
+            ["[]", "{\"mounts\": [], \"mounts\": []}", "{\"mo\\u0075nts\": [1]}", "1", "{\"a\" 1}", "{} x"]
+        {
+            assert_eq!(scan_spans(text.as_bytes()), None, "{text}");
+        }
+        let mut c = Config::new(b"{\"hooks\": {}, \"hooks\": {}}", path);
+        c.parsed();
+        assert!(matches!(c.tree(&EDITED), Err(BundleError::Shape { .. })));
+        // An escaped key is the member it spells, as serde reads it.
+        let mut c = Config::new(b"{\"mo\\u0075nts\": [1]}", path);
+        c.parsed();
+        assert_eq!(c.tree(&["mounts"]).unwrap()["mounts"], json!([1]));
     }
 
     proptest::proptest! {
@@ -477,6 +619,28 @@ mod tests {
             let (whole, spliced, out) = both_ways(&text);
             proptest::prop_assert_eq!(whole, spliced);
             proptest::prop_assert_eq!(raw_members(&text), raw_members(&out));
+        }
+
+        /// On any JSON document the scan finds each edited member where
+        /// serde's pass does, or leaves it to that pass.
+        #[test]
+        fn the_scan_finds_what_serde_finds(
+            members in proptest::collection::vec((proptest::prop_oneof!["mounts", "hooks", "process", "[a-z]{1,6}"], files::any_json()), 0..6),
+            style in 0..3usize,
+        ) {
+            use proptest::prelude::*;
+            let mut v = serde_json::Map::new();
+            for (k, x) in members {
+                v.insert(k, x);
+            }
+            let v = Value::Object(v);
+            let text = match style {
+                0 => serde_json::to_string(&v).unwrap(),
+                1 => format!("  {}\n", serde_json::to_string_pretty(&v).unwrap()),
+                _ => files::render_json(&v, "{\n\t\"x\": 1\n}\n"),
+            };
+            let serde = Config::new(text.as_bytes(), Path::new("/c")).parsed_spans().unwrap();
+            prop_assert_eq!(scan_spans(text.as_bytes()), Some(serde));
         }
 
         #[test]

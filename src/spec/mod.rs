@@ -209,7 +209,10 @@ fn in_spec(
     // The plan's view straight from the bytes; the JSON tree only when
     // there is something to write (docs/design.md#start-up).
     let parsed: crate::oci::Spec = match serde_json::from_slice(config.bytes) {
-        Ok(spec) => spec,
+        Ok(spec) => {
+            config.parsed();
+            spec
+        }
         Err(e) => {
             config.tree(&[])?; // not a JSON object: the bundle's error
             return Err(SpecError::Spec(e));
