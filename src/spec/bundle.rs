@@ -263,7 +263,7 @@ fn scan_spans(b: &[u8]) -> Option<Spans> {
             Some(i)
         }
     };
-    let mut spans: Spans = vec![("mounts", None), ("hooks", None), ("process", None)];
+    let mut spans: Spans = EDITED.iter().map(|key| (*key, None)).collect();
     let mut i = ws(0);
     if b.get(i) != Some(&b'{') {
         return None;

@@ -339,8 +339,8 @@ mod tests {
     /// nor for one with nothing to do (a writable root).
     #[test]
     fn the_runtime_is_asked_only_for_mounts_to_write() {
-        let dir = std::env::temp_dir().join(format!("oth-spec-ask-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("rootfs")).unwrap();
+        let dir = crate::files::temp_dir("spec-ask");
+        std::fs::create_dir(dir.join("rootfs")).unwrap();
         let ask = || -> Verdict { panic!("the runtime's version was asked") };
         let launch = Launch { id: None, runtime: &ask };
         let ours = json!({"destination": "/tmp", "type": "tmpfs", "source": edit::SOURCE});
