@@ -56,7 +56,7 @@ start() { # ARM
     esac
     # The clock is bash's own ($EPOCHREALTIME, microseconds): a `date`
     # process on each side put ~1.8 ms of its own fork, exec and exit inside
-    # every start, which pulled each ratio towards 1 (BENCHMARKS.md#spec-floor).
+    # every start, which pulled each ratio towards 1 (BENCHMARKS.md#spec-floor-clock).
     local s e
     s=${EPOCHREALTIME//[^0-9]/}
     OCI_TMPFS_HOOK_CONFIG=$work/host.toml "$bin" run --bundle "$b" "spec-floor-$$" >/dev/null 2>&1 </dev/null
