@@ -150,7 +150,18 @@ else
     || { echo "install.sh: building the static binary failed (packaging/build-static.sh, above)" >&2; exit 1; }
 fi
 select_engines "$(runnable "$built" "$bin")"
-run install -D -m 0755 "$built" "$bin"
+# The binary is replaced by one rename(2) in its directory: every container
+# start runs it (the hook, the wrapper), so one that starts while this runs
+# must find the old file or the new one. `install` alone unlinks the old file
+# and writes the new one in place, and a start in between fails (no such file,
+# or a file not yet executable). An identical binary is left as it is.
+if cmp -s "$built" "$bin" && [ "$(stat -c %a "$bin")" = 755 ]; then
+  echo "keeping $bin (the same binary)"
+else
+  staged="$(dirname "$bin")/.oci-tmpfs-hook.new"
+  run install -D -m 0755 "$built" "$staged" || { rm -f "$staged"; exit 1; }
+  run mv -fT "$staged" "$bin"
+fi
 # containerd's BinaryName takes no arguments: the wrapper is this binary under a second name.
 run ln -sfn oci-tmpfs-hook "$wrapper"
 if [ -e "$confdir/config.toml" ]; then

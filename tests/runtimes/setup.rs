@@ -297,6 +297,74 @@ fn install_destdir_then_doctor_then_uninstall() {
     assert!(dest.tree().is_empty(), "uninstall leaves no file: {:?}", dest.tree());
 }
 
+/// Every container start runs the installed binary (the hook, the
+/// wrapper), so re-running install.sh on a busy host must leave each start
+/// the old binary or the new one, never a missing or half-written file.
+/// Twenty installs alternate two different binaries (the second is the
+/// first with four bytes appended, so each install replaces the file) while
+/// another thread runs the installed binary in a loop: no run may fail.
+#[test]
+fn reinstalling_never_fails_a_start_that_runs_the_binary() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let dest = Root::new("install-race");
+    let first = hook_bin();
+    let mut bytes = fs::read(&first).unwrap();
+    bytes.extend_from_slice(&[0; 4]);
+    let second = dest.path("/other/oci-tmpfs-hook");
+    fs::create_dir_all(second.parent().unwrap()).unwrap();
+    fs::write(&second, bytes).unwrap();
+    fs::set_permissions(&second, fs::Permissions::from_mode(0o755)).unwrap();
+    let args = |bin: &Path| {
+        ["--engines", "none", "--prefix", "/usr", "--binary", bin.to_str().unwrap()].map(String::from)
+    };
+    let install_with = |bin: &Path| {
+        let args = args(bin);
+        assert_ok(&install(Some(&dest), &args.iter().map(String::as_str).collect::<Vec<_>>()))
+    };
+    install_with(&first);
+    let installed = dest.path("/usr/bin/oci-tmpfs-hook");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let runner = {
+        let (stop, installed) = (Arc::clone(&stop), installed.clone());
+        std::thread::spawn(move || {
+            let (mut runs, mut failed) = (0u32, Vec::new());
+            while !stop.load(Ordering::Relaxed) {
+                match Command::new(&installed).arg("--version").stdin(Stdio::null()).output() {
+                    Ok(out) if out.status.success() => runs += 1,
+                    other => failed.push(format!("{other:?}")),
+                }
+            }
+            (runs, failed)
+        })
+    };
+    for round in 0..20 {
+        let out = install_with(if round % 2 == 0 { &second } else { &first });
+        assert!(out.contains("installed"), "{out}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (runs, failed) = runner.join().unwrap();
+    assert!(
+        failed.is_empty(),
+        "{} runs failed during the installs ({runs} ran): {:?}",
+        failed.len(),
+        failed.first()
+    );
+    assert!(runs >= 20, "the runs overlapped the installs: {runs} runs");
+    assert_eq!(
+        fs::read(&installed).unwrap(),
+        fs::read(&first).unwrap(),
+        "the last install's binary is in place"
+    );
+    let left: Vec<_> = fs::read_dir(dest.path("/usr/bin")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left.len(), 2, "the binary and the wrapper link, no staged file: {left:?}");
+    // The same binary again is left in place: nothing for a start to race.
+    let out = install_with(&first);
+    assert!(out.contains("keeping") && out.contains("the same binary"), "{out}");
+}
+
 #[test]
 fn doctor_reports_problems_with_fixes() {
     let root = Root::new("doctor");
