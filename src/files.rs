@@ -182,11 +182,48 @@ pub(crate) fn replace_at(
     let mut temp = std::ffi::OsString::from(".");
     temp.push(name);
     temp.push(".oci-tmpfs-hook-tmp");
-    let result = write_then_rename(dir, &temp, name, bytes, perms, durability);
+    replace_through(dir, &temp, name, shown, bytes, perms, durability)
+}
+
+/// [`replace_at`] through the temporary file `temp` in `dir`.
+fn replace_through(
+    dir: BorrowedFd<'_>,
+    temp: &OsStr,
+    name: &OsStr,
+    shown: &Path,
+    bytes: &[u8],
+    perms: Perms,
+    durability: Durability,
+) -> Result<(), FileError> {
+    let result = write_then_rename(dir, temp, name, bytes, perms, durability);
     if result.is_err() {
-        let _ = rustix::fs::unlinkat(dir, &temp, AtFlags::empty());
+        let _ = rustix::fs::unlinkat(dir, temp, AtFlags::empty());
     }
     result.map_err(|source| FileError::Write { path: shown.to_path_buf(), source })
+}
+
+/// [`replace`] for a file that several processes may write at once, such
+/// as the runtime-version cache that every start finding it missing fills
+/// (no fsync). Each writer has its own temporary file,
+/// `.NAME.PID-N.oci-tmpfs-hook-tmp`. With one name for all, a writer
+/// removes another's temporary file as stale and makes its own, and the
+/// other's rename then puts that new file in place while it is still empty.
+///
+/// # Errors
+/// As [`replace`].
+pub(crate) fn replace_shared(path: &Path, bytes: &[u8], perms: Perms) -> Result<(), FileError> {
+    static WRITES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let write_err = |source| FileError::Write { path: path.to_path_buf(), source };
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(write_err(io::Error::other("no file name")));
+    };
+    let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
+    let dir = open_dir(parent).map_err(write_err)?;
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut temp = std::ffi::OsString::from(".");
+    temp.push(name);
+    temp.push(format!(".{}-{n}.oci-tmpfs-hook-tmp", std::process::id()));
+    replace_through(dir.as_fd(), &temp, name, path, bytes, perms, Durability::Scratch)
 }
 
 fn write_then_rename(
@@ -420,6 +457,52 @@ mod tests {
     use super::*;
     use serde_json::json;
     use std::os::unix::fs::PermissionsExt;
+
+    /// Writers that replace one file at once (the runtime-version cache,
+    /// filled by whichever starts find it missing) each leave it whole: a
+    /// reader meanwhile sees one writer's complete bytes, never an empty or
+    /// cut file, and no temporary file is left. With one temporary name for
+    /// all, a writer could unlink another's temporary file and make its
+    /// own, which the other's rename then moved into place still empty.
+    #[test]
+    fn concurrent_writers_leave_the_file_whole() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let dir = temp_dir("shared");
+        let file = dir.join("cache");
+        let lines: Vec<Vec<u8>> =
+            (0..4).map(|w| format!("crun version 1.{w}.{}", "9".repeat(64)).into_bytes()).collect();
+        let done = AtomicUsize::new(0);
+        let (mut reads, mut torn) = (0u32, Vec::new());
+        std::thread::scope(|s| {
+            for line in &lines {
+                let (file, done) = (&file, &done);
+                s.spawn(move || {
+                    for _ in 0..2000 {
+                        let _ = replace_shared(file, line, Perms::new(0o600));
+                    }
+                    done.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+            while done.load(Ordering::Relaxed) < lines.len() {
+                if let Ok(got) = std::fs::read(&file) {
+                    reads += 1;
+                    if !lines.contains(&got) {
+                        torn.push(got);
+                    }
+                }
+            }
+        });
+        let shown = torn.first().map(|t| String::from_utf8_lossy(t).into_owned());
+        assert!(
+            torn.is_empty(),
+            "{} of {reads} reads were no writer's whole bytes, e.g. {shown:?}",
+            torn.len()
+        );
+        assert!(reads > 100, "the reads overlapped the writes: {reads}");
+        let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["cache"], "no temporary file is left");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn reader_refuses_what_is_not_a_bounded_regular_file() {

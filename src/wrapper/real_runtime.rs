@@ -236,9 +236,9 @@ fn runtime_version(real: &Path) -> Option<String> {
     if trusted || make_cache_dir(cache) {
         let perms = crate::files::Perms { mode: 0o600, owner: None };
         let path = cache.join(&key);
-        if let Err(e) =
-            crate::files::replace(&path, line.as_bytes(), perms, crate::files::Durability::Scratch)
-        {
+        // Every start that found no answer writes one: each its own
+        // temporary file, so none is renamed in still empty.
+        if let Err(e) = crate::files::replace_shared(&path, line.as_bytes(), perms) {
             log::debug!("{e}");
         }
     }
