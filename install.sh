@@ -162,8 +162,11 @@ else
   run install -D -m 0755 "$built" "$staged" || { rm -f "$staged"; exit 1; }
   run mv -fT "$staged" "$bin"
 fi
-# containerd's BinaryName takes no arguments: the wrapper is this binary under a second name.
-run ln -sfn oci-tmpfs-hook "$wrapper"
+# containerd's BinaryName takes no arguments: the wrapper is this binary under a
+# second name. A link that is right already is left alone, as the binary is.
+if [ "$(readlink "$wrapper" 2>/dev/null)" != oci-tmpfs-hook ]; then
+  run ln -sfn oci-tmpfs-hook "$wrapper"
+fi
 if [ -e "$confdir/config.toml" ]; then
   echo "keeping existing $confdir/config.toml"
 else

@@ -325,6 +325,12 @@ fn reinstalling_never_fails_a_start_that_runs_the_binary() {
     };
     install_with(&first);
     let installed = dest.path("/usr/bin/oci-tmpfs-hook");
+    let link = || {
+        std::os::unix::fs::MetadataExt::ino(
+            &fs::symlink_metadata(dest.path("/usr/bin/oci-tmpfs-runtime")).unwrap(),
+        )
+    };
+    let link_before = link();
 
     let stop = Arc::new(AtomicBool::new(false));
     let runner = {
@@ -360,6 +366,7 @@ fn reinstalling_never_fails_a_start_that_runs_the_binary() {
     );
     let left: Vec<_> = fs::read_dir(dest.path("/usr/bin")).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left.len(), 2, "the binary and the wrapper link, no staged file: {left:?}");
+    assert_eq!(link(), link_before, "the wrapper link, right already, is left alone");
     // The same binary again is left in place: nothing for a start to race.
     let out = install_with(&first);
     assert!(out.contains("keeping") && out.contains("the same binary"), "{out}");
