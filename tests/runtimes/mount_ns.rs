@@ -114,7 +114,10 @@ fn run(rt: Runtime, shape: Shape, way: Executor) -> Ran {
         Executor::Bare => {
             let runs = b.dir.join("hook-runs");
             for stage in STAGES {
-                let count = format!("echo {stage} >> {}", runs.display());
+                // The hook reads the state the runtime writes to its stdin
+                // first: crun fails a hook that exits before its write
+                // ("writing to pipe: Broken pipe").
+                let count = format!("while read -r _; do :; done; echo {stage} >> {}", runs.display());
                 b.config["hooks"][stage] = json!([{"path": "/bin/sh", "args": ["sh", "-c", count]}]);
             }
             b.write();
