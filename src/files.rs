@@ -179,10 +179,17 @@ pub(crate) fn replace_at(
     perms: Perms,
     durability: Durability,
 ) -> Result<(), FileError> {
+    replace_through(dir, &temp_name(name, ""), name, shown, bytes, perms, durability)
+}
+
+/// The temporary file a replace of `name` writes: `.NAME.oci-tmpfs-hook-tmp`,
+/// with `tag` (a writer's own, or none) before `.oci-tmpfs-hook-tmp`.
+fn temp_name(name: &OsStr, tag: &str) -> std::ffi::OsString {
     let mut temp = std::ffi::OsString::from(".");
     temp.push(name);
+    temp.push(tag);
     temp.push(".oci-tmpfs-hook-tmp");
-    replace_through(dir, &temp, name, shown, bytes, perms, durability)
+    temp
 }
 
 /// [`replace_at`] through the temporary file `temp` in `dir`.
@@ -213,16 +220,9 @@ fn replace_through(
 /// As [`replace`].
 pub(crate) fn replace_shared(path: &Path, bytes: &[u8], perms: Perms) -> Result<(), FileError> {
     static WRITES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let write_err = |source| FileError::Write { path: path.to_path_buf(), source };
-    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err(write_err(io::Error::other("no file name")));
-    };
-    let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
-    let dir = open_dir(parent).map_err(write_err)?;
+    let (dir, name) = parent_dir(path)?;
     let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut temp = std::ffi::OsString::from(".");
-    temp.push(name);
-    temp.push(format!(".{}-{n}.oci-tmpfs-hook-tmp", std::process::id()));
+    let temp = temp_name(name, &format!(".{}-{n}", std::process::id()));
     replace_through(dir.as_fd(), &temp, name, path, bytes, perms, Durability::Scratch)
 }
 
@@ -290,13 +290,22 @@ pub(crate) fn replace(
     perms: Perms,
     durability: Durability,
 ) -> Result<(), FileError> {
+    let (dir, name) = parent_dir(path)?;
+    replace_at(dir.as_fd(), name, path, bytes, perms, durability)
+}
+
+/// The directory `path` is in, opened ([`open_dir`]; `.` for a bare name),
+/// and its file name.
+///
+/// # Errors
+/// A path without a parent or file name, or a parent that cannot be opened.
+fn parent_dir(path: &Path) -> Result<(OwnedFd, &OsStr), FileError> {
     let write_err = |source| FileError::Write { path: path.to_path_buf(), source };
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(write_err(io::Error::other("no file name")));
     };
     let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
-    let dir = open_dir(parent).map_err(write_err)?;
-    replace_at(dir.as_fd(), name, path, bytes, perms, durability)
+    Ok((open_dir(parent).map_err(write_err)?, name))
 }
 
 /// An `O_PATH` handle on a directory, for the `*at` calls above.
