@@ -101,8 +101,14 @@ pub(crate) fn config_check(ctx: &Context) -> (Check, Option<HostConfig>) {
         Ok(settings) => {
             let detail = if missing {
                 format!("{} is missing: built-in defaults", path.display())
-            } else {
+            } else if settings.obsolete.is_empty() {
                 format!("{} parsed", path.display())
+            } else {
+                format!(
+                    "{} parsed; {} no longer has an effect (the caches under HOME replace it: docs/design.md#home-rule), remove it",
+                    path.display(),
+                    settings.obsolete.join(", ")
+                )
             };
             let mut check = Check::ok(what, detail);
             check.info = effective_values(&settings);
@@ -189,7 +195,6 @@ mod tests {
                 "home",
                 "home_size",
                 "max_home_size",
-                "home_fallback",
                 "home_caches",
                 "annotations",
                 "mode",

@@ -10,9 +10,14 @@ use crate::plan::{Cap, HomeWay, Note, Plan, SizeFrom};
 /// memory limit is information.
 pub(crate) fn decision(plan: &Plan) {
     outcome(&plan.notes, &[] as &[&str]);
-    // HOME stays read-only: what writes there beside the caches fails.
+    // HOME stays read-only, its caches writable: one line, a warning when
+    // the image's layout keeps a tool's cache from working.
     if let Some(home @ HomeWay::Caches { .. }) = &plan.home {
-        log::warn!("{}", home.line());
+        if home.warn() {
+            log::warn!("{}", home.line());
+        } else {
+            log::info!("{}", home.line());
+        }
     }
     let mut warned: Vec<&str> = Vec::new();
     for action in &plan.actions {

@@ -4,7 +4,7 @@
 # engine tests; python3-seccomp, uidmap, slirp4netns for the hostile suite;
 # python3-torch for the PyTorch end-to-end tests; python3-pip for the home
 # suite's pip install --user; python3-venv for the CRI client's and the
-# Triton venvs; debootstrap for the sid environment) when missing, applies the one machine fix they need
+# tools venvs; debootstrap for the sid environment) when missing, applies the one machine fix they need
 # (docs/design.md#test-machine: crun wants hugetlb as a cgroup v1 hierarchy on hybrid cgroup
 # hosts), then runs the whole suite with real containers in two environments:
 #

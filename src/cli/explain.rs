@@ -64,9 +64,8 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
     let rootfs = input::rootfs_path(&spec, bundle);
     let mut root = rootfs.as_deref().map(crate::spec::host::LazyRoot::new);
     // As the runtime wrapper makes it: with the rootfs' /etc/passwd when
-    // HOME depends on it; in spec mode it can set HOME.
-    let sets_env = args.mode.unwrap_or(settings.mode) == crate::host_config::Mode::Spec;
-    let user = plan::UserFacts { passwd: plan::Passwd::NotRead, home_dir: None, sets_env };
+    // HOME depends on it, and what the image holds under HOME.
+    let user = plan::UserFacts::HOOK;
     let begun = plan::begin(&spec, None, &settings, host, &user)?;
     let plan = match root.as_mut() {
         Some(r) => plan::finish(begun, user, |q, user| {
@@ -219,12 +218,6 @@ pub(crate) fn render(
             }
         }
     }
-    if let Some(home) = &plan.home_env {
-        let _ = writeln!(
-            out,
-            "  set HOME={home} in process.env (the runtime would give /: home_fallback; the spec executor only)"
-        );
-    }
     if !plan.actions.is_empty() {
         let _ = writeln!(out, "memory:  {}", plan.memory_use(memory_limit).line());
     }
@@ -256,10 +249,13 @@ fn action_line(action: &Action) -> String {
                     Origin::Default => "always".to_string(),
                     Origin::Env(v) => format!("${v}"),
                     Origin::HostConfig => "extra_targets".to_string(),
-                    Origin::Home(HomeFrom::Env) => "$HOME".to_string(),
-                    Origin::Home(HomeFrom::Passwd) => "HOME, from /etc/passwd".to_string(),
-                    Origin::Home(HomeFrom::Fallback) => "HOME, home_fallback".to_string(),
-                    Origin::HomeCache(_) => "a cache under HOME (home_caches)".to_string(),
+                    Origin::HomeCache(HomeFrom::Env) => "a cache under $HOME (home_caches)".to_string(),
+                    Origin::HomeCache(HomeFrom::Passwd) => {
+                        "a cache under HOME, from /etc/passwd (home_caches)".to_string()
+                    }
+                    Origin::HomeCache(HomeFrom::NoEntry) => {
+                        "a cache under the runtime's HOME=/ (home_caches)".to_string()
+                    }
                 })
                 .collect();
             format!(
@@ -297,15 +293,9 @@ fn action_line(action: &Action) -> String {
 /// What each executor does with the plan.
 fn executors(out: &mut String, plan: &Plan) {
     let _ = writeln!(out, "executors:");
-    let but_home = match &plan.home_env {
-        Some(home) => format!(
-            ", but {home}: it cannot set HOME, so for the runtime's HOME=/ it mounts the caches under / (home_caches) instead"
-        ),
-        None => String::new(),
-    };
     let _ = writeln!(
         out,
-        "  hook (Podman, CRI-O, inject, mode = \"hook\"): the actions above, by fd in the container's mount namespace{but_home}"
+        "  hook (Podman, CRI-O, inject, mode = \"hook\"): the actions above, by fd in the container's mount namespace"
     );
     let preview = preview(plan);
     if !preview.expressible {
@@ -401,15 +391,17 @@ fn read_manifest(file: &Path) -> Result<(String, String), Error> {
     Ok((file.display().to_string(), text))
 }
 
-/// A container's assumed `HOME` tmpfs (its image's `/etc/passwd` unknown
-/// here), and its tmpfs sizes summed with it against its memory limit.
+/// A container's assumed cache tmpfs under `HOME` (its image's
+/// `/etc/passwd` unknown here), and its tmpfs sizes summed with them
+/// against its memory limit.
 fn assumed_home_and_memory(out: &mut String, c: &crate::manifest::ContainerReport) {
     if let Some(t) = &c.assumed_home {
         let uid = t.user.map_or(0, |u| u.uid);
         let _ = writeln!(
             out,
-            "    assumed: mount tmpfs on HOME (uid {uid}'s home in the image's /etc/passwd, unknown here): size {}, {}",
-            sizing(&t.size),
+            "    assumed: cache tmpfs under HOME (uid {uid}'s home in the image's /etc/passwd, unknown here, holding none of the caches): {} together ({}), {}",
+            t.size.bytes.approx(),
+            t.size.requested,
             t.options().join(",")
         );
     }

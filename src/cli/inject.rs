@@ -74,6 +74,9 @@ fn in_spec(args: &InjectArgs) -> Result<ExitCode, Error> {
     let runtime = || crate::wrapper::real_runtime::bundle_verdict(args.runtime.as_deref(), &settings);
     let launch = spec::Launch { id: None, runtime: &runtime };
     let outcome = spec::carry_out(&args.bundle, &settings, Some(&entry), &launch)?;
+    if let Some(home) = &outcome.home {
+        println!("{home}");
+    }
     for line in &outcome.done {
         println!("{line}");
     }

@@ -60,9 +60,9 @@ pub(crate) trait Mounter {
     /// Failures that are not a property of the image (a kernel without
     /// `openat2`).
     fn read_passwd(&mut self, root: &mut Self::Root, uid: u32) -> Result<Passwd, SysError>;
-    /// What the rootfs holds at the home `path` (docs/design.md#home-rule),
-    /// as the container will see it.
-    fn read_home_dir(&mut self, root: &mut Self::Root, path: &TargetPath) -> HomeDir;
+    /// What the rootfs holds at the home `path` and at `paths` below it
+    /// (docs/design.md#home-rule), as the container will see it.
+    fn read_home_dir(&mut self, root: &mut Self::Root, path: &str, paths: &[String]) -> HomeDir;
     /// Resolves `target` inside the rootfs and builds the detached tmpfs.
     ///
     /// # Errors
@@ -141,8 +141,8 @@ pub(crate) fn open<M: Mounter>(
     let plan = crate::plan::finish(decision, UserFacts::HOOK, |q, user| {
         match q {
             Question::Passwd(uid) => user.passwd = m.read_passwd(&mut root, *uid)?,
-            Question::HomeDir(path) => {
-                user.home_dir = Some((path.clone(), m.read_home_dir(&mut root, path)));
+            Question::HomeDir(path, paths) => {
+                user.home_dir = Some((path.clone(), m.read_home_dir(&mut root, path, paths)));
             }
         }
         Ok::<(), HookError>(())
@@ -278,9 +278,9 @@ mod tests {
             }
             Ok(self.passwd.clone())
         }
-        fn read_home_dir(&mut self, _: &mut String, path: &TargetPath) -> HomeDir {
+        fn read_home_dir(&mut self, _: &mut String, path: &str, _: &[String]) -> HomeDir {
             self.calls.push(format!("read_home_dir {path}"));
-            HomeDir::Missing
+            HomeDir::Read(vec![(String::new(), crate::plan::Found::Missing)])
         }
         fn commit(&mut self, p: String) -> Result<(), SysError> {
             self.calls.push(format!("commit {p}"));
@@ -475,14 +475,21 @@ mod tests {
             r.calls[..4],
             ["enter prestart Some(7)", "open_root /r", "read_passwd 1000", "read_home_dir /home/app"]
         );
-        assert_eq!(r.calls[4], "prepare /home/app 4Gi in /r", "a quarter of RAM: {:?}", r.calls);
-        assert!(r.calls.contains(&"commit /home/app".to_string()), "{:?}", r.calls);
+        // HOME is missing here: each cache's top directory gets a tmpfs,
+        // the five sharing a quarter of RAM; HOME itself none.
+        assert_eq!(r.calls[4], "prepare /home/app/.cache 819Mi in /r", "{:?}", r.calls);
+        assert!(r.calls.contains(&"commit /home/app/.nv".to_string()), "{:?}", r.calls);
+        assert!(
+            !r.calls.iter().any(|c| c.starts_with("prepare /home/app ") || c == "commit /home/app"),
+            "HOME itself: {:?}",
+            r.calls
+        );
         assert!(
             !r.calls.iter().any(|c| c.contains("/tmp")),
             "the volume's /tmp is left alone: {:?}",
             r.calls
         );
-        assert_eq!(report.done.len(), 2, "the home and /dev/shm");
+        assert_eq!(report.done.len(), 6, "five caches and /dev/shm");
         // A failed read fails before anything is prepared.
         let mut r = Recorder { fail_passwd: true, ..Recorder::default() };
         let err = go_decision(&mut r, begin(), NsEntry::Join(Stage::Prestart), 7, "/r");

@@ -117,8 +117,8 @@ impl Mounter for System {
         root.read_passwd(self.proc.as_ref().ok_or(SysError::NotProcfs("/proc"))?, uid)
     }
 
-    fn read_home_dir(&mut self, root: &mut Root, path: &TargetPath) -> HomeDir {
-        root.home_dir(path)
+    fn read_home_dir(&mut self, root: &mut Root, path: &str, paths: &[String]) -> HomeDir {
+        root.home_dir(path, paths)
     }
 
     fn prepare_tmpfs(
@@ -129,17 +129,18 @@ impl Mounter for System {
         subdirs: &[String],
     ) -> Result<Prepared<Pending>, SysError> {
         let what = target.as_str();
-        // A home (or a cache under it) keeps the mode of the image's
-        // directory, and is left alone where the image gives that directory
-        // to another uid (read before a missing one is made).
-        let image =
-            if tmpfs.image_mode || tmpfs.image_owner.is_some() { root.dir_stat(target) } else { None };
+        // A cache under HOME is left alone where the image gives its
+        // directory to another uid (read before a missing one is made).
+        let image = if tmpfs.image_owner.is_some() { root.dir_stat(target) } else { None };
         if let Some(note) = landing::not_the_processs(what, image.map(|(_, uid)| uid), tmpfs.image_owner) {
             return Ok(Prepared::Skip(note));
         }
-        let image_mode = image.filter(|_| tmpfs.image_mode).map(|(mode, _)| mode);
-        // The rules apply to where the path lands, not only to its text.
-        let fd = match root.resolve_target(target)? {
+        // The rules apply to where the path lands, not only to its text; a
+        // cache's mountpoint made here is the process's.
+        root.make_for(tmpfs.own_from.as_deref().zip(tmpfs.owner));
+        let resolved = root.resolve_target(target);
+        root.make_for(None);
+        let fd = match resolved? {
             Ok(fd) => fd,
             Err(note) => return Ok(Prepared::Skip(self.explain(root, target, note))),
         };
@@ -156,10 +157,7 @@ impl Mounter for System {
                 return Ok(Prepared::Skip(Note::warn(what, reason)));
             }
         }
-        let mnt = match image_mode {
-            Some(mode) => mount::build(&Tmpfs { mode, ..tmpfs.clone() }, subdirs, what, self.selinux)?,
-            None => mount::build(tmpfs, subdirs, what, self.selinux)?,
-        };
+        let mnt = mount::build(tmpfs, subdirs, what, self.selinux)?;
         let done = Done::Mounted { target: what.to_string(), size: tmpfs.size.bytes };
         Ok(Prepared::Ready(Pending::Attach { mnt, target: fd, what: what.to_string() }, done))
     }

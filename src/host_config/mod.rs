@@ -16,17 +16,30 @@ use crate::target::{self, EnvVar, TargetPath};
 pub const DEFAULT_TMP_SIZE: Size = Size::Percent(25);
 /// Default size of `/dev/shm`.
 pub const DEFAULT_SHM_SIZE: Size = Size::Percent(50);
-/// Default size of the container user's `HOME` tmpfs.
+/// Default size that the caches under the container user's `HOME` share.
 pub const DEFAULT_HOME_SIZE: Size = Size::Percent(25);
-/// Default home of ours for a user the runtime would give `HOME=/`.
-pub const DEFAULT_HOME_FALLBACK: &str = "/home/{uid}";
 /// The most variables `env_targets` may name.
 pub const MAX_ENV_TARGETS: usize = 64;
-/// The caches under a `HOME` that is not made writable whole
-/// (docs/design.md#home-rule): where Triton, CuPy, CUDA's JIT, pip, Hugging
-/// Face, torch.hub, Keras and matplotlib write by default.
-pub const DEFAULT_HOME_CACHES: [&str; 6] =
-    [".cache", ".triton", ".cupy", ".nv", ".keras", ".config/matplotlib"];
+/// The tool caches under `HOME`, the only paths there that get a tmpfs
+/// (docs/design.md#home-rule): where torch.hub and PyTorch's kernel cache,
+/// torch_extensions, Hugging Face, pip, numba, vLLM, matplotlib, Triton,
+/// CuPy and CUDA's JIT write at run time by default
+/// (docs/design.md#home-caches). Keras is not among them: it uses
+/// `/tmp/.keras` when `HOME` itself is not writable.
+pub const DEFAULT_HOME_CACHES: [&str; 12] = [
+    ".cache/torch",
+    ".cache/torch_extensions",
+    ".cache/huggingface",
+    ".cache/pip",
+    ".cache/numba",
+    ".cache/vllm",
+    ".cache/matplotlib",
+    ".config/matplotlib",
+    ".config/vllm",
+    ".triton",
+    ".cupy",
+    ".nv",
+];
 /// The most entries `home_caches` may name.
 pub const MAX_HOME_CACHES: usize = 32;
 
@@ -101,7 +114,8 @@ struct RawSettings {
     home: Option<bool>,
     home_size: Option<Size>,
     max_home_size: Option<Size>,
-    home_fallback: Option<HomeFallback>,
+    /// Obsolete: read and ignored ([`HostConfig::obsolete`]).
+    home_fallback: Option<serde::de::IgnoredAny>,
     home_caches: Option<Vec<String>>,
     #[serde(default)]
     annotations: AnnotationPolicy,
@@ -119,15 +133,6 @@ struct RawSettings {
     #[serde(default)]
     log_level: LogLevel,
     runtime_path: Option<PathBuf>,
-}
-
-/// `home_fallback` as written: `false`, `true` (the default template) or a
-/// template with `{uid}`.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum HomeFallback {
-    On(bool),
-    Template(String),
 }
 
 /// `env_targets` as written: valid names, at most [`MAX_ENV_TARGETS`],
@@ -183,9 +188,10 @@ pub struct HostConfig {
     /// The most `oci-tmpfs-hook/home-size` may ask for.
     #[serde(serialize_with = "display_opt")]
     pub max_home_size: Option<Size>,
-    /// Where an executor that can set the environment points `HOME` when the
-    /// runtime would give `/` (`{uid}`: the process's uid); `None`: off.
-    pub home_fallback: Option<String>,
+    /// Keys of the file that no longer have an effect (`home_fallback`),
+    /// for `doctor` to name.
+    #[serde(skip)]
+    pub obsolete: Vec<&'static str>,
     /// The caches under `HOME`, relative to it, that get a tmpfs each when
     /// `HOME` itself is not made writable (docs/design.md#home-rule).
     pub home_caches: Vec<String>,
@@ -229,7 +235,7 @@ impl Default for HostConfig {
             home_size: DEFAULT_HOME_SIZE,
             home_size_set: false,
             max_home_size: None,
-            home_fallback: Some(DEFAULT_HOME_FALLBACK.to_string()),
+            obsolete: Vec::new(),
             home_caches: default_home_caches(),
             annotations: AnnotationPolicy::Allow,
             mode: Mode::Spec,
@@ -256,8 +262,6 @@ pub enum HostConfigError {
     NrInodes,
     #[error("{key} must be an absolute path")]
     Relative { key: &'static str },
-    #[error("home_fallback = {0:?}: {1}")]
-    HomeFallback(String, String),
     #[error("home_caches: {0:?}: {1}")]
     HomeCache(String, String),
 }
@@ -342,17 +346,9 @@ impl HostConfig {
         if raw.runtime_path.as_ref().is_some_and(|p| !p.is_absolute()) {
             return Err(HostConfigError::Relative { key: "runtime_path" });
         }
-        let home_fallback = match raw.home_fallback {
-            None | Some(HomeFallback::On(true)) => Some(DEFAULT_HOME_FALLBACK.to_string()),
-            Some(HomeFallback::On(false)) => None,
-            Some(HomeFallback::Template(t)) => {
-                let example = t.replace("{uid}", "1000");
-                if let Err(reason) = target::validate(&example) {
-                    return Err(HostConfigError::HomeFallback(t, reason.to_string()));
-                }
-                Some(t)
-            }
-        };
+        // `home_fallback` pointed HOME elsewhere for the whole-home rule,
+        // which is gone: still read, so that a host's file keeps working.
+        let obsolete = if raw.home_fallback.is_some() { vec!["home_fallback"] } else { Vec::new() };
         let home_caches = match raw.home_caches {
             None => default_home_caches(),
             Some(list) => home_caches(list)?,
@@ -368,7 +364,7 @@ impl HostConfig {
             home_size: raw.home_size.unwrap_or(DEFAULT_HOME_SIZE),
             home_size_set: raw.home_size.is_some(),
             max_home_size: raw.max_home_size,
-            home_fallback,
+            obsolete,
             home_caches,
             annotations: raw.annotations,
             mode: raw.mode,
@@ -474,7 +470,7 @@ mod tests {
     #[test]
     fn home_keys() {
         let d = HostConfig::default();
-        assert!(d.home && d.home_fallback.as_deref() == Some("/home/{uid}") && d.max_home_size.is_none());
+        assert!(d.home && d.obsolete.is_empty() && d.max_home_size.is_none());
         let s = HostConfig::parse(
             "home = false\nhome_size = \"2Gi\"\nmax_home_size = \"8Gi\"\nhome_fallback = \"/srv/home/{uid}\"",
         )
@@ -482,9 +478,13 @@ mod tests {
         assert!(!s.home && s.home_size_set);
         assert_eq!(s.home_size, Size::Absolute(Bytes(2 << 30)));
         assert_eq!(s.max_home_size, Some(Size::Absolute(Bytes(8 << 30))));
-        assert_eq!(s.home_fallback.as_deref(), Some("/srv/home/{uid}"));
-        assert_eq!(HostConfig::parse("home_fallback = false").unwrap().home_fallback, None);
-        assert_eq!(HostConfig::parse("home_fallback = true").unwrap().home_fallback, d.home_fallback);
+        // home_fallback is obsolete: any value is read and has no effect,
+        // so a host's file written for an earlier version still works.
+        assert_eq!(s.obsolete, ["home_fallback"]);
+        for text in ["home_fallback = false", "home_fallback = true", "home_fallback = 1"] {
+            let s = HostConfig::parse(text).unwrap();
+            assert_eq!(HostConfig { obsolete: Vec::new(), ..s }, d, "{text}");
+        }
     }
 
     #[test]
@@ -506,10 +506,6 @@ mod tests {
             ("env_targets not a list", "env_targets = \"HF_HOME\""),
             ("env_targets not names", "env_targets = [1]"),
             ("home not a bool", "home = \"yes\""),
-            ("home_fallback relative", "home_fallback = \"home/{uid}\""),
-            ("home_fallback in /etc", "home_fallback = \"/etc/{uid}\""),
-            ("home_fallback the root", "home_fallback = \"/\""),
-            ("home_fallback a number", "home_fallback = 1"),
         ];
         for (name, text) in cases {
             let err = HostConfig::parse(text).expect_err(name);

@@ -229,7 +229,7 @@ pub(crate) fn explain(w: &Workload, settings: &HostConfig, ram: Bytes) -> PodRep
     for c in &p.containers {
         let spec = pod::spec_for(p, c);
         // The image's /etc/passwd is unknown here: the plan says what it assumes.
-        let user = plan::UserFacts::unknown(false);
+        let user = plan::UserFacts::unknown();
         let plan = plan::plan_for(&spec, None, settings, plan::HostFacts { ram }, &user);
         if let (Ok(plan), PodShm::Sandbox { size, by, .. }) = (&plan, &mut shm) {
             // The pod's shm is a bind from containerd's sandbox dir; a
@@ -298,27 +298,36 @@ pub(crate) fn explain(w: &Workload, settings: &HostConfig, ram: Bytes) -> PodRep
 /// names, so that nothing else shares or hides it.
 const ASSUMED_HOME: &str = "/oci-tmpfs-hook/assumed-home";
 
-/// The `HOME` tmpfs a container of `spec` gets when its `HOME` comes from
-/// the image's `/etc/passwd` (no `HOME` in its env): that file is unknown
-/// here, and the plan (made with [`plan::Passwd::Unknown`]) says what it
-/// assumes, a home of its own, in a note. This is that home's tmpfs, made
-/// by the same plan with an entry at [`ASSUMED_HOME`]: sized by `home_size`,
-/// the `oci-tmpfs-hook/home-size` annotation within `max_home_size`, and
-/// the memory limit, as on the node. `None` when the container gets no
-/// such home (`home = false`, its env's `HOME`, a plan that does nothing).
+/// The cache tmpfs a container of `spec` gets under its `HOME` when that
+/// comes from the image's `/etc/passwd` (no `HOME` in its env): that file
+/// is unknown here, and the plan (made with [`plan::Passwd::Unknown`]) says
+/// what it assumes in a note. This is those caches' tmpfs, made by the same
+/// plan under a home at [`ASSUMED_HOME`] that holds none of them, as one
+/// tmpfs sized by their total: `home_size` (the `oci-tmpfs-hook/home-size`
+/// annotation within `max_home_size`, and the memory limit), as on the
+/// node. `None` when the container gets no such caches (`home = false`,
+/// its env's `HOME`, a plan that does nothing).
 fn assumed_home(spec: &crate::oci::Spec, settings: &HostConfig, ram: Bytes) -> Option<plan::Tmpfs> {
-    // A home of its own, which the node makes (nothing in the image there).
-    let home = crate::target::validate(ASSUMED_HOME).ok()?;
     let user = plan::UserFacts {
         passwd: plan::Passwd::Entry(ASSUMED_HOME.into()),
-        home_dir: Some((home, plan::HomeDir::Missing)),
-        sets_env: false,
+        home_dir: Some((
+            ASSUMED_HOME.into(),
+            plan::HomeDir::Read(vec![(String::new(), plan::Found::Missing)]),
+        )),
     };
     let plan = plan::plan_for(spec, None, settings, plan::HostFacts { ram }, &user).ok()?;
-    plan.actions.into_iter().find_map(|a| match a {
-        Action::MountTmpfs { target, tmpfs, .. } if target.as_str() == ASSUMED_HOME => Some(tmpfs),
-        _ => None,
-    })
+    let caches: Vec<plan::Tmpfs> = plan
+        .actions
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::MountTmpfs { target, tmpfs, .. } if target.is_under(ASSUMED_HOME) => Some(tmpfs),
+            _ => None,
+        })
+        .collect();
+    let total = caches.iter().map(|t| t.size.bytes.0).sum();
+    let mut first = caches.into_iter().next()?;
+    first.size.bytes = Bytes(total);
+    Some(first)
 }
 
 /// The temp- and cache-dir inputs a manifest cannot show: `valueFrom` and

@@ -13,8 +13,7 @@ const MI: u64 = 1 << 20;
 const GI: u64 = 1 << 30;
 const RAM: Bytes = Bytes(16 * GI);
 /// What `explain --manifest` knows of the image's /etc/passwd.
-const UNKNOWN: plan::UserFacts =
-    plan::UserFacts { passwd: plan::Passwd::Unknown, home_dir: None, sets_env: false };
+const UNKNOWN: plan::UserFacts = plan::UserFacts { passwd: plan::Passwd::Unknown, home_dir: None };
 
 fn manifest(yaml: &str) -> Vec<Workload> {
     let docs = doc::load("t.yaml", yaml).expect("yaml");
@@ -362,25 +361,34 @@ spec:
     let r = explain(&ws[0], &HostConfig::default(), RAM);
     let c = &r.containers[0];
     let plan = c.plan.as_ref().unwrap();
-    let home = plan.actions.iter().find(|a| a.target() == "/home/app").expect("HOME is a target");
-    let t = home.tmpfs();
+    // HOME itself is never a target; its caches are, assumed missing from
+    // the image, and share home_size.
+    assert!(plan.actions.iter().all(|a| a.target() != "/home/app"), "HOME is not a target");
+    let cache = plan.actions.iter().find(|a| a.target() == "/home/app/.triton").expect("a cache is a target");
+    let t = cache.tmpfs();
     assert_eq!(
         (t.mode, t.owner, t.size.bytes),
-        (0o700, Some(plan::Owner { uid: 1000, gid: 3000 }), Bytes(GI / 4))
+        (0o700, Some(plan::Owner { uid: 1000, gid: 3000 }), Bytes(((GI / 4 / 5) >> 20) << 20))
     );
-    // /tmp, /scratch and HOME at 25% of 1Gi, /dev/shm at 50%: 1.25Gi.
+    // /tmp, /scratch and the caches at 25% of 1Gi, /dev/shm at 50%: 1.25Gi.
     let m = c.memory.expect("a plan with mounts has its memory use");
-    assert_eq!((m.tmpfs_total, m.limit, m.over()), (Bytes(5 * GI / 4), Some(Bytes(GI)), true));
+    assert_eq!(
+        (m.tmpfs_total, m.limit, m.over()),
+        (Bytes(GI + (((GI / 4 / 5) >> 20) << 20) * 5), Some(Bytes(GI)), true)
+    );
     assert!(m.line().contains("OOM kill"), "{}", m.line());
     let c = &r.containers[1];
     let plan = c.plan.as_ref().unwrap();
-    assert!(plan.actions.iter().all(|a| !a.tmpfs().image_mode), "no HOME target without HOME");
+    assert!(plan.actions.iter().all(|a| a.tmpfs().own_from.is_none()), "no cache target without HOME");
     let note = plan.notes.iter().find(|n| n.subject == "HOME").expect("the assumption is said");
     assert!(note.reason.contains("uid 1000") && note.reason.contains("unknown here"), "{note:?}");
     assert!(!c.memory.unwrap().over(), "no limit: never over");
     // The assumed home is counted: 25% of the node's RAM, its user's.
     let t = c.assumed_home.as_ref().expect("the assumed HOME's tmpfs");
-    assert_eq!((t.size.bytes, t.user), (Bytes(RAM.0 / 4), Some(plan::Owner { uid: 1000, gid: 2000 })));
+    assert_eq!(
+        (t.size.bytes, t.user),
+        (Bytes((((RAM.0 / 4 / 5) >> 20) << 20) * 5), Some(plan::Owner { uid: 1000, gid: 2000 }))
+    );
     assert_eq!(r.containers[0].assumed_home, None, "its env's HOME is in the plan");
 }
 
@@ -404,18 +412,28 @@ fn the_assumed_home_counts_in_the_memory_sum() {
     };
     let c = report(&pod("", ""), &HostConfig::default());
     let home = c.assumed_home.as_ref().expect("an assumed HOME");
-    assert_eq!((home.size.bytes, home.mode), (Bytes(GI / 4), 0o700));
+    // Five cache tmpfs sharing a quarter of the limit (each rounded down).
+    assert_eq!((home.size.bytes, home.mode), (Bytes((((GI / 4 / 5) >> 20) << 20) * 5), 0o700));
     let m = c.memory.unwrap();
-    assert_eq!((m.tmpfs_total, m.over()), (Bytes(5 * GI / 4), true), "{}", m.line());
+    assert_eq!(
+        (m.tmpfs_total, m.over()),
+        (Bytes(GI + (((GI / 4 / 5) >> 20) << 20) * 5), true),
+        "{}",
+        m.line()
+    );
     let plan_only = c.plan.as_ref().unwrap().memory_use(m.limit).tmpfs_total;
     assert_eq!(plan_only, Bytes(GI), "the plan's own actions leave the assumed HOME out");
 
     // The annotation within max_home_size, and the memory limit, as on a node.
     let capped = HostConfig { max_home_size: Some("128Mi".parse().unwrap()), ..HostConfig::default() };
     let c = report(&pod("oci-tmpfs-hook/home-size: 512Mi", ""), &capped);
-    assert_eq!(c.assumed_home.unwrap().size.bytes, Bytes(128 << 20));
+    assert_eq!(c.assumed_home.unwrap().size.bytes, Bytes(((((128 << 20) / 5) >> 20) << 20) * 5));
     let c = report(&pod("oci-tmpfs-hook/home-size: 4Gi", ""), &HostConfig::default());
-    assert_eq!(c.assumed_home.unwrap().size.bytes, Bytes(GI), "capped by the memory limit");
+    assert_eq!(
+        c.assumed_home.unwrap().size.bytes,
+        Bytes((((GI / 5) >> 20) << 20) * 5),
+        "capped by the memory limit"
+    );
 
     let off = HostConfig { home: false, ..HostConfig::default() };
     let c = report(&pod("", ""), &off);

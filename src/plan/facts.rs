@@ -48,38 +48,68 @@ pub enum Passwd {
     Unreadable(String),
 }
 
-/// What the image holds at the home directory, as an executor read it
-/// (resolved in the rootfs by fd, never followed out of it): what decides
-/// whether `HOME` is made writable whole, only its caches, or not at all
+/// What the image holds at the home directory and along each cache's path
+/// below it, as an executor read it (resolved in the rootfs by fd, never
+/// followed out of it): where each cache's tmpfs goes, if anywhere
 /// (docs/design.md#home-rule).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
+#[serde(rename_all = "snake_case", tag = "kind", content = "entries")]
 pub enum HomeDir {
     /// Not read: the plan asks for it ([`super::Plan::home_dir`]).
     #[default]
     NotRead,
     /// No image to read (`explain --manifest`).
     Unknown,
-    /// The image has nothing there: the executor makes it.
+    /// `HOME` (the path `""`) and the paths below it that were read
+    /// ([`read_paths`]), relative to it: what the image holds at each.
+    /// A path below a missing, empty or non-directory entry is not read.
+    Read(Vec<(String, Found)>),
+}
+
+/// What the image holds at one path.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Found {
+    /// Nothing: an executor may make a directory there.
     Missing,
     /// A directory.
     Dir(DirFacts),
-    /// Anything else, or a path that could not be read (a file, a mount
-    /// reached through it, a loop): the executor's landing rules say why
-    /// it is left alone.
+    /// A symlink (below `HOME`, no symlink is followed).
+    Symlink,
+    /// A mount point, or a path that crosses one (a volume).
+    Mount,
+    /// Anything else (a file, a device, a FIFO), or a path that could not
+    /// be read.
     Other,
 }
 
 /// A directory of the image, as `fstat` and a listing give it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct DirFacts {
     /// Its owner as the executor sees it: host ids.
     pub owner: super::Owner,
     /// Its permission bits.
     pub mode: u32,
-    /// The first entry whose name does not start with a dot (an app, a
-    /// site, data), if any; `None`: only dot-entries, or empty.
-    pub plain: Option<String>,
+    /// It holds no entry.
+    pub empty: bool,
+}
+
+/// The paths below `HOME` that an executor reads for the caches `caches`
+/// (each relative to `HOME`): every directory along each cache's path,
+/// shallowest first, each once.
+pub fn read_paths(caches: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for c in caches {
+        let parts: Vec<&str> = c.split('/').filter(|p| !p.is_empty()).collect();
+        for i in 1..=parts.len() {
+            let p = parts[..i].join("/");
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out.sort_by_key(|p| p.matches('/').count());
+    out
 }
 
 /// What only an executor knows of the container's user.
@@ -87,26 +117,22 @@ pub struct DirFacts {
 pub struct UserFacts {
     pub passwd: Passwd,
     /// What the image holds at the home's path, and that path.
-    pub home_dir: Option<(TargetPath, HomeDir)>,
-    /// The executor writes `config.json` before the runtime reads it, so it
-    /// can set `HOME` in `process.env` (the spec executor: the runtime
-    /// wrapper in spec mode, `inject --mode spec`).
-    pub sets_env: bool,
+    pub home_dir: Option<(String, HomeDir)>,
 }
 
 impl UserFacts {
-    /// An executor that has not read `/etc/passwd` and cannot set the
-    /// environment (the hook, NRI).
-    pub const HOOK: UserFacts = UserFacts { passwd: Passwd::NotRead, home_dir: None, sets_env: false };
+    /// An executor that has not read `/etc/passwd` (the hook, NRI, the
+    /// spec executor before its read).
+    pub const HOOK: UserFacts = UserFacts { passwd: Passwd::NotRead, home_dir: None };
 
     /// The facts of an executor that reads nothing (`explain --manifest`):
     /// `passwd` and the home's directory unknown.
-    pub fn unknown(sets_env: bool) -> UserFacts {
-        UserFacts { passwd: Passwd::Unknown, home_dir: None, sets_env }
+    pub fn unknown() -> UserFacts {
+        UserFacts { passwd: Passwd::Unknown, home_dir: None }
     }
 
     /// What the image holds at `path`, when this executor read it.
-    pub(super) fn home_dir_at(&self, path: &TargetPath) -> &HomeDir {
+    pub(super) fn home_dir_at(&self, path: &str) -> &HomeDir {
         match &self.home_dir {
             Some((p, facts)) if p == path => facts,
             _ if self.passwd == Passwd::Unknown => &HomeDir::Unknown,
@@ -120,8 +146,9 @@ impl UserFacts {
 pub enum Question {
     /// The image's `/etc/passwd` entry of this uid.
     Passwd(u32),
-    /// What the image holds at this home directory.
-    HomeDir(TargetPath),
+    /// What the image holds at this home directory and at these paths
+    /// below it ([`read_paths`]).
+    HomeDir(String, Vec<String>),
 }
 
 /// Everything a decision depends on.

@@ -1,5 +1,5 @@
 //! Step 4 of the plan: the container user's `HOME` (docs/design.md#home-plan)
-//! and what it gets (docs/design.md#home-rule).
+//! and the tool caches under it (docs/design.md#home-rule).
 //!
 //! `HOME` is what the runtime will set: the last `HOME=` of `process.env`
 //! (runc and crun keep the last: docs/design.md#env-last), else the home
@@ -8,52 +8,43 @@
 //! [`super::Question::Passwd`], and `HOME`'s step is taken again with the
 //! answer: [`super::Partial::answer`]), else `/`.
 //!
-//! What it gets never opens up the image: a home the image gives to
-//! another uid is left alone; a home that holds more than dot-entries, or
-//! holds the process's working directory, keeps its files as the image made
-//! them and only its caches (`home_caches`) get a tmpfs each; otherwise
-//! `HOME` gets a tmpfs with the image directory's owner and mode. What the
-//! image holds there is read by an executor too ([`super::Plan::home_dir`]).
-//! A `HOME` of `/` is replaced by `home_fallback` where the executor can
-//! set the environment, else gets the caches under `/`. Pure:
-//! [`passwd_home`] parses bytes an executor read.
+//! `HOME` itself never gets a tmpfs: dot-entries hold code. Each cache of
+//! `home_caches` gets one on the shallowest directory below `HOME` along
+//! its path that the image has missing or empty ([`place`]), from what an
+//! executor read there ([`super::Plan::home_dir`]); the caches share
+//! `home_size`. Pure: [`passwd_home`] parses bytes an executor read.
 
-use super::{DirFacts, HomeDir, HomeFrom, Inputs, Note, Owner, Passwd, PlanError};
+use super::facts::{DirFacts, Found, SpecMounts};
+use super::{CacheLeft, HomeDir, HomeFrom, Inputs, Note, Owner, Passwd, PlanError};
 use crate::names::ANNOTATION_HOME;
 use crate::target::{self, Reject, TargetPath};
 
-/// The home to mount, or its caches.
+/// The caches of a home, as the image allows them.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct Home {
-    /// `HOME`, as the process gets it (`/` for caches under the root).
+    /// `HOME`, normalised (`/` for the runtime's `/`).
     pub(super) path: String,
     pub(super) from: HomeFrom,
     /// The container-side ids of the process.
     pub(super) user: Owner,
     /// The host ids of the process.
     pub(super) host: Owner,
-    pub(super) way: Way,
-}
-
-/// What the home gets.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum Way {
-    /// A tmpfs at `HOME`, like the image's directory when it has one
-    /// (`None`: made for the process, mode [`super::HOME_MODE`]).
-    Whole { path: TargetPath, dir: Option<DirFacts> },
-    /// A tmpfs at each of these caches, and why not at `HOME`.
-    Caches { paths: Vec<TargetPath>, why: String },
+    /// Where the cache tmpfs go, each once.
+    pub(super) mounts: Vec<TargetPath>,
+    /// The caches left alone, and why.
+    pub(super) left: Vec<CacheLeft>,
 }
 
 /// The step's outcome.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Step {
-    /// No home to mount, nothing to say (off, or unknown here).
+    /// No caches, nothing to say (off, or unknown here).
     None,
     /// Read `/etc/passwd` for this uid, then take this step again.
     Ask(u32),
-    /// Read what the image holds at this directory, then take this step again.
-    Look(TargetPath),
+    /// Read what the image holds at this `HOME` and at these paths below
+    /// it, then take this step again.
+    Look(String, Vec<String>),
     /// Left alone: the note says why.
     Left(Note),
     Mount(Home),
@@ -66,8 +57,8 @@ pub(super) fn process_user(spec: &crate::oci::Spec) -> Owner {
         .map_or(Owner { uid: 0, gid: 0 }, |p| Owner { uid: p.user().uid(), gid: p.user().gid() })
 }
 
-/// Whether `HOME` gets a tmpfs: the host config's `home`, overridden by the
-/// annotation.
+/// Whether the caches get a tmpfs: the host config's `home`, overridden by
+/// the annotation.
 fn wanted(inputs: &Inputs<'_>) -> Result<bool, PlanError> {
     match inputs.annotation(ANNOTATION_HOME) {
         Some("true") => Ok(true),
@@ -78,19 +69,77 @@ fn wanted(inputs: &Inputs<'_>) -> Result<bool, PlanError> {
 }
 
 /// The variables that move the caches out of `HOME`, for a warning about a
-/// home left alone.
+/// cache left alone.
 const CACHE_VARS: &str =
     "TRITON_CACHE_DIR, CUPY_CACHE_DIR, CUDA_CACHE_PATH, XDG_CACHE_HOME, HF_HOME, TORCH_HOME, MPLCONFIGDIR";
 
-/// The home for this container, and what it gets.
+/// The home for this container, and what its caches get.
 ///
 /// # Errors
 /// An `oci-tmpfs-hook/home` annotation that is neither `true` nor `false`.
 pub(super) fn home(inputs: &Inputs<'_>, temp_dirs: &[TargetPath]) -> Result<Step, PlanError> {
-    if !wanted(inputs)? {
+    if !wanted(inputs)? || inputs.settings.home_caches.is_empty() {
         return Ok(Step::None);
     }
     let user = process_user(inputs.spec);
+    let (path, from, subject, host) = match which_home(inputs, user) {
+        Ok(found) => found,
+        Err(step) => return Ok(step),
+    };
+    // HOME=/tmp, or inside it: the temp dir's tmpfs holds its caches.
+    if let Some(t) = temp_dirs.iter().find(|t| path == t.as_str() || path.starts_with(&format!("{t}/"))) {
+        return Ok(Step::Left(Note::info(
+            subject,
+            format!("it lies in {t}, which gets a temp tmpfs: the caches are written there"),
+        )));
+    }
+    let spec = SpecMounts::of(inputs.spec);
+    if path != "/" {
+        let p = target::validate(&path).expect("validated above");
+        if let Some(d) = spec.last_at(&path).map(|_| path.as_str()).or_else(|| spec.containing(&p)) {
+            return Ok(Step::Left(Note::info(
+                subject,
+                format!("the spec mounts {d} (a volume): the caches in it are the volume's"),
+            )));
+        }
+    }
+    let caches = &inputs.settings.home_caches;
+    let read = match inputs.user.home_dir_at(&path) {
+        HomeDir::NotRead => return Ok(Step::Look(path, super::read_paths(caches))),
+        // `explain --manifest`: assumed a directory of the process's,
+        // holding none of the caches.
+        HomeDir::Unknown => {
+            std::iter::once((String::new(), Found::Dir(DirFacts { owner: host, mode: 0o700, empty: false })))
+                .chain(super::read_paths(caches).into_iter().map(|p| (p, Found::Missing)))
+                .collect()
+        }
+        HomeDir::Read(read) => read.clone(),
+    };
+    let why = match read.iter().find(|(p, _)| p.is_empty()).map(|(_, e)| e) {
+        Some(Found::Dir(_) | Found::Missing) => None,
+        Some(Found::Mount) => Some(Note::info(
+            subject.clone(),
+            "it is a mount point, or its path crosses one (a volume): the caches in it are the volume's",
+        )),
+        Some(Found::Symlink | Found::Other) | None => Some(Note::warn(
+            subject.clone(),
+            "the image has something other than a directory there: left alone",
+        )),
+    };
+    if let Some(note) = why {
+        return Ok(Step::Left(note));
+    }
+    // The directories a runtime makes for the spec's mounts belong to the
+    // container's root.
+    let runtime = host_owner(inputs.spec, Owner { uid: 0, gid: 0 }).unwrap_or(Owner { uid: 0, gid: 0 });
+    let (mounts, left) = place(&path, &read, caches, host.uid, runtime, &spec);
+    Ok(Step::Mount(Home { path, from, user, host, mounts, left }))
+}
+
+/// Which `HOME` the process gets, normalised (`/` for the runtime's), where
+/// it came from, how notes name it, and the process's host ids; or the
+/// step that ends here (a question, or `HOME` left alone with a note).
+fn which_home(inputs: &Inputs<'_>, user: Owner) -> Result<(String, HomeFrom, String, Owner), Step> {
     let env_home = inputs
         .spec
         .process()
@@ -99,21 +148,21 @@ pub(super) fn home(inputs: &Inputs<'_>, temp_dirs: &[TargetPath]) -> Result<Step
         .and_then(|env| env.iter().rev().find_map(|e| e.strip_prefix("HOME=")));
     let (value, from) = match (env_home, &inputs.user.passwd) {
         (Some(v), _) => (v, HomeFrom::Env),
-        (None, Passwd::NotRead) => return Ok(Step::Ask(user.uid)),
+        (None, Passwd::NotRead) => return Err(Step::Ask(user.uid)),
         (None, Passwd::Entry(h)) => (h.as_str(), HomeFrom::Passwd),
-        (None, Passwd::NoEntry) => ("", HomeFrom::Fallback),
+        (None, Passwd::NoEntry) => ("/", HomeFrom::NoEntry),
         (None, Passwd::Unknown) => {
-            return Ok(Step::Left(Note::info(
+            return Err(Step::Left(Note::info(
                 "HOME",
                 format!(
-                    "comes from the image's /etc/passwd entry for uid {} (unknown here): assumed to be a home of its own holding only dot-entries, which gets a tmpfs (one holding an app gets its caches only, another uid's nothing); with no entry the runtime gives HOME=/, replaced by {} where the executor can set the environment, else its caches under / get a tmpfs",
+                    "comes from the image's /etc/passwd entry for uid {} (unknown here): HOME stays read-only, and each cache ({}) gets a tmpfs on the first directory along its path that the image has missing or empty (/ without an entry)",
                     user.uid,
-                    fallback_text(inputs, user.uid)
+                    inputs.settings.home_caches.join(", ")
                 ),
             )));
         }
         (None, Passwd::Unreadable(why)) => {
-            return Ok(Step::Left(Note::warn(
+            return Err(Step::Left(Note::warn(
                 "HOME",
                 format!("the image's /etc/passwd {why}; set HOME in the container's environment"),
             )));
@@ -122,12 +171,10 @@ pub(super) fn home(inputs: &Inputs<'_>, temp_dirs: &[TargetPath]) -> Result<Step
     let subject = match from {
         HomeFrom::Env => format!("HOME={value}"),
         HomeFrom::Passwd => format!("HOME={value} (uid {}'s /etc/passwd entry)", user.uid),
-        HomeFrom::Fallback => {
-            format!("HOME (uid {} has no /etc/passwd entry: the runtime gives /)", user.uid)
-        }
+        HomeFrom::NoEntry => format!("HOME (uid {} has no /etc/passwd entry: the runtime gives /)", user.uid),
     };
     let Some(host) = host_owner(inputs.spec, user) else {
-        return Ok(Step::Left(Note::warn(
+        return Err(Step::Left(Note::warn(
             subject,
             format!(
                 "the container's user namespace maps no host id to the process's uid {} / gid {}",
@@ -135,117 +182,167 @@ pub(super) fn home(inputs: &Inputs<'_>, temp_dirs: &[TargetPath]) -> Result<Step
             ),
         )));
     };
-    match target::validate(value) {
-        Ok(path) => {
-            // HOME=/tmp (root's passwd home in some images): the temp dir's
-            // tmpfs, mode 1777 for every user, with what the image holds
-            // there copied up: nothing to judge.
-            let temp = temp_dirs.contains(&path);
-            let home = Home { path: path.to_string(), from, user, host, way: whole(path) };
-            Ok(if temp { Step::Mount(home) } else { judge(inputs, home, subject) })
-        }
+    let path = match target::validate(value) {
+        Ok(path) => path.to_string(),
+        // The runtime's `/`, or an empty passwd home (the runtime gives `/`).
         Err(Reject::Root | Reject::Empty)
             if from != HomeFrom::Env || (!value.is_empty() && target::normalise(value) == "/") =>
         {
-            Ok(fallback(inputs, user, host, subject))
+            "/".to_string()
         }
-        Err(reason) => Ok(Step::Left(Note::warn(
-            subject,
-            format!(
-                "HOME {reason}; give the user a home of its own (HOME in the environment or its /etc/passwd entry) or mount a volume there"
-            ),
-        ))),
-    }
-}
-
-fn whole(path: TargetPath) -> Way {
-    Way::Whole { path, dir: None }
-}
-
-/// A home at a path of its own: what the image holds there decides
-/// whether it gets a tmpfs whole, only its caches, or nothing
-/// (docs/design.md#home-rule).
-fn judge(inputs: &Inputs<'_>, mut home: Home, subject: String) -> Step {
-    let Way::Whole { path, .. } = &home.way else { return Step::Mount(home) };
-    let path = path.clone();
-    let dir = match inputs.user.home_dir_at(&path) {
-        HomeDir::NotRead => return Step::Look(path),
-        // Unknown (`explain --manifest`): assumed to be a home of its own;
-        // missing, or not a directory: made, or left to the landing rules.
-        HomeDir::Unknown | HomeDir::Missing | HomeDir::Other => return Step::Mount(home),
-        HomeDir::Dir(d) => d.clone(),
-    };
-    if dir.owner.uid != home.host.uid {
-        return Step::Left(Note::warn(
-            subject,
-            format!(
-                "the image gives {path} to uid {} (host), not to the process (uid {}): left alone, read-only, so no file of it is opened up; point the caches elsewhere ({CACHE_VARS}: each gets a tmpfs of its own)",
-                dir.owner.uid, home.host.uid
-            ),
-        ));
-    }
-    let cwd = inputs.spec.process().as_ref().map(|p| target::normalise(p.cwd()));
-    let why = match (&dir.plain, cwd) {
-        (Some(name), _) => {
-            Some(format!("it holds {name:?}, not only dot-entries: the image's files stay as they are"))
-        }
-        (None, Some(cwd)) if cwd == path.as_str() || cwd.starts_with(&format!("{path}/")) => Some(format!(
-            "it holds the process's working directory {cwd}: nothing new may appear beside the app"
-        )),
-        _ => None,
-    };
-    home.way = match why {
-        Some(why) => Way::Caches { paths: caches_under(inputs, path.as_str()), why },
-        None => Way::Whole { path, dir: Some(dir) },
-    };
-    Step::Mount(home)
-}
-
-/// The caches of `home_caches` under `home` (`/` included).
-fn caches_under(inputs: &Inputs<'_>, home: &str) -> Vec<TargetPath> {
-    let base = home.trim_end_matches('/');
-    inputs.settings.home_caches.iter().filter_map(|c| target::validate(&format!("{base}/{c}")).ok()).collect()
-}
-
-fn fallback_text(inputs: &Inputs<'_>, uid: u32) -> String {
-    inputs.settings.home_fallback.as_ref().map_or_else(
-        || "its caches under / (home_fallback = false)".to_string(),
-        |t| t.replace("{uid}", &uid.to_string()),
-    )
-}
-
-/// A home of `/`: the fallback where the executor can set `HOME`, else the
-/// caches under `/` (nothing else of `/` becomes writable).
-fn fallback(inputs: &Inputs<'_>, user: Owner, host: Owner, subject: String) -> Step {
-    let caches = |why: String| {
-        Step::Mount(Home {
-            path: "/".into(),
-            from: HomeFrom::Fallback,
-            user,
-            host,
-            way: Way::Caches { paths: caches_under(inputs, "/"), why },
-        })
-    };
-    let Some(template) = &inputs.settings.home_fallback else {
-        return caches("a tmpfs over / would hide the image (home_fallback = false)".into());
-    };
-    let path = template.replace("{uid}", &user.uid.to_string());
-    if !inputs.user.sets_env {
-        return caches(format!(
-            "a tmpfs over / would hide the image, and the hook cannot set the environment; the runtime wrapper in spec mode (or `inject --mode spec`) sets HOME={path} instead"
-        ));
-    }
-    match target::validate(&path) {
-        Ok(path) => judge(
-            inputs,
-            Home { path: path.to_string(), from: HomeFrom::Fallback, user, host, way: whole(path) },
-            subject,
-        ),
-        // HostConfig checked the template with uid 1000; a uid cannot make it
-        // relative or `..`, but keep the note for any other reason.
         Err(reason) => {
-            Step::Left(Note::warn(subject, format!("home_fallback gives {path:?}, which {reason}")))
+            return Err(Step::Left(Note::warn(
+                subject,
+                format!(
+                    "HOME {reason}; give the user a home of its own (HOME in the environment or its /etc/passwd entry) or mount a volume there"
+                ),
+            )));
         }
+    };
+    Ok((path, from, subject, host))
+}
+
+/// Where each cache's tmpfs goes under the home `home`, from what the
+/// image holds there (`read`: `HOME` as `""`, the paths below it relative
+/// to it) and the spec's mounts: the mountpoints, each once, and the
+/// caches left alone with why (docs/design.md#home-rule).
+///
+/// Along each cache's path below `HOME`, shallowest first: a directory
+/// missing from the image gets the tmpfs when its parent is the process's
+/// (`uid`, a host uid), or a `HOME` missing from the image (made for the
+/// process), or `/` for `HOME=/`; an empty directory of the process's gets
+/// it; a directory holding files is walked into; anything else (a
+/// symlink, a file, a mount, another uid's directory) leaves the cache
+/// alone, as does a spec mount (a volume) at or above the path. A
+/// directory that holds a spec mount is never covered: a missing one
+/// counts as the runtime's (`runtime`, which makes it), holding the mount.
+pub(super) fn place(
+    home: &str,
+    read: &[(String, Found)],
+    caches: &[String],
+    uid: u32,
+    runtime: Owner,
+    spec: &SpecMounts<'_>,
+) -> (Vec<TargetPath>, Vec<CacheLeft>) {
+    let base = home.trim_end_matches('/');
+    let home_entry = read.iter().find(|(p, _)| p.is_empty()).map(|(_, e)| e);
+    let mut mounts: Vec<TargetPath> = Vec::new();
+    let mut left = Vec::new();
+    for cache in caches {
+        let mut leave = |why: String, warn: bool| left.push(CacheLeft { cache: cache.clone(), why, warn });
+        let parts: Vec<&str> = cache.split('/').filter(|p| !p.is_empty()).collect();
+        let home_missing = matches!(home_entry, Some(Found::Missing));
+        // Below a directory missing or empty in the image, nothing is
+        // there (and nothing was read).
+        let mut missing =
+            home_missing || matches!(home_entry, Some(Found::Dir(DirFacts { empty: true, .. })));
+        // The owner of the directory the next path lies in, and its name.
+        let mut parent = (
+            if home_missing { uid } else { dir_owner(home_entry) },
+            if home == "/" { "/".to_string() } else { home.to_string() },
+        );
+        for i in 1..=parts.len() {
+            let rel = parts[..i].join("/");
+            let full = format!("{base}/{rel}");
+            let Ok(path) = target::validate(&full) else {
+                leave(format!("{full} is not a usable path"), true);
+                break;
+            };
+            if let Some(d) = spec.last_at(&full).map(|_| full.as_str()).or_else(|| spec.containing(&path)) {
+                leave(format!("the spec mounts {d} (a volume): left to it"), false);
+                break;
+            }
+            let mut entry = if missing {
+                Found::Missing
+            } else {
+                read.iter().find(|(p, _)| *p == rel).map_or(Found::Other, |(_, e)| e.clone())
+            };
+            let empty = matches!(entry, Found::Dir(DirFacts { empty: true, .. }));
+            if spec.inside(&path).is_some() {
+                entry = match entry {
+                    Found::Missing => {
+                        missing = true;
+                        Found::Dir(DirFacts { owner: runtime, mode: 0o755, empty: false })
+                    }
+                    Found::Dir(d) => Found::Dir(DirFacts { empty: false, ..d }),
+                    other => other,
+                };
+            }
+            match entry {
+                Found::Missing => {
+                    // `/` for HOME=/ is the one directory not the process's
+                    // where a mountpoint is made.
+                    if parent.0 == uid || (home == "/" && i == 1) {
+                        push_once(&mut mounts, path);
+                    } else {
+                        leave(
+                            format!(
+                                "{full} is missing, and {} belongs to uid {} (host), not to the process (uid {uid}): no mountpoint is made in it; point the cache elsewhere ({CACHE_VARS})",
+                                parent.1, parent.0
+                            ),
+                            true,
+                        );
+                    }
+                    break;
+                }
+                Found::Dir(d) if d.empty => {
+                    if d.owner.uid == uid {
+                        push_once(&mut mounts, path);
+                    } else {
+                        leave(
+                            format!(
+                                "the image gives {full} to uid {} (host), not to the process (uid {uid}); point the cache elsewhere ({CACHE_VARS})",
+                                d.owner.uid
+                            ),
+                            true,
+                        );
+                    }
+                    break;
+                }
+                Found::Dir(d) => {
+                    if i == parts.len() {
+                        leave(
+                            format!("{full} holds the image's files, which stay as they are, read-only"),
+                            false,
+                        );
+                    }
+                    parent = (d.owner.uid, full);
+                    // An empty directory holding a spec mount: the rest of
+                    // the path is missing in the image.
+                    missing |= empty;
+                }
+                Found::Symlink => {
+                    leave(format!("{full} is a symlink in the image: never followed"), true);
+                    break;
+                }
+                Found::Mount => {
+                    leave(
+                        format!("{full} is a mount point, or its path crosses one (a volume): left to it"),
+                        false,
+                    );
+                    break;
+                }
+                Found::Other => {
+                    leave(format!("the image has something other than a directory at {full}"), true);
+                    break;
+                }
+            }
+        }
+    }
+    (mounts, left)
+}
+
+/// The host uid owning a directory entry (`u32::MAX`: none).
+fn dir_owner(entry: Option<&Found>) -> u32 {
+    match entry {
+        Some(Found::Dir(d)) => d.owner.uid,
+        _ => u32::MAX,
+    }
+}
+
+fn push_once(mounts: &mut Vec<TargetPath>, path: TargetPath) {
+    if !mounts.contains(&path) {
+        mounts.push(path);
     }
 }
 
@@ -258,12 +355,6 @@ pub(super) fn host_owner(spec: &crate::oci::Spec, ids: Owner) -> Option<Owner> {
         uid: map_id(spec, |l| l.uid_mappings(), ids.uid, to_host)?,
         gid: map_id(spec, |l| l.gid_mappings(), ids.gid, to_host)?,
     })
-}
-
-/// The container-side gid of the host gid `host` (the inverse of
-/// [`host_owner`]'s mapping); `None` when the mappings do not cover it.
-pub(super) fn container_gid(spec: &crate::oci::Spec, host: u32) -> Option<u32> {
-    map_id(spec, |l| l.gid_mappings(), host, |m| (m.host_id(), m.container_id()))
 }
 
 /// `id` through the mappings `maps` picks from the spec, each read as

@@ -26,7 +26,9 @@ use std::collections::HashMap;
 use crate::oci::Spec;
 
 use facts::SpecMounts;
-pub use facts::{DirFacts, HomeDir, HostFacts, Inputs, Passwd, Question, UserFacts, PASSWD_MAX};
+pub use facts::{
+    read_paths, DirFacts, Found, HomeDir, HostFacts, Inputs, Passwd, Question, UserFacts, PASSWD_MAX,
+};
 pub use home::passwd_home;
 pub use model::*;
 
@@ -178,7 +180,7 @@ impl<'a> Partial<'a> {
     pub fn unanswered(self, user: &UserFacts) -> Plan {
         let step = match self.question {
             Question::Passwd(uid) => home::Step::Ask(uid),
-            Question::HomeDir(ref path) => home::Step::Look(path.clone()),
+            Question::HomeDir(ref path, ref paths) => home::Step::Look(path.clone(), paths.clone()),
         };
         complete(&self.ground.inputs(user), self.made, step)
     }
@@ -252,7 +254,7 @@ fn at_home<'a>(ground: Ground<'a>, made: Box<Made<'a>>, user: &UserFacts) -> Res
     let inputs = ground.inputs(user);
     let question = match home::home(&inputs, &made.temp_dirs)? {
         home::Step::Ask(uid) => Question::Passwd(uid),
-        home::Step::Look(path) => Question::HomeDir(path),
+        home::Step::Look(path, paths) => Question::HomeDir(path, paths),
         step => return Ok(Decision::Done(complete(&inputs, made, step))),
     };
     Ok(Decision::Asks(Partial { ground, made, question }))
@@ -318,8 +320,8 @@ fn complete(inputs: &Inputs<'_>, made: Box<Made<'_>>, step: home::Step) -> Plan 
             plan.passwd_uid = Some(uid);
             None
         }
-        home::Step::Look(path) => {
-            plan.home_dir = Some(path);
+        home::Step::Look(path, paths) => {
+            plan.home_dir = Some((path, paths));
             None
         }
         home::Step::Left(note) => {
@@ -330,17 +332,21 @@ fn complete(inputs: &Inputs<'_>, made: Box<Made<'_>>, step: home::Step) -> Plan 
         }
         home::Step::Mount(h) => Some(h),
     };
-    // The home's tmpfs, or its caches', as the image allows (docs/design.md#home-rule).
-    let home_tmpfs = match &home {
-        Some(h) => home_tmpfs(inputs, h, &sizes.home, &label, &mut targets),
-        None => Vec::new(),
+    // Each cache's tmpfs, as the image allows (docs/design.md#home-rule).
+    let (cache_tmpfs, each) = match &home {
+        Some(h) => cache_tmpfs(inputs, h, &sizes.home, &label, &mut targets),
+        None => (None, crate::size::Bytes(0)),
     };
     let targets = temp_dirs::not_spec_mounted(targets, &spec_mounts, &mut plan.notes);
-    if let Some(h) = &home {
-        let kept = |p: &TargetPath| targets.iter().any(|c| &c.path == p);
-        let (way, env) = home_way(h, kept, |p| spec_mounts.last_at(p.as_str()).is_some());
-        plan.home = Some(way);
-        plan.home_env = env;
+    if let Some(h) = home {
+        let mounts = h
+            .mounts
+            .iter()
+            .filter(|p| targets.iter().any(|c| &c.path == *p))
+            .map(ToString::to_string)
+            .collect();
+        plan.home =
+            Some(HomeWay::Caches { home: h.path, mounts, budget: sizes.home.bytes, each, left: h.left });
     }
     for nested in temp_dirs::nest(targets) {
         let temp = Tmpfs {
@@ -352,14 +358,19 @@ fn complete(inputs: &Inputs<'_>, made: Box<Made<'_>>, step: home::Step) -> Plan 
             noexec: inputs.settings.noexec,
             owner: plan.owner,
             user: None,
-            image_mode: false,
             image_owner: None,
+            own_from: None,
             label: label.clone(),
         };
-        // The home's own tmpfs (or a cache's), unless a temp dir shares its
-        // path (a temp dir stays mode 1777 for every user).
-        let tmpfs = match home_tmpfs.iter().find(|(p, _)| *p == nested.target) {
-            Some((_, t)) if !nested.own_origins.iter().any(Origin::is_temp_dir) => t.clone(),
+        // A cache's tmpfs, unless a temp dir shares its path (a temp dir
+        // stays mode 1777 for every user).
+        let tmpfs = match &cache_tmpfs {
+            Some(t)
+                if nested.own_origins.iter().any(|o| matches!(o, Origin::HomeCache(_)))
+                    && !nested.own_origins.iter().any(Origin::is_temp_dir) =>
+            {
+                t.clone()
+            }
             _ => temp,
         };
         plan.actions.push(Action::MountTmpfs {
@@ -376,86 +387,48 @@ fn complete(inputs: &Inputs<'_>, made: Box<Made<'_>>, step: home::Step) -> Plan 
     plan
 }
 
-/// The tmpfs of the home (like the image's directory, or made for the
-/// process) or of each of its caches (the process's, mode
-/// [`HOME_MODE`]), each added to `targets` with its origin.
-fn home_tmpfs(
+/// The tmpfs of each cache of `h` (the process's, mode [`HOME_MODE`],
+/// exec allowed), its mountpoints added to `targets`, and the size of each:
+/// the caches share `size` (`home_size`), so each gets its share, at
+/// least the smallest tmpfs.
+fn cache_tmpfs(
     inputs: &Inputs<'_>,
     h: &home::Home,
     size: &Sizing,
     label: &Option<String>,
     targets: &mut Vec<temp_dirs::Candidate>,
-) -> Vec<(TargetPath, Tmpfs)> {
-    let base = Tmpfs {
-        size: size.clone(),
+) -> (Option<Tmpfs>, crate::size::Bytes) {
+    if h.mounts.is_empty() {
+        return (None, crate::size::Bytes(0));
+    }
+    for p in &h.mounts {
+        temp_dirs::add(targets, p.clone(), Origin::HomeCache(h.from));
+    }
+    let n = h.mounts.len() as u64;
+    // Whole MiB, so that each share reads as a size; never below the
+    // smallest tmpfs.
+    let share = (size.bytes.0 / n) & !(crate::size::MIN_BYTES - 1);
+    let each = crate::size::Bytes(share.max(crate::size::MIN_BYTES));
+    let mut sizing = size.clone();
+    if n > 1 {
+        sizing.requested = format!("{} shared by {n}", size.requested);
+    }
+    sizing.bytes = each;
+    let tmpfs = Tmpfs {
+        size: sizing,
         nr_inodes: inputs.settings.nr_inodes,
         mode: HOME_MODE,
         nosuid: true,
         nodev: true,
-        noexec: inputs.settings.noexec,
+        // Triton and torch_extensions load the .so files they build there.
+        noexec: false,
         owner: Some(h.host),
         user: Some(h.user),
-        image_mode: true,
         image_owner: Some(h.host.uid),
+        own_from: Some(h.path.clone()),
         label: label.clone(),
     };
-    match &h.way {
-        home::Way::Whole { path, dir } => {
-            temp_dirs::add(targets, path.clone(), Origin::Home(h.from));
-            let tmpfs = match dir {
-                // Like the image's directory: its owner (the process's uid,
-                // and the directory's group) and mode.
-                Some(d) => Tmpfs {
-                    mode: d.mode,
-                    owner: Some(d.owner),
-                    user: Some(Owner {
-                        uid: h.user.uid,
-                        gid: home::container_gid(inputs.spec, d.owner.gid).unwrap_or(h.user.gid),
-                    }),
-                    ..base
-                },
-                None => base,
-            };
-            vec![(path.clone(), tmpfs)]
-        }
-        home::Way::Caches { paths, .. } => paths
-            .iter()
-            .map(|p| {
-                temp_dirs::add(targets, p.clone(), Origin::HomeCache(h.from));
-                (p.clone(), base.clone())
-            })
-            .collect(),
-    }
-}
-
-/// What the home got once the spec's mounts had their say (`kept`: a
-/// target still there), and the `HOME` to set in the environment: a home
-/// of ours only when it stays a target or is the spec's own mount
-/// (`spec_mounted`).
-fn home_way(
-    h: &home::Home,
-    kept: impl Fn(&TargetPath) -> bool,
-    spec_mounted: impl Fn(&TargetPath) -> bool,
-) -> (HomeWay, Option<String>) {
-    match &h.way {
-        home::Way::Whole { path, .. } => {
-            let env = (h.from == HomeFrom::Fallback && (kept(path) || spec_mounted(path)))
-                .then(|| path.to_string());
-            let way = if kept(path) {
-                HomeWay::Tmpfs { home: h.path.clone() }
-            } else {
-                HomeWay::LeftAlone {
-                    home: h.path.clone(),
-                    why: "the spec mounts it, or a volume holds it".into(),
-                }
-            };
-            (way, env)
-        }
-        home::Way::Caches { paths, why } => {
-            let caches = paths.iter().filter(|p| kept(p)).map(ToString::to_string).collect();
-            (HomeWay::Caches { home: h.path.clone(), caches, why: why.clone() }, None)
-        }
-    }
+    (Some(tmpfs), each)
 }
 
 /// The spec's memory limit (`linux.resources.memory.limit`, when positive).
@@ -463,7 +436,8 @@ pub fn memory_limit(spec: &Spec) -> Option<crate::size::Bytes> {
     sizes::memory_limit(spec)
 }
 
-/// Mode of a home made for the plan (an image's home keeps its own).
+/// Mode of each cache tmpfs' root, and of a directory made for its
+/// mountpoint (a missing `HOME`, the mountpoint itself).
 pub const HOME_MODE: u32 = 0o700;
 
 /// The spec's `linux.mountLabel`: the SELinux label every tmpfs of the plan
@@ -663,7 +637,6 @@ mod tests {
                             Origin::Default => "always".to_string(),
                             Origin::Env(v) => v.to_string(),
                             Origin::HostConfig => "extra_targets".to_string(),
-                            Origin::Home(from) => format!("HOME ({from:?})"),
                             Origin::HomeCache(from) => format!("cache ({from:?})"),
                         })
                         .collect();
@@ -1098,40 +1071,57 @@ mod tests {
         assert_eq!(p.notes.iter().filter(|n| n.reason.contains("ignore")).count(), 2, "{:?}", p.notes);
     }
 
-    /// A plan made as an executor makes it: with what it read of the
-    /// image's /etc/passwd, able to set the environment or not.
-    /// The image holds nothing at the home: the executor makes it.
-    fn home_plan(config: &serde_json::Value, settings: &HostConfig, passwd: Passwd, sets_env: bool) -> Plan {
-        home_plan_in(config, settings, passwd, HomeDir::Missing, sets_env)
-    }
-
     /// A plan finished as an executor finishes it ([`finish`]): `passwd`
     /// is what it reads of the image's /etc/passwd (`NotRead`: the plan's
-    /// first question goes unanswered), `dir` what it finds at the home.
+    /// first question goes unanswered), `read` what it finds at the home
+    /// and below it (path, what is there; `""` is `HOME`; a path not given
+    /// is missing).
     fn home_plan_in(
         config: &serde_json::Value,
         settings: &HostConfig,
         passwd: Passwd,
-        dir: HomeDir,
-        sets_env: bool,
+        read: &[(&str, Found)],
     ) -> Plan {
         let spec: Spec = serde_json::from_value(config.clone()).expect("valid spec");
-        let user = UserFacts { passwd: Passwd::NotRead, home_dir: None, sets_env };
+        let user = UserFacts::HOOK;
         let first = begin(&spec, None, settings, HostFacts { ram: RAM }, &user).expect("plan");
+        let read: Vec<(String, Found)> = read.iter().map(|(p, e)| (p.to_string(), e.clone())).collect();
         finish(first, user, |q, user| {
             match q {
                 Question::Passwd(_) => user.passwd = passwd.clone(),
-                Question::HomeDir(path) => user.home_dir = Some((path.clone(), dir.clone())),
+                Question::HomeDir(path, paths) => {
+                    // What an executor reads: HOME, then each path below it
+                    // that the plan asks for, under a directory holding files.
+                    let mut got =
+                        vec![read.iter().find(|(p, _)| p.is_empty()).cloned().expect("HOME's entry")];
+                    for p in paths {
+                        let parent = p.rsplit_once('/').map_or("", |(d, _)| d);
+                        let walk_on =
+                            got.iter().any(|(q, e)| q == parent && matches!(e, Found::Dir(d) if !d.empty));
+                        if walk_on {
+                            let e =
+                                read.iter().find(|(q, _)| q == p).map_or(Found::Missing, |(_, e)| e.clone());
+                            got.push((p.clone(), e));
+                        }
+                    }
+                    user.home_dir = Some((path.clone(), HomeDir::Read(got)));
+                }
             }
             Ok::<(), PlanError>(())
         })
         .expect("plan")
     }
 
-    /// The caches under `/` a `HOME=/` gets where the executor cannot set
-    /// the environment.
-    const ROOT_CACHES: [&str; 6] =
-        ["/.cache", "/.triton", "/.cupy", "/.nv", "/.keras", "/.config/matplotlib"];
+    /// The plan of a home whose directory in the image is the process's
+    /// (host uid `uid`), holding files, and nothing of the caches.
+    fn home_plan(config: &serde_json::Value, settings: &HostConfig, passwd: Passwd, uid: u32) -> Plan {
+        home_plan_in(config, settings, passwd, &[("", dir(uid, false))])
+    }
+
+    /// A directory of host uid `uid`, empty or holding files.
+    fn dir(uid: u32, empty: bool) -> Found {
+        Found::Dir(DirFacts { owner: Owner { uid, gid: uid }, mode: 0o755, empty })
+    }
 
     /// The targets that are caches under `HOME`.
     fn caches_of(p: &Plan) -> Vec<String> {
@@ -1148,18 +1138,35 @@ mod tests {
             .collect()
     }
 
-    /// The home tmpfs: its target, size, mode, host owner, container owner.
-    type HomeMount = (String, u64, u32, Option<Owner>, Option<Owner>);
-
-    fn home_of(p: &Plan) -> Option<HomeMount> {
-        p.actions.iter().find_map(|a| match a {
-            Action::MountTmpfs { target, tmpfs, origins, .. }
-                if tmpfs.image_owner.is_some() && origins.iter().any(|o| matches!(o, Origin::Home(_))) =>
-            {
-                Some((target.to_string(), tmpfs.size.bytes.0, tmpfs.mode, tmpfs.owner, tmpfs.user))
+    /// The caches left alone, each with its reason.
+    fn left_of(p: &Plan) -> Vec<(String, String)> {
+        match &p.home {
+            Some(HomeWay::Caches { left, .. }) => {
+                left.iter().map(|l| (l.cache.clone(), l.why.clone())).collect()
             }
-            _ => None,
-        })
+            _ => Vec::new(),
+        }
+    }
+
+    /// How many caches are neither mounted nor under a mount: each is left
+    /// alone with a reason.
+    fn left_count(s: &HostConfig, p: &Plan) -> usize {
+        let Some(HomeWay::Caches { home, mounts, .. }) = &p.home else { return 0 };
+        let base = home.trim_end_matches('/');
+        s.home_caches
+            .iter()
+            .filter(|c| {
+                let full = format!("{base}/{c}");
+                !mounts.iter().any(|m| full == *m || full.starts_with(&format!("{m}/")))
+            })
+            .count()
+    }
+
+    /// The top-level cache directories of the default `home_caches` under
+    /// `home`, in the list's order: what a home holding none of them gets.
+    fn tops(home: &str) -> Vec<String> {
+        let base = home.trim_end_matches('/');
+        [".cache", ".config", ".triton", ".cupy", ".nv"].iter().map(|c| format!("{base}/{c}")).collect()
     }
 
     fn user_env(uid: u32, gid: u32, env: &[&str]) -> serde_json::Value {
@@ -1170,85 +1177,338 @@ mod tests {
     }
 
     #[test]
-    fn home_comes_from_env_then_passwd_then_fallback() {
+    fn the_default_caches_are_the_tools_own_directories() {
         let s = HostConfig::default();
-        let o = |uid, gid| Some(Owner { uid, gid });
-        // HOME in the env: no passwd read, whatever the executor.
-        let p = home_plan(&user_env(0, 0, &["HOME=/root"]), &s, Passwd::NotRead, false);
-        assert_eq!(p.passwd_uid, None);
-        assert_eq!(home_of(&p), Some(("/root".into(), 4 * GI, 0o700, o(0, 0), o(0, 0))));
-        // No HOME: the plan asks for uid 1000's entry, and mounts nothing for HOME yet.
-        let c = user_env(1000, 0, &["PATH=/bin"]);
-        let p = home_plan(&c, &s, Passwd::NotRead, false);
-        assert_eq!((p.passwd_uid, home_of(&p)), (Some(1000), None));
-        assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), 4 * GI)], "the rest of the plan stands");
-        let p = home_plan(&c, &s, Passwd::Entry("/home/app".into()), false);
-        assert_eq!(home_of(&p), Some(("/home/app".into(), 4 * GI, 0o700, o(1000, 0), o(1000, 0))));
-        assert_eq!(p.home_env, None);
-        // No entry: the runtime gives HOME=/; our home where the env can be set,
-        // and no note: a note is something left alone.
-        let p = home_plan(&c, &s, Passwd::NoEntry, true);
-        assert_eq!(home_of(&p).map(|h| h.0), Some("/home/1000".into()));
-        assert_eq!(p.home_env.as_deref(), Some("/home/1000"));
-        assert!(p.notes.is_empty(), "{:?}", p.notes);
-        // The hook cannot set it: the caches under / instead, nothing else of /.
-        let p = home_plan(&c, &s, Passwd::NoEntry, false);
-        assert_eq!((home_of(&p), &p.home_env), (None, &None));
-        assert_eq!(caches_of(&p), ROOT_CACHES);
-        assert!(
-            matches!(&p.home, Some(HomeWay::Caches { home, why, .. }) if home == "/" && why.contains("cannot set the environment")),
-            "{:?}",
-            p.home
+        assert_eq!(
+            read_paths(&s.home_caches),
+            [
+                ".cache",
+                ".config",
+                ".triton",
+                ".cupy",
+                ".nv",
+                ".cache/torch",
+                ".cache/torch_extensions",
+                ".cache/huggingface",
+                ".cache/pip",
+                ".cache/numba",
+                ".cache/vllm",
+                ".cache/matplotlib",
+                ".config/matplotlib",
+                ".config/vllm"
+            ]
         );
-        // Podman 5 writes HOME=/ for such a user: replaced the same way.
-        let p = home_plan(&user_env(1000, 0, &["HOME=/"]), &s, Passwd::NotRead, true);
-        assert_eq!(p.home_env.as_deref(), Some("/home/1000"));
-        // So is any spelling of / (and it is not refused as a system path).
-        let p = home_plan(&user_env(1000, 0, &["HOME=//."]), &s, Passwd::NotRead, true);
-        assert_eq!(p.home_env.as_deref(), Some("/home/1000"));
-        // A passwd home of / (Podman's added line) too.
-        let p = home_plan(&c, &s, Passwd::Entry("/".into()), true);
-        assert_eq!(p.home_env.as_deref(), Some("/home/1000"));
-        // home_fallback = false, or a template of its own.
-        let off = HostConfig::parse("home_fallback = false").unwrap();
-        let p = home_plan(&c, &off, Passwd::NoEntry, true);
-        assert_eq!((home_of(&p), &p.home_env), (None, &None));
-        assert_eq!(caches_of(&p), ROOT_CACHES);
-        assert!(
-            matches!(&p.home, Some(HomeWay::Caches { why, .. }) if why.contains("home_fallback = false")),
-            "{:?}",
-            p.home
-        );
-        let own = HostConfig::parse("home_fallback = \"/srv/u{uid}\"").unwrap();
-        assert_eq!(home_plan(&c, &own, Passwd::NoEntry, true).home_env.as_deref(), Some("/srv/u1000"));
-        // Unknown (a manifest) and unreadable: notes, no home.
-        let p = home_plan(&c, &s, Passwd::Unknown, false);
-        assert!(home_of(&p).is_none() && p.notes.iter().any(|n| !n.warn && n.reason.contains("uid 1000")));
-        let p = home_plan(&c, &s, Passwd::Unreadable("is not a regular file".into()), true);
-        assert!(home_of(&p).is_none() && p.notes.iter().any(|n| n.warn && n.reason.contains("regular file")));
+        // Keras uses /tmp/.keras when HOME itself is not writable: a tmpfs at
+        // ~/.keras would never be used (docs/design.md#home-caches).
+        assert!(!s.home_caches.iter().any(|c| c.contains("keras")));
     }
 
-    /// The log and `explain` print a note as "SUBJECT left alone: REASON":
-    /// a reason that says "left alone" itself doubles it.
     #[test]
-    fn home_notes_do_not_say_left_alone_twice() {
+    fn home_comes_from_env_then_passwd_then_the_runtimes_root() {
         let s = HostConfig::default();
-        let mut userns = user_env(1000, 1000, &["HOME=/home/u"]);
-        userns["linux"]["namespaces"].as_array_mut().unwrap().push(json!({"type": "user"}));
-        userns["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 1}]);
-        userns["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": 200000, "size": 1}]);
-        let c = user_env(1000, 0, &[]);
-        let plans = [
-            ("unreadable", home_plan(&c, &s, Passwd::Unreadable("is not a regular file".into()), true)),
-            ("unknown", home_plan(&c, &s, Passwd::Unknown, false)),
-            ("system path", home_plan(&user_env(0, 0, &["HOME=/etc"]), &s, Passwd::NotRead, true)),
-            ("unmapped", home_plan(&userns, &s, Passwd::NotRead, false)),
-        ];
-        for (case, p) in &plans {
-            let home: Vec<&Note> = p.notes.iter().filter(|n| n.subject.contains("HOME")).collect();
-            assert_eq!(home.len(), 1, "{case}: {:?}", p.notes);
-            assert!(!home[0].reason.to_lowercase().contains("left alone"), "{case}: {:?}", home[0]);
+        // HOME in the env: no passwd read, whatever the executor.
+        let p = home_plan(&user_env(0, 0, &["HOME=/root"]), &s, Passwd::NotRead, 0);
+        assert_eq!((caches_of(&p), p.passwd_uid), (tops("/root"), None));
+        // HOME from the image's passwd entry.
+        let p = home_plan(&user_env(1000, 1000, &[]), &s, Passwd::Entry("/home/app".into()), 1000);
+        assert_eq!(caches_of(&p), tops("/home/app"));
+        // No entry: the runtime's `/`, whose caches are made in `/` (root's).
+        let p = home_plan(&user_env(1000, 1000, &[]), &s, Passwd::NoEntry, 0);
+        assert_eq!(caches_of(&p), tops("/"));
+        assert!(matches!(&p.home, Some(HomeWay::Caches { home, .. }) if home == "/"), "{:?}", p.home);
+        // Not read yet: the plan asks, first for the passwd entry, then for the home.
+        let p = decide_with(&user_env(1000, 1000, &[]), &s).unwrap();
+        assert_eq!(p.question(), Some(Question::Passwd(1000)));
+        let p = decide_with(&user_env(0, 0, &["HOME=/root"]), &s).unwrap();
+        assert_eq!(p.question(), Some(Question::HomeDir("/root".into(), read_paths(&s.home_caches))));
+        assert!(caches_of(&p).is_empty(), "nothing planned before the answer");
+    }
+
+    #[test]
+    fn home_itself_never_gets_a_tmpfs() {
+        let s = HostConfig::default();
+        for read in [
+            vec![("", Found::Missing)],
+            vec![("", dir(0, true))],
+            vec![("", dir(0, false))],
+            vec![("", dir(0, false)), (".cache", dir(0, true))],
+        ] {
+            let p = home_plan_in(&user_env(0, 0, &["HOME=/root"]), &s, Passwd::NotRead, &read);
+            assert!(!tmpfs_targets(&p).iter().any(|(t, _)| t == "/root"), "{read:?}: {p:?}");
+            assert!(caches_of(&p).iter().all(|c| c.starts_with("/root/.")), "{read:?}: {p:?}");
         }
+    }
+
+    /// Where each cache's tmpfs goes, from what the image holds: the
+    /// shallowest directory below HOME along its path that is missing or
+    /// empty and may be the process's; a symlink, a file, a mount, another
+    /// uid's directory leave the cache alone, and the image's files stay.
+    #[test]
+    fn home_rule_table() {
+        let s = HostConfig::default();
+        let other_cache = |home: &str, mount: &[&str]| {
+            let mut v: Vec<String> = mount.iter().map(|m| format!("{home}/{m}")).collect();
+            v.extend([".config", ".triton", ".cupy", ".nv"].iter().map(|c| format!("{home}/{c}")));
+            v
+        };
+        type Case<'a> = (&'a str, u32, Vec<(&'a str, Found)>, Vec<String>, &'a [(&'a str, &'a str)]);
+        let filled_cache = [
+            ("", dir(0, false)),
+            (".cache", dir(0, false)),
+            (".cache/pip", dir(0, false)),
+            (".cache/huggingface", dir(0, false)),
+            (".cache/torch", dir(0, true)),
+        ];
+        let cases: Vec<Case<'_>> = vec![
+            ("a home of the process's, none of the caches", 0, vec![("", dir(0, false))], tops("/h"), &[]),
+            ("a home missing from the image", 1000, vec![("", Found::Missing)], tops("/h"), &[]),
+            ("an empty home of the process's", 1000, vec![("", dir(1000, true))], tops("/h"), &[]),
+            (
+                "another uid's empty home",
+                1000,
+                vec![("", dir(0, true))],
+                vec![],
+                &[(".nv", "belongs to uid 0")],
+            ),
+            (
+                "an empty .cache of the process's takes every .cache/*",
+                1000,
+                vec![("", dir(1000, false)), (".cache", dir(1000, true))],
+                tops("/h"),
+                &[],
+            ),
+            (
+                "a .cache holding the image's files: each tool's own directory",
+                0,
+                filled_cache.to_vec(),
+                other_cache(
+                    "/h",
+                    &[
+                        ".cache/torch",
+                        ".cache/torch_extensions",
+                        ".cache/numba",
+                        ".cache/vllm",
+                        ".cache/matplotlib",
+                    ],
+                ),
+                &[
+                    (".cache/huggingface", "holds the image's files"),
+                    (".cache/pip", "holds the image's files"),
+                ],
+            ),
+            (
+                "another uid's home: no mountpoint is made in it",
+                1000,
+                vec![("", dir(0, false))],
+                vec![],
+                &[(".cache/torch", "belongs to uid 0"), (".triton", "belongs to uid 0")],
+            ),
+            (
+                "another uid's empty .cache",
+                1000,
+                vec![("", dir(1000, false)), (".cache", dir(0, true))],
+                other_cache("/h", &[]),
+                &[(".cache/torch", "gives /h/.cache to uid 0")],
+            ),
+            (
+                "another uid's .cache holding files",
+                1000,
+                vec![("", dir(1000, false)), (".cache", dir(0, false))],
+                other_cache("/h", &[]),
+                &[(".cache/huggingface", "/h/.cache belongs to uid 0")],
+            ),
+            (
+                "a .cache that is a symlink out of HOME",
+                0,
+                vec![("", dir(0, false)), (".cache", Found::Symlink)],
+                other_cache("/h", &[]),
+                &[(".cache/torch", "symlink"), (".cache/pip", "symlink")],
+            ),
+            (
+                "a .cache that is a file",
+                0,
+                vec![("", dir(0, false)), (".cache", Found::Other)],
+                other_cache("/h", &[]),
+                &[(".cache/numba", "something other than a directory")],
+            ),
+            (
+                "a .cache that is a mount",
+                0,
+                vec![("", dir(0, false)), (".cache", Found::Mount)],
+                other_cache("/h", &[]),
+                &[(".cache/torch", "mount point")],
+            ),
+            (
+                "a tool's directory that is a symlink",
+                0,
+                vec![("", dir(0, false)), (".cache", dir(0, false)), (".cache/torch", Found::Symlink)],
+                other_cache(
+                    "/h",
+                    &[
+                        ".cache/torch_extensions",
+                        ".cache/huggingface",
+                        ".cache/pip",
+                        ".cache/numba",
+                        ".cache/vllm",
+                        ".cache/matplotlib",
+                    ],
+                ),
+                &[(".cache/torch", "symlink")],
+            ),
+        ];
+        for (name, uid, read, want, left) in cases {
+            let p = home_plan_in(&user_env(uid, uid, &["HOME=/h"]), &s, Passwd::NotRead, &read);
+            let mut got = caches_of(&p);
+            got.sort();
+            let mut want = want.clone();
+            want.sort();
+            assert_eq!(got, want, "{name}");
+            let l = left_of(&p);
+            for (cache, why) in left {
+                assert!(
+                    l.iter().any(|(c, w)| c == cache && w.contains(why)),
+                    "{name}: {cache}: {why}: {l:#?}"
+                );
+            }
+            assert_eq!(l.len(), left_count(&s, &p), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_home_that_is_not_a_directory_or_a_volume_is_left_alone() {
+        let s = HostConfig::default();
+        for (read, why, warn) in
+            [(Found::Mount, "a volume", false), (Found::Other, "something other than a directory", true)]
+        {
+            let p = home_plan_in(&user_env(0, 0, &["HOME=/h"]), &s, Passwd::NotRead, &[("", read)]);
+            assert!(caches_of(&p).is_empty(), "{p:?}");
+            assert!(p.notes.iter().any(|n| n.warn == warn && n.reason.contains(why)), "{:?}", p.notes);
+            assert!(matches!(p.home, Some(HomeWay::LeftAlone { .. })));
+        }
+        // A volume at HOME, or above it, in the spec.
+        for dest in ["/h", "/"] {
+            let mut c = user_env(0, 0, &["HOME=/h/u"]);
+            let dest = if dest == "/" { "/h" } else { dest };
+            c["mounts"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"destination": dest, "type": "bind", "source": "/srv"}));
+            let p = home_plan(&c, &s, Passwd::NotRead, 0);
+            assert!(caches_of(&p).is_empty() && p.home_dir.is_none(), "{p:?}");
+        }
+        // HOME in a temp dir: its tmpfs holds the caches.
+        let p = home_plan(&user_env(0, 0, &["HOME=/tmp/u"]), &s, Passwd::NotRead, 0);
+        assert!(caches_of(&p).is_empty() && p.notes.iter().any(|n| n.reason.contains("temp tmpfs")), "{p:?}");
+    }
+
+    /// A volume on a cache's path: never covered; the walk goes past a
+    /// directory holding one, which the runtime makes (root's) when missing.
+    #[test]
+    fn a_volume_under_home_is_never_covered() {
+        let s = HostConfig::default();
+        let mut c = user_env(0, 0, &["HOME=/root"]);
+        c["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"destination": "/root/.cache/huggingface", "type": "bind", "source": "/srv/hf"}));
+        let p = home_plan_in(&c, &s, Passwd::NotRead, &[("", dir(0, false))]);
+        let got = caches_of(&p);
+        assert!(
+            got.contains(&"/root/.cache/torch".to_string()) && got.contains(&"/root/.triton".to_string()),
+            "{got:?}"
+        );
+        assert!(
+            !got.iter().any(|g| g == "/root/.cache" || g.starts_with("/root/.cache/huggingface")),
+            "{got:?}"
+        );
+        assert!(left_of(&p).iter().any(|(c, w)| c == ".cache/huggingface" && w.contains("volume")));
+        // uid 1000: the runtime's .cache is root's, so no mountpoint in it.
+        let mut c1000 = c.clone();
+        c1000["process"]["user"] = json!({"uid": 1000, "gid": 1000});
+        c1000["process"]["env"] = json!(["HOME=/root"]);
+        let p = home_plan_in(&c1000, &s, Passwd::NotRead, &[("", dir(1000, false))]);
+        assert!(!caches_of(&p).iter().any(|g| g.starts_with("/root/.cache")), "{p:?}");
+        assert!(caches_of(&p).contains(&"/root/.triton".to_string()));
+        // An empty .cache in the image holding a volume: the other
+        // .cache/* caches get their own directories, never .cache itself.
+        let p = home_plan_in(&c, &s, Passwd::NotRead, &[("", dir(0, false)), (".cache", dir(0, true))]);
+        let got = caches_of(&p);
+        assert!(
+            got.contains(&"/root/.cache/torch".to_string()) && !got.contains(&"/root/.cache".to_string()),
+            "{got:?}"
+        );
+        // A volume at .cache: every .cache/* cache is the volume's.
+        let mut c = user_env(0, 0, &["HOME=/root"]);
+        c["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"destination": "/root/.cache", "type": "bind", "source": "/srv"}));
+        let p = home_plan_in(&c, &s, Passwd::NotRead, &[("", dir(0, false))]);
+        assert!(!caches_of(&p).iter().any(|g| g.starts_with("/root/.cache")), "{p:?}");
+        assert_eq!(caches_of(&p).len(), 4, "{p:?}");
+    }
+
+    /// Each cache tmpfs is the process's, mode 0700, exec allowed, and the
+    /// caches share `home_size`.
+    #[test]
+    fn cache_tmpfs_share_home_size_and_belong_to_the_process() {
+        let s = HostConfig::parse("noexec = true").unwrap();
+        let p = home_plan_in(
+            &user_env(1000, 100, &["HOME=/home/u"]),
+            &s,
+            Passwd::NotRead,
+            &[("", Found::Missing)],
+        );
+        let caches: Vec<&Tmpfs> = p
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::MountTmpfs { origins, tmpfs, .. }
+                    if origins.iter().any(|o| matches!(o, Origin::HomeCache(_))) =>
+                {
+                    Some(tmpfs)
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(caches.len(), 5);
+        let budget = 4 * GI; // 25% of the 16 GiB host
+        for t in &caches {
+            assert_eq!(t.size.bytes.0, ((budget / 5) >> 20) << 20, "whole MiB: {t:?}");
+            assert_eq!((t.mode, t.noexec, t.nosuid, t.nodev), (HOME_MODE, false, true, true));
+            assert_eq!(t.owner, Some(Owner { uid: 1000, gid: 100 }));
+            assert_eq!(t.user, Some(Owner { uid: 1000, gid: 100 }));
+            assert_eq!((t.image_owner, t.own_from.as_deref()), (Some(1000), Some("/home/u")));
+        }
+        let line = p.home.as_ref().unwrap().line();
+        assert!(line.contains("home_size 4Gi shared") && line.contains("read-only"), "{line}");
+        // The temp tmpfs keep `noexec`.
+        assert!(p.actions.iter().any(|a| a.target() == "/tmp" && a.tmpfs().noexec));
+        // Off by the setting or the annotation; a bad annotation is an error.
+        let off = HostConfig::parse("home = false").unwrap();
+        assert!(caches_of(&home_plan(&user_env(0, 0, &["HOME=/root"]), &off, Passwd::NotRead, 0)).is_empty());
+        let c = with(user_env(0, 0, &["HOME=/root"]), "/annotations", json!({ANNOTATION_HOME: "false"}));
+        assert!(caches_of(&home_plan(&c, &s, Passwd::NotRead, 0)).is_empty());
+        let c = with(user_env(0, 0, &["HOME=/root"]), "/annotations", json!({ANNOTATION_HOME: "yes"}));
+        assert!(decide_with(&c, &s).is_err());
+    }
+
+    #[test]
+    fn memory_use_sums_every_tmpfs_against_the_limit() {
+        let mut c = user_env(0, 0, &["HOME=/root", "TMPDIR=/scratch"]);
+        c["linux"]["resources"] = json!({"memory": {"limit": 4 * GI}});
+        let p = home_plan(&c, &HostConfig::default(), Passwd::NotRead, 0);
+        // /tmp, /scratch at 1Gi each, the caches 1Gi together, /dev/shm at 2Gi.
+        let m = p.memory_use(memory_limit(&serde_json::from_value(c.clone()).unwrap()));
+        assert_eq!(
+            (m.tmpfs_total, m.limit),
+            (Bytes(4 * GI + (((GI / 5) >> 20) << 20) * 5), Some(Bytes(4 * GI)))
+        );
+        assert!(m.over() && m.line().contains("over the memory limit 4Gi"), "{}", m.line());
+        let small = HostConfig::parse("home_size = \"10%\"\ntmp_size = \"10%\"").unwrap();
+        let m = home_plan(&c, &small, Passwd::NotRead, 0).memory_use(Some(Bytes(4 * GI)));
+        assert!(!m.over() && m.line().contains("within the memory limit"), "{}", m.line());
+        assert!(!plan(&base()).memory_use(None).over());
     }
 
     #[test]
@@ -1263,313 +1523,37 @@ mod tests {
             (&["HOME="], "is empty"),
         ];
         for (env, why) in cases {
-            for sets_env in [false, true] {
-                let p = home_plan(&user_env(1000, 1000, env), &s, Passwd::NotRead, sets_env);
-                assert_eq!((home_of(&p), &p.home_env, p.passwd_uid), (None, &None, None), "{env:?}");
-                assert!(p.notes.iter().any(|n| n.warn && n.reason.contains(why)), "{env:?}: {:?}", p.notes);
-                assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), 4 * GI)], "{env:?}");
-            }
+            let p = home_plan(&user_env(1000, 1000, env), &s, Passwd::NotRead, 1000);
+            assert_eq!((caches_of(&p), p.passwd_uid), (vec![], None), "{env:?}");
+            assert!(p.notes.iter().any(|n| n.warn && n.reason.contains(why)), "{env:?}: {:?}", p.notes);
+            assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), 4 * GI)], "{env:?}");
         }
-        // A passwd home of /../.. (normalises to /) is refused, not replaced.
-        let p = home_plan(&user_env(9, 9, &[]), &s, Passwd::Entry("/../..".into()), true);
-        assert!(home_of(&p).is_none() && p.notes.iter().any(|n| n.reason.contains("'..'")), "{:?}", p.notes);
-        // Two HOME= entries: the last is the one the process gets.
-        let p = home_plan(&user_env(0, 0, &["HOME=/first", "HOME=/second"]), &s, Passwd::NotRead, true);
-        assert_eq!(home_of(&p).map(|h| h.0), Some("/second".into()));
-    }
-
-    #[test]
-    fn home_beside_temp_dirs_volumes_and_user_namespaces() {
-        let s = HostConfig::default();
-        // HOME=/tmp: one tmpfs, the temp one (mode 1777 for every user),
-        // whatever the image's /tmp holds: nothing asked, no caches.
-        let app = HomeDir::Dir(DirFacts {
-            owner: Owner { uid: 0, gid: 0 },
-            mode: 0o1777,
-            plain: Some("data".into()),
-        });
-        let p = home_plan_in(&user_env(1000, 0, &["HOME=/tmp"]), &s, Passwd::NotRead, app, true);
-        assert_eq!((home_of(&p), caches_of(&p).len()), (None, 0));
-        assert_eq!(tmpfs_mounts(&p)[0].2, vec!["always", "HOME (Env)"]);
-        let first = decide_with(&user_env(1000, 0, &["HOME=/tmp"]), &s).unwrap();
-        assert_eq!(first.question(), None, "HOME=/tmp asks nothing of the image");
-        // A cache dir in HOME is a directory of the home's tmpfs.
-        let p = home_plan(
-            &user_env(0, 0, &["HOME=/root", "XDG_CACHE_HOME=/root/.cache"]),
-            &s,
-            Passwd::NotRead,
-            true,
-        );
-        let t = tmpfs_mounts(&p);
-        assert_eq!(
-            t[1],
-            ("/root".into(), vec![".cache".into()], vec!["XDG_CACHE_HOME".into(), "HOME (Env)".into()])
-        );
-        assert_eq!(home_of(&p).map(|h| h.2), Some(HOME_MODE));
-        // A volume at HOME wins; one under HOME keeps HOME from a tmpfs.
-        let mut c = user_env(0, 0, &["HOME=/root"]);
-        c["mounts"]
-            .as_array_mut()
-            .unwrap()
-            .push(json!({"destination": "/root", "type": "bind", "source": "/v"}));
-        let p = home_plan(&c, &s, Passwd::NotRead, true);
-        assert!(home_of(&p).is_none() && p.notes.iter().any(|n| n.reason.contains("already mounts")));
-        let mut c = user_env(1000, 0, &[]);
-        c["mounts"]
-            .as_array_mut()
-            .unwrap()
-            .push(json!({"destination": "/home/1000/data", "type": "bind", "source": "/v"}));
-        let p = home_plan(&c, &s, Passwd::NoEntry, true);
+        // A passwd home of /../.. (normalises to /) is refused.
+        let p = home_plan(&user_env(9, 9, &[]), &s, Passwd::Entry("/../..".into()), 9);
         assert!(
-            home_of(&p).is_none() && p.notes.iter().any(|n| n.warn && n.reason.contains("/home/1000/data"))
+            caches_of(&p).is_empty() && p.notes.iter().any(|n| n.reason.contains("'..'")),
+            "{:?}",
+            p.notes
         );
-        assert_eq!(p.home_env, None, "HOME is not pointed at a directory left read-only");
-        // The fallback's own volume: HOME is set to it, nothing mounted.
-        let mut c = user_env(1000, 0, &[]);
-        c["mounts"]
-            .as_array_mut()
-            .unwrap()
-            .push(json!({"destination": "/home/1000", "type": "bind", "source": "/v"}));
-        let p = home_plan(&c, &s, Passwd::NoEntry, true);
-        assert_eq!((home_of(&p), p.home_env.as_deref()), (None, Some("/home/1000")));
-        // Under a user namespace the host owner is the mapped id.
-        let mut c = user_env(1000, 1000, &["HOME=/home/u"]);
-        c["linux"]["namespaces"].as_array_mut().unwrap().push(json!({"type": "user"}));
-        c["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
-        c["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": 200000, "size": 65536}]);
-        let p = home_plan(&c, &s, Passwd::NotRead, false);
-        let h = home_of(&p).unwrap();
-        assert_eq!(
-            (h.3, h.4),
-            (Some(Owner { uid: 101000, gid: 201000 }), Some(Owner { uid: 1000, gid: 1000 }))
-        );
-        // A joined one too (containerd's CRI, hostUsers: false).
-        c["linux"]["namespaces"].as_array_mut().unwrap().pop();
-        c["linux"]["namespaces"]
-            .as_array_mut()
-            .unwrap()
-            .push(json!({"type": "user", "path": "/proc/7/ns/user"}));
-        let h = home_of(&home_plan(&c, &s, Passwd::NotRead, false)).unwrap();
-        assert_eq!(h.3, Some(Owner { uid: 101000, gid: 201000 }));
-        c["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 1}]);
-        let p = home_plan(&c, &s, Passwd::NotRead, false);
-        assert!(home_of(&p).is_none() && p.notes.iter().any(|n| n.reason.contains("maps no host id")));
-    }
-
-    #[test]
-    fn memory_use_sums_every_tmpfs_against_the_limit() {
-        let mut c = user_env(0, 0, &["HOME=/root", "TMPDIR=/scratch"]);
-        c["linux"]["resources"] = json!({"memory": {"limit": 4 * GI}});
-        let p = home_plan(&c, &HostConfig::default(), Passwd::NotRead, true);
-        // /tmp, /scratch, /root at 1Gi each, /dev/shm at 2Gi.
-        let m = p.memory_use(memory_limit(&serde_json::from_value(c.clone()).unwrap()));
-        assert_eq!((m.tmpfs_total, m.limit), (Bytes(5 * GI), Some(Bytes(4 * GI))));
-        assert!(m.over() && m.line().contains("over the memory limit 4Gi"), "{}", m.line());
-        let small = HostConfig::parse("home_size = \"10%\"\ntmp_size = \"10%\"").unwrap();
-        let m = home_plan(&c, &small, Passwd::NotRead, true).memory_use(Some(Bytes(4 * GI)));
-        assert!(!m.over() && m.line().contains("within the memory limit"), "{}", m.line());
-        assert!(!plan(&base()).memory_use(None).over());
-    }
-
-    #[test]
-    fn home_settings_and_annotations() {
-        let c = user_env(0, 0, &["HOME=/root"]);
-        let off = HostConfig::parse("home = false").unwrap();
-        assert_eq!(home_of(&home_plan(&c, &off, Passwd::NotRead, true)), None);
-        let on = with(c.clone(), "/annotations", json!({ANNOTATION_HOME: "true"}));
-        assert!(home_of(&home_plan(&on, &off, Passwd::NotRead, true)).is_some());
-        let no = with(c.clone(), "/annotations", json!({ANNOTATION_HOME: "false"}));
-        assert_eq!(home_of(&home_plan(&no, &HostConfig::default(), Passwd::NotRead, true)), None);
-        let bad = with(c.clone(), "/annotations", json!({ANNOTATION_HOME: "yes"}));
-        assert!(decide_with(&bad, &HostConfig::default()).unwrap_err().to_string().contains(ANNOTATION_HOME));
-        // The size: the setting, the annotation within max_home_size, the memory limit.
-        let s = HostConfig::parse("home_size = \"2Gi\"\nmax_home_size = \"3Gi\"").unwrap();
-        assert_eq!(home_of(&home_plan(&c, &s, Passwd::NotRead, true)).unwrap().1, 2 * GI);
-        let big = with(c.clone(), "/annotations", json!({ANNOTATION_HOME_SIZE: "10Gi"}));
-        let p = home_plan(&big, &s, Passwd::NotRead, true);
-        assert_eq!(home_of(&p).unwrap().1, 3 * GI);
-        let mut limited = big.clone();
-        limited["linux"]["resources"] = json!({"memory": {"limit": GI}});
-        assert_eq!(home_of(&home_plan(&limited, &s, Passwd::NotRead, true)).unwrap().1, GI);
-    }
-
-    /// What a home case must end in.
-    enum Want {
-        /// A tmpfs at HOME with this mode and owner.
-        Whole(u32, Owner),
-        /// These caches, and a part of why.
-        Caches(&'static [&'static str], &'static str),
-        /// Nothing, and a part of the warning.
-        Left(&'static str),
-    }
-
-    /// name, uid, env, cwd, passwd, what the image holds, what it must end in.
-    type HomeCase = (&'static str, u32, &'static [&'static str], &'static str, Passwd, HomeDir, Want);
-
-    fn home_rule_cases() -> Vec<HomeCase> {
-        let dir = |uid, gid, mode, plain: Option<&str>| {
-            HomeDir::Dir(DirFacts { owner: Owner { uid, gid }, mode, plain: plain.map(String::from) })
-        };
-        const APP_CACHES: [&str; 6] = [
-            "/home/app/.cache",
-            "/home/app/.triton",
-            "/home/app/.cupy",
-            "/home/app/.nv",
-            "/home/app/.keras",
-            "/home/app/.config/matplotlib",
-        ];
-        vec![
+        // Two HOME= entries: the last is the one the process gets.
+        let p = home_plan(&user_env(0, 0, &["HOME=/first", "HOME=/second"]), &s, Passwd::NotRead, 0);
+        assert_eq!(caches_of(&p), tops("/second"));
+        // Notes say it once, without "left alone" twice.
+        for (case, p) in [
             (
-                "root's /root of dot-entries: a tmpfs like it",
-                0,
-                &[],
-                "/",
-                Passwd::Entry("/root".into()),
-                dir(0, 0, 0o750, None),
-                Want::Whole(0o750, Owner { uid: 0, gid: 0 }),
+                "unreadable",
+                home_plan(&user_env(1000, 0, &[]), &s, Passwd::Unreadable("is not a regular file".into()), 0),
             ),
-            (
-                "an app kept in its user's home: its caches only",
-                1000,
-                &[],
-                "/home/app",
-                Passwd::Entry("/home/app".into()),
-                dir(1000, 1000, 0o755, Some("main.py")),
-                Want::Caches(&APP_CACHES, "\"main.py\""),
-            ),
-            (
-                "a home of dot-entries that holds the working directory: its caches only",
-                1000,
-                &["HOME=/home/app"],
-                "/home/app/src/",
-                Passwd::NotRead,
-                dir(1000, 1000, 0o700, None),
-                Want::Caches(&APP_CACHES, "working directory /home/app/src"),
-            ),
-            (
-                "php-fpm's www-data with the site in /var/www",
-                33,
-                &[],
-                "/var/www/html",
-                Passwd::Entry("/var/www".into()),
-                dir(33, 33, 0o755, Some("html")),
-                Want::Caches(
-                    &[
-                        "/var/www/.cache",
-                        "/var/www/.triton",
-                        "/var/www/.cupy",
-                        "/var/www/.nv",
-                        "/var/www/.keras",
-                        "/var/www/.config/matplotlib",
-                    ],
-                    "\"html\"",
-                ),
-            ),
-            (
-                "uid 1000 with HOME=/root: root's home is root's",
-                1000,
-                &["HOME=/root"],
-                "/",
-                Passwd::NotRead,
-                dir(0, 0, 0o700, None),
-                Want::Left("TRITON_CACHE_DIR"),
-            ),
-            (
-                "a home the image gives to another uid, with files in it",
-                1000,
-                &[],
-                "/",
-                Passwd::Entry("/home/bob".into()),
-                dir(1001, 1001, 0o755, Some("notes")),
-                Want::Left("uid 1001"),
-            ),
-            (
-                "a missing home: made for the process",
-                1000,
-                &["HOME=/home/u"],
-                "/",
-                Passwd::NotRead,
-                HomeDir::Missing,
-                Want::Whole(HOME_MODE, Owner { uid: 1000, gid: 0 }),
-            ),
-            (
-                "a home of the process's uid in another group keeps that group",
-                1000,
-                &["HOME=/home/u"],
-                "/",
-                Passwd::NotRead,
-                dir(1000, 50, 0o2750, None),
-                Want::Whole(0o2750, Owner { uid: 1000, gid: 50 }),
-            ),
-        ]
-    }
-
-    /// The checks of [`home_rule_table`] on case `name`'s plan `p`.
-    fn check_home_rule(name: &str, uid: u32, p: &Plan, want: Want) {
-        match want {
-            Want::Whole(mode, owner) => {
-                let h = home_of(p).unwrap_or_else(|| panic!("{name}: {p:?}"));
-                assert_eq!((h.2, h.3, h.4), (mode, Some(owner), Some(owner)), "{name}");
-                assert!(matches!(p.home, Some(HomeWay::Tmpfs { .. })), "{name}: {:?}", p.home);
-                assert!(caches_of(p).is_empty(), "{name}");
-            }
-            Want::Caches(caches, why) => {
-                assert_eq!(home_of(p), None, "{name}");
-                assert_eq!(caches_of(p), caches, "{name}");
-                let Some(HomeWay::Caches { why: said, .. }) = &p.home else { panic!("{name}: {:?}", p.home) };
-                assert!(said.contains(why), "{name}: {said:?}");
-                for a in &p.actions {
-                    let Action::MountTmpfs { tmpfs, origins, .. } = a else { continue };
-                    if origins.iter().any(|o| matches!(o, Origin::HomeCache(_))) {
-                        let process = Owner { uid, gid: 0 };
-                        assert_eq!(
-                            (tmpfs.mode, tmpfs.owner, tmpfs.user, tmpfs.image_owner, tmpfs.size.bytes.0),
-                            (HOME_MODE, Some(process), Some(process), Some(uid), 4 * GI),
-                            "{name}: each cache is the process's, sized like a home"
-                        );
-                    }
-                }
-            }
-            Want::Left(why) => {
-                assert_eq!((home_of(p), caches_of(p).len()), (None, 0), "{name}");
-                let Some(HomeWay::LeftAlone { why: said, .. }) = &p.home else {
-                    panic!("{name}: {:?}", p.home)
-                };
-                assert!(said.contains(why), "{name}: {said:?}");
-                assert!(p.notes.iter().any(|n| n.warn && n.reason.contains(why)), "{name}: one warning");
-            }
+            ("unknown", home_plan(&user_env(1000, 0, &[]), &s, Passwd::Unknown, 0)),
+        ] {
+            let home: Vec<&Note> = p.notes.iter().filter(|n| n.subject.contains("HOME")).collect();
+            assert_eq!(home.len(), 1, "{case}: {:?}", p.notes);
+            assert!(!home[0].reason.to_lowercase().contains("left alone"), "{case}: {:?}", home[0]);
         }
     }
 
-    /// What the image holds at a home decides what it gets
-    /// (docs/design.md#home-rule): a tmpfs like the image's directory, its
-    /// caches only, or nothing; never a directory of another uid opened up.
-    #[test]
-    fn home_rule_table() {
-        let s = HostConfig::default();
-        for (name, uid, env, cwd, passwd, facts, want) in home_rule_cases() {
-            let mut c = user_env(uid, 0, env);
-            c["process"]["cwd"] = json!(cwd);
-            let p = home_plan_in(&c, &s, passwd, facts, true);
-            assert_eq!((p.passwd_uid, &p.home_dir), (None, &None), "{name}: finished");
-            check_home_rule(name, uid, &p, want);
-            assert_eq!(tmpfs_targets(&p)[0].0, "/tmp", "{name}: the rest of the plan stands");
-        }
-    }
-
-    /// The fallback home is judged like any other: one the image gives to
-    /// another uid is left alone.
-    #[test]
-    fn the_fallback_home_is_judged_too() {
-        let c = user_env(1000, 0, &[]);
-        let other = HomeDir::Dir(DirFacts { owner: Owner { uid: 0, gid: 0 }, mode: 0o755, plain: None });
-        let p = home_plan_in(&c, &HostConfig::default(), Passwd::NoEntry, other, true);
-        assert_eq!((home_of(&p), &p.home_env), (None, &None));
-        assert!(matches!(&p.home, Some(HomeWay::LeftAlone { .. })), "{:?}", p.home);
-    }
-
-    /// Under a user namespace, the home's group maps back to the
-    /// container's for the spec entry, and ownership is compared in host ids.
+    /// Under a user namespace the caches belong to the process's host ids,
+    /// and the image's directories are compared in host ids.
     #[test]
     fn home_owner_in_a_user_namespace() {
         let mut c = user_env(1000, 1000, &["HOME=/home/u"]);
@@ -1579,15 +1563,19 @@ mod tests {
             .push(json!({"type": "user", "path": "/proc/3/ns/user"}));
         c["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
         c["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": 200000, "size": 65536}]);
-        let image = |uid, gid| HomeDir::Dir(DirFacts { owner: Owner { uid, gid }, mode: 0o700, plain: None });
-        let p = home_plan_in(&c, &HostConfig::default(), Passwd::NotRead, image(101000, 200050), false);
-        let h = home_of(&p).unwrap();
+        let p = home_plan(&c, &HostConfig::default(), Passwd::NotRead, 101000);
+        assert_eq!(caches_of(&p), tops("/home/u"));
+        let t = p.actions.iter().find(|a| a.target() == "/home/u/.triton").unwrap().tmpfs();
         assert_eq!(
-            (h.3, h.4),
-            (Some(Owner { uid: 101000, gid: 200050 }), Some(Owner { uid: 1000, gid: 50 }))
+            (t.owner, t.user),
+            (Some(Owner { uid: 101000, gid: 201000 }), Some(Owner { uid: 1000, gid: 1000 }))
         );
         // The container's uid 1000 is host 101000: a home of host uid 1000 is not its own.
-        let p = home_plan_in(&c, &HostConfig::default(), Passwd::NotRead, image(1000, 1000), false);
-        assert!(home_of(&p).is_none() && matches!(p.home, Some(HomeWay::LeftAlone { .. })), "{p:?}");
+        let p = home_plan(&c, &HostConfig::default(), Passwd::NotRead, 1000);
+        assert!(caches_of(&p).is_empty(), "{p:?}");
+        // Unmapped: left alone with a note.
+        c["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 1}]);
+        let p = home_plan(&c, &HostConfig::default(), Passwd::NotRead, 101000);
+        assert!(caches_of(&p).is_empty() && p.notes.iter().any(|n| n.reason.contains("maps no host id")));
     }
 }

@@ -16,8 +16,8 @@ pub enum HomeFrom {
     Env,
     /// The uid's `/etc/passwd` entry in the image.
     Passwd,
-    /// The host config's `home_fallback`, set in `process.env` by the executor.
-    Fallback,
+    /// Neither: no `/etc/passwd` entry for the uid, so the runtime gives `/`.
+    NoEntry,
 }
 
 /// Where a temp target came from.
@@ -31,10 +31,8 @@ pub enum Origin {
     Env(EnvVar),
     /// `extra_targets` in the host config.
     HostConfig,
-    /// The container user's `HOME`, and where it came from.
-    Home(HomeFrom),
-    /// A cache under a `HOME` that is not made writable whole
-    /// (`home_caches`), and where `HOME` came from.
+    /// A cache under the container user's `HOME` (`home_caches`), and
+    /// where `HOME` came from. `HOME` itself is never a target.
     HomeCache(HomeFrom),
 }
 
@@ -45,7 +43,7 @@ impl Origin {
         match self {
             Origin::Env(var) => var.is_temp_var(),
             Origin::Default | Origin::HostConfig => true,
-            Origin::Home(_) | Origin::HomeCache(_) => false,
+            Origin::HomeCache(_) => false,
         }
     }
 }
@@ -142,22 +140,24 @@ pub struct Tmpfs {
     /// Owner of its root (and of directories made in it), in host ids;
     /// `None`: root.
     pub owner: Option<Owner>,
-    /// For a home: the process's container-side ids, which own its root
-    /// where the runtime mounts it (a spec entry, made inside the
-    /// container's user namespace); `None`: its root.
+    /// For a cache under `HOME`: the process's container-side ids, which
+    /// own its root where the runtime mounts it (a spec entry, made inside
+    /// the container's user namespace); `None`: its root.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user: Option<Owner>,
-    /// For a home: the root takes the mode of the image's directory when
-    /// there is one (`mode` is for a directory made for it).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub image_mode: bool,
-    /// For a home or a cache under it: the image's directory there, when
-    /// it has one, must belong to this host uid (the process's), else the
-    /// target is left alone: a tmpfs never opens up a directory the image
-    /// gave to someone else (docs/design.md#home-rule). Checked on the
-    /// resolved directory itself, as the executor places it.
+    /// For a cache under `HOME`: the image's directory there, when it has
+    /// one, must belong to this host uid (the process's), else the target
+    /// is left alone: a tmpfs never opens up a directory the image gave to
+    /// someone else (docs/design.md#home-rule). Checked on the resolved
+    /// directory itself, as the executor places it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image_owner: Option<u32>,
+    /// For a cache under `HOME`: `HOME`. The directories an executor makes
+    /// for the mountpoint at or below it (a missing `HOME`, the
+    /// mountpoint) belong to `owner`, mode [`super::HOME_MODE`], not to
+    /// root (docs/design.md#home-rule).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own_from: Option<String>,
     /// The SELinux label of its files, the spec's `linux.mountLabel`, which
     /// the hook passes as `context=` (docs/design.md#selinux); `None`: none.
     pub label: Option<String>,
@@ -319,42 +319,72 @@ pub struct Plan {
     /// rootfs answers it instead ([`super::begin`], [`super::finish`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub passwd_uid: Option<u32>,
-    /// `HOME` depends on what the image holds at this directory, left
-    /// unanswered: an executor that can read the rootfs answers it instead
-    /// ([`super::UserFacts::home_dir`]).
+    /// The caches depend on what the image holds at this directory and at
+    /// these paths below it, left unanswered: an executor that can read
+    /// the rootfs answers it instead ([`super::UserFacts::home_dir`]).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub home_dir: Option<crate::target::TargetPath>,
-    /// Set `HOME` to this in `process.env` (the runtime would give `/`;
-    /// the host config's `home_fallback`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub home_env: Option<String>,
-    /// What `HOME` gets, when the plan decided it (docs/design.md#home-rule).
+    pub home_dir: Option<(String, Vec<String>)>,
+    /// What `HOME`'s caches get, when the plan decided it (docs/design.md#home-rule).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub home: Option<HomeWay>,
 }
 
-/// What the plan gives the container user's `HOME`.
+/// What the plan gives the container user's `HOME`: never `HOME` itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "way")]
 pub enum HomeWay {
-    /// A tmpfs at `HOME` with the image directory's owner and mode (its
-    /// dot-entries copied up), or a home made for the process.
-    Tmpfs { home: String },
-    /// `HOME` stays the image's, read-only; each of these caches under it
-    /// gets a tmpfs of the process's, and why.
-    Caches { home: String, caches: Vec<String>, why: String },
-    /// `HOME` gets nothing, and why.
+    /// `HOME` stays the image's, read-only; each of `mounts` gets a tmpfs
+    /// of the process's, the caches sharing `budget` (`each` apiece);
+    /// each cache of `left` is left alone, and why.
+    Caches { home: String, mounts: Vec<String>, budget: Bytes, each: Bytes, left: Vec<CacheLeft> },
+    /// `HOME` and its caches get nothing, and why.
     LeftAlone { home: String, why: String },
 }
 
+/// A cache of `home_caches` left alone, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CacheLeft {
+    /// Its path under `HOME` (`.cache/huggingface`).
+    pub cache: String,
+    pub why: String,
+    /// Worth a warning: the image's layout keeps a tool's cache from
+    /// working (another uid's directory, a symlink, a file), rather than
+    /// keeping the image's own files or a volume as intended.
+    #[serde(skip)]
+    pub warn: bool,
+}
+
 impl HomeWay {
-    /// One line for `explain`: "the home tmpfs", "caches only: LIST",
-    /// "left alone: WHY".
+    /// Worth a warning rather than information: `HOME` left alone for
+    /// another reason than a volume, or a cache left alone by the image's
+    /// layout.
+    pub fn warn(&self) -> bool {
+        match self {
+            HomeWay::Caches { left, .. } => left.iter().any(|l| l.warn),
+            HomeWay::LeftAlone { .. } => false,
+        }
+    }
+
+    /// One line for `explain` and the log: the cache mounts and the
+    /// budget they share, then each cache left alone and why; or why
+    /// `HOME` is left alone.
     pub fn line(&self) -> String {
         match self {
-            HomeWay::Tmpfs { home } => format!("HOME={home}: the home tmpfs"),
-            HomeWay::Caches { home, caches, why } => {
-                format!("HOME={home}: caches only: {} ({why})", caches.join(", "))
+            HomeWay::Caches { home, mounts, budget, each, left } => {
+                let mut line = if mounts.is_empty() {
+                    format!("HOME={home}: read-only; no cache tmpfs")
+                } else {
+                    format!(
+                        "HOME={home}: read-only; cache tmpfs at {} (home_size {} shared: {} each)",
+                        mounts.join(", "),
+                        budget.approx(),
+                        each.approx()
+                    )
+                };
+                for l in left {
+                    line.push_str(&format!("; {} left alone: {}", l.cache, l.why));
+                }
+                line
             }
             HomeWay::LeftAlone { home, why } => format!("HOME={home}: left alone: {why}"),
         }
@@ -366,7 +396,7 @@ impl Plan {
     pub fn question(&self) -> Option<super::Question> {
         match (self.passwd_uid, &self.home_dir) {
             (Some(uid), _) => Some(super::Question::Passwd(uid)),
-            (None, Some(path)) => Some(super::Question::HomeDir(path.clone())),
+            (None, Some((path, paths))) => Some(super::Question::HomeDir(path.clone(), paths.clone())),
             (None, None) => None,
         }
     }
@@ -489,8 +519,8 @@ pub(crate) mod fixtures {
             noexec: false,
             owner,
             user: None,
-            image_mode: false,
             image_owner: None,
+            own_from: None,
             label: None,
         }
     }

@@ -359,36 +359,6 @@ fn splice(original: &str, m: &Members, path: &Path) -> Result<String, BundleErro
     Ok(out)
 }
 
-/// Sets `HOME` in `process.env` of the document `config` (its `process`
-/// member): every `HOME=` entry goes and one is added at the end (the
-/// process gets the last: docs/design.md#env-last). Whether it changed
-/// anything.
-///
-/// # Errors
-/// A `process` or `process.env` of the wrong JSON type.
-pub fn set_home(config: &mut Value, home: &str) -> Result<bool, String> {
-    let process = config
-        .as_object_mut()
-        .ok_or("the document")?
-        .entry("process")
-        .or_insert_with(|| Value::Object(serde_json::Map::new()))
-        .as_object_mut()
-        .ok_or("process")?;
-    let env = process
-        .entry("env")
-        .or_insert_with(|| Value::Array(Vec::new()))
-        .as_array_mut()
-        .ok_or("process.env")?;
-    let entry = Value::String(format!("HOME={home}"));
-    let is_home = |e: &Value| e.as_str().is_some_and(|s| s.starts_with("HOME="));
-    if env.iter().filter(|e| is_home(e)).count() == 1 && env.contains(&entry) {
-        return Ok(false);
-    }
-    env.retain(|e| !is_home(e));
-    env.push(entry);
-    Ok(true)
-}
-
 /// Reads `<bundle>/config.json`, lets `change` edit it (it returns whether
 /// it changed anything, or an error of its own), and writes it back when it
 /// did, in the file's own style: only the members it changed are rewritten.
@@ -426,19 +396,6 @@ mod tests {
 
     fn entry() -> HookEntry {
         HookEntry::for_stage(Path::new("/usr/local/bin/oci-tmpfs-hook"), Stage::Prestart, None)
-    }
-
-    #[test]
-    fn set_home_leaves_one_home_last() {
-        let mut v = json!({"process": {"env": ["HOME=/", "PATH=/bin", "HOME=/x"]}});
-        assert_eq!(set_home(&mut v, "/home/1000"), Ok(true));
-        assert_eq!(v["process"]["env"], json!(["PATH=/bin", "HOME=/home/1000"]));
-        assert_eq!(set_home(&mut v, "/home/1000"), Ok(false), "already so");
-        let mut bare = json!({});
-        assert_eq!(set_home(&mut bare, "/h"), Ok(true));
-        assert_eq!(bare["process"]["env"], json!(["HOME=/h"]));
-        assert!(set_home(&mut json!({"process": {"env": "x"}}), "/h").is_err());
-        assert!(set_home(&mut json!({"process": 1}), "/h").is_err());
     }
 
     #[test]

@@ -54,8 +54,6 @@ pub(crate) struct Placed {
     pub refused: Vec<(String, Note)>,
     /// Mountpoint directories whose mode was set, with that mode.
     pub chmodded: Vec<(String, u32)>,
-    /// Homes whose tmpfs takes the image directory's mode, with that mode.
-    pub modes: Vec<(String, u32)>,
 }
 
 impl Placed {
@@ -147,11 +145,10 @@ fn place_in<R: Rootfs>(root: &mut R, plan: &Plan, no_copy_up: Option<&str>) -> R
     let landings = landing::landings(root, &plan.spec_mounts);
     let mut out = Placed::default();
     let mut holding = Vec::new();
-    // A home (or a cache under it) keeps the mode of the image's
-    // directory, and is left alone where the image gives that directory to
-    // another uid: read before a missing one is made.
+    // A cache under HOME is left alone where the image gives its directory
+    // to another uid: read before a missing one is made.
     let image_stats: Vec<(&str, Option<(u32, u32)>)> = targets(plan)
-        .filter(|(_, t)| t.image_mode || t.image_owner.is_some())
+        .filter(|(_, t)| t.image_owner.is_some())
         .map(|(target, _)| (target.as_str(), root.dir_stat(target)))
         .collect();
     for (target, tmpfs) in targets(plan) {
@@ -163,7 +160,11 @@ fn place_in<R: Rootfs>(root: &mut R, plan: &Plan, no_copy_up: Option<&str>) -> R
             out.refused.push((what.to_string(), note));
             continue;
         }
-        match root.place_target(target, &landings)? {
+        // A cache's mountpoint made here is the process's.
+        root.make_for(tmpfs.own_from.as_deref().zip(tmpfs.owner));
+        let placed = root.place_target(target, &landings);
+        root.make_for(None);
+        match placed? {
             Err(note) => out.refused.push((what.to_string(), note)),
             Ok((real, fd)) => {
                 let contents =
@@ -175,15 +176,7 @@ fn place_in<R: Rootfs>(root: &mut R, plan: &Plan, no_copy_up: Option<&str>) -> R
                         continue;
                     }
                 };
-                let mode = match stat {
-                    Some((m, _)) => {
-                        if m != tmpfs.mode {
-                            out.modes.push((what.to_string(), m));
-                        }
-                        m
-                    }
-                    None => tmpfs.mode,
-                };
+                let mode = tmpfs.mode;
                 // A directory the runtime copies up keeps its own mode: the
                 // runtime gives the tmpfs' root its `mode=` (runc 1.1.8 and
                 // later, crun: docs/design.md#tmpcopyup).
@@ -202,18 +195,6 @@ fn place_in<R: Rootfs>(root: &mut R, plan: &Plan, no_copy_up: Option<&str>) -> R
     }
 }
 
-/// `plan` with each home in `modes` taking its image directory's mode.
-pub(crate) fn with_image_modes(mut plan: Plan, modes: &[(String, u32)]) -> Plan {
-    for action in &mut plan.actions {
-        if let Action::MountTmpfs { target, tmpfs, .. } = action {
-            if let Some((_, m)) = modes.iter().find(|(t, _)| t == target.as_str()) {
-                tmpfs.mode = *m;
-            }
-        }
-    }
-    plan
-}
-
 /// Answers a plan's question from the prepared rootfs (`passwd` as
 /// [`read_passwd`] reads it, the home directory as the hook sees it before
 /// the runtime mounts anything), into `user`.
@@ -228,7 +209,9 @@ pub(crate) fn answer(
 ) -> Result<(), SysError> {
     match q {
         Question::Passwd(uid) => user.passwd = read_passwd(rootfs, spec, *uid)?,
-        Question::HomeDir(path) => user.home_dir = Some((path.clone(), rootfs.root()?.home_dir(path))),
+        Question::HomeDir(path, paths) => {
+            user.home_dir = Some((path.clone(), rootfs.root()?.home_dir(path, paths)));
+        }
     }
     Ok(())
 }
@@ -481,20 +464,6 @@ mod tests {
         assert!(why.ends_with("the hook copies it up"), "{why}");
         // An empty directory beside it is made and chmodded, as before.
         assert_eq!(root.calls, ["mkdir /var/tmp", "chmod /var/tmp 1777"]);
-    }
-
-    /// A home's tmpfs takes the mode of the image's directory, read before
-    /// anything is made.
-    #[test]
-    fn a_home_keeps_the_image_mode() {
-        let mut root = FakeRoot::new(&[("/root", Entry::Dir)]);
-        root.modes.insert("/root".into(), 0o700);
-        let mut p = plan(&["/root"], &[]);
-        let Action::MountTmpfs { tmpfs, .. } = &mut p.actions[0] else { unreachable!() };
-        tmpfs.image_mode = true;
-        let placed = spec(place_in(&mut root, &p, None).unwrap());
-        assert_eq!(placed.modes, [("/root".to_string(), 0o700)]);
-        assert!(placed.chmodded.is_empty() && root.calls.is_empty(), "{:?}", root.calls);
     }
 
     /// `explain`'s routes judge as the placing does, and change nothing.

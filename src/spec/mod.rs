@@ -30,6 +30,9 @@ pub(crate) struct Outcome {
     pub done: Vec<String>,
     /// What was left alone.
     pub notes: Vec<plan::Note>,
+    /// What `HOME`'s caches got ([`plan::HomeWay::line`]), for `inject` to
+    /// print: the wrapper logs it with the plan.
+    pub home: Option<String>,
     /// The plan needs the hook, which was added instead.
     pub hooked: bool,
 }
@@ -219,7 +222,7 @@ fn in_spec(
         }
     };
     let host = input::host_facts()?;
-    let user = plan::UserFacts { passwd: plan::Passwd::NotRead, home_dir: None, sets_env: true };
+    let user = plan::UserFacts::HOOK;
     let begun = plan::begin(&parsed, None, settings, host, &user)?;
     let rootfs = input::rootfs_path(&parsed, dir);
     let mut root = rootfs.as_deref().map(host::LazyRoot::new);
@@ -230,6 +233,7 @@ fn in_spec(
         None => begun.unanswered(&user),
     };
     log::debug!("{}", plan.why);
+    out.home = plan.home.as_ref().map(plan::HomeWay::line);
     if !plan.has_work() {
         crate::report::decision(&plan);
         return Ok(false);
@@ -237,14 +241,6 @@ fn in_spec(
     let verdict = (cx.runtime)();
     let path = config.path.to_path_buf();
     let mut changed = false;
-    if let Some(home) = &plan.home_env {
-        if bundle::set_home(config.tree(&["process"])?, home)
-            .map_err(|what| BundleError::Shape { path: path.clone(), what: what.to_string() })?
-        {
-            changed = true;
-            out.done.push(format!("set HOME={home} in process.env (the runtime would give /)"));
-        }
-    }
     let foreign = match hook {
         Some(h) => route::foreign_runtime_hooks(&config.tree(&["hooks"])?["hooks"], &h.path),
         None => Vec::new(),
@@ -283,7 +279,6 @@ fn in_spec(
             host::Placed::default()
         }
     };
-    let plan = host::with_image_modes(plan, &placed.modes);
     let edit = edit::put_mounts(config.tree(&["mounts"])?, &plan, |t| placed.destination(t), host.ram)?;
     tell(out, &placed, &edit);
     out.notes.extend(placed.refused.into_iter().map(|(_, n)| n));

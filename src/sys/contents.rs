@@ -1,7 +1,7 @@
 //! What a directory of the image holds, read by fd without following
 //! anything: the spec executor's bounded scan before it chooses `tmpcopyup`
-//! ([`contents`]), and the first entry of a home that is not a dot-entry
-//! ([`first_plain_entry`]).
+//! ([`contents`]), and whether a directory under a home is empty
+//! ([`is_empty`]).
 
 use std::os::fd::OwnedFd;
 
@@ -134,23 +134,23 @@ impl Scan<'_> {
     }
 }
 
-/// The first entry of the directory `fd` whose name does not start with a
-/// dot, if any (an app, a site, data in a home).
+/// Whether the directory `fd` (an `O_PATH` fd) holds no entry: its first
+/// `getdents64` batch read, past `.` and `..`.
 ///
 /// # Errors
-/// The `openat2`/`getdents64` errno.
-pub(super) fn first_plain_entry(fd: &OwnedFd) -> Result<Option<String>, Errno> {
+/// The `openat`/`getdents64` errno.
+pub(super) fn is_empty(fd: &OwnedFd) -> Result<bool, Errno> {
     let dir = open_in(fd, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, REAL)?;
     let mut buf = [std::mem::MaybeUninit::uninit(); DIRENT_BUF];
     let mut list = rustix::fs::RawDir::new(&dir, &mut buf);
     while let Some(entry) = list.next() {
         let entry = entry?;
         let name = entry.file_name().to_bytes();
-        if !name.starts_with(b".") {
-            return Ok(Some(String::from_utf8_lossy(name).into_owned()));
+        if name != b"." && name != b".." {
+            return Ok(false);
         }
     }
-    Ok(None)
+    Ok(true)
 }
 
 /// What the real in-root path `real` ([`super::rootfs::Rootfs::judge_target`]'s)

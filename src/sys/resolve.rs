@@ -42,6 +42,10 @@ pub(crate) struct Root {
     /// symlinks (`/var -> /` with `TMPDIR=/var/tmp`, or `/tmp -> /root/tmp`
     /// with `HOME=/root`) must not stack two mounts.
     pub(super) claimed: Vec<((u64, u64), Claim)>,
+    /// While a cache under `HOME` is placed: `HOME` (in-root, no leading
+    /// `/`; empty for `/`) and the host ids that own the directories made
+    /// at or below it, mode [`plan::HOME_MODE`] (docs/design.md#home-rule).
+    made_for: Option<(String, plan::Owner)>,
 }
 
 /// A directory claimed for a target's mount: the target, and where it
@@ -80,7 +84,26 @@ impl Root {
         if (st.st_dev, st.st_ino) == (host.st_dev, host.st_ino) || name == "/" || name.is_empty() {
             return Err(SysError::RootIsHost(rootfs.to_path_buf()));
         }
-        Ok(Root { fd, name, writable: None, claimed: Vec::new() })
+        Ok(Root { fd, name, writable: None, claimed: Vec::new(), made_for: None })
+    }
+
+    /// Makes the directories that the next resolutions create at or below
+    /// `home` (`None`: none) belong to `owner`, mode [`plan::HOME_MODE`]:
+    /// a cache's mountpoint and a missing `HOME` are the process's, not
+    /// root's (docs/design.md#home-rule). Directories above `home` stay
+    /// root's, mode 0755.
+    pub(crate) fn make_for(&mut self, home: Option<(&str, plan::Owner)>) {
+        self.made_for = home.map(|(h, o)| (h.trim_matches('/').to_string(), o));
+    }
+
+    /// The mode and owner of a directory made at `rel` (no leading `/`).
+    fn made_as(&self, rel: &str) -> (u32, Option<plan::Owner>) {
+        match &self.made_for {
+            Some((home, owner)) if home.is_empty() || rel == home || rel.starts_with(&format!("{home}/")) => {
+                (plan::HOME_MODE, Some(*owner))
+            }
+            _ => (0o755, None),
+        }
     }
 
     /// Resolves `rel` inside the root, creating missing directories one
@@ -102,9 +125,11 @@ impl Root {
             let fd = match resolve(&self.fd, &prefix, flags) {
                 Err(Errno::NOENT) => {
                     let dir = parent.as_ref().unwrap_or(&self.fd);
-                    match rustix::fs::mkdirat(dir, parts[i], Mode::from_raw_mode(0o755)) {
-                        Ok(()) | Err(Errno::EXIST) => {}
-                        Err(Errno::ROFS) => self.mkdir_through_clone(&parts[..=i], flags)?,
+                    let (mode, owner) = self.made_as(&prefix);
+                    match rustix::fs::mkdirat(dir, parts[i], Mode::from_raw_mode(mode)) {
+                        Ok(()) => own(dir, parts[i], owner)?,
+                        Err(Errno::EXIST) => {}
+                        Err(Errno::ROFS) => self.mkdir_through_clone(&parts[..=i], flags, mode, owner)?,
                         Err(e) => return Err(e),
                     }
                     resolve(&self.fd, &prefix, flags)?
@@ -119,7 +144,13 @@ impl Root {
     /// Creates the last of `parts` through a writable clone of the rootfs
     /// mount (made once). The clone is detached and private to this process:
     /// the container's own mount stays read-only.
-    fn mkdir_through_clone(&mut self, parts: &[&str], flags: ResolveFlags) -> Result<(), Errno> {
+    fn mkdir_through_clone(
+        &mut self,
+        parts: &[&str],
+        flags: ResolveFlags,
+        mode: u32,
+        owner: Option<plan::Owner>,
+    ) -> Result<(), Errno> {
         if self.writable.is_none() {
             self.writable = Some(mount::clone_writable(&self.fd).map_err(|(_, e)| e)?);
         }
@@ -127,8 +158,9 @@ impl Root {
         let (last, parents) = parts.split_last().ok_or(Errno::INVAL)?;
         let rel = if parents.is_empty() { ".".to_string() } else { parents.join("/") };
         let parent = resolve(clone, &rel, flags)?;
-        match rustix::fs::mkdirat(&parent, *last, Mode::from_raw_mode(0o755)) {
-            Ok(()) | Err(Errno::EXIST) => Ok(()),
+        match rustix::fs::mkdirat(&parent, *last, Mode::from_raw_mode(mode)) {
+            Ok(()) => own(&parent, last, owner),
+            Err(Errno::EXIST) => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -281,6 +313,20 @@ pub(super) fn open_in(
         }
     }
     Err(Errno::AGAIN)
+}
+
+/// Gives the directory `name` just made in `dir` to `owner` (`None`: it
+/// stays root's). `AT_SYMLINK_NOFOLLOW`: a symlink swapped in meanwhile is
+/// changed itself, never what it points to.
+fn own(dir: &OwnedFd, name: &str, owner: Option<plan::Owner>) -> Result<(), Errno> {
+    let Some(o) = owner else { return Ok(()) };
+    rustix::fs::chownat(
+        dir,
+        name,
+        Some(rustix::fs::Uid::from_raw(o.uid)),
+        Some(rustix::fs::Gid::from_raw(o.gid)),
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )
 }
 
 /// The path the kernel gives an fd (`/proc/self/fd/N`).

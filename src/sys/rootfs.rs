@@ -81,6 +81,10 @@ pub(crate) trait Rootfs: Tree + Sized {
     /// The directory cannot be read.
     fn contents_at(&self, real: &TargetPath, limits: &Limits) -> Result<Contents, Errno>;
 
+    /// The owner of the directories the next placings make at or below
+    /// `home` ([`Root::make_for`]); a fake root makes nothing.
+    fn make_for(&mut self, _home: Option<(&str, crate::plan::Owner)>) {}
+
     /// Gives `dir` `mode` when it has another; whether it did.
     ///
     /// # Errors
@@ -116,6 +120,10 @@ impl Rootfs for Root {
 
     fn set_mode(&mut self, dir: &OwnedFd, mode: u32, what: &str) -> Result<bool, SysError> {
         Root::set_mode(self, dir, mode, what)
+    }
+
+    fn make_for(&mut self, home: Option<(&str, crate::plan::Owner)>) {
+        Root::make_for(self, home);
     }
 }
 

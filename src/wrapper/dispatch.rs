@@ -3,8 +3,7 @@
 //! parses the command line): on `create` and `run`, the plan carried out
 //! for the bundle as the host config's `mode` says, in `config.json`
 //! ([`crate::spec::carry_out`]) or by adding our hook ([`crate::spec::inject_hook`]);
-//! on `exec`, the container's `HOME` given to the process
-//! ([`super::exec_home`]); anything else goes through untouched.
+//! anything else (an `exec` included) goes through untouched.
 //!
 //! It neither parses the command line nor finds or execs the real runtime
 //! (the `runtime` command and [`crate::wrapper::real_runtime`] do), and the choice
@@ -21,16 +20,12 @@ use crate::spec;
 use crate::spec::bundle::HookEntry;
 use crate::stage::Stage;
 
-use super::exec_home::{self, Exec};
-
 /// What the real runtime is asked to do, as far as the wrapper acts on it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum RuntimeCall<'a> {
     /// `create` or `run`: the bundle directory, and the container id when
     /// the command line names one.
     Create { bundle: &'a Path, id: Option<String> },
-    /// `exec` in a running container.
-    Exec(Exec<'a>),
     /// Any other subcommand: straight through.
     Other,
 }
@@ -47,11 +42,6 @@ pub(crate) fn before_exec(
     real: &Path,
 ) -> Result<(), crate::error::Error> {
     match call {
-        RuntimeCall::Exec(exec) => {
-            crate::process::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
-            exec_home::carry_over(exec, real.file_name().unwrap_or_default(), settings.home);
-            Ok(())
-        }
         RuntimeCall::Create { bundle, id } => prepare(bundle, source, settings, real, id.as_deref()),
         RuntimeCall::Other => Ok(()),
     }

@@ -1,7 +1,6 @@
 //! runc's command-line grammar, the one parser of the wrapper's argv: what
-//! a runtime is asked (`create`/`run` with its bundle and container id,
-//! `exec` with its process file and container, or anything else) and the
-//! global `--root`. Pure: it reads only its arguments, and neither acts on
+//! a runtime is asked (`create`/`run` with its bundle and container id, or
+//! anything else). Pure: it reads only its arguments, and neither acts on
 //! them nor rejects any (a command line it does not understand goes through
 //! to the real runtime unchanged, which reports its own usage errors).
 
@@ -10,7 +9,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::wrapper::dispatch::RuntimeCall;
-use crate::wrapper::exec_home::Exec;
 
 /// Global options that take a value (`--root R` or `--root=R`): runc's
 /// (`runc --help`), crun's (`--cgroup-manager`, `--log-level`) and youki's.
@@ -25,29 +23,6 @@ const CREATE_WITH_VALUE: &[&str] =
 
 /// The subcommands that create a container from a bundle.
 const CREATING: &[&str] = &["create", "run"];
-
-/// Options of `exec` that take a value: runc 1.1/1.3's and crun's
-/// (`runc exec --help`, `crun exec --help`). Any other option is a switch.
-const EXEC_WITH_VALUE: &[&str] = &[
-    "process",
-    "p",
-    "console-socket",
-    "pidfd-socket",
-    "pid-file",
-    "cwd",
-    "env",
-    "e",
-    "user",
-    "u",
-    "additional-gids",
-    "g",
-    "process-label",
-    "apparmor",
-    "cap",
-    "c",
-    "preserve-fds",
-    "cgroup",
-];
 
 /// A runtime command line (argv\[0\] excluded), parsed once: what the
 /// wrapper dispatches on and the container id it logs and grows shm for.
@@ -71,46 +46,16 @@ pub(crate) struct CommandLine {
     pub bundle: Option<PathBuf>,
     /// The subcommand's words, options and their values left out.
     pub words: Vec<OsString>,
-    /// The global `--root`: where the runtime keeps its containers' state.
-    pub root: Option<PathBuf>,
-    /// What an `exec` names, when that is the subcommand.
-    pub exec: Option<ExecLine>,
-}
-
-/// An `exec` command line: the process file and the container it runs in.
-///
-/// The grammar (runc's and crun's): options, then the container id, then
-/// the command, whose words are not ours to read. `--process FILE`,
-/// `--process=FILE`, `-p FILE` and `-p=FILE` name the process file (the
-/// last one wins); the options in [`EXEC_WITH_VALUE`] take the next word;
-/// every other option is a switch; after a `--` the next word is the id.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct ExecLine {
-    /// `--process FILE`: the process, as JSON (what the engines pass).
-    pub process: Option<PathBuf>,
-    /// The container id: the first word.
-    pub id: Option<OsString>,
-    /// A `--user`/`-u`, or an `--env`/`-e` that sets `HOME`, on the command
-    /// line: the caller chose the user or the `HOME` itself.
-    pub chooses: bool,
 }
 
 impl CommandLine {
     /// Parses the runtime's arguments (without argv\[0\]).
     pub(crate) fn parse(args: &[OsString]) -> CommandLine {
         let Some(at) = subcommand_at(args) else { return CommandLine::default() };
-        let root = global_root(&args[..at]);
-        if args.get(at).is_some_and(|sub| sub == "exec") {
-            return CommandLine {
-                root,
-                exec: Some(ExecLine::parse(&args[at + 1..])),
-                ..CommandLine::default()
-            };
-        }
         let Some(creating) = args.get(at).and_then(|sub| CREATING.iter().find(|c| sub == **c)) else {
             return CommandLine::default();
         };
-        let mut line = CommandLine { creating: Some(creating), root, ..CommandLine::default() };
+        let mut line = CommandLine { creating: Some(creating), ..CommandLine::default() };
         let mut rest = args[at + 1..].iter();
         while let Some(arg) = rest.next() {
             if arg == "--" {
@@ -142,70 +87,14 @@ impl CommandLine {
 
     /// What the runtime is asked, in the library's plain values: a `create`
     /// or `run` with its bundle (the current directory when none is named)
-    /// and container id, an `exec` with its process file, container id and
-    /// the global `--root`, or anything else.
+    /// and container id, or anything else.
     pub(crate) fn call(&self) -> RuntimeCall<'_> {
-        if let Some(exec) = &self.exec {
-            return RuntimeCall::Exec(Exec {
-                process: exec.process.as_deref(),
-                id: exec.id.as_deref(),
-                chooses: exec.chooses,
-                root: self.root.as_deref(),
-            });
-        }
         if self.creating.is_some() {
             let bundle = self.bundle.as_deref().unwrap_or(Path::new("."));
             return RuntimeCall::Create { bundle, id: self.container_id() };
         }
         RuntimeCall::Other
     }
-}
-
-impl ExecLine {
-    /// Parses the words after `exec`.
-    fn parse(args: &[OsString]) -> ExecLine {
-        let mut line = ExecLine::default();
-        let mut rest = args.iter();
-        while let Some(arg) = rest.next() {
-            if arg == "--" {
-                line.id = rest.next().cloned();
-                break;
-            }
-            let Some((name, value)) = option(arg) else {
-                line.id = Some(arg.clone());
-                break;
-            };
-            if !named(name, EXEC_WITH_VALUE) {
-                continue;
-            }
-            let Some(value) = value.or_else(|| rest.next().map(OsString::as_os_str)) else { break };
-            match name {
-                b"process" | b"p" => line.process = Some(PathBuf::from(value)),
-                b"user" | b"u" => line.chooses = true,
-                b"env" | b"e" if value.as_bytes().starts_with(b"HOME=") => line.chooses = true,
-                _ => {}
-            }
-        }
-        line
-    }
-}
-
-/// The value of the global `--root` among the global options `globals`
-/// (the last one wins).
-fn global_root(globals: &[OsString]) -> Option<PathBuf> {
-    let mut root = None;
-    let mut words = globals.iter();
-    while let Some(arg) = words.next() {
-        match option(arg) {
-            Some((b"root", Some(v))) => root = Some(PathBuf::from(v)),
-            Some((b"root", None)) => root = words.next().map(PathBuf::from),
-            Some((name, None)) if named(name, GLOBAL_WITH_VALUE) => {
-                words.next();
-            }
-            _ => {}
-        }
-    }
-    root
 }
 
 /// A command-line word split as an option: `--name=value`, `-name value`...
@@ -405,136 +294,9 @@ mod tests {
         ]);
     }
 
-    /// The global root, the process file, the id, whether it chooses.
-    type ExecParsed = (Option<String>, Option<String>, Option<String>, bool);
-
-    /// What an `exec` line parses to: the global root, the process file,
-    /// the container id, and whether it chooses the user or `HOME`.
-    fn exec_parsed(args: &[&str]) -> Option<ExecParsed> {
-        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-        let line = CommandLine::parse(&args);
-        assert_eq!(line.creating, None, "{args:?}");
-        let shown = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
-        let root = shown(&line.root);
-        line.exec
-            .map(|e| (root, shown(&e.process), e.id.map(|i| i.to_string_lossy().into_owned()), e.chooses))
-    }
-
-    /// The `exec` command lines the engines gave a runtime, recorded here as
-    /// the create lines above: Docker 20.10.24 and 28.5.2 (`docker exec`,
-    /// `-u 0`, `-t`; the same words with runc and crun), containerd 1.6.20
-    /// and 2.1.9's runc shim (`ctr task exec`, the shim CRI's `ExecSync`
-    /// goes through).
-    #[test]
-    fn the_engines_real_exec_lines() {
-        let moby = "/rd/exec/containerd/daemon/io.containerd.runtime.v2.task/moby/7ad0b36af38b";
-        let docker = format!("--root /rd/exec/runtime-runc/moby --log {moby}/log.json --log-format json exec --process /tmp/runc-process1636240928 --detach --pid-file {moby}/97d7597511a4.pid 7ad0b36af38b");
-        let docker_tty = format!("--root /rd/exec/runtime-runc/moby --log {moby}/log.json --log-format json exec --process /tmp/runc-process882902969 --console-socket /tmp/pty2481730007/pty.sock --detach --pid-file {moby}/5a0aa71885f9.pid 7ad0b36af38b");
-        let containerd = "--root /run/containerd/runc/rec --log /rd/t/rec/recid/log.json --log-format json exec --process /tmp/runc-process456644755 --detach --pid-file /rd/t/rec/recid/e1.pid recid";
-        let want = |root: &str, process: &str, id: &str| {
-            Some((Some(root.to_string()), Some(process.to_string()), Some(id.to_string()), false))
-        };
-        let split = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
-        for (name, line, expected) in [
-            (
-                "Docker 20.10 and 28.5",
-                split(&docker),
-                want("/rd/exec/runtime-runc/moby", "/tmp/runc-process1636240928", "7ad0b36af38b"),
-            ),
-            (
-                "Docker, exec -t",
-                split(&docker_tty),
-                want("/rd/exec/runtime-runc/moby", "/tmp/runc-process882902969", "7ad0b36af38b"),
-            ),
-            (
-                "containerd 1.6 and 2.1",
-                split(containerd),
-                want("/run/containerd/runc/rec", "/tmp/runc-process456644755", "recid"),
-            ),
-        ] {
-            let args: Vec<&str> = line.iter().map(String::as_str).collect();
-            assert_eq!(exec_parsed(&args), expected, "{name}");
-        }
-    }
-
-    #[test]
-    fn the_exec_grammar_at_its_edges() {
-        let got = |args: &[&str]| exec_parsed(args);
-        let p = |s: &str| Some(s.to_string());
-        assert_eq!(got(&["exec", "-p", "/p", "ID"]), Some((None, p("/p"), p("ID"), false)), "-p FILE");
-        assert_eq!(
-            got(&["exec", "--process=/p", "ID"]),
-            Some((None, p("/p"), p("ID"), false)),
-            "--process=FILE"
-        );
-        assert_eq!(got(&["exec", "-p=/p", "ID"]), Some((None, p("/p"), p("ID"), false)), "-p=FILE");
-        assert_eq!(
-            got(&["--root=/r", "exec", "-p", "/p", "ID"]),
-            Some((p("/r"), p("/p"), p("ID"), false)),
-            "--root=R"
-        );
-        assert_eq!(
-            got(&["-root", "/r", "--debug", "exec", "ID"]),
-            Some((p("/r"), None, p("ID"), false)),
-            "Go's -root"
-        );
-        assert_eq!(
-            got(&["--log", "--root", "exec", "-p", "/p", "ID"]),
-            Some((None, p("/p"), p("ID"), false)),
-            "a --log named --root is a value"
-        );
-        assert_eq!(
-            got(&["--root", "/a", "--root", "/b", "exec", "ID"]),
-            Some((p("/b"), None, p("ID"), false)),
-            "the last root wins"
-        );
-        assert_eq!(
-            got(&["exec", "--pid-file", "--process", "ID", "sh"]),
-            Some((None, None, p("ID"), false)),
-            "a pid file named like a flag is a value"
-        );
-        assert_eq!(
-            got(&["exec", "-p", "/a", "-p", "/b", "ID"]),
-            Some((None, p("/b"), p("ID"), false)),
-            "last wins"
-        );
-        assert_eq!(
-            got(&["exec", "--tty", "-d", "--no-new-privs", "-p", "/p", "ID"]),
-            Some((None, p("/p"), p("ID"), false)),
-            "switches"
-        );
-        assert_eq!(
-            got(&["exec", "ID", "--process", "/p"]),
-            Some((None, None, p("ID"), false)),
-            "after the id: the command's words"
-        );
-        assert_eq!(
-            got(&["exec", "-p", "/p", "--", "-id"]),
-            Some((None, p("/p"), p("-id"), false)),
-            "-- then the id"
-        );
-        assert_eq!(got(&["exec", "-u", "0", "-p", "/p", "ID"]), Some((None, p("/p"), p("ID"), true)), "-u");
-        assert_eq!(got(&["exec", "--user=1000:0", "ID", "sh"]), Some((None, None, p("ID"), true)), "--user=");
-        assert_eq!(
-            got(&["exec", "-e", "HOME=/x", "-p", "/p", "ID"]),
-            Some((None, p("/p"), p("ID"), true)),
-            "-e HOME"
-        );
-        assert_eq!(
-            got(&["exec", "--env=TERM=x", "-p", "/p", "ID"]),
-            Some((None, p("/p"), p("ID"), false)),
-            "-e TERM"
-        );
-        assert_eq!(got(&["exec", "--process"]), Some((None, None, None, false)), "no value");
-        assert_eq!(got(&["exec"]), Some((None, None, None, false)), "nothing");
-        assert_eq!(got(&["--root", "/r", "state", "ID"]), None, "state");
-        assert_eq!(got(&["--root", "/r", "executed", "ID"]), None, "not exec");
-        assert_eq!(got(&["--root", "exec", "state", "ID"]), None, "a root named exec");
-    }
-
     /// The library sees what the grammar parsed: a `create`'s bundle (the
-    /// current directory when none is named) and id, an `exec`'s process
-    /// file, id, choice and global `--root`, and nothing of any other line.
+    /// current directory when none is named) and id, and nothing of any
+    /// other line (an `exec` included).
     #[test]
     fn each_line_is_the_call_it_names() {
         let call_of = |args: &[&str], check: &dyn Fn(RuntimeCall<'_>)| {
@@ -548,17 +310,13 @@ mod tests {
             assert_eq!(c, RuntimeCall::Create { bundle: Path::new("."), id: Some("ID".into()) });
         });
         call_of(&["create"], &|c| assert_eq!(c, RuntimeCall::Create { bundle: Path::new("."), id: None }));
-        call_of(&["--root", "/r", "exec", "-u", "0", "-p", "/p", "ID", "sh"], &|c| {
-            let want = Exec {
-                process: Some(Path::new("/p")),
-                id: Some(OsStr::new("ID")),
-                chooses: true,
-                root: Some(Path::new("/r")),
-            };
-            assert_eq!(c, RuntimeCall::Exec(want));
-        });
-        call_of(&["exec"], &|c| assert_eq!(c, RuntimeCall::Exec(Exec::default())));
-        for other in [&["state", "ID"][..], &["--root", "/r", "delete", "ID"], &["features"], &[]] {
+        for other in [
+            &["state", "ID"][..],
+            &["--root", "/r", "delete", "ID"],
+            &["features"],
+            &[],
+            &["exec", "-p", "/p", "ID"],
+        ] {
             call_of(other, &|c| assert_eq!(c, RuntimeCall::Other, "{other:?}"));
         }
     }

@@ -6,7 +6,7 @@
 //! calls. It reads the host config, finds the real runtime
 //! ([`real_runtime`]), parses the runtime's command line once ([`grammar`],
 //! runc's grammar), acts on what it asks ([`dispatch`]: the plan for the bundle on
-//! `create` and `run`, the container's `HOME` for an `exec`), then
+//! `create` and `run`), then
 //! `exec(2)`s the real runtime with the arguments unchanged, so exit status,
 //! signals and stdio are the real runtime's. Every other subcommand goes
 //! straight through.
@@ -23,7 +23,6 @@
 //! and cached: docs/design.md#runtimes), takes the hook in either mode.
 
 pub(crate) mod dispatch;
-pub(crate) mod exec_home;
 pub(crate) mod grammar;
 pub(crate) mod real_runtime;
 

@@ -35,7 +35,7 @@ SUITE=sid
 # images; util-linux (unshare, nsenter, mount, su), passwd (useradd), uidmap,
 # slirp4netns and passt (rootless Podman), python3-seccomp (hostile suite);
 # python3-torch; python3-pip and python3-venv (the home suite: pip install
-# --user, the Triton venv); strace (which processes a start runs); Go 1.26
+# --user, the tools venv); strace (which processes a start runs); Go 1.26
 # (tests/env/containerd.sh builds containerd 2.3.4 with it); g++, python3-dev and libtorch-dev for torch.compile (Debian's
 # python3-torch headers are dangling symlinks without libtorch-dev).
 PACKAGES="runc crun containerd docker.io docker-cli podman busybox-static python3-torch \

@@ -10,9 +10,10 @@
 #                                            # (default python3 on PATH) makes it
 #   OCI_TMPFS_HOOK_VENV_DIR=DIR              # cache directory [default: /var/cache/oci-tmpfs-hook/venv]
 #
-# The home suite's Triton venv is made with /usr/bin/python3, so that a
-# container given the host's /usr runs it. Needs the venv module (Debian:
-# python3-venv) and PyPI.
+# The home suite's tools venv (Triton and numba, from
+# tests/pytorch/tools-requirements.txt) is made with /usr/bin/python3, so
+# that a container given the host's /usr runs it. Needs the venv module
+# (Debian: python3-venv) and PyPI.
 set -Eeuo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 req=${1:-$here/cri/requirements.txt}

@@ -20,10 +20,9 @@ file), not the host's. The users:
 - uid 1000 with `HOME=/home/u`, a home the image does not have;
 - a uid with no `/etc/passwd` entry and no `HOME` (1000 if the host's
   passwd has none, else 12345 or the next free one): the runtime gives
-  `HOME=/`; the hook cannot set the environment, so it keeps `/`
-  read-only and mounts the caches under it (`/.triton`, `/.cupy`,
-  `/.cache`, ...: docs/design.md#home-rule), the spec executor sets
-  `HOME=/home/<uid>` and mounts it.
+  `HOME=/`; every executor keeps `/` read-only and mounts the caches under
+  it (`/.triton`, `/.cupy`, `/.cache`, ...: docs/design.md#home-rule).
+No executor sets `HOME` or makes it writable: only its caches are.
 The exit status is 0 when every cell with us that is expected to pass
 passed with the expected `HOME`, and nothing of ours stayed mounted on the
 host; the cells without us are compared with the known table and marked,
@@ -119,7 +118,7 @@ class Host:
         self.runtime = args.runtime
         self.python_arg = args.python
         self.noentry_uid = free_uid()
-        self.homes = ["/root", "/home/u", f"/home/{self.noentry_uid}"]
+        self.homes = ["/root", "/home/u"]
         self.info = self.probe_python()
         self.python = self.info["executable"]
         self.binds = self.python_binds()
@@ -218,9 +217,8 @@ def expected_home(host, user, executor):
         return {"/root"}
     if user == "u1000":
         return {"/home/u"}
-    if executor == "spec":
-        return {f"/home/{host.noentry_uid}"}
-    # runc gives /; crun 1.8.1 leaves HOME unset (docs/design.md#home).
+    # No executor sets HOME: runc gives /; crun 1.8.1 leaves HOME unset
+    # (docs/design.md#home).
     return {"/", "(unset)"}
 
 

@@ -25,10 +25,11 @@ ROW is one of:
                 written into CuPy's kernel cache dir the way CuPy saves a
                 compiled kernel (no GPU needed).
 
-Prints `HOME=...`, `MOUNT` lines (HOME, /tmp, /dev/shm), `DEVICE` lines (see
-check_devices), then one line: `PASS ROW`, `FAIL ROW: Type: first line
-of the error` (exit 1; the traceback goes to stderr), or `N/A ROW: why`
-(exit 3, when the host's Python lacks what the row needs). The same
+Prints `HOME=...`, `MOUNT` lines (HOME and the cache tmpfs under it, /tmp,
+/dev/shm), `DEVICE` lines (see check_devices), then one line: `PASS ROW`,
+`FAIL ROW: Type: first line of the error` (exit 1; the traceback goes to
+stderr), or `N/A ROW: why` (exit 3, when the host's Python lacks what the
+row needs). The same
 protocol as tests/pytorch/verdict.py. `TORCH_TEST_WAIT` (seconds, default
 120) bounds every wait for another process: without us, the other side
 often never answers.
@@ -271,12 +272,16 @@ def first_line(e):
 
 
 def show_mounts():
-    """The mounts at HOME, /tmp and /dev/shm, for the harness's log."""
-    want = {os.environ.get("HOME") or "/", "/tmp", "/dev/shm"}
+    """The mounts at HOME, /tmp and /dev/shm, and on the dot-entries under
+    HOME (the cache tmpfs: ~/.cache, ~/.triton, ...; HOME itself stays the
+    image's, docs/design.md#home-rule), for the harness's log."""
+    home = os.environ.get("HOME") or "/"
+    want = {home, "/tmp", "/dev/shm"}
+    caches = home.rstrip("/") + "/."
     with open("/proc/self/mountinfo") as f:
         for line in f:
             fields = line.split()
-            if fields[4] in want:
+            if fields[4] in want or fields[4].startswith(caches):
                 sep = fields.index("-")
                 print(f"MOUNT {fields[4]} {fields[sep + 1]} {fields[5]} {fields[sep + 3]}", flush=True)
 

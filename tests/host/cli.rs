@@ -188,14 +188,14 @@ fn inject_is_idempotent_through_the_binary() {
     assert_eq!(hooks[0]["args"], json!(["oci-tmpfs-hook", "hook", "--stage", "createRuntime"]));
 }
 
-/// `inject --mode spec` logs the mode it really gave a home it made (0700,
-/// not the temp dirs' 1777), and on a bundle it edited already changes
-/// nothing and plans nothing: with `/etc/passwd` gone since, a new plan
-/// would set `HOME=/home/0` and mount it.
+/// `inject --mode spec` says what `HOME`'s caches get, makes each cache's
+/// mountpoint the process's, mode 0700 (never 1777 like a temp dir), and on
+/// a bundle it edited already changes nothing and plans nothing.
 #[test]
-fn inject_spec_tells_the_mode_it_made_and_leaves_its_own_edit_alone() {
+fn inject_spec_tells_what_the_caches_get_and_leaves_its_own_edit_alone() {
     let b = Bundle::new("spec36-finished");
     std::fs::write(b.rootfs().join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+    std::fs::create_dir(b.rootfs().join("root")).unwrap();
     let dir = b.dir.to_str().unwrap();
     let crun = b.dir.join("crun");
     std::fs::write(&crun, "#!/bin/sh\n[ \"$1\" = --version ] && echo 'crun version 1.8.1'; exit 0\n")
@@ -205,10 +205,24 @@ fn inject_spec_tells_the_mode_it_made_and_leaves_its_own_edit_alone() {
     let first = inject();
     assert!(first.status.success(), "{}", text(&first.stderr));
     let said = text(&first.stdout);
-    assert!(said.contains("made the mountpoint /root mode 700 for the runtime"), "{said}");
-    assert!(!said.contains("/root mode 1777"), "{said}");
+    assert!(
+        said.starts_with("HOME=/root: read-only; cache tmpfs at /root/.cache, /root/.config, /root/.triton"),
+        "{said}"
+    );
+    assert!(said.contains("wrote a tmpfs mount for /root/.triton into the spec"), "{said}");
+    assert!(!said.contains("/root mode") && !said.contains("mode 1777 for the runtime\nmade"), "{said}");
+    let made = std::fs::metadata(b.rootfs().join("root/.triton")).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&made.permissions()) & 0o7777,
+        0o700,
+        "the mountpoint made for the cache"
+    );
     let once = std::fs::read(b.dir.join("config.json")).unwrap();
-    assert!(String::from_utf8_lossy(&once).contains("\"destination\": \"/root\""), "the home is in the spec");
+    assert!(
+        String::from_utf8_lossy(&once).contains("\"destination\": \"/root/.triton\""),
+        "a cache in the spec"
+    );
+    assert!(!String::from_utf8_lossy(&once).contains("\"destination\": \"/root\""), "HOME is not");
     std::fs::remove_file(b.rootfs().join("etc/passwd")).unwrap();
     let second = inject();
     assert!(second.status.success(), "{}", text(&second.stderr));

@@ -11,8 +11,8 @@ use oci_tmpfs_hook::bundle::{self, HookEntry};
 use oci_tmpfs_hook::host_config::{AnnotationPolicy, HostConfig};
 use oci_tmpfs_hook::input::read_state;
 use oci_tmpfs_hook::plan::{
-    begin, decide, finish, Action, DirFacts, HomeDir, HostFacts, Inputs, Owner, Passwd, PlanError, Question,
-    SizeFrom, UserFacts,
+    begin, decide, finish, Action, DirFacts, Found, HomeDir, HostFacts, Inputs, Owner, Passwd, PlanError,
+    Question, SizeFrom, UserFacts,
 };
 use oci_tmpfs_hook::size::{Bytes, Size, MIN_BYTES};
 use oci_tmpfs_hook::stage::Stage;
@@ -159,8 +159,7 @@ fn valid_env_entry() -> impl Strategy<Value = String> {
     ]
 }
 
-/// What an executor read of the image's /etc/passwd, and whether it can
-/// set the environment.
+/// What an executor read of the image's /etc/passwd.
 fn valid_user() -> impl Strategy<Value = UserFacts> {
     let passwd = prop_oneof![
         Just(Passwd::NotRead),
@@ -169,22 +168,41 @@ fn valid_user() -> impl Strategy<Value = UserFacts> {
         Just(Passwd::Unreadable("is not a regular file".into())),
         prop_oneof![DIRS, "/(home|root)(/[a-z]{1,4})?", "(/|/../..|/usr|)"].prop_map(Passwd::Entry),
     ];
-    (passwd, any::<bool>()).prop_map(|(passwd, sets_env)| UserFacts { passwd, home_dir: None, sets_env })
+    passwd.prop_map(|passwd| UserFacts { passwd, home_dir: None })
 }
 
-/// What the image holds at the home, as an executor answers the plan's
-/// question: missing, something else, or a directory of some owner (the
-/// process's uid or not), mode, and a first plain entry or none.
-fn valid_home_dir() -> impl Strategy<Value = HomeDir> {
+/// The paths an executor reads below `HOME` for the default caches, and a
+/// few the plan never asks for.
+const BELOW_HOME: [&str; 9] = [
+    ".cache",
+    ".config",
+    ".triton",
+    ".cupy",
+    ".nv",
+    ".cache/torch",
+    ".cache/huggingface",
+    ".config/vllm",
+    ".local",
+];
+
+/// What the image holds at one path: missing, a symlink, a mount,
+/// something else, or a directory of some owner (the process's uid or
+/// not), empty or not.
+fn found() -> impl Strategy<Value = Found> {
     let dir = (prop_oneof![Just(0u32), Just(1000u32), 0..70000u32], 0..70000u32, 0..0o7777u32, any::<bool>())
-        .prop_map(|(uid, gid, mode, plain)| {
-            HomeDir::Dir(DirFacts {
-                owner: Owner { uid, gid },
-                mode,
-                plain: plain.then(|| "main.py".to_string()),
-            })
-        });
-    prop_oneof![Just(HomeDir::Missing), Just(HomeDir::Other), dir]
+        .prop_map(|(uid, gid, mode, empty)| Found::Dir(DirFacts { owner: Owner { uid, gid }, mode, empty }));
+    prop_oneof![Just(Found::Missing), Just(Found::Symlink), Just(Found::Mount), Just(Found::Other), dir]
+}
+
+/// What the image holds at the home and below it, as an executor answers
+/// the plan's question (it reads more than the plan needs: the plan must
+/// look only where it walks).
+fn valid_home_dir() -> impl Strategy<Value = HomeDir> {
+    (found(), proptest::collection::vec(found(), BELOW_HOME.len())).prop_map(|(home, below)| {
+        let mut read = vec![(String::new(), home)];
+        read.extend(BELOW_HOME.iter().map(|p| p.to_string()).zip(below));
+        HomeDir::Read(read)
+    })
 }
 
 /// `linux.resources.memory.limit`: mostly none or one a tmpfs fits in;
@@ -333,7 +351,7 @@ fn finished_plan(
     let unread = UserFacts { passwd: Passwd::NotRead, ..user.clone() };
     let answer = |q: &Question, u: &mut UserFacts| match q {
         Question::Passwd(_) => u.passwd = user.passwd.clone(),
-        Question::HomeDir(path) => u.home_dir = Some((path.clone(), dir.clone())),
+        Question::HomeDir(path, _) => u.home_dir = Some((path.clone(), dir.clone())),
     };
     let first = begin(spec, None, settings, HostFacts { ram: RAM }, &unread).map_err(refused)?;
     let plan = finish(first, unread.clone(), |q, u| {
@@ -393,7 +411,7 @@ fn check_plan(
             size.bytes
         );
         let max = match action {
-            Action::MountTmpfs { tmpfs, .. } if tmpfs.image_mode => settings.max_home_size,
+            Action::MountTmpfs { tmpfs, .. } if tmpfs.own_from.is_some() => settings.max_home_size,
             Action::MountTmpfs { .. } => settings.max_tmp_size,
             Action::Shm { .. } => settings.max_shm_size,
         };
@@ -402,18 +420,7 @@ fn check_plan(
             prop_assert!(size.bytes <= max, "{}: {} over the cap {}", action.target(), size.bytes, max);
         }
         prop_assert!(tmpfs.nosuid && tmpfs.nodev && tmpfs.nr_inodes.is_none_or(|n| n > 0));
-        // A home or a cache under it belongs to the process, never to
-        // another uid the image named (docs/design.md#home-rule), and is
-        // never more open than the image's directory it takes over.
-        if let Some(uid) = tmpfs.image_owner {
-            prop_assert_eq!(tmpfs.owner.map(|o| o.uid), Some(uid), "{}", action.target());
-            let whole_home = matches!(action, Action::MountTmpfs { origins, .. }
-                if origins.iter().any(|o| matches!(o, oci_tmpfs_hook::plan::Origin::Home(_))));
-            match dir {
-                HomeDir::Dir(d) if whole_home => prop_assert_eq!(tmpfs.mode, d.mode, "{}", action.target()),
-                _ => prop_assert_eq!(tmpfs.mode, 0o700, "{}", action.target()),
-            }
-        }
+        check_cache(action, dir, &spec_mounts)?;
         match action {
             Action::MountTmpfs { target, .. } => {
                 prop_assert!(!target::denied(target.as_str()));
@@ -441,11 +448,9 @@ fn check_plan(
             Action::Shm { .. } => prop_assert!(tmpfs.noexec),
         }
     }
-    // HOME is set only to a home of ours, never to a system path, and
-    // only by an executor that can.
-    if let Some(home) = &plan.home_env {
-        prop_assert!(user.sets_env);
-        prop_assert_eq!(target::validate(home).map(|t| t.to_string()), Ok(home.clone()));
+    // HOME itself is never a target.
+    if let Some(oci_tmpfs_hook::plan::HomeWay::Caches { home, .. }) = &plan.home {
+        prop_assert!(!plan.actions.iter().any(|a| a.target() == home.as_str()), "HOME {} is a target", home);
     }
     // The plan asks for /etc/passwd only when it was not read, and is
     // otherwise finished.
@@ -454,6 +459,65 @@ fn check_plan(
     }
     prop_assert_eq!(&plan.home_dir, &None);
     Ok(!plan.actions.is_empty())
+}
+
+/// The checks of a cache tmpfs under HOME ([`check_plan`]), against what
+/// the image holds there (`dir`) and the spec's mounts.
+fn check_cache(action: &Action, dir: &HomeDir, spec_mounts: &[String]) -> Result<(), TestCaseError> {
+    // A cache under HOME belongs to the process, mode 0700, exec
+    // allowed, and lies where the image has nothing to hide: a
+    // directory missing, or empty and the process's; never HOME itself,
+    // a symlink, a mount, or a directory holding the image's files
+    // (docs/design.md#home-rule).
+    let tmpfs = action.tmpfs();
+    if let (Some(uid), Some(home)) = (tmpfs.image_owner, &tmpfs.own_from) {
+        prop_assert_eq!(tmpfs.owner.map(|o| o.uid), Some(uid), "{}", action.target());
+        prop_assert_eq!((tmpfs.mode, tmpfs.noexec), (0o700, false), "{}", action.target());
+        let base = home.trim_end_matches('/');
+        let rel = action.target().strip_prefix(&format!("{base}/"));
+        prop_assert!(rel.is_some(), "{} is not below HOME {}", action.target(), home);
+        let rel = rel.unwrap_or_default();
+        if let HomeDir::Read(read) = dir {
+            let raw = |p: &str| read.iter().find(|(q, _)| q == p).map(|(_, e)| e.clone());
+            // What is there: below a directory missing or empty in the
+            // image an executor reads nothing, and nothing is there.
+            let at = |p: &str| {
+                let above = std::iter::once("")
+                    .chain(p.match_indices('/').map(|(i, _)| &p[..i]))
+                    .filter(|a| *a != p || p.is_empty());
+                let emptied = !p.is_empty()
+                    && above.into_iter().any(|a| {
+                        matches!(raw(a), Some(Found::Missing | Found::Dir(DirFacts { empty: true, .. })))
+                    });
+                if emptied {
+                    Some(Found::Missing)
+                } else {
+                    raw(p)
+                }
+            };
+            match at(rel) {
+                Some(Found::Missing) => {
+                    let parent = rel.rsplit_once('/').map_or("", |(d, _)| d);
+                    // Made in a directory of the process's: HOME made for
+                    // it, or one the image gives it; `/` for HOME=/.
+                    let parent_ok = match at(parent) {
+                        Some(Found::Missing) => parent.is_empty(),
+                        Some(Found::Dir(d)) => d.owner.uid == uid || (home == "/" && parent.is_empty()),
+                        _ => false,
+                    };
+                    // A directory a spec mount lies in is the runtime's.
+                    let runtime_made =
+                        spec_mounts.iter().any(|d| d.starts_with(&format!("{base}/{parent}/")));
+                    prop_assert!(parent_ok || runtime_made, "{}: made in {:?}", action.target(), at(parent));
+                }
+                Some(Found::Dir(d)) => {
+                    prop_assert!(d.empty && d.owner.uid == uid, "{} covers {:?}", action.target(), d);
+                }
+                other => prop_assert!(false, "{} covers {:?}", action.target(), other),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One defect in an input otherwise valid: `decide` refuses the first

@@ -1,21 +1,18 @@
 //! `explain` says what the wrapper does: on the same bundles, the executor
 //! and stage that `explain --json` gives each temp target are the ones the
 //! wrapper (`oci-tmpfs-runtime create`, in spec and in hook mode) and
-//! `inject --mode spec` write into `config.json`, `HOME` in `process.env`
-//! included. The bundles cover the
+//! `inject --mode spec` write into `config.json`. The bundles cover the
 //! other parties' hooks of the GPU suite (a CDI spec's `createRuntime` and
 //! `createContainer` hooks as an engine puts them into the spec, the hooks
 //! dir's vendor hooks after ours, NVIDIA's legacy `prestart` hook, Docker's
 //! `libnetwork-setkey`), rootfs layouts (a plain `/tmp`, a nested
 //! `TMPDIR=/tmp/job`, a second temp dir `TMPDIR=/var/tmp`, `/tmp` a symlink
-//! to `/etc` or to `../var/tmp`, files in the image's `/tmp`, a rootfs
-//! without `/etc/passwd`, whose `HOME=/` the spec executor replaces,
-//! `HOME=/root` holding the image's dotfile, or `.bashrc` and `.profile`
-//! beside files in `/tmp` (both `tmpcopyup` entries where the runtime copies
-//! as the hook does), a home past the copy bounds or holding a FIFO (the
-//! hook), a home keeping an app (its
-//! caches only) and another uid's home (left alone); root's home is `/tmp`
-//! in the others), and
+//! to `/etc` or to `../var/tmp`, files in the image's `/tmp` (a `tmpcopyup`
+//! entry where the runtime copies as the hook does), past the copy bounds
+//! or holding a FIFO (the hook), a rootfs without `/etc/passwd` (`HOME=/`,
+//! its caches under `/`), `HOME=/root` holding the image's dotfiles, a home
+//! keeping an app, and another uid's home (its caches left alone; `HOME`
+//! itself never a target); root's home is `/tmp` in the others), and
 //! the runtime versions that move temp targets to the hook (runc before and
 //! after 1.1.8, crun 1.29.0 and 1.29.1, youki, which is not known to copy
 //! up: docs/design.md#runtimes). The
@@ -86,7 +83,7 @@ fn rootfs_layouts() -> Vec<Layout> {
             std::fs::remove_dir(r.join("tmp")).unwrap();
             std::os::unix::fs::symlink("../var/tmp", r.join("tmp")).unwrap();
         }),
-        ("no /etc/passwd: HOME=/, replaced by /home/0 in spec mode", &[], |r| {
+        ("no /etc/passwd: HOME=/, its caches under /", &[], |r| {
             std::fs::remove_file(r.join("etc/passwd")).unwrap();
         }),
         ("HOME=/root, holding the image's dotfile", &["HOME=/root"], |r| {
@@ -99,22 +96,18 @@ fn rootfs_layouts() -> Vec<Layout> {
             std::fs::write(r.join("root/.profile"), b"image").unwrap();
             std::fs::write(r.join("tmp/.X0-lock"), b"image").unwrap();
         }),
-        ("HOME=/root, holding a 100 MiB sparse file: past the bounds", &["HOME=/root"], |r| {
-            std::fs::create_dir(r.join("root")).unwrap();
-            std::fs::write(r.join("root/.profile"), b"image").unwrap();
-            std::fs::File::create(r.join("root/.big")).unwrap().set_len(100 << 20).unwrap();
+        ("a 100 MiB sparse file in /tmp: past the bounds", &[], |r| {
+            std::fs::File::create(r.join("tmp/.big")).unwrap().set_len(100 << 20).unwrap();
         }),
-        ("HOME=/root, holding a FIFO", &["HOME=/root"], |r| {
-            std::fs::create_dir(r.join("root")).unwrap();
-            std::fs::write(r.join("root/.profile"), b"image").unwrap();
-            let fifo = r.join("root/.fifo");
+        ("a FIFO in /tmp", &[], |r| {
+            let fifo = r.join("tmp/.fifo");
             assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
         }),
-        ("HOME=/srv/app keeping an app: its caches only", &["HOME=/srv/app"], |r| {
+        ("HOME=/srv/app keeping an app", &["HOME=/srv/app"], |r| {
             std::fs::create_dir_all(r.join("srv/app/.cache")).unwrap();
             std::fs::write(r.join("srv/app/main.py"), b"app").unwrap();
         }),
-        ("HOME=/srv/bob, another uid's: left alone", &["HOME=/srv/bob"], |r| {
+        ("HOME=/srv/bob, another uid's: its caches left alone", &["HOME=/srv/bob"], |r| {
             std::fs::create_dir_all(r.join("srv/bob")).unwrap();
             std::os::unix::fs::chown(r.join("srv/bob"), Some(1001), Some(1001)).unwrap();
         }),
@@ -179,7 +172,8 @@ fn carried(bundle: &Path) -> Carried {
 }
 
 /// What `explain --json` says the wrapper will carry, in the same terms.
-/// `before`: the stages our hook already had in the bundle, `home` its HOME.
+/// `before`: the stages our hook already had in the bundle, `home` its HOME,
+/// which every executor leaves as it is.
 fn explained(doc: &Value, before: &BTreeSet<String>, home: Option<String>) -> Carried {
     let targets = doc["targets"].as_array().cloned().unwrap_or_default();
     let dest = |t: &Value| t["destination"].as_str().unwrap().to_string();
@@ -193,7 +187,7 @@ fn explained(doc: &Value, before: &BTreeSet<String>, home: Option<String>) -> Ca
     for t in targets.iter().filter(|t| t["executor"] == "hook") {
         assert_eq!(t["stage"], doc["wrapper"]["stage"], "a target's stage is the wrapper's: {doc}");
     }
-    let home = doc["plan"]["home_env"].as_str().map(String::from).or(home);
+    // No executor sets HOME (docs/design.md#home-rule): the bundle's own.
     Carried { spec, copy_up, hook, home }
 }
 
@@ -204,8 +198,10 @@ fn script(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
     path
 }
 
-/// What HOME gets, and what a home (or `/tmp`) holding entries gets (docs/design.md#tmpcopyup),
-/// as `explain` says for one case: with a runtime that copies up and takes
+/// What HOME's caches get, and what a `/tmp` holding entries gets
+/// (docs/design.md#tmpcopyup), as `explain` says for one case: `HOME` is
+/// never a target, its caches are where the image lets them be; with a
+/// runtime that copies up and takes
 /// our mounts, in spec mode with no other party's runtime-namespace hook,
 /// `tmpcopyup` entries within the bounds, else the hook at `prestart`; two
 /// temp dirs of ours in the image stay in the spec (docs/design.md#spec-race).
@@ -213,21 +209,25 @@ fn expect_copy_up(doc: &Value, case: &str, version: &str, mode: &str, hooks_name
     let copies = ["runc version 1.3.6", "crun version 1.29.1"].contains(&version);
     let no_vendor = hooks_name == "no hooks" || hooks_name.contains("libnetwork");
     let wants = match layout_name {
-        c if c.contains(": tmpcopyup") && copies => Some(("spec", "/root, /tmp")),
+        c if c.contains(": tmpcopyup") && copies => Some(("spec", "/tmp")),
         c if c.contains(": tmpcopyup") => Some(("hook", "")),
         c if c.contains("past the bounds") || c.contains("a FIFO") => Some(("hook", "")),
         c if c.contains("two tmpfs of ours") && copies => Some(("spec", "")),
         _ => None,
     };
-    // What explain says HOME gets (docs/design.md#home-rule).
+    // What explain says HOME's caches get (docs/design.md#home-rule).
     let way = doc["plan"]["home"]["way"].as_str().unwrap_or("");
+    let mounts = doc["plan"]["home"]["mounts"].as_array().map_or(0, Vec::len);
     let said = match layout_name {
-        c if c.contains("its caches only") => way == "caches",
-        c if c.contains("left alone") => way == "left_alone",
-        c if c.contains("dotfile") => way == "tmpfs",
+        c if c.contains("its caches left alone") => way == "caches" && mounts == 0,
+        c if c.starts_with("HOME=") || c.contains("HOME=/") => way == "caches" && mounts > 0,
         _ => true,
     };
     assert!(said, "{case}: explain's home: {}", doc["plan"]["home"]);
+    let targets: Vec<&str> =
+        doc["plan"]["actions"].as_array().unwrap().iter().filter_map(|a| a["target"].as_str()).collect();
+    let home = doc["plan"]["home"]["home"].as_str().unwrap_or("");
+    assert!(home.is_empty() || !targets.contains(&home), "{case}: HOME {home} is a target");
     let (Some((executor, copy_up)), "spec", true) = (wants, mode, no_vendor) else { return };
     assert_eq!(doc["wrapper"]["executor"], executor, "{case}: {doc}");
     let want: BTreeSet<String> = copy_up.split(", ").filter(|s| !s.is_empty()).map(String::from).collect();

@@ -13,7 +13,8 @@
 //!   written into `config.json`, no hook process; the yardstick of what
 //!   mounting alone costs;
 //! - `spec-empty`: the spec arm with an image whose `/root` is empty: the
-//!   same mounts without `tmpcopyup` (what the copy-up costs in a burst);
+//!   same mounts (`/tmp` and the caches under `/root`: no copy-up of
+//!   `HOME` in either since the caches-only rule, docs/design.md#home-rule);
 //! - `floor`: the floor of any runtime wrapper (the handler `burst-floor`,
 //!   bench/execwrap.c built static: it only execs the runtime): no mounts, no plan,
 //!   one exec more per runtime call, as every RuntimeClass wrapper pays.
@@ -28,7 +29,8 @@
 //! take the arms in turn: the arms share that burst's load, which a burst
 //! of its own does not (one burst's p50 moves by ±20% from the next's).
 //! `NRI_BURST_NODE_TMP=tmpfs` puts a tmpfs on the node's `/tmp`, where
-//! runc's `tmpcopyup` makes its scratch directories (this VM's is ext4);
+//! runc's `tmpcopyup` makes its scratch directories (this VM's is ext4; the
+//! common image's home was copied up before the caches-only rule);
 //! `NRI_BURST_NODE_TMP=alternate` mounts it for every other round and
 //! reports the two kinds of round apart, so that they meet the same hour.
 //! The wrapper and the hook of every arm are the plugin's binary (the
@@ -133,7 +135,8 @@ fn register_plain_and_floor(node: &mut Node, runtime: &std::path::Path) {
 
 /// The common image (root, its `/etc/passwd` home `/root` holding `.bashrc`
 /// and `.profile`, every Debian-based image's; `HOME` from the passwd), and
-/// the same with an empty `/root` (its home gets no `tmpcopyup`).
+/// the same with an empty `/root`: both get the same cache tmpfs under
+/// `/root`, and neither a copy of it.
 fn images(node: &Node) -> (String, String) {
     let image = node.image("burst-common", |r| {
         std::fs::write(r.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();

@@ -13,10 +13,17 @@ NAME is one of:
               writes a checkpoint file there, as `torch.hub.load` does.
   triton      Triton's own kernel cache manager (`triton.runtime.cache`,
               `$HOME/.triton/cache`) with no GPU: `put` then `get_file`.
+  numba       `@numba.njit(cache=True)` of `hf_numba_probe.probe`, a module in
+              the directory ARG, which is read-only: numba cannot cache
+              beside the source (`__pycache__`), so it caches under
+              `$HOME/.cache/numba` (NUMBA_CACHE_DIR unset); checks that an
+              index (`.nbi`) and the compiled code (`.nbc`) are there.
 
 Each prints `HOME=...` and one `PASS NAME` or `FAIL NAME: <the error>`
 line; the error is the program's own (`OSError: [Errno 30] Read-only file
-system: '/root/.local'`). Exits 0 either way: the caller reads the line.
+system: '/root/.local'`; numba's own, which names no path, gets the
+user-wide cache it could not make). Exits 0 either way: the caller reads
+the line.
 """
 
 import hashlib
@@ -81,7 +88,31 @@ def triton():
     return path
 
 
-PROGRAMS = {"user_base": user_base, "pip_user": pip_user, "torch_hub": torch_hub, "triton": triton}
+def numba_(src):
+    from numba.misc.appdirs import AppDirs
+
+    cache = AppDirs(appname="numba", appauthor=False).user_cache_dir
+    sys.path.insert(0, src)
+    try:
+        import hf_numba_probe
+    except RuntimeError as e:  # "cannot cache function 'probe': no locator available for file ..."
+        raise RuntimeError(f"{e} (the user-wide cache: '{cache}')") from None
+    if hf_numba_probe.probe(10) != 285:
+        raise RuntimeError("probe(10) is not 285")
+    found = [os.path.join(d, f) for d, _, files in os.walk(cache) for f in files]
+    for ext in (".nbi", ".nbc"):
+        if not any(f.endswith(ext) for f in found):
+            raise RuntimeError(f"no {ext} file under '{cache}': {found}")
+    return min(f for f in found if f.endswith(".nbi"))
+
+
+PROGRAMS = {
+    "user_base": user_base,
+    "pip_user": pip_user,
+    "torch_hub": torch_hub,
+    "triton": triton,
+    "numba": numba_,
+}
 
 
 def main():

@@ -467,8 +467,9 @@ fn debian_image(d: &Dockerd) -> String {
 /// mode: root, `/root` holding `.bashrc` and `.profile`, `HOME` from
 /// `/etc/passwd`. Every process dockerd and its containerd start is traced
 /// (`strace -f -e trace=execve`): the wrapper and the runtime run, our hook
-/// never does, and `/root` is a writable tmpfs of the image directory's
-/// owner and mode, holding the image's dotfiles.
+/// never does; `/root` stays the image's, read-only, holding its dotfiles,
+/// and its caches (`/root/.triton`, ...) are tmpfs entries of the spec
+/// (docs/design.md#home-rule).
 #[test]
 fn docker_runs_the_common_image_with_no_hook_process() {
     // crun copies a directory up on every host (bookworm's runc 1.1.5 does
@@ -503,8 +504,8 @@ fn docker_runs_the_common_image_with_no_hook_process() {
     let out = d.run_script(
         &["--runtime", "oci-tmpfs", "--read-only"],
         &image,
-        "ls -A /root; echo; stat -c 'HOME-DIR %a %u:%g' /root; grep ' /root ' /proc/self/mountinfo; \
-         touch /root/new && echo WRITABLE; echo HOME=$HOME",
+        "ls -A /root; echo; stat -c 'HOME-DIR %a %u:%g' /root; grep ' /root' /proc/self/mountinfo; \
+         touch /root/new && echo WRITABLE; touch /root/.triton/k && echo CACHE-WRITABLE; echo HOME=$HOME",
     );
     let _ = Command::new("kill").args(["-INT", &strace.id().to_string()]).status();
     let _ = strace.wait();
@@ -516,12 +517,14 @@ fn docker_runs_the_common_image_with_no_hook_process() {
     assert!(seen("crun\""), "the trace holds the runtime's execve:\n{trace}");
     let hooks: Vec<&&str> = execs.iter().filter(|l| l.contains("\"hook\", \"--stage\"")).collect();
     assert!(hooks.is_empty(), "no hook process: {hooks:#?}\nwrapper log:\n{log}");
-    assert!(log.contains("wrote a tmpfs mount for /root into the spec"), "{log}");
-    for want in [".bashrc", ".profile", "HOME-DIR 700 0:0", "WRITABLE", "HOME=/root"] {
+    assert!(log.contains("wrote a tmpfs mount for /root/.triton into the spec"), "{log}");
+    for want in [".bashrc", ".profile", "HOME-DIR 700 0:0", "CACHE-WRITABLE", "HOME=/root"] {
         assert!(out.contains(want), "{want}: {out}");
     }
-    let root_mount = out.lines().find(|l| l.contains(" /root ")).unwrap_or_default();
-    assert!(root_mount.contains(&format!(" - tmpfs {OURS} ")), "/root: {root_mount}");
+    assert!(!out.lines().any(|l| l == "WRITABLE"), "HOME stays read-only: {out}");
+    assert!(!out.lines().any(|l| l.contains(" /root ")), "no mount at /root: {out}");
+    let cache_mount = out.lines().find(|l| l.contains(" /root/.triton ")).unwrap_or_default();
+    assert!(cache_mount.contains(&format!(" - tmpfs {OURS} ")), "/root/.triton: {cache_mount}");
 }
 
 #[test]

@@ -11,8 +11,8 @@
 //! `HOME=/root` for root itself and, for `--user 1000`, adds a passwd line
 //! whose home is `/` (Podman 5 also puts `HOME=/` in the environment); the
 //! others leave `HOME` to the runtime, which reads the image's passwd. So a
-//! uid without an entry gets `HOME=/` everywhere, and only the spec
-//! executor (the wrapper in spec mode) can give it a home of its own.
+//! uid without an entry gets `HOME=/` everywhere, and its caches under `/`
+//! (docs/design.md#home-rule).
 
 use crate::engines::{Dockerd, Podman};
 use crate::support::cases::each_way;
@@ -39,11 +39,10 @@ fn home_rootfs() -> Bundle {
 // ---------------------------------------------------------------- Docker
 
 /// Docker (`--read-only --runtime oci-tmpfs --memory 1g`): root's `/root`
-/// is our writable 256 MiB tmpfs with the image's `.profile` and mode;
-/// `--user 1000` gets `HOME=/home/1000`, writable and its own, from the
-/// wrapper in spec mode, and in hook mode `HOME=/` read-only with the
-/// caches under it writable; a volume at `/root` wins. Without `--runtime` (plain runc) neither
-/// `HOME` can be written.
+/// stays the image's, read-only, with `.profile`, and its caches are
+/// root's; `--user 1000` keeps `HOME=/` read-only with the caches under it
+/// writable, in both wrapper modes; a volume at `/root` wins. Without
+/// `--runtime` (plain runc) no cache can be written.
 #[test]
 fn docker_home_through_the_wrapper() {
     let d = Dockerd::start();
@@ -56,7 +55,8 @@ fn docker_home_through_the_wrapper() {
 
     let seen = Seen::parse(&d.run_script(&rt, &image, home::PROBE));
     say(&format!("docker, root: {}", seen.summary()));
-    assert_none("docker, root", &seen.served("/root", (0, 0), home::ROOT_MODE, 256 * MI, true), &seen);
+    assert_none("docker, root", &seen.cached("/root", 0, &home::PROBED_CACHES), &seen);
+    assert_eq!(seen.profile, home::PROFILE, "docker, root: {}", seen.out);
 
     let before = d.wrapper_log().len();
     let seen = Seen::parse(&d.run_script(&[&rt[..], &["--user", "1000"]].concat(), &image, home::PROBE));
@@ -64,21 +64,12 @@ fn docker_home_through_the_wrapper() {
     let log = d.wrapper_log().split_off(before);
     let warned = home::root_home_warnings(&log);
     say(&format!("docker, --user 1000: warnings about HOME=/: {warned:?}"));
-    if wrapper_mode() == "spec" {
-        assert_none(
-            "docker, --user 1000, spec mode",
-            &seen.served("/home/1000", (1000, 0), 0o700, 256 * MI, false),
-            &seen,
-        );
-        assert!(
-            log.contains("set HOME=/home/1000 in process.env"),
-            "docker, --user 1000: wrapper log:\n{log}"
-        );
-        assert!(warned.is_empty(), "docker, --user 1000, spec mode: {warned:#?}");
-    } else {
-        assert_none("docker, --user 1000, hook mode", &seen.root_caches(1000), &seen);
-        assert_none("docker, --user 1000, hook mode", &home::root_home_caches(&log), &seen);
-    }
+    assert_none(&format!("docker, --user 1000, {} mode", wrapper_mode()), &seen.root_caches(1000), &seen);
+    assert_none(
+        &format!("docker, --user 1000, {} mode", wrapper_mode()),
+        &home::root_home_caches(&log),
+        &seen,
+    );
 
     let host = home::volume_dir("home-volume");
     let volume = format!("{}:/root", host.0.display());
@@ -98,11 +89,11 @@ fn docker_home_through_the_wrapper() {
 /// Docker `--read-only` through the wrapper in spec mode, its
 /// `runtime_path` crun (runc on the host is 1.1.5, which takes the hook),
 /// on the common image: root, `/root` holding `.bashrc` and `.profile`, its
-/// `HOME` from `/etc/passwd`. The wrapper writes `/root` into the spec with
-/// `tmpcopyup` (docs/design.md#tmpcopyup) and adds no hook: no hook process
-/// runs (the hook logs each mount it makes into the same log, `mounted
-/// tmpfs on`, and none is there). `/root` is writable, ours, with the
-/// image's dotfiles and mode.
+/// `HOME` from `/etc/passwd`. The wrapper writes the caches' tmpfs into the
+/// spec, with no copy-up (the common image's home holds none of them), and
+/// adds no hook: no hook process runs (the hook logs each mount it makes
+/// into the same log, `mounted tmpfs on`, and none is there). `/root` stays
+/// the image's, read-only, with its dotfiles; the caches are root's.
 #[test]
 fn docker_root_home_with_dotfiles_runs_no_hook_process() {
     let crun = ["/usr/bin/crun", "/usr/sbin/crun"].into_iter().find(|p| Path::new(p).exists()).expect("crun");
@@ -118,27 +109,21 @@ fn docker_root_home_with_dotfiles_runs_no_hook_process() {
     let out = d.run_script(&rt, &image, &script);
     let seen = Seen::parse(&out);
     say(&format!("docker, root, crun, dotfiles: {}", seen.summary()));
-    assert_none(
-        "docker, root, dotfiles",
-        &seen.served("/root", (0, 0), home::ROOT_MODE, 256 * MI, true),
-        &seen,
-    );
+    assert_none("docker, root, dotfiles", &seen.cached("/root", 0, &home::PROBED_CACHES), &seen);
     assert!(out.contains("# the image's bashrc"), "the image's .bashrc: {out}");
     let log = d.wrapper_log();
-    assert!(
-        log.contains("wrote a tmpfs mount for /root into the spec, which the runtime fills with the image's entries (tmpcopyup)"),
-        "wrapper log:\n{log}"
-    );
+    assert!(log.contains("wrote a tmpfs mount for /root/.triton into the spec"), "wrapper log:\n{log}");
+    assert!(!log.contains("tmpcopyup"), "no copy-up of the home: {log}");
     assert!(!log.contains("added the hook") && !log.contains("mounted tmpfs on"), "a hook ran:\n{log}");
 }
 
 // ---------------------------------------------------------------- Podman
 
 /// Podman `--read-only --memory 1g` with `runtime` and our hooks dir: root's
-/// `/root` is our writable 256 MiB tmpfs with the image's `.profile` and
-/// mode; `--user 1000` keeps the `HOME=/` Podman gives it, read-only, with
-/// the caches under it writable; a volume at `/root` wins. With an empty hooks dir
-/// neither `HOME` can be written.
+/// `/root` stays the image's, read-only, with `.profile`, its caches root's;
+/// `--user 1000` keeps the `HOME=/` Podman gives it, read-only, with the
+/// caches under it writable; a volume at `/root` wins. With an empty hooks
+/// dir no cache can be written.
 fn podman_home(runtime: Runtime) {
     let podman = Podman::new(runtime);
     let log = podman.dir().join("hook.log");
@@ -149,7 +134,7 @@ fn podman_home(runtime: Runtime) {
 
     let seen = Seen::parse(&podman.run_script(&ro, &rootfs.rootfs(), home::PROBE));
     say(&format!("{}: {}", what("root"), seen.summary()));
-    assert_none(&what("root"), &seen.served("/root", (0, 0), home::ROOT_MODE, 256 * MI, true), &seen);
+    assert_none(&what("root"), &seen.cached("/root", 0, &home::PROBED_CACHES), &seen);
 
     let before = std::fs::read_to_string(&log).unwrap_or_default().len();
     let seen =
@@ -207,7 +192,7 @@ fn cri_home_through_the_wrapper() {
 }
 
 /// Pods of containerd's default runc handler on the same node: neither
-/// root's `HOME` nor uid 1000's can be written.
+/// root's `HOME` nor uid 1000's, nor any cache under them, can be written.
 #[test]
 fn cri_home_without_the_wrapper_is_not_writable() {
     let mut node = Node::wrapper("home-without");

@@ -138,7 +138,7 @@ impl Host {
 
 /// The caches under `HOME=/` that the hook mounts for a uid without a
 /// passwd entry (`home_caches`' default).
-const ROOT_CACHES: [&str; 6] = ["/.cache", "/.triton", "/.cupy", "/.nv", "/.keras", "/.config/matplotlib"];
+const ROOT_CACHES: [&str; 5] = ["/.cache", "/.config", "/.triton", "/.cupy", "/.nv"];
 // ---------------------------------------------------------------------------
 // Container runs
 

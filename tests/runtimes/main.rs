@@ -12,7 +12,7 @@ mod cri;
 mod engines;
 mod home;
 mod home_engines;
-mod home_exec;
+mod home_tools;
 mod hook_runtimes;
 mod hostile;
 mod hostile_layouts;

@@ -1,5 +1,6 @@
 //! No device node of the image is ever opened by us (docs/design.md#reopen):
-//! the image's `/etc/passwd` and the files copy-up copies are checked on an
+//! the image's `/etc/passwd` and the files copy-up copies (into a temp
+//! tmpfs) are checked on an
 //! `O_PATH` fd and read through that fd, reopened by the host's procfs,
 //! never by their path again. Each test swaps a regular file of the image
 //! with a character device (`mknod c 1 3`, a `/dev/null` twin) by
@@ -142,8 +143,8 @@ fn the_passwd_read_never_opens_a_device() {
                     changed += usize::from(warned.contains("changed while it was read"));
                     if warned.contains("the image's /etc/passwd is not a regular file") {
                         found[i] += 1;
-                    } else if parse_mountinfo(&shown).iter().any(|m| m.mount_point == "/root") {
-                        // The entry's home got its tmpfs.
+                    } else if parse_mountinfo(&shown).iter().any(|m| m.mount_point == "/root/.cache") {
+                        // The entry's home (missing, made) holds its caches' tmpfs.
                         read[i] += 1;
                     }
                 }
@@ -162,7 +163,7 @@ fn the_passwd_read_never_opens_a_device() {
                 );
                 let warned = succeeded("inject --mode spec", &out) + &String::from_utf8_lossy(&out.stderr);
                 changed += usize::from(warned.contains("changed while it was read"));
-                // Read: HOME=/root is a target (its note or its mount).
+                // Read: HOME=/root's caches (its line or their mounts).
                 if warned.contains("the image's /etc/passwd is not a regular file") {
                     spec_found += 1;
                 } else if warned.contains("/root") {
@@ -186,20 +187,19 @@ fn the_passwd_read_never_opens_a_device() {
     );
 }
 
-/// Root's home in the image holds `.profile` and a device node that a
-/// racer swaps with it while containers start through the hook on runc and
-/// crun (`HOME=/root`: the home's tmpfs is filled by copy-up): the device is
-/// never opened, and the race was real (some copies left the swapped
-/// `.profile` out, some copied it).
+/// The image's `/tmp` holds `.profile` and a device node that a racer
+/// swaps with it while containers start through the hook on runc and crun
+/// (`/tmp`'s tmpfs is filled by copy-up): the device is never opened, and
+/// the race was real (some copies left the swapped `.profile` out, some
+/// copied it).
 #[test]
 fn copy_up_never_opens_a_device() {
     require_root();
     let mut b = Bundle::new("reopen-copyup");
-    let home = b.rootfs().join("root");
-    std::fs::create_dir(&home).unwrap();
+    let home = b.rootfs().join("tmp");
+    std::fs::create_dir_all(&home).unwrap();
     std::fs::write(home.join(".profile"), "image profile").unwrap();
     mknod_null(&home.join(".profile-dev"));
-    b.env("HOME=/root");
     let opens = Opens::watch(&home.join(".profile-dev"));
     opens.self_check(&home.join(".profile-dev"));
     let (conf, log) = warnings_to_a_file(&b);

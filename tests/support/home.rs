@@ -1,13 +1,15 @@
 //! The container user's `HOME` through the real engines
-//! (docs/design.md#home-plan): the image every engine runs (root's home
+//! (docs/design.md#home-rule): the image every engine runs (root's home
 //! `/root` holding a dotfile, no `/etc/passwd` entry for uid 1000), the
-//! script that shows what a process got in its `HOME`, what that output
-//! says, and the pod case written once for the ways into a CRI node (the
-//! wrapper's two modes, tests/runtimes/home_engines.rs; the NRI plugin,
-//! tests/nri/). Docker and Podman are in tests/runtimes/home_engines.rs.
-//! And the hostile `HOME`s and passwd files, written once: through bare
-//! runc and crun bundles (tests/runtimes/home.rs) and through a CRI node
-//! ([`pod_hostile_homes`]: tests/runtimes/cri.rs, tests/nri/).
+//! script that shows what a process can do in its `HOME` (what it can
+//! write, create or rename there, which caches it can write), what that
+//! output says, and the pod case written once for the ways into a CRI node
+//! (the wrapper's two modes, tests/runtimes/home_engines.rs; the NRI
+//! plugin, tests/nri/). Docker and Podman are in
+//! tests/runtimes/home_engines.rs. And the hostile `HOME`s, passwd files
+//! and image homes, written once: through bare runc and crun bundles
+//! (tests/runtimes/home.rs) and through a CRI node ([`pod_hostile_homes`]:
+//! tests/runtimes/cri.rs, tests/nri/).
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
@@ -22,10 +24,9 @@ use super::*;
 pub const ROOT_LINE: &str = "root:x:0:0:root:/root:/bin/sh\n";
 /// The image's `/etc/passwd`: root's home is `/root`; uid 1000 has no entry.
 pub const PASSWD: &str = ROOT_LINE;
-/// The image's `/root/.profile`: a dotfile the home's tmpfs must not hide.
+/// The image's `/root/.profile`: a dotfile that stays as the image made it.
 pub const PROFILE: &str = "export PS1='home-image$ '";
-/// The mode of the image's `/root`: a home tmpfs takes the image directory's
-/// mode, so a mode other than the default 0700 shows it was copied.
+/// The mode of the image's `/root`.
 pub const ROOT_MODE: u32 = 0o750;
 /// The file a volume at `HOME` holds.
 pub const VOLUME_FILE: &str = "from-volume";
@@ -48,11 +49,23 @@ pub fn volume_dir(name: &str) -> TempDir {
     dir
 }
 
+/// The caches [`PROBE`] writes into: where torch.hub and Triton write
+/// (docs/design.md#home-caches).
+pub const PROBED_CACHES: [&str; 2] = [".cache/torch", ".triton"];
+
 /// What a process shows of its `HOME`: its value, `.profile`, the volume's
-/// file, a write, the owner and mode, what it can do to an app kept there
-/// (append to `main.py`, plant a module in `lib/`, read `secret`), which
-/// caches it can write (`.cache`, `.triton`) and the first one's owner and
-/// mode, then the mount table.
+/// file, whether it can make a new file there, append to an app kept there
+/// (`main.py`) or plant a module beside it (`lib/`), read `secret`; each
+/// of the image's files under `HOME` that hold code or keys which it can
+/// append to (`OPENED`: `.bashrc`, `.ssh/authorized_keys`, a venv's or
+/// pyenv's `python`, a pre-baked model...), each such file it can create
+/// (`OPENED`: a `.pth` in the user site, `.bash_profile`,
+/// `authorized_keys2`, a file beside the targets of symlinks out of `HOME`),
+/// each entry of `HOME` it can rename away (`RENAMED`, put back at once;
+/// the first 64 that `ls -A` lists, so that a home of 100,000 files takes
+/// no 100,000 processes);
+/// which of [`PROBED_CACHES`] it can write and `.triton`'s owner and mode;
+/// then the mount table.
 pub const PROBE: &str = "printf 'HOME=[%s]\\n' \"${HOME-(unset)}\"; \
     printf 'PROFILE=[%s]\\n' \"$(cat \"$HOME/.profile\" 2>/dev/null)\"; \
     printf 'VOLUME=[%s]\\n' \"$(cat \"$HOME/from-volume\" 2>/dev/null)\"; \
@@ -60,19 +73,25 @@ pub const PROBE: &str = "printf 'HOME=[%s]\\n' \"${HOME-(unset)}\"; \
     { echo x >> \"$HOME/main.py\"; } 2>/dev/null && echo APP-WRITABLE; \
     { echo x > \"$HOME/lib/planted.py\"; } 2>/dev/null && echo APP-PLANTED; \
     printf 'SECRET=[%s]\\n' \"$(cat \"$HOME/secret\" 2>/dev/null)\"; \
-    for c in .cache .triton; do { mkdir -p \"$HOME/$c/probe\" && echo k > \"$HOME/$c/probe/k\"; } 2>/dev/null \
+    for p in .bashrc .profile .ssh/authorized_keys .venv/bin/python .pyenv/versions/3.12/bin/python \
+      .local/bin/tool .local/lib/python3.11/site-packages/pkg/__init__.py .cache/huggingface/hub/model.bin .cache/pip/x; do \
+      [ -e \"$HOME/$p\" ] && { echo x >> \"$HOME/$p\"; } 2>/dev/null && echo \"OPENED=[$p]\"; done; \
+    for p in .bash_profile .local/lib/python3.11/site-packages/evil.pth .local/bin/python3 .ssh/authorized_keys2 \
+      .venv/evil.pth .pyenv/evil.pth /opt/data/planted /opt/models/planted; do \
+      case $p in /*) f=$p;; *) f=$HOME/$p;; esac; \
+      { mkdir -p \"${f%/*}\" && echo x > \"$f\"; } 2>/dev/null && echo \"OPENED=[$p]\"; done; \
+    for n in $(ls -A \"$HOME\" 2>/dev/null | head -n 64); do e=${HOME%/}/$n; \
+      mv \"$e\" \"$e.mv\" 2>/dev/null && { echo \"RENAMED=[$n]\"; mv \"$e.mv\" \"$e\"; }; done; \
+    for c in .cache/torch .triton; do { mkdir -p \"$HOME/$c/probe\" && echo k > \"$HOME/$c/probe/k\"; } 2>/dev/null \
       && echo \"CACHE-WRITABLE=[$c]\"; done; \
-    stat -c 'CACHESTAT=[%u %g %a]' \"$HOME/.cache\" 2>/dev/null; \
+    stat -c 'CACHESTAT=[%u %g %a]' \"$HOME/.triton\" 2>/dev/null; \
     stat -c 'STAT=[%u %g %a]' \"$HOME\"; cat /proc/self/mountinfo; true";
 
-/// [`PROBE`] run by `exec` in a container whose pid 1 is its process: with
-/// the `HOME` pid 1 got (an exec'd process gets the engine's environment,
-/// which a change to `config.json` reaches only through the wrapper's
-/// `exec`: src/wrapper/exec_home.rs), and the exec's own as `EXEC-HOME`.
+/// [`PROBE`] run by `exec` in a container whose pid 1 is its process, with
+/// the `HOME` pid 1 got (an exec'd process gets the engine's environment).
 pub fn probe_as_pid1() -> String {
     format!(
-        "printf 'EXEC-HOME=[%s]\\n' \"${{HOME-(unset)}}\"; \
-         h=$(busybox tr '\\0' '\\n' </proc/1/environ | grep '^HOME='); \
+        "h=$(busybox tr '\\0' '\\n' </proc/1/environ | grep '^HOME='); \
          if [ -n \"$h\" ]; then HOME=${{h#HOME=}}; else unset HOME; fi; {PROBE}"
     )
 }
@@ -81,9 +100,9 @@ pub fn probe_as_pid1() -> String {
 #[derive(Debug)]
 pub struct Seen {
     pub home: String,
-    pub exec_home: Option<String>,
     pub profile: String,
     pub volume: String,
+    /// A new file could be made in `HOME`.
     pub writable: bool,
     /// uid, gid and octal mode of `HOME`.
     pub stat: String,
@@ -95,11 +114,16 @@ pub struct Seen {
     pub app_planted: bool,
     /// What `HOME/secret` reads.
     pub secret: String,
-    /// The caches (`.cache`, `.triton`) the process could write into.
+    /// The image's files that could be appended to, and the files that
+    /// could be created, under `HOME` or beside a symlink's target.
+    pub opened: Vec<String>,
+    /// The entries of `HOME` that could be renamed away.
+    pub renamed: Vec<String>,
+    /// The caches of [`PROBED_CACHES`] the process could write into.
     pub caches: Vec<String>,
-    /// uid, gid and octal mode of `HOME/.cache`.
+    /// uid, gid and octal mode of `HOME/.triton`.
     pub cache_stat: String,
-    /// The top mount at `HOME/.cache`, if it is a mount point.
+    /// The top mount at `HOME/.triton`, if it is a mount point.
     pub cache_mount: Option<MountInfo>,
     pub out: String,
 }
@@ -111,25 +135,28 @@ impl Seen {
                 .find_map(|l| l.strip_prefix(&format!("{key}=[")).and_then(|v| v.strip_suffix(']')))
                 .map(String::from)
         };
+        let all = |key: &str| -> Vec<String> {
+            out.lines()
+                .filter_map(|l| l.strip_prefix(&format!("{key}=["))?.strip_suffix(']'))
+                .map(String::from)
+                .collect()
+        };
         let home = field("HOME").unwrap_or_else(|| "(no HOME line)".into());
         let mounts = parse_mountinfo(out);
         let mount = mounts.iter().rev().find(|m| m.mount_point == home).cloned();
-        // crun 1.8.1 leaves HOME unset for a uid without an entry: `$HOME/.cache` is `/.cache`.
+        // crun 1.8.1 leaves HOME unset for a uid without an entry: `$HOME/.triton` is `/.triton`.
         let base = if home == "(unset)" { "" } else { home.trim_end_matches('/') };
-        let cache_at = format!("{base}/.cache");
+        let cache_at = format!("{base}/.triton");
         let cache_mount = mounts.iter().rev().find(|m| m.mount_point == cache_at).cloned();
         Seen {
             app_writable: out.lines().any(|l| l == "APP-WRITABLE"),
             app_planted: out.lines().any(|l| l == "APP-PLANTED"),
             secret: field("SECRET").unwrap_or_default(),
-            caches: out
-                .lines()
-                .filter_map(|l| l.strip_prefix("CACHE-WRITABLE=[")?.strip_suffix(']'))
-                .map(String::from)
-                .collect(),
+            opened: all("OPENED"),
+            renamed: all("RENAMED"),
+            caches: all("CACHE-WRITABLE"),
             cache_stat: field("CACHESTAT").unwrap_or_default(),
             cache_mount,
-            exec_home: field("EXEC-HOME"),
             profile: field("PROFILE").unwrap_or_default(),
             volume: field("VOLUME").unwrap_or_default(),
             writable: out.lines().any(|l| l == "HOME-WRITABLE"),
@@ -143,9 +170,8 @@ impl Seen {
     /// One line of what was seen, for a report.
     pub fn summary(&self) -> String {
         format!(
-            "HOME={}{}, {}, stat {:?}, .profile {:?}, mount {}",
+            "HOME={}, {}, stat {:?}, .profile {:?}, mount {}, caches {:?}, opened {:?}, renamed {:?}",
             self.home,
-            self.exec_home.as_ref().map_or(String::new(), |e| format!(" (an exec's HOME={e})")),
             if self.writable { "writable" } else { "NOT writable" },
             self.stat,
             self.profile,
@@ -155,79 +181,83 @@ impl Seen {
                 m.source,
                 sz(m.size())
             )),
+            self.caches,
+            self.opened,
+            self.renamed,
         )
     }
 
-    /// The failed checks of a `HOME` at `home` that is our tmpfs of `size`
-    /// bytes, owned by `owner` (uid gid) with `mode`, writable, holding
-    /// the image's `.profile` iff `profile`.
-    pub fn served(&self, home: &str, owner: (u32, u32), mode: u32, size: u64, profile: bool) -> Vec<String> {
+    /// The failed checks that nothing of the image under `HOME` opened up:
+    /// no new file in `HOME`, none of its files appended to or created, no
+    /// entry renamed away, the app's files and modules as they were.
+    pub fn sealed(&self) -> Vec<String> {
         let mut failed = Vec::new();
+        let mut check = |ok: bool, what: String| {
+            if !ok {
+                failed.push(what);
+            }
+        };
+        check(!self.writable, format!("a new file could be made in HOME {:?}", self.home));
+        check(self.opened.is_empty(), format!("files under HOME opened up: {:?}", self.opened));
+        check(self.renamed.is_empty(), format!("entries of HOME renamed away: {:?}", self.renamed));
+        check(!self.app_writable, "the app's main.py could be written".into());
+        check(!self.app_planted, "a module could be planted beside the app".into());
+        failed
+    }
+
+    /// The failed checks of a `HOME` at `home` that stays the image's,
+    /// read-only ([`Seen::sealed`]), with `caches` of [`PROBED_CACHES`]
+    /// writable and, where `.triton` is one, it is our tmpfs of `uid`,
+    /// mode 0700 (docs/design.md#home-rule).
+    pub fn cached(&self, home: &str, uid: u32, caches: &[&str]) -> Vec<String> {
+        let mut failed = self.sealed();
         let mut check = |ok: bool, what: String| {
             if !ok {
                 failed.push(what);
             }
         };
         check(self.home == home, format!("HOME is {:?}, want {home:?}", self.home));
-        let m = self.mount.as_ref();
         check(
-            m.is_some_and(|m| m.fstype == "tmpfs" && m.source == OURS),
-            format!("HOME is not our tmpfs: {m:?}"),
+            self.mount.as_ref().is_none_or(|m| m.source != OURS),
+            format!("HOME has a mount of ours: {:?}", self.mount),
         );
-        check(
-            m.and_then(MountInfo::size) == Some(size),
-            format!("HOME's tmpfs is {}, want {}", sz(m.and_then(MountInfo::size)), sz(Some(size))),
-        );
-        check(
-            m.is_some_and(|m| m.has("nosuid") && m.has("nodev") && m.has("rw")),
-            format!("HOME's options: {m:?}"),
-        );
-        check(self.writable, "HOME is not writable".into());
-        let want = format!("{} {} {mode:o}", owner.0, owner.1);
-        check(self.stat == want, format!("HOME's uid gid mode are {:?}, want {want:?}", self.stat));
-        let want = if profile { PROFILE } else { "" };
-        check(self.profile == want, format!("HOME/.profile is {:?}, want {want:?}", self.profile));
+        check(self.caches == caches, format!("the caches written: {:?}, want {caches:?}", self.caches));
+        if caches.contains(&".triton") {
+            check(
+                self.cache_mount.as_ref().is_some_and(|m| m.source == OURS && m.fstype == "tmpfs"),
+                format!("HOME/.triton is not our tmpfs: {:?}", self.cache_mount),
+            );
+            let stat: Vec<&str> = self.cache_stat.split(' ').collect();
+            check(
+                stat.len() == 3 && stat[0] == uid.to_string() && stat[2] == "700",
+                format!("HOME/.triton's uid gid mode {:?}, want uid {uid} mode 700", self.cache_stat),
+            );
+        }
         failed
     }
 
-    /// The failed checks of a `HOME` at `home` left alone: no mount of ours
-    /// there, and not writable.
+    /// The failed checks of a `HOME` at `home` left alone: no mount of
+    /// ours there, nothing under it writable, no cache either.
     pub fn left_alone(&self, home: &str) -> Vec<String> {
-        let mut failed = Vec::new();
+        let mut failed = self.sealed();
         if self.home != home {
             failed.push(format!("HOME is {:?}, want {home:?}", self.home));
         }
         if self.mount.as_ref().is_some_and(|m| m.source == OURS) {
             failed.push(format!("HOME has a mount of ours: {:?}", self.mount));
         }
-        if self.writable {
-            failed.push("HOME is writable".into());
+        if !self.caches.is_empty() {
+            failed.push(format!("caches written in a HOME left alone: {:?}", self.caches));
         }
         failed
     }
 
-    /// The failed checks of a `HOME` of `/` (or none, crun 1.8.1) for `uid`
-    /// through the hook: `/` stays read-only, and the caches under it are
-    /// the process's writable tmpfs (docs/design.md#home-rule).
+    /// The failed checks of a `HOME` of `/` (or none, crun 1.8.1) for `uid`:
+    /// `/` stays read-only, and the caches under it are the process's
+    /// writable tmpfs (docs/design.md#home-rule).
     pub fn root_caches(&self, uid: u32) -> Vec<String> {
-        let mut failed = Vec::new();
-        let mut check = |ok: bool, what: String| {
-            if !ok {
-                failed.push(what);
-            }
-        };
-        check(self.home == "/" || self.home == "(unset)", format!("HOME is {:?}, want /", self.home));
-        check(!self.writable, "a new file could be made in /".into());
-        check(self.caches == [".cache", ".triton"], format!("the caches written: {:?}", self.caches));
-        check(
-            self.cache_mount.as_ref().is_some_and(|m| m.source == OURS && m.fstype == "tmpfs"),
-            format!("/.cache is not our tmpfs: {:?}", self.cache_mount),
-        );
-        check(
-            self.cache_stat.starts_with(&format!("{uid} ")) && self.cache_stat.ends_with(" 700"),
-            format!("/.cache's uid gid mode {:?}, want uid {uid} mode 700", self.cache_stat),
-        );
-        failed
+        let home = if self.home == "(unset)" { "(unset)" } else { "/" };
+        self.cached(home, uid, &PROBED_CACHES)
     }
 
     /// The failed checks of a volume at `HOME` (`/root`): its file seen,
@@ -251,26 +281,26 @@ impl Seen {
 }
 
 /// The warning lines of `log` about a `HOME` of `/` (the runtime's, for a
-/// uid without a passwd entry) other than the one that says the caches
-/// under it get a tmpfs.
+/// uid without a passwd entry).
 pub fn root_home_warnings(log: &str) -> Vec<&str> {
     log.lines()
         .filter(|l| l.contains("warning") && (l.contains("HOME=/") || l.contains("the runtime gives /")))
-        .filter(|l| !l.contains("caches only"))
         .collect()
 }
 
 /// The failed checks of the hook's log `log` about a `HOME` of `/`: no
 /// warning, and one line saying that the caches under `/` get a tmpfs
-/// instead (docs/design.md#home-rule).
+/// (docs/design.md#home-rule).
 pub fn root_home_caches(log: &str) -> Vec<String> {
     let mut failed = Vec::new();
     let warned = root_home_warnings(log);
     if !warned.is_empty() {
         failed.push(format!("a warning about HOME=/: {warned:?}"));
     }
-    let said: Vec<&str> =
-        log.lines().filter(|l| l.contains("HOME=/: caches only: /.cache, /.triton")).collect();
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("HOME=/: read-only; cache tmpfs at /.cache, /.config, /.triton"))
+        .collect();
     if said.len() != 1 {
         failed.push(format!("want one line about the caches under /, found {}: {log}", said.len()));
     }
@@ -278,14 +308,11 @@ pub fn root_home_caches(log: &str) -> Vec<String> {
 }
 
 /// The pod case: a read-only 1 GiB container of the HOME image as root
-/// (`HOME=/root`: our tmpfs of 256 MiB, owned 0, the image's mode and
-/// `.profile`, writable), as uid 1000 with no passwd entry (the wrapper in
-/// spec mode sets `HOME=/home/1000` and mounts it; the hook alone, in hook
-/// mode or through NRI, keeps `HOME=/` read-only and mounts the caches
-/// under it), and
-/// with a volume at `/root` (the volume wins). pid 1's `HOME` is the one
-/// checked; an exec's is reported, and checked in spec mode (the wrapper
-/// gives the exec the `HOME` it set: tests/runtimes/home_exec.rs).
+/// (`HOME=/root` stays the image's, read-only, `.profile` as the image made
+/// it; its caches are root's writable tmpfs), as uid 1000 with no passwd
+/// entry (`HOME=/`, read-only, the caches under it writable, in every way
+/// in), and with a volume at `/root` (the volume wins). pid 1's `HOME` is
+/// the one checked.
 pub fn pod_home(node: &mut Node, r: &mut Report) {
     let log = node.dir.join(format!("home{}.log", node.way.suffix()));
     node.host_config(&format!("log_level = \"info\"\nlog_file = {log:?}\n"));
@@ -303,9 +330,10 @@ pub fn pod_home(node: &mut Node, r: &mut Report) {
 
     let root = CtrOpts { image: Some(&image), ..CtrOpts::ro("root", GI) };
     if let Some((c, seen)) = run(r, "root", root) {
-        for f in seen.served("/root", (0, 0), ROOT_MODE, 256 * MI, true) {
+        for f in seen.cached("/root", 0, &PROBED_CACHES) {
             r.check(false, format!("root: {f}"));
         }
+        r.check(seen.profile == PROFILE, format!("root: .profile is {:?}", seen.profile));
         ids.push(c);
     }
 
@@ -313,24 +341,11 @@ pub fn pod_home(node: &mut Node, r: &mut Report) {
     if let Some((c, seen)) = run(r, "uid 1000", user) {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let ours: Vec<&str> = text.lines().filter(|l| l.contains(&c)).collect();
-        let warned = root_home_warnings(&ours.join("\n")).len();
-        if node.way == Executor::Spec {
-            for f in seen.served("/home/1000", (1000, 0), 0o700, 256 * MI, false) {
-                r.check(false, format!("uid 1000: {f}"));
-            }
-            r.check(warned == 0, format!("uid 1000: a warning about HOME=/: {ours:#?}"));
-            // The wrapper gives an exec the HOME it set for pid 1.
-            r.check(
-                seen.exec_home.as_deref() == Some("/home/1000"),
-                format!("uid 1000: an exec's HOME is {:?}, want /home/1000", seen.exec_home),
-            );
-        } else {
-            for f in seen.root_caches(1000) {
-                r.check(false, format!("uid 1000: {f}"));
-            }
-            for f in root_home_caches(&ours.join("\n")) {
-                r.check(false, format!("uid 1000: {f}"));
-            }
+        for f in seen.root_caches(1000) {
+            r.check(false, format!("uid 1000: {f}"));
+        }
+        for f in root_home_caches(&ours.join("\n")) {
+            r.check(false, format!("uid 1000: {f}"));
         }
         ids.push(c);
     }
@@ -350,7 +365,8 @@ pub fn pod_home(node: &mut Node, r: &mut Report) {
 
 /// The pod case without us (containerd's default runc handler beside the
 /// wrapper's, or the NRI plugin stopped): root's `HOME=/root` and uid
-/// 1000's `HOME=/` are not writable in a read-only container.
+/// 1000's `HOME=/` are not writable in a read-only container, nor any
+/// cache under them.
 pub fn pod_home_without_us(node: &mut Node, r: &mut Report) {
     let (handler, without) = if node.way == Executor::Nri {
         node.stop_plugin();
@@ -387,22 +403,22 @@ pub fn pod_home_without_us(node: &mut Node, r: &mut Report) {
 // runs them through bare runc and crun bundles, [`pod_hostile_homes`]
 // through a CRI node (both wrapper modes, and the NRI plugin).
 
-/// What a hostile case must end in.
+/// What a hostile case must end in. In every case nothing of the image
+/// under `HOME` opens up ([`Seen::sealed`]), unless `HOME` is a volume.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Expect {
-    /// `HOME` gets no tmpfs of ours, whatever the executor.
+    /// `HOME` and every cache under it get no tmpfs of ours.
     LeftAlone,
-    /// A tmpfs of ours at this `HOME`, writable.
-    Mounted(&'static str),
-    /// The runtime would give `HOME=/`: the hook (and NRI, through it)
-    /// mounts the caches under `/`, the spec executor replaces it by
-    /// `/home/<uid>` and mounts that.
-    Fallback,
-    /// `HOME` stays the image's, read-only: nothing in it changes and
-    /// nothing new appears beside what it holds; its caches are the
-    /// process's, writable.
-    Caches(&'static str),
+    /// `HOME` stays the image's, read-only; these caches of
+    /// [`PROBED_CACHES`] are the process's, writable.
+    Caches(&'static str, &'static [&'static str]),
+    /// The runtime gives `HOME=/` (crun 1.8.1 none): `/` stays read-only,
+    /// the caches under it are the process's, writable, in every executor.
+    RootCaches,
 }
+
+/// Both caches of [`PROBED_CACHES`].
+pub const BOTH: &[&str] = &PROBED_CACHES;
 
 /// One hostile layout.
 pub struct Hostile {
@@ -431,9 +447,14 @@ impl Hostile {
     /// The home that keeps an app, for a case that expects its caches only.
     pub fn app_home(&self) -> Option<&'static str> {
         match self.expect {
-            Expect::Caches(home) => Some(home.trim_start_matches('/')),
+            Expect::Caches(home, _) => Some(home.trim_start_matches('/')),
             _ => None,
         }
+    }
+
+    /// `HOME` is the volume, or reaches it: the volume's to write.
+    pub fn home_is_volume(&self) -> bool {
+        self.name.starts_with("HOME") && self.name.contains("volume")
     }
 }
 
@@ -462,7 +483,7 @@ pub fn untouched(_: &Path) {}
 pub fn env_cases() -> Vec<Hostile> {
     let none: fn(&Path) = untouched;
     let mut v = vec![
-        case("HOME=/", 1000, "", &["HOME=/"], none, "", Expect::Fallback),
+        case("HOME=/", 1000, "", &["HOME=/"], none, "", Expect::RootCaches),
         case("HOME=/etc", 0, "", &["HOME=/etc"], none, "system directory", Expect::LeftAlone),
         case("HOME=/proc/self", 0, "", &["HOME=/proc/self"], none, "system directory", Expect::LeftAlone),
         case("a relative HOME", 0, "", &["HOME=home/u"], none, "not an absolute path", Expect::LeftAlone),
@@ -476,7 +497,7 @@ pub fn env_cases() -> Vec<Hostile> {
             &["HOME=/first", "HOME=/second"],
             none,
             "",
-            Expect::Mounted("/second"),
+            Expect::Caches("/second", BOTH),
         ),
         case(
             "HOME a symlink to a volume",
@@ -487,7 +508,7 @@ pub fn env_cases() -> Vec<Hostile> {
                 std::fs::create_dir(r.join("home")).unwrap();
                 std::os::unix::fs::symlink("/data", r.join("home/u")).unwrap();
             },
-            "/data",
+            "",
             Expect::LeftAlone,
         ),
         case("HOME itself a volume", 0, "", &["HOME=/data"], none, "", Expect::LeftAlone),
@@ -510,11 +531,26 @@ pub fn env_cases() -> Vec<Hostile> {
             Expect::LeftAlone,
         ),
     ];
-    // A volume under HOME: HOME stays the image's, the volume visible; the
-    // mountpoint `data` is more than a dot-entry, so the caches get a tmpfs.
+    // A volume under HOME: HOME stays the image's, the volume visible, the
+    // caches beside it the process's.
     v.push(Hostile {
         volume_at: "/srv/data",
-        ..case("a volume under HOME", 0, "", &["HOME=/srv"], none, "caches only", Expect::Caches("/srv"))
+        ..case("a volume under HOME", 0, "", &["HOME=/srv"], none, "", Expect::Caches("/srv", BOTH))
+    });
+    // A volume at a cache (a model store at ~/.cache/huggingface): the
+    // volume wins, and the other caches, in .cache and beside it, still
+    // get theirs.
+    v.push(Hostile {
+        volume_at: "/root/.cache/huggingface",
+        ..case(
+            "a volume at .cache/huggingface",
+            0,
+            "",
+            &[],
+            |r| std::fs::create_dir_all(r.join("root")).unwrap(),
+            "",
+            Expect::Caches("/root", BOTH),
+        )
     });
     v
 }
@@ -582,7 +618,7 @@ pub fn passwd_cases() -> Vec<Hostile> {
             &[],
             none,
             "",
-            Expect::Mounted("/home/first"),
+            Expect::Caches("/home/first", BOTH),
         ),
         case(
             "binary garbage in /etc/passwd",
@@ -591,12 +627,14 @@ pub fn passwd_cases() -> Vec<Hostile> {
             &[],
             |r| std::fs::write(r.join("etc/passwd"), b"\x00\x01garbage:::\n\x7fELF\xff\xfe:1000:x").unwrap(),
             "",
-            Expect::Fallback,
+            Expect::RootCaches,
         ),
     ]
 }
 
-/// The hostile image homes.
+/// The hostile image homes: past what a copy of the home could hold, a
+/// home holding device nodes and sockets, and another uid's. `HOME` is
+/// never copied: its caches work whatever it holds.
 pub fn image_home_cases() -> Vec<Hostile> {
     vec![
         case(
@@ -610,8 +648,8 @@ pub fn image_home_cases() -> Vec<Hostile> {
                     std::fs::File::create(r.join(format!("root/.f{i}"))).unwrap();
                 }
             },
-            "left alone",
-            Expect::LeftAlone,
+            "",
+            Expect::Caches("/root", BOTH),
         ),
         case(
             "an image home with a 1 GiB file",
@@ -622,8 +660,8 @@ pub fn image_home_cases() -> Vec<Hostile> {
                 std::fs::create_dir(r.join("root")).unwrap();
                 std::fs::File::create(r.join("root/.big")).unwrap().set_len(1 << 30).unwrap();
             },
-            "left alone",
-            Expect::LeftAlone,
+            "",
+            Expect::Caches("/root", BOTH),
         ),
         case(
             "a home holding device nodes and sockets",
@@ -636,8 +674,8 @@ pub fn image_home_cases() -> Vec<Hostile> {
                 std::os::unix::net::UnixListener::bind(r.join("root/.sock")).unwrap();
                 ok(std::process::Command::new("mknod").arg(r.join("root/.null")).args(["c", "1", "3"]));
             },
-            "cannot be copied safely",
-            Expect::Mounted("/root"),
+            "",
+            Expect::Caches("/root", BOTH),
         ),
         case(
             "a HOME owned by another uid",
@@ -648,7 +686,7 @@ pub fn image_home_cases() -> Vec<Hostile> {
                 std::fs::create_dir_all(r.join("home/bob")).unwrap();
                 std::os::unix::fs::chown(r.join("home/bob"), Some(1001), Some(1001)).unwrap();
             },
-            "not to the process (uid 1000)",
+            "belongs to uid 1001",
             Expect::LeftAlone,
         ),
     ]
@@ -694,7 +732,7 @@ pub fn security_cases() -> Vec<Hostile> {
                 )
             },
             "",
-            Expect::Caches("/home/app"),
+            Expect::Caches("/home/app", BOTH),
         ),
         case(
             "php-fpm's site in www-data's home",
@@ -710,7 +748,7 @@ pub fn security_cases() -> Vec<Hostile> {
                 )
             },
             "",
-            Expect::Caches("/var/www"),
+            Expect::Caches("/var/www", BOTH),
         ),
         case(
             "a Node app in node's home",
@@ -721,7 +759,7 @@ pub fn security_cases() -> Vec<Hostile> {
                 app_home(r, "/home/node", 1000, &[("main.py", APP), ("app/index.js", "1;"), ("lib/m.js", "")])
             },
             "",
-            Expect::Caches("/home/node"),
+            Expect::Caches("/home/node", BOTH),
         ),
         case(
             "uid 1000 with HOME=/root",
@@ -743,75 +781,214 @@ pub fn security_cases() -> Vec<Hostile> {
     ]
 }
 
+/// A file of `text` at `rel` under the rootfs `r`, its directories made,
+/// the file and its directories up to `top` (relative to `r`) owned by
+/// `uid`.
+fn put(r: &Path, rel: &str, text: &str, top: &str, uid: u32) {
+    assert!(Path::new(rel).starts_with(top), "{top} is not above {rel}");
+    let f = r.join(rel);
+    std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+    std::fs::write(&f, text).unwrap();
+    let mut p = f.as_path();
+    loop {
+        std::os::unix::fs::chown(p, Some(uid), Some(uid)).unwrap();
+        if p == r.join(top) {
+            break;
+        }
+        p = p.parent().unwrap();
+    }
+}
+
+/// Dot-entries hold code (docs/design.md#home-rule): homes as real images
+/// build them, where a writable `HOME`, or a copy of it, would let a
+/// process plant code that a later process runs or replace what it runs.
+/// `HOME` stays the image's; only the caches are the process's.
+pub fn dotfile_cases() -> Vec<Hostile> {
+    let app = "app:x:1000:1000::/home/app:/bin/sh\n";
+    vec![
+        // `pip install --user`, then `USER app`: the home holds only `.local`.
+        case(
+            "pip install --user, then USER app",
+            1000,
+            app,
+            &[],
+            |r| {
+                put(
+                    r,
+                    "home/app/.local/lib/python3.11/site-packages/pkg/__init__.py",
+                    "x = 1\n",
+                    "home/app",
+                    1000,
+                );
+                put(r, "home/app/.local/bin/tool", "#!/bin/sh\n", "home/app", 1000);
+            },
+            "",
+            Expect::Caches("/home/app", BOTH),
+        ),
+        // The PyTorch and CUDA images' /root.
+        case(
+            "root's home holding .bashrc and .profile",
+            0,
+            "",
+            &[],
+            |r| {
+                put(r, "root/.bashrc", "# image bashrc\n", "root", 0);
+                put(r, "root/.profile", "image profile", "root", 0);
+            },
+            "",
+            Expect::Caches("/root", BOTH),
+        ),
+        case(
+            "an sshd's home",
+            1000,
+            "sshd:x:1000:1000::/home/sshd:/bin/sh\n",
+            &[],
+            |r| {
+                put(r, "home/sshd/.ssh/authorized_keys", "ssh-ed25519 AAAA image\n", "home/sshd", 1000);
+                std::fs::set_permissions(r.join("home/sshd/.ssh"), std::fs::Permissions::from_mode(0o700))
+                    .unwrap();
+            },
+            "",
+            Expect::Caches("/home/sshd", BOTH),
+        ),
+        case(
+            "interpreters in HOME",
+            0,
+            "",
+            &[],
+            |r| {
+                put(r, "root/.pyenv/versions/3.12/bin/python", "#!/bin/sh\n", "root", 0);
+                put(r, "root/.venv/bin/python", "#!/bin/sh\n", "root", 0);
+            },
+            "",
+            Expect::Caches("/root", BOTH),
+        ),
+        // Root-owned entries in a user's home: a tmpfs of the process's
+        // would let it rename them away and put its own in their place.
+        case(
+            "root-owned entries in a user's home",
+            1000,
+            app,
+            &[],
+            |r| {
+                put(r, "home/app/main.py", APP, "home/app", 1000);
+                for f in [".venv/bin/python", ".bashrc", ".ssh/authorized_keys", ".config/app.toml"] {
+                    let top = f.split('/').next().unwrap();
+                    put(r, &format!("home/app/{f}"), "root's\n", &format!("home/app/{top}"), 0);
+                }
+            },
+            ".config/matplotlib left alone",
+            Expect::Caches("/home/app", BOTH),
+        ),
+    ]
+}
+
+/// The caches themselves, as images hold them: a symlink out of `HOME`
+/// (never followed), and what dropped a whole home before (a large
+/// `.local`, a pre-baked model in `.cache`): the image's files stay, the
+/// other caches still work.
+pub fn cache_cases() -> Vec<Hostile> {
+    let app = "app:x:1000:1000::/home/app:/bin/sh\n";
+    vec![
+        case(
+            "a cache that is a symlink into the app",
+            1000,
+            app,
+            &[],
+            |r| {
+                put(r, "home/app/main.py", APP, "home/app", 1000);
+                put(r, "home/app/lib/util.py", "x = 1\n", "home/app", 1000);
+                std::os::unix::fs::symlink("/home/app/lib", r.join("home/app/.cache")).unwrap();
+            },
+            "a symlink in the image",
+            Expect::Caches("/home/app", &[".triton"]),
+        ),
+        case(
+            "caches that are symlinks to data and models",
+            0,
+            "",
+            &[],
+            |r| {
+                put(r, "opt/data/set.csv", "1,2\n", "opt/data", 0);
+                put(r, "opt/models/m.bin", "weights", "opt/models", 0);
+                put(r, "root/.profile", "image profile", "root", 0);
+                std::os::unix::fs::symlink("/opt/data", r.join("root/.cache")).unwrap();
+                std::os::unix::fs::symlink("/opt/models", r.join("root/.triton")).unwrap();
+            },
+            "a symlink in the image",
+            Expect::Caches("/root", &[]),
+        ),
+        case(
+            "a 5,000-file .local",
+            0,
+            "",
+            &[],
+            |r| {
+                std::fs::create_dir_all(r.join("root/.local/lib")).unwrap();
+                for i in 0..5000 {
+                    std::fs::File::create(r.join(format!("root/.local/lib/m{i}.py"))).unwrap();
+                }
+            },
+            "",
+            Expect::Caches("/root", BOTH),
+        ),
+        case(
+            "a pre-baked model in .cache/huggingface",
+            0,
+            "",
+            &[],
+            |r| {
+                put(r, "root/.cache/huggingface/hub/model.bin", &"w".repeat(1 << 20), "root", 0);
+                put(r, "root/.cache/pip/x", "pip's", "root", 0);
+            },
+            ".cache/huggingface left alone",
+            Expect::Caches("/root", BOTH),
+        ),
+    ]
+}
+
 /// Every hostile case: the environment's, the passwd files', the image
 /// homes', and the homes a writable `HOME` would open up.
 pub fn hostile_cases() -> Vec<Hostile> {
-    env_cases().into_iter().chain(passwd_cases()).chain(image_home_cases()).chain(security_cases()).collect()
+    env_cases()
+        .into_iter()
+        .chain(passwd_cases())
+        .chain(image_home_cases())
+        .chain(security_cases())
+        .chain(dotfile_cases())
+        .chain(cache_cases())
+        .collect()
 }
 
-/// The failed checks of what case `c` saw of its `HOME` (`seen`), through
-/// the spec executor (`spec`: it can set the environment) or another.
-pub fn home_failures(c: &Hostile, spec: bool, seen: &Seen) -> Vec<String> {
-    let mut failed = Vec::new();
-    let ours = seen.mount.as_ref().is_some_and(|m| m.source == OURS && m.fstype == "tmpfs");
-    let mut fail = |ok: bool, msg: String| {
-        if !ok {
-            failed.push(msg);
-        }
-    };
-    let caches = |home: &str, fail: &mut dyn FnMut(bool, String)| {
-        fail(seen.home == home, format!("HOME is {:?}, want {home:?}", seen.home));
-        fail(!ours, format!("a tmpfs of ours at HOME: {:?}", seen.mount));
-        fail(!seen.writable, "a new file could be made in HOME".into());
-        fail(seen.caches == [".cache", ".triton"], format!("the caches written: {:?}", seen.caches));
-        fail(
-            seen.cache_mount.as_ref().is_some_and(|m| m.source == OURS && m.fstype == "tmpfs"),
-            format!("HOME/.cache is not our tmpfs: {:?}", seen.cache_mount),
-        );
-        let stat: Vec<&str> = seen.cache_stat.split(' ').collect();
-        fail(
-            stat.len() == 3 && stat[0] == c.uid.to_string() && stat[2] == "700",
-            format!("HOME/.cache's uid gid mode {:?}, want uid {} mode 700", seen.cache_stat, c.uid),
-        );
-    };
-    match (c.expect, spec) {
-        (Expect::Mounted(home), _) => {
-            fail(seen.home == home, format!("HOME is {:?}, want {home:?}", seen.home));
-            fail(ours && seen.writable, format!("HOME is not our writable tmpfs: {:?}", seen.mount));
-        }
-        (Expect::Fallback, true) => {
-            let home = format!("/home/{}", c.uid);
-            fail(seen.home == home, format!("HOME is {:?}, want {home:?}", seen.home));
-            fail(ours && seen.writable, format!("HOME is not our writable tmpfs: {:?}", seen.mount));
-        }
-        (Expect::Fallback, false) => {
-            // crun 1.8.1 gives no HOME at all (docs/design.md#home).
-            let home = if seen.home == "(unset)" { "(unset)" } else { "/" };
-            caches(home, &mut fail);
-        }
-        (Expect::Caches(home), _) => {
-            caches(home, &mut fail);
-            fail(!seen.app_writable, "the app's main.py could be written".into());
-            fail(!seen.app_planted, "a module could be planted beside the app".into());
-        }
-        (Expect::LeftAlone, _) => {
-            fail(!ours, format!("a tmpfs of ours at HOME {:?}: {:?}", seen.home, seen.mount));
-            // A HOME that is (or reaches) a volume is the volume's to write.
-            if !c.name.contains("volume") {
-                fail(!seen.writable, format!("HOME {:?} is writable", seen.home));
-                fail(
-                    seen.caches.is_empty(),
-                    format!("caches written in a HOME left alone: {:?}", seen.caches),
-                );
+/// The failed checks of what case `c` saw of its `HOME` (`seen`): the same
+/// in every executor (docs/design.md#home-rule).
+pub fn home_failures(c: &Hostile, seen: &Seen) -> Vec<String> {
+    let mut failed = match c.expect {
+        Expect::Caches(home, caches) => seen.cached(home, c.uid, caches),
+        Expect::RootCaches => seen.root_caches(c.uid),
+        Expect::LeftAlone => {
+            let mut failed = Vec::new();
+            if seen.mount.as_ref().is_some_and(|m| m.source == OURS) {
+                failed.push(format!("a tmpfs of ours at HOME {:?}: {:?}", seen.home, seen.mount));
             }
+            // A HOME that is (or reaches) a volume is the volume's to write.
+            if !c.home_is_volume() {
+                failed.extend(seen.sealed());
+                if !seen.caches.is_empty() {
+                    failed.push(format!("caches written in a HOME left alone: {:?}", seen.caches));
+                }
+            }
+            failed
         }
-    }
+    };
     match c.name {
-        "a home holding device nodes and sockets" => {
-            fail(seen.profile == "image profile", format!("HOME/.profile is {:?}", seen.profile));
+        "a home holding device nodes and sockets" | "caches that are symlinks to data and models"
+            if seen.profile != "image profile" =>
+        {
+            failed.push(format!("HOME/.profile is {:?}", seen.profile));
         }
-        "uid 1000 with HOME=/root" => {
-            fail(seen.secret.is_empty(), format!("uid 1000 read root's file: {:?}", seen.secret));
+        "uid 1000 with HOME=/root" if !seen.secret.is_empty() => {
+            failed.push(format!("uid 1000 read root's file: {:?}", seen.secret));
         }
         _ => {}
     }
@@ -843,9 +1020,9 @@ fn last_home<'a>(env: impl DoubleEndedIterator<Item = &'a str>) -> Option<String
 /// container and unchanged on the host, and no tmpfs of ours is at the
 /// volume or above it; no mount of ours or on the volume appears in the
 /// host's, this test's or the node's mount table, while it runs or after;
-/// nothing is made outside the rootfs; the hook never changes the
-/// environment (the spec executor only for a fallback); the case's note is
-/// in the log, and a `HOME=/` left alone gets the hook's one warning.
+/// nothing is made outside the rootfs; no executor changes the
+/// environment; the case's note is in the log, and a `HOME=/` gets one line
+/// about its caches and no warning.
 pub fn pod_hostile_homes(node: &mut Node, r: &mut Report, images: &mut Vec<String>) {
     let cases = hostile_cases();
     if images.is_empty() {
@@ -908,7 +1085,7 @@ fn hostile_home(node: &mut Node, r: &mut Report, pod: &Pod, c: &Hostile, image: 
     let out = r.step(&format!("{what}: probe"), node.exec(&id, &["sh", "-c", &script])).map(|x| x.1);
     let seen = Seen::parse(&out.unwrap_or_default());
     r.seen(what, seen.summary());
-    check_home(r, c, node.way, &seen);
+    check_home(r, c, &seen);
     check_volume(r, c, &seen, &vol_dir);
     for p in [ESCAPE, "/home/first"] {
         r.check(!Path::new(p).exists(), format!("{what}: {p} exists on the host"));
@@ -921,9 +1098,9 @@ fn hostile_home(node: &mut Node, r: &mut Report, pod: &Pod, c: &Hostile, image: 
 }
 
 /// The checks of [`pod_hostile_homes`] on what case `c` saw of its `HOME`
-/// through `way` ([`home_failures`]).
-fn check_home(r: &mut Report, c: &Hostile, way: Executor, seen: &Seen) {
-    for f in home_failures(c, way == Executor::Spec, seen) {
+/// ([`home_failures`]).
+fn check_home(r: &mut Report, c: &Hostile, seen: &Seen) {
+    for f in home_failures(c, seen) {
         r.check(false, format!("{}: {f}", c.name));
     }
 }
@@ -949,27 +1126,20 @@ fn check_volume(r: &mut Report, c: &Hostile, seen: &Seen, vol_dir: &Path) {
         "the volume's file changed on the host".into(),
     );
     let listed = listing(vol_dir);
-    fail(
-        listed == [MINE] || c.name.contains("volume"),
-        format!("the volume holds {listed:?}, want only {MINE:?}"),
-    );
+    fail(listed == [MINE] || c.home_is_volume(), format!("the volume holds {listed:?}, want only {MINE:?}"));
 }
 
 /// The checks of [`pod_hostile_homes`] on container `id`'s final
-/// `config.json` (the `HOME` the runtime got: only the spec executor sets
-/// one, only for a fallback) and on its lines in `log` (the case's note; the
-/// hook's one warning about a `HOME` of `/` it leaves).
+/// `config.json` (the `HOME` the runtime got: the one asked for, no
+/// executor sets one) and on its lines in `log` (the case's note; one line
+/// about the caches under a `HOME` of `/`, no warning).
 fn check_env_and_log(node: &Node, r: &mut Report, c: &Hostile, id: &str, log: &Path) {
     let what = c.name;
     // The environment the runtime got.
     if let Some(config) = r.step(&format!("{what}: the final config.json"), node.final_config(id)) {
         let env = config["process"]["env"].as_array().cloned().unwrap_or_default();
         let got = last_home(env.iter().filter_map(serde_json::Value::as_str));
-        let asked = last_home(c.env.iter().copied());
-        let want = match (c.expect, node.way) {
-            (Expect::Fallback, Executor::Spec) => Some(format!("/home/{}", c.uid)),
-            _ => asked,
-        };
+        let want = last_home(c.env.iter().copied());
         r.check(got == want, format!("{what}: config.json's HOME is {got:?}, want {want:?}"));
     }
     // The log: the note, and the hook's warning about a HOME of / it leaves.
@@ -980,14 +1150,9 @@ fn check_env_and_log(node: &Node, r: &mut Report, c: &Hostile, id: &str, log: &P
     if !c.note.is_empty() {
         r.check(lines.contains(c.note), format!("{what}: want {:?} in the log", c.note));
     }
-    if c.expect == Expect::Fallback {
-        if node.way == Executor::Spec {
-            let warned = root_home_warnings(&lines);
-            r.check(warned.is_empty(), format!("{what}: a warning about HOME=/: {warned:?}"));
-        } else {
-            for f in root_home_caches(&lines) {
-                r.check(false, format!("{what}: {f}"));
-            }
+    if c.expect == Expect::RootCaches {
+        for f in root_home_caches(&lines) {
+            r.check(false, format!("{what}: {f}"));
         }
     }
 }
