@@ -137,10 +137,7 @@ impl Mounter for System {
         }
         // The rules apply to where the path lands, not only to its text; a
         // cache's mountpoint made here is the process's.
-        root.make_for(tmpfs.own_from.as_deref().zip(tmpfs.owner));
-        let resolved = root.resolve_target(target);
-        root.make_for(None);
-        let fd = match resolved? {
+        let fd = match root.resolve_target(target, tmpfs.made_for())? {
             Ok(fd) => fd,
             Err(note) => return Ok(Prepared::Skip(self.explain(root, target, note))),
         };
@@ -200,7 +197,7 @@ impl Mounter for System {
         tmpfs: &Tmpfs,
     ) -> Result<Prepared<Pending>, SysError> {
         let skip = |reason: String, warn| Ok(Prepared::Skip(Note { subject: SHM_PATH.into(), reason, warn }));
-        let fd = match root.resolve_or_create(&SHM_PATH[1..], resolve::SHM) {
+        let fd = match root.resolve_or_create(&SHM_PATH[1..], resolve::SHM, None) {
             Ok(fd) => fd,
             Err(e) => return shm_resolve_failed(e),
         };

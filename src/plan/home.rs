@@ -104,16 +104,21 @@ pub(super) fn home(inputs: &Inputs<'_>, temp_dirs: &[TargetPath]) -> Result<Step
         }
     }
     let caches = &inputs.settings.home_caches;
-    let read = match inputs.user.home_dir_at(&path) {
+    let assumed: Vec<(String, Found)>;
+    let read: &[(String, Found)] = match inputs.user.home_dir_at(&path) {
         HomeDir::NotRead => return Ok(Step::Look(path, super::read_paths(caches))),
         // `explain --manifest`: assumed a directory of the process's,
         // holding none of the caches.
         HomeDir::Unknown => {
-            std::iter::once((String::new(), Found::Dir(DirFacts { owner: host, mode: 0o700, empty: false })))
-                .chain(super::read_paths(caches).into_iter().map(|p| (p, Found::Missing)))
-                .collect()
+            assumed = std::iter::once((
+                String::new(),
+                Found::Dir(DirFacts { owner: host, mode: 0o700, empty: false }),
+            ))
+            .chain(super::read_paths(caches).into_iter().map(|p| (p, Found::Missing)))
+            .collect();
+            &assumed
         }
-        HomeDir::Read(read) => read.clone(),
+        HomeDir::Read(read) => read,
     };
     let why = match read.iter().find(|(p, _)| p.is_empty()).map(|(_, e)| e) {
         Some(Found::Dir(_) | Found::Missing) => None,
@@ -132,7 +137,7 @@ pub(super) fn home(inputs: &Inputs<'_>, temp_dirs: &[TargetPath]) -> Result<Step
     // The directories a runtime makes for the spec's mounts belong to the
     // container's root.
     let runtime = host_owner(inputs.spec, Owner { uid: 0, gid: 0 }).unwrap_or(Owner { uid: 0, gid: 0 });
-    let (mounts, left) = place(&path, &read, caches, host.uid, runtime, &spec);
+    let (mounts, left) = place(&path, read, caches, host.uid, runtime, &spec);
     Ok(Step::Mount(Home { path, from, user, host, mounts, left }))
 }
 
@@ -226,21 +231,20 @@ pub(super) fn place(
 ) -> (Vec<TargetPath>, Vec<CacheLeft>) {
     let base = home.trim_end_matches('/');
     let home_entry = read.iter().find(|(p, _)| p.is_empty()).map(|(_, e)| e);
+    let home_missing = matches!(home_entry, Some(Found::Missing));
+    // Below a directory missing or empty in the image, nothing is there
+    // (and nothing was read).
+    let home_empty = home_missing || matches!(home_entry, Some(Found::Dir(DirFacts { empty: true, .. })));
+    // A missing HOME is made for the process.
+    let home_owner = if home_missing { uid } else { dir_owner(home_entry) };
     let mut mounts: Vec<TargetPath> = Vec::new();
     let mut left = Vec::new();
     for cache in caches {
         let mut leave = |why: String, warn: bool| left.push(CacheLeft { cache: cache.clone(), why, warn });
         let parts: Vec<&str> = cache.split('/').filter(|p| !p.is_empty()).collect();
-        let home_missing = matches!(home_entry, Some(Found::Missing));
-        // Below a directory missing or empty in the image, nothing is
-        // there (and nothing was read).
-        let mut missing =
-            home_missing || matches!(home_entry, Some(Found::Dir(DirFacts { empty: true, .. })));
+        let mut missing = home_empty;
         // The owner of the directory the next path lies in, and its name.
-        let mut parent = (
-            if home_missing { uid } else { dir_owner(home_entry) },
-            if home == "/" { "/".to_string() } else { home.to_string() },
-        );
+        let mut parent = (home_owner, home.to_string());
         for i in 1..=parts.len() {
             let rel = parts[..i].join("/");
             let full = format!("{base}/{rel}");

@@ -195,6 +195,12 @@ impl Tmpfs {
         opts
     }
 
+    /// Who owns the directories an executor makes for its mountpoint: a
+    /// cache's `HOME` and owner ([`Tmpfs::own_from`]); `None`: root.
+    pub fn made_for(&self) -> Option<(&str, Owner)> {
+        self.own_from.as_deref().zip(self.owner)
+    }
+
     /// The options of its entry in a spec's `mounts`: [`Tmpfs::options`]
     /// with the container-side owner for the host's (a runtime mounts spec
     /// entries inside the container's user namespace, where a fresh tmpfs

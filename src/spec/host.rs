@@ -161,10 +161,7 @@ fn place_in<R: Rootfs>(root: &mut R, plan: &Plan, no_copy_up: Option<&str>) -> R
             continue;
         }
         // A cache's mountpoint made here is the process's.
-        root.make_for(tmpfs.own_from.as_deref().zip(tmpfs.owner));
-        let placed = root.place_target(target, &landings);
-        root.make_for(None);
-        match placed? {
+        match root.place_target(target, &landings, tmpfs.made_for())? {
             Err(note) => out.refused.push((what.to_string(), note)),
             Ok((real, fd)) => {
                 let contents =
@@ -176,14 +173,13 @@ fn place_in<R: Rootfs>(root: &mut R, plan: &Plan, no_copy_up: Option<&str>) -> R
                         continue;
                     }
                 };
-                let mode = tmpfs.mode;
                 // A directory the runtime copies up keeps its own mode: the
                 // runtime gives the tmpfs' root its `mode=` (runc 1.1.8 and
                 // later, crun: docs/design.md#tmpcopyup).
                 if copy_up {
                     out.copy_up.push(what.to_string());
-                } else if root.set_mode(&fd, mode, real.as_str())? {
-                    out.chmodded.push((real.to_string(), mode));
+                } else if root.set_mode(&fd, tmpfs.mode, real.as_str())? {
+                    out.chmodded.push((real.to_string(), tmpfs.mode));
                 }
                 out.placed.push((what.to_string(), real.to_string()));
             }

@@ -69,7 +69,12 @@ impl Tree for FakeRoot {
 impl Rootfs for FakeRoot {
     type Dir = String;
 
-    fn resolve_real(&mut self, real: &TargetPath, what: &str) -> Result<Result<String, Note>, SysError> {
+    fn resolve_real(
+        &mut self,
+        real: &TargetPath,
+        what: &str,
+        _made: crate::sys::resolve::MadeFor<'_>,
+    ) -> Result<Result<String, Note>, SysError> {
         let mut at = String::new();
         for part in real.relative().split('/').filter(|p| !p.is_empty()) {
             at = format!("{at}/{part}");

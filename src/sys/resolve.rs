@@ -42,11 +42,14 @@ pub(crate) struct Root {
     /// symlinks (`/var -> /` with `TMPDIR=/var/tmp`, or `/tmp -> /root/tmp`
     /// with `HOME=/root`) must not stack two mounts.
     pub(super) claimed: Vec<((u64, u64), Claim)>,
-    /// While a cache under `HOME` is placed: `HOME` (in-root, no leading
-    /// `/`; empty for `/`) and the host ids that own the directories made
-    /// at or below it, mode [`plan::HOME_MODE`] (docs/design.md#home-rule).
-    made_for: Option<(String, plan::Owner)>,
 }
+
+/// Who owns the directories a resolution makes: for a cache under `HOME`,
+/// `HOME` and the host ids that own those made at or below it, mode
+/// [`plan::HOME_MODE`] (a cache's mountpoint and a missing `HOME` are the
+/// process's, not root's: docs/design.md#home-rule); `None`, or above
+/// `HOME`: root, mode 0755 ([`plan::Tmpfs::made_for`]).
+pub(crate) type MadeFor<'a> = Option<(&'a str, plan::Owner)>;
 
 /// A directory claimed for a target's mount: the target, and where it
 /// landed in the rootfs.
@@ -84,36 +87,23 @@ impl Root {
         if (st.st_dev, st.st_ino) == (host.st_dev, host.st_ino) || name == "/" || name.is_empty() {
             return Err(SysError::RootIsHost(rootfs.to_path_buf()));
         }
-        Ok(Root { fd, name, writable: None, claimed: Vec::new(), made_for: None })
-    }
-
-    /// Makes the directories that the next resolutions create at or below
-    /// `home` (`None`: none) belong to `owner`, mode [`plan::HOME_MODE`]:
-    /// a cache's mountpoint and a missing `HOME` are the process's, not
-    /// root's (docs/design.md#home-rule). Directories above `home` stay
-    /// root's, mode 0755.
-    pub(crate) fn make_for(&mut self, home: Option<(&str, plan::Owner)>) {
-        self.made_for = home.map(|(h, o)| (h.trim_matches('/').to_string(), o));
-    }
-
-    /// The mode and owner of a directory made at `rel` (no leading `/`).
-    fn made_as(&self, rel: &str) -> (u32, Option<plan::Owner>) {
-        match &self.made_for {
-            Some((home, owner)) if home.is_empty() || rel == home || rel.starts_with(&format!("{home}/")) => {
-                (plan::HOME_MODE, Some(*owner))
-            }
-            _ => (0o755, None),
-        }
+        Ok(Root { fd, name, writable: None, claimed: Vec::new() })
     }
 
     /// Resolves `rel` inside the root, creating missing directories one
     /// component at a time, each with `mkdirat` on the fd of its resolved
-    /// parent. Where the rootfs mount is already read-only (crun at
-    /// createContainer), a directory is made through a writable clone.
+    /// parent, owned as `made` says. Where the rootfs mount is already
+    /// read-only (crun at createContainer), a directory is made through a
+    /// writable clone.
     ///
     /// # Errors
     /// The `openat2`/`mkdirat` errno, for the caller to read as a skip or not.
-    pub(crate) fn resolve_or_create(&mut self, rel: &str, flags: ResolveFlags) -> Result<OwnedFd, Errno> {
+    pub(crate) fn resolve_or_create(
+        &mut self,
+        rel: &str,
+        flags: ResolveFlags,
+        made: MadeFor<'_>,
+    ) -> Result<OwnedFd, Errno> {
         match resolve(&self.fd, rel, flags) {
             Err(Errno::NOENT) => {}
             other => return other,
@@ -125,7 +115,7 @@ impl Root {
             let fd = match resolve(&self.fd, &prefix, flags) {
                 Err(Errno::NOENT) => {
                     let dir = parent.as_ref().unwrap_or(&self.fd);
-                    let (mode, owner) = self.made_as(&prefix);
+                    let (mode, owner) = made_as(made, &prefix);
                     match rustix::fs::mkdirat(dir, parts[i], Mode::from_raw_mode(mode)) {
                         Ok(()) => own(dir, parts[i], owner)?,
                         Err(Errno::EXIST) => {}
@@ -173,8 +163,12 @@ impl Root {
     ///
     /// # Errors
     /// A failure that is not a property of the image.
-    pub(crate) fn resolve_target(&mut self, target: &TargetPath) -> Result<Result<OwnedFd, Note>, SysError> {
-        self.resolve_target_with(target, TARGET, target.as_str())
+    pub(crate) fn resolve_target(
+        &mut self,
+        target: &TargetPath,
+        made: MadeFor<'_>,
+    ) -> Result<Result<OwnedFd, Note>, SysError> {
+        self.resolve_target_with(target, TARGET, target.as_str(), made)
     }
 
     /// [`Root::resolve_target`] of `path` with `flags`, named `what` in notes.
@@ -183,8 +177,9 @@ impl Root {
         path: &TargetPath,
         flags: ResolveFlags,
         what: &str,
+        made: MadeFor<'_>,
     ) -> Result<Result<OwnedFd, Note>, SysError> {
-        let fd = match self.resolve_or_create(path.relative(), flags) {
+        let fd = match self.resolve_or_create(path.relative(), flags, made) {
             Ok(fd) => fd,
             Err(e) => {
                 return match skip_reason(e) {
@@ -313,6 +308,22 @@ pub(super) fn open_in(
         }
     }
     Err(Errno::AGAIN)
+}
+
+/// The mode and owner of a directory made at `rel` (no leading `/`) for
+/// `made`.
+fn made_as(made: MadeFor<'_>, rel: &str) -> (u32, Option<plan::Owner>) {
+    match made {
+        Some((home, owner)) => {
+            let home = home.trim_matches('/');
+            if home.is_empty() || rel == home || rel.starts_with(&format!("{home}/")) {
+                (plan::HOME_MODE, Some(owner))
+            } else {
+                (0o755, None)
+            }
+        }
+        None => (0o755, None),
+    }
 }
 
 /// Gives the directory `name` just made in `dir` to `owner` (`None`: it
@@ -592,11 +603,11 @@ mod tests {
     fn place_target_makes_the_real_path_once() {
         let mut root = FakeRoot::new(&[("/var", FakeRoot::link("/")), ("/tmp", Entry::Dir)]);
         let t = |p: &str| target::validate(p).unwrap();
-        let first = root.place_target(&t("/tmp"), &[]).unwrap().unwrap();
+        let first = root.place_target(&t("/tmp"), &[], None).unwrap().unwrap();
         assert_eq!((first.0.as_str(), first.1.as_str()), ("/tmp", "/tmp"));
-        let second = root.place_target(&t("/var/tmp"), &[]).unwrap().unwrap_err();
+        let second = root.place_target(&t("/var/tmp"), &[], None).unwrap().unwrap_err();
         assert_eq!(second, Note::warn("/var/tmp", "it is the same directory as /tmp"));
-        let made = root.place_target(&t("/data/cache"), &[]).unwrap().unwrap();
+        let made = root.place_target(&t("/data/cache"), &[], None).unwrap().unwrap();
         assert_eq!(made.1, "/data/cache");
         assert_eq!(root.calls, ["mkdir /data", "mkdir /data/cache"]);
     }
@@ -610,8 +621,8 @@ mod tests {
             [("/tmp", FakeRoot::link("/root/tmp")), ("/root", Entry::Dir), ("/root/tmp", Entry::Dir)];
         let t = |p: &str| target::validate(p).unwrap();
         let mut root = FakeRoot::new(&layout);
-        assert_eq!(root.place_target(&t("/tmp"), &[]).unwrap().unwrap().0.as_str(), "/root/tmp");
-        let home = root.place_target(&t("/root"), &[]).unwrap().unwrap_err();
+        assert_eq!(root.place_target(&t("/tmp"), &[], None).unwrap().unwrap().0.as_str(), "/root/tmp");
+        let home = root.place_target(&t("/root"), &[], None).unwrap().unwrap_err();
         assert_eq!(
             home,
             Note::warn(
@@ -620,13 +631,13 @@ mod tests {
             )
         );
         let mut root = FakeRoot::new(&layout);
-        assert!(root.place_target(&t("/root"), &[]).unwrap().is_ok());
-        let tmp = root.place_target(&t("/tmp"), &[]).unwrap().unwrap_err();
+        assert!(root.place_target(&t("/root"), &[], None).unwrap().is_ok());
+        let tmp = root.place_target(&t("/tmp"), &[], None).unwrap().unwrap_err();
         assert!(
             tmp.warn && tmp.reason.starts_with("it resolves to /root/tmp, inside /root, where /root lands"),
             "{tmp:?}"
         );
-        assert!(root.place_target(&t("/rootx"), &[]).unwrap().is_ok(), "a sibling is not nested");
+        assert!(root.place_target(&t("/rootx"), &[], None).unwrap().is_ok(), "a sibling is not nested");
     }
 
     #[test]

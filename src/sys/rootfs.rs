@@ -11,7 +11,7 @@ use rustix::io::Errno;
 use super::contents::{contents, contents_at, Contents};
 use super::copy::Limits;
 use super::error::SysError;
-use super::resolve::{skip_reason, Root, REAL};
+use super::resolve::{skip_reason, MadeFor, Root, REAL};
 use crate::plan::landing::{self, Entry, Landing, Stop, Tree, Walk};
 use crate::plan::Note;
 use crate::target::{self, TargetPath};
@@ -38,8 +38,9 @@ pub(crate) trait Rootfs: Tree + Sized {
     /// prepared (bare) rootfs, before the runtime mounts anything: walk it
     /// ([`landing::walk`]), judge the walk against where the spec's mounts
     /// will land (`landings`), then resolve the real path it found
-    /// ([`Rootfs::resolve_real`]). `Ok` is the real in-root path to write
-    /// as the mount's destination, with its directory.
+    /// ([`Rootfs::resolve_real`], the directories it makes owned as `made`
+    /// says). `Ok` is the real in-root path to write as the mount's
+    /// destination, with its directory.
     ///
     /// # Errors
     /// A failure that is not a property of the image.
@@ -47,21 +48,27 @@ pub(crate) trait Rootfs: Tree + Sized {
         &mut self,
         target: &TargetPath,
         landings: &[Landing],
+        made: MadeFor<'_>,
     ) -> Result<Result<(TargetPath, Self::Dir), Note>, SysError> {
         let real = match self.judge_target(target, landings) {
             Ok(real) => real,
             Err(note) => return Ok(Err(note)),
         };
-        Ok(self.resolve_real(&real, target.as_str())?.map(|dir| (real, dir)))
+        Ok(self.resolve_real(&real, target.as_str(), made)?.map(|dir| (real, dir)))
     }
 
     /// Resolves the real in-root path `real` (no symlink left, no mount
-    /// crossed), making missing directories, with the hook's rules (one
-    /// mount per directory); notes name `what`.
+    /// crossed), making missing directories owned as `made` says, with the
+    /// hook's rules (one mount per directory); notes name `what`.
     ///
     /// # Errors
     /// A failure that is not a property of the image.
-    fn resolve_real(&mut self, real: &TargetPath, what: &str) -> Result<Result<Self::Dir, Note>, SysError>;
+    fn resolve_real(
+        &mut self,
+        real: &TargetPath,
+        what: &str,
+        made: MadeFor<'_>,
+    ) -> Result<Result<Self::Dir, Note>, SysError>;
 
     /// The mode and owner (host uid) of the directory at `target` when the
     /// image has one.
@@ -81,10 +88,6 @@ pub(crate) trait Rootfs: Tree + Sized {
     /// The directory cannot be read.
     fn contents_at(&self, real: &TargetPath, limits: &Limits) -> Result<Contents, Errno>;
 
-    /// The owner of the directories the next placings make at or below
-    /// `home` ([`Root::make_for`]); a fake root makes nothing.
-    fn make_for(&mut self, _home: Option<(&str, crate::plan::Owner)>) {}
-
     /// Gives `dir` `mode` when it has another; whether it did.
     ///
     /// # Errors
@@ -102,8 +105,13 @@ impl Tree for Root {
 impl Rootfs for Root {
     type Dir = OwnedFd;
 
-    fn resolve_real(&mut self, real: &TargetPath, what: &str) -> Result<Result<OwnedFd, Note>, SysError> {
-        self.resolve_target_with(real, REAL, what)
+    fn resolve_real(
+        &mut self,
+        real: &TargetPath,
+        what: &str,
+        made: MadeFor<'_>,
+    ) -> Result<Result<OwnedFd, Note>, SysError> {
+        self.resolve_target_with(real, REAL, what, made)
     }
 
     fn dir_stat(&self, target: &TargetPath) -> Option<(u32, u32)> {
@@ -120,10 +128,6 @@ impl Rootfs for Root {
 
     fn set_mode(&mut self, dir: &OwnedFd, mode: u32, what: &str) -> Result<bool, SysError> {
         Root::set_mode(self, dir, mode, what)
-    }
-
-    fn make_for(&mut self, home: Option<(&str, crate::plan::Owner)>) {
-        Root::make_for(self, home);
     }
 }
 

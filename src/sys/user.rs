@@ -272,10 +272,9 @@ mod tests {
             0 => Owner { uid: 4321, gid: 4322 },
             uid => Owner { uid, gid: rustix::process::getgid().as_raw() },
         };
-        root.make_for(Some(("/home/u", me)));
-        root.resolve_or_create("home/u/.cache", super::super::resolve::TARGET).unwrap();
-        root.make_for(None);
-        root.resolve_or_create("srv/x", super::super::resolve::TARGET).unwrap();
+        root.resolve_or_create("home/u/.cache", super::super::resolve::TARGET, Some(("/home/u", me)))
+            .unwrap();
+        root.resolve_or_create("srv/x", super::super::resolve::TARGET, None).unwrap();
         let mode = |p: &str| {
             let st = rustix::fs::stat(dir.join(p)).unwrap();
             (st.st_mode & 0o7777, st.st_uid)

@@ -31,9 +31,10 @@ use crate::support::home::{self, hostile_cases, ESCAPE, PROBE, ROOT_LINE};
 use crate::support::*;
 use serde_json::json;
 
-/// How the container gets our mounts.
+/// How the container gets our mounts (tests/runtimes/home_tools.rs runs
+/// through these too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Executor {
+pub(crate) enum Executor {
     None,
     Hook,
     /// The hook at another stage than `prestart`.
@@ -41,7 +42,7 @@ enum Executor {
     Spec,
 }
 
-const EXECUTORS: [Executor; 3] = [Executor::None, Executor::Hook, Executor::Spec];
+pub(crate) const EXECUTORS: [Executor; 3] = [Executor::None, Executor::Hook, Executor::Spec];
 
 /// What one container showed.
 #[derive(Debug)]
@@ -79,18 +80,18 @@ fn bundle(name: &str, uid: u32, gid: u32, passwd: &str, env: &[&str]) -> Bundle 
 }
 
 /// What one container printed, with its context for failure messages.
-struct Printed {
-    out: String,
-    /// The hook's warnings (its log file).
-    log: String,
+pub(crate) struct Printed {
+    pub(crate) out: String,
+    /// The hook's log (its log file).
+    pub(crate) log: String,
     /// What `inject --mode spec` printed (its notes, on stdout and stderr).
-    inject: String,
-    context: String,
+    pub(crate) inject: String,
+    pub(crate) context: String,
 }
 
 /// Registers `executor` (the hook's warnings to a log file), runs the bundle
 /// with `rt` within `timeout`, and asserts it ran.
-fn run_with(b: &mut Bundle, executor: Executor, rt: Runtime, timeout: Duration) -> Printed {
+pub(crate) fn run_with(b: &mut Bundle, executor: Executor, rt: Runtime, timeout: Duration) -> Printed {
     let (conf, log) = warnings_to_a_file(b);
     // The caches' line is information (docs/design.md#home-rule).
     std::fs::write(&conf, std::fs::read_to_string(&conf).unwrap().replace("\"warn\"", "\"info\"")).unwrap();

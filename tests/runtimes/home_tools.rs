@@ -29,71 +29,10 @@ use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::home::{run_with, Executor, Printed, EXECUTORS};
 use crate::pytorch::{PYTHON, WORK};
 use crate::support::*;
 use serde_json::json;
-
-/// How the container gets our mounts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Executor {
-    None,
-    Hook,
-    Spec,
-}
-
-const EXECUTORS: [Executor; 3] = [Executor::None, Executor::Hook, Executor::Spec];
-
-/// One container's run, with its context for failure messages.
-struct Printed {
-    out: String,
-    context: String,
-}
-
-/// Registers `executor` (the hook's warnings to a log file), runs the bundle
-/// with `rt` within `timeout`, and asserts it ran.
-///
-/// Boilerplate: tests/runtimes/home.rs's `run_with`, for the executors this
-/// suite runs.
-fn run_with(b: &mut Bundle, executor: Executor, rt: Runtime, timeout: Duration) -> Printed {
-    let (conf, log) = warnings_to_a_file(b);
-    let inject = match executor {
-        Executor::None => {
-            b.write();
-            String::new()
-        }
-        Executor::Hook => {
-            b.inject_with_config("prestart", &conf);
-            String::new()
-        }
-        Executor::Spec => {
-            b.write();
-            let out = std::process::Command::new(hook_bin())
-                .args(["inject", "--mode", "spec", "--config"])
-                .arg(&conf)
-                .arg("--runtime")
-                .arg(which(rt.bin()))
-                .arg("--bundle")
-                .arg(&b.dir)
-                .output()
-                .unwrap();
-            let status = out.status;
-            let out = format!("{}{}", text(&out.stdout), text(&out.stderr));
-            assert!(status.success(), "inject --mode spec: {status}: {out}");
-            b.config = serde_json::from_slice(&std::fs::read(b.dir.join("config.json")).unwrap()).unwrap();
-            out
-        }
-    };
-    let run = b.run_timeout(rt, timeout);
-    let out = run.stdout();
-    let log = std::fs::read_to_string(&log).unwrap_or_default();
-    let context = format!(
-        "{rt:?}, {executor:?}\n--- inject:\n{inject}\n--- stdout:\n{out}\n--- stderr:\n{}\n--- hook log:\n{log}\n--- config:\n{}",
-        run.stderr(),
-        serde_json::to_string_pretty(&b.config).unwrap()
-    );
-    assert!(run.output.status.success(), "the container failed: {context}");
-    Printed { out, context }
-}
 
 /// Who runs the programs. The containers bind the host's `/etc`, so the
 /// image's `/etc/passwd` is the host's: root's home is `/root`, and uid
@@ -482,7 +421,9 @@ fn tools_write_their_caches_and_nothing_else_of_home() {
                     let l = line(&p.out, prog.name, &what);
                     match ex {
                         // The caches of ours, where the program has a HOME.
-                        Executor::Hook | Executor::Spec if prog.cache && home != "(unset)" => {
+                        Executor::Hook | Executor::HookAt(_) | Executor::Spec
+                            if prog.cache && home != "(unset)" =>
+                        {
                             assert_wrote(&p.out, l, prog, home, &what);
                         }
                         _ => assert_read_only_failure(l, prog, home, &what),
@@ -495,7 +436,7 @@ fn tools_write_their_caches_and_nothing_else_of_home() {
                         assert!(home_mounts(&p.out, planned).is_empty(), "no tmpfs without us: {what}");
                         Vec::new()
                     }
-                    Executor::Hook | Executor::Spec => {
+                    Executor::Hook | Executor::HookAt(_) | Executor::Spec => {
                         assert_cache_mounts(&p, planned, &EMPTY_HOME_MOUNTS, user.ids(), &what);
                         dirs.iter().flat_map(|d| with_parents(d.trim_start_matches('/'))).collect()
                     }
@@ -618,7 +559,7 @@ fn a_cache_dir_the_image_filled_keeps_its_files() {
                     assert!(home_mounts(&p.out, "/root").is_empty(), "no tmpfs without us: {what}");
                     Vec::new()
                 }
-                Executor::Hook | Executor::Spec => {
+                Executor::Hook | Executor::HookAt(_) | Executor::Spec => {
                     assert_cache_mounts(&p, "/root", &FILLED_HOME_MOUNTS, (0, 0), &what);
                     dirs.iter().map(|d| d.trim_start_matches('/').to_string()).collect()
                 }
