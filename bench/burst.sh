@@ -19,6 +19,7 @@
 #   NRI_BURST_ARMS=spec,spec-empty bench/burst.sh   only these arms (and without)
 #   NRI_BURST_MIX=1 NRI_BURST_ARMS=spec NRI_BURST_ROUNDS=100 bench/burst.sh
 #                                                   the arms' pods in one burst each round
+#   NRI_BURST_CACHES=.cache/torch,.triton ...      the host config's home_caches (empty: none)
 #   NRI_BURST_NODE_TMP=tmpfs ...                    the node's /tmp on a tmpfs (runc's copy-up scratch)
 #   NRI_BURST_NODE_TMP=alternate ...                a tmpfs there every other round, the two reported apart
 #   NRI_BURST_PODS=4 NRI_BURST_ROUNDS=1 bench/burst.sh    the smoke run (fails only when

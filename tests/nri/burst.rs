@@ -33,6 +33,8 @@
 //! common image's home was copied up before the caches-only rule);
 //! `NRI_BURST_NODE_TMP=alternate` mounts it for every other round and
 //! reports the two kinds of round apart, so that they meet the same hour.
+//! `NRI_BURST_CACHES` sets the host config's `home_caches` (a comma list,
+//! empty for none), to tell what each cache mount costs.
 //! The wrapper and the hook of every arm are the plugin's binary (the
 //! static release build, `OCI_TMPFS_HOOK_NRI_BIN`); the wrappers run the
 //! same runtime (the host config's `runtime_path`).
@@ -206,7 +208,16 @@ fn bench_nri_burst() {
     let mut node = Node::start_with("burst", Executor::Nri, &opts);
     let runtime = which(&std::env::var("NRI_BURST_RUNTIME").unwrap_or_else(|_| "runc".into()));
     register_plain_and_floor(&mut node, &runtime);
-    node.host_config(&format!("runtime_path = {:?}\n", runtime.display().to_string()));
+    // NRI_BURST_CACHES: the host config's `home_caches` (a comma list; the
+    // default list when unset), to see what each cache mount costs.
+    let caches = match std::env::var("NRI_BURST_CACHES") {
+        Ok(list) => {
+            let list: Vec<&str> = list.split(',').map(str::trim).filter(|c| !c.is_empty()).collect();
+            format!("home_caches = {list:?}\n")
+        }
+        Err(_) => String::new(),
+    };
+    node.host_config(&format!("runtime_path = {:?}\n{caches}", runtime.display().to_string()));
     // The pod and container every burst copies (bench.py makes the pods unique).
     let pod =
         node.run_pod("burst", &PodOpts { memory: 256 * MI, ..PodOpts::default() }).expect("RunPodSandbox");
