@@ -85,7 +85,7 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
             let foreign = route::foreign_runtime_hooks(&hooks, &ours);
             let facts = route::Facts {
                 mode: args.mode.unwrap_or(settings.mode),
-                runtime_unsafe: runtime.spec_unsafe.as_deref(),
+                spec_unsafe: runtime.spec_unsafe.as_deref(),
                 foreign: &foreign,
             };
             let executor = route::executor(&plan, &facts);

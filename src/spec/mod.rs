@@ -246,7 +246,7 @@ fn in_spec(
         None => Vec::new(),
     };
     let facts =
-        route::Facts { mode: Mode::Spec, runtime_unsafe: verdict.spec_unsafe.as_deref(), foreign: &foreign };
+        route::Facts { mode: Mode::Spec, spec_unsafe: verdict.spec_unsafe.as_deref(), foreign: &foreign };
     let placing = match route::executor(&plan, &facts) {
         route::Executor::Hook { stage, why } => Err((why, stage)),
         route::Executor::Spec => {

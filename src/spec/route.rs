@@ -23,7 +23,7 @@ pub(crate) struct Facts<'a> {
     pub mode: Mode,
     /// Why the runtime cannot be trusted with our temp-target mounts, when
     /// it cannot ([`crate::wrapper::real_runtime::spec_unsafe`], docs/design.md#runtimes).
-    pub runtime_unsafe: Option<&'a str>,
+    pub spec_unsafe: Option<&'a str>,
     /// Other parties' runtime-namespace hooks in the spec
     /// ([`foreign_runtime_hooks`]).
     pub foreign: &'a [String],
@@ -73,7 +73,7 @@ pub(crate) fn executor(plan: &Plan, facts: &Facts<'_>) -> Executor {
     if !edit::expressible(plan) {
         reasons.push("a temp dir nested in another one needs a directory in the fresh tmpfs".to_string());
     }
-    if let Some(why) = facts.runtime_unsafe {
+    if let Some(why) = facts.spec_unsafe {
         reasons.push(why.to_string());
     }
     if reasons.is_empty() {
@@ -181,7 +181,7 @@ mod tests {
         let spec = Mode::Spec;
         let hook = Mode::Hook;
         let (pre, cc) = (Some(Stage::Prestart), Some(Stage::CreateContainer));
-        // name, mode, temp targets, runtime_unsafe, foreign hooks, the stage handed to.
+        // name, mode, temp targets, spec_unsafe, foreign hooks, the stage handed to.
         type Case<'a> = (&'a str, Mode, &'a [&'a str], Option<&'a str>, &'a [String], Option<Stage>);
         let cases: [Case<'_>; 13] = [
             ("spec: nothing to hand over", spec, &["/tmp"], None, &[], None),
@@ -198,8 +198,8 @@ mod tests {
             ("hook: no temp target: still the hook", hook, &[], None, &[], pre),
             ("hook: no temp target, a vendor: createContainer", hook, &[], None, &vendor, cc),
         ];
-        for (name, mode, temp, runtime_unsafe, foreign, want) in cases {
-            let facts = Facts { mode, runtime_unsafe, foreign };
+        for (name, mode, temp, spec_unsafe, foreign, want) in cases {
+            let facts = Facts { mode, spec_unsafe, foreign };
             let got = executor(&plan(temp), &facts);
             let stage = match &got {
                 Executor::Spec => None,
@@ -207,7 +207,7 @@ mod tests {
             };
             assert_eq!(stage, want, "{name}: {got:?}");
         }
-        let facts = Facts { mode: spec, runtime_unsafe: old, foreign: &vendor };
+        let facts = Facts { mode: spec, spec_unsafe: old, foreign: &vendor };
         let Executor::Hook { why, .. } = executor(&plan(&["/tmp"]), &facts) else { panic!("the hook") };
         assert!(why.contains("/usr/bin/vendor") && why.contains("runc 1.1.5"), "{why}");
     }

@@ -173,16 +173,20 @@ pub(crate) fn no_copy_up(name: &str, v: [u32; 3]) -> Option<String> {
 pub(crate) use crate::spec::Verdict;
 
 /// The [`Verdict`] on the runtime `real` (its version, asked once:
-/// [`runtime_version`]). A runtime whose version cannot be read gets our
-/// mounts, and the hook copies up for it.
+/// [`runtime_version`]). A runtime whose version cannot be read (it cannot
+/// be run, fails, prints nothing or no `NAME version X.Y.Z`, or gives no
+/// answer within [`VERSION_WAIT`]) gets the hook: what it would do with our
+/// mounts is unknown (docs/design.md#runtimes).
 pub(crate) fn verdict(real: &Path) -> Verdict {
-    match runtime_version(real).as_deref().and_then(parse_version) {
+    match runtime_version(real) {
         Some((name, v)) => Verdict { spec_unsafe: spec_unsafe(&name, v), no_copy_up: no_copy_up(&name, v) },
-        None => Verdict {
-            spec_unsafe: None,
-            no_copy_up: Some(format!("the version of {} is unknown", real.display())),
-        },
+        None => unknown(&format!("the version of {} cannot be read", real.display())),
     }
+}
+
+/// The [`Verdict`] on a runtime we know nothing of: the hook for everything.
+fn unknown(why: &str) -> Verdict {
+    Verdict { spec_unsafe: Some(why.to_string()), no_copy_up: Some(why.to_string()) }
 }
 
 /// The runtime that will run a bundle (for `explain` and `inject --mode
@@ -199,40 +203,49 @@ pub(crate) fn bundle_runtime(named: Option<&Path>, settings: &HostConfig) -> Opt
 }
 
 /// The [`Verdict`] on the runtime that will run a bundle ([`bundle_runtime`]);
-/// with no runtime found, as for one whose version is unknown.
+/// with no runtime found, as for one whose version cannot be read.
 pub(crate) fn bundle_verdict(named: Option<&Path>, settings: &HostConfig) -> Verdict {
     match bundle_runtime(named, settings) {
         Some(real) => verdict(&real),
-        None => Verdict { spec_unsafe: None, no_copy_up: Some("no runtime was found".to_string()) },
+        None => unknown("no runtime was found"),
     }
 }
 
-/// The first line of `real --version`, run once per binary: the answer is
-/// kept under [`RUNTIME_CACHE_DIR`], named by the binary's identity (device,
-/// inode, size, modification time), so that no process runs per start and an
-/// upgraded runtime is asked again. `None` when it cannot be run; an empty
-/// line when it printed nothing.
-fn runtime_version(real: &Path) -> Option<String> {
+/// The name and version of `real`, from its `--version` run once per
+/// binary: a parsed answer is kept under [`RUNTIME_CACHE_DIR`], named by the
+/// binary's identity (device, inode, size, modification time), so that no
+/// process runs per start and an upgraded runtime is asked again. `None`
+/// when it cannot be run, fails, gives no parsable first line, or does not
+/// answer within [`VERSION_WAIT`]; nothing is kept then, so the next start
+/// asks again.
+fn runtime_version(real: &Path) -> Option<(String, [u32; 3])> {
+    runtime_version_in(real, Path::new(RUNTIME_CACHE_DIR), VERSION_WAIT)
+}
+
+/// [`runtime_version`] with its cache directory and wait as parameters.
+fn runtime_version_in(real: &Path, cache: &Path, wait: std::time::Duration) -> Option<(String, [u32; 3])> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(real).ok()?;
     let key = format!("{}-{}-{}-{}.{}", m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec());
-    let cache = Path::new(RUNTIME_CACHE_DIR);
     let trusted = trusted_dir(cache);
     if trusted {
-        if let Ok(Some(line)) = crate::files::read_text(&cache.join(&key), 4096) {
-            return Some(line);
+        if let Some(found) =
+            crate::files::read_text(&cache.join(&key), 4096).ok().flatten().as_deref().and_then(parse_version)
+        {
+            return Some(found);
         }
     }
-    let out = Command::new(real)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .inspect_err(|e| log::debug!("{} --version: {e}", real.display()))
+    let out = ask_version(real, wait)
+        .inspect_err(|e| log::warn!("{} --version: {e}; the hook carries out the plan", real.display()))
         .ok()?;
-    // Whatever it answered, even nothing, is kept: a runtime that prints no
-    // version is not asked again at every start.
-    let line = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().trim().to_string();
+    let line = out.lines().next().unwrap_or_default().trim().to_string();
+    let Some(found) = parse_version(&line) else {
+        log::warn!(
+            "{} --version printed {line:?}, not NAME version X.Y.Z; the hook carries out the plan",
+            real.display()
+        );
+        return None;
+    };
     if trusted || make_cache_dir(cache) {
         let perms = crate::files::Perms { mode: 0o600, owner: None };
         let path = cache.join(&key);
@@ -242,7 +255,55 @@ fn runtime_version(real: &Path) -> Option<String> {
             log::debug!("{e}");
         }
     }
-    Some(line)
+    Some(found)
+}
+
+/// How long [`runtime_version`] waits for `--version` (runc and crun answer
+/// in milliseconds).
+const VERSION_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What `real --version` printed on stdout, if it exited with status 0
+/// within `wait`; a runtime still running then is killed. Its stdout is read
+/// without blocking once it has exited, so a child it left holding the pipe
+/// open cannot hang the start.
+fn ask_version(real: &Path, wait: std::time::Duration) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut child = Command::new(real)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let deadline = std::time::Instant::now() + wait;
+    let mut pause = std::time::Duration::from_millis(1);
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no answer within {} s", wait.as_secs()),
+            ));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(20));
+    };
+    if !status.success() {
+        return Err(std::io::Error::other(format!("exited with {status}")));
+    }
+    let mut stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout pipe"))?;
+    let flags = rustix::fs::fcntl_getfl(&stdout)?;
+    rustix::fs::fcntl_setfl(&stdout, flags | rustix::fs::OFlags::NONBLOCK)?;
+    let mut out = Vec::new();
+    match stdout.read_to_end(&mut out) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        Err(e) => return Err(e),
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// Where [`runtime_version`] keeps its answers (a tmpfs: gone at boot).
@@ -352,6 +413,101 @@ mod tests {
             find_runtime(Some(&t.0.join("missing")), Some(&path), own),
             Err(RuntimeError::NotExecutable { .. })
         ));
+    }
+
+    /// Writes `script` as an executable file at `path`.
+    fn script(path: &Path, body: &str) {
+        std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    /// `f`, again while a test thread's fork still holds a just written
+    /// script open for writing (ETXTBSY, for a moment).
+    fn settled<T>(f: impl Fn() -> std::io::Result<T>) -> std::io::Result<T> {
+        for _ in 0..100 {
+            match f() {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                other => return other,
+            }
+        }
+        f()
+    }
+
+    /// A runtime that prints nothing, prints no `NAME version X.Y.Z`, fails,
+    /// or hangs is not known: it gets the hook for everything, and a hang
+    /// is cut off at the wait, the runtime killed.
+    #[test]
+    fn an_unreadable_version_means_the_hook() {
+        let t = tempdir("unreadable");
+        let cases = [
+            ("nothing", "exit 0"),
+            ("garbage", "echo 'garbage 0.0.0'"),
+            ("no-digits", "echo 'runc version x.y'"),
+            ("fails", "echo 'runc version 1.3.6'; exit 1"),
+        ];
+        for (name, body) in cases {
+            let path = t.0.join(name);
+            script(&path, body);
+            let err = settled(|| {
+                ask_version(&path, VERSION_WAIT).and_then(|out| match parse_version(&out) {
+                    Some(_) => Ok(()),
+                    None => Err(std::io::Error::other("unparsed")),
+                })
+            });
+            assert!(err.is_err(), "{name}: {err:?}");
+            let v = verdict(&path);
+            assert!(v.spec_unsafe.as_deref().is_some_and(|w| w.contains("cannot be read")), "{name}: {v:?}");
+            assert!(v.no_copy_up.is_some(), "{name}: {v:?}");
+        }
+        let hangs = t.0.join("hangs");
+        let pid_file = t.0.join("hangs.pid");
+        script(&hangs, &format!("echo $$ > {}; exec sleep 30", pid_file.display()));
+        let started = std::time::Instant::now();
+        let err = settled(|| ask_version(&hangs, std::time::Duration::from_millis(300))).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut, "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+        // Killed and reaped: no process is left with that pid.
+        let pid = std::fs::read_to_string(&pid_file)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", pid_file.display()));
+        let proc = Path::new("/proc").join(pid.trim());
+        assert!(!proc.exists(), "the hung runtime {} still runs", pid.trim());
+        // A missing binary: the hook too.
+        assert!(verdict(&t.0.join("missing")).spec_unsafe.is_some());
+        assert!(bundle_verdict(Some(&t.0.join("missing")), &HostConfig::default()).spec_unsafe.is_some());
+    }
+
+    /// A parsed version is kept and the runtime not asked again; an
+    /// unreadable one is not kept, so the next start asks again.
+    #[test]
+    fn only_a_parsed_version_is_kept() {
+        let t = tempdir("kept");
+        let cache = t.0.join("cache");
+        let count = t.0.join("count");
+        let (good, empty) = (t.0.join("good"), t.0.join("empty"));
+        script(&good, &format!("echo x >> {}.good; echo 'runc version 1.3.6'", count.display()));
+        script(&empty, &format!("echo x >> {}.empty", count.display()));
+        let asked = |what: &str| {
+            let p = PathBuf::from(format!("{}.{what}", count.display()));
+            std::fs::read_to_string(&p)
+                .unwrap_or_else(|e| panic!("reading {}: {e}", p.display()))
+                .lines()
+                .count()
+        };
+        let wait = VERSION_WAIT;
+        for _ in 0..2 {
+            let got = settled(|| Ok(runtime_version_in(&good, &cache, wait))).unwrap();
+            assert_eq!(got, Some(("runc".to_string(), [1, 3, 6])));
+            assert_eq!(settled(|| Ok(runtime_version_in(&empty, &cache, wait))).unwrap(), None);
+        }
+        // The cache is kept only in a root-owned directory closed to others
+        // (as root, as the wrapper runs: the test suite runs as root).
+        assert!(trusted_dir(&cache), "{} was not made trusted: run the tests as root", cache.display());
+        assert_eq!(asked("good"), 1, "a parsed version is asked once");
+        assert_eq!(asked("empty"), 2, "an empty answer is asked again");
+        let kept: Vec<_> = std::fs::read_dir(&cache).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(kept.len(), 1, "only the parsed answer is kept: {kept:?}");
     }
 
     #[test]

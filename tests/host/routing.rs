@@ -175,7 +175,8 @@ fn carried(bundle: &Path) -> Carried {
 /// `before`: the stages our hook already had in the bundle, `home` its HOME,
 /// which every executor leaves as it is.
 fn explained(doc: &Value, before: &BTreeSet<String>, home: Option<String>) -> Carried {
-    let targets = doc["targets"].as_array().cloned().unwrap_or_default();
+    let targets =
+        doc["targets"].as_array().cloned().unwrap_or_else(|| panic!("explain has no targets list: {doc}"));
     let dest = |t: &Value| t["destination"].as_str().unwrap().to_string();
     let spec = targets.iter().filter(|t| t["executor"] == "spec").map(dest).collect();
     let copy_up =
@@ -379,4 +380,62 @@ fn explain_follows_the_host_configs_runtime_path() {
     let doc = explain(&bare);
     assert_eq!(doc["wrapper"]["executor"], "hook", "PATH's runc 1.1.5: {doc}");
     assert!(doc["wrapper"]["why"].as_str().unwrap().contains("runc 1.1.5"), "{doc}");
+}
+
+/// A runtime whose version cannot be read (it prints nothing, prints no
+/// `NAME version X.Y.Z`, or does not answer) gets the hook from the wrapper
+/// in spec mode, never a tmpfs entry of ours, and `explain` says so; a
+/// runtime that hangs on `--version` holds the start back by the bounded
+/// wait only (docs/design.md#runtimes).
+#[test]
+fn a_runtime_whose_version_cannot_be_read_gets_the_hook() {
+    require_root();
+    let dir = TempDir::new("routing-unknown");
+    let template = Bundle::new("routing-unknown");
+    let wrapper = dir.join("oci-tmpfs-runtime");
+    std::os::unix::fs::symlink(hook_bin(), &wrapper).unwrap();
+    let answers = [
+        ("prints nothing", "exit 0"),
+        ("prints garbage", "echo 'garbage 0.0.0'; exit 0"),
+        ("hangs", "exec sleep 60"),
+    ];
+    for (i, (name, answer)) in answers.iter().enumerate() {
+        let runtime = script(
+            &dir,
+            &format!("runtime-{i}"),
+            &format!("[ \"$1\" = --version ] && {{ {answer}; }}; exit 0"),
+        );
+        let config = dir.join(format!("config-{i}.toml"));
+        std::fs::write(&config, format!("mode = \"spec\"\nruntime_path = \"{}\"\n", runtime.display()))
+            .unwrap();
+        let b = dir.join(format!("b{i}"));
+        for d in ["bin", "proc", "sys", "dev", "etc", "tmp"] {
+            std::fs::create_dir_all(b.join("rootfs").join(d)).unwrap();
+        }
+        std::fs::write(b.join("rootfs/etc/passwd"), "root:x:0:0:root:/tmp:/bin/sh\n").unwrap();
+        std::fs::write(b.join("config.json"), serde_json::to_vec_pretty(&template.config).unwrap()).unwrap();
+        let started = std::time::Instant::now();
+        ok(Command::new(&wrapper)
+            .env("OCI_TMPFS_HOOK_CONFIG", &config)
+            .args(["--root", "/run/routing-unknown", "create", "--bundle"])
+            .arg(&b)
+            .arg(format!("routing-unknown-{i}")));
+        let took = started.elapsed();
+        assert!(
+            took < std::time::Duration::from_secs(10),
+            "a runtime that {name}: the wrapper took {took:?}"
+        );
+        let got = carried(&b);
+        assert!(got.spec.is_empty(), "a runtime that {name}: tmpfs entries of ours: {got:?}");
+        assert_eq!(got.hook, BTreeSet::from(["prestart".to_string()]), "a runtime that {name}: {got:?}");
+        let out = ok(Command::new(hook_bin())
+            .args(["explain", "--json", "--config"])
+            .arg(&config)
+            .arg("--bundle")
+            .arg(&b));
+        let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("explain --json: {e}: {out}"));
+        assert_eq!(doc["wrapper"]["executor"], "hook", "a runtime that {name}: {doc}");
+        let why = doc["wrapper"]["why"].as_str().unwrap_or_else(|| panic!("no wrapper.why: {doc}"));
+        assert!(why.contains("cannot be read"), "a runtime that {name}: {why}");
+    }
 }
