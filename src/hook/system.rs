@@ -68,20 +68,28 @@ impl System {
     }
 
     /// Where the spec's mounts landed in the container (looked up once).
-    fn landings(&mut self, root: &Root) -> &[Landing] {
-        let mounts = &self.spec_mounts;
-        self.landings.get_or_insert_with(|| root.landed_mounts(mounts))
+    ///
+    /// # Errors
+    /// Where one landed cannot be read.
+    fn landings(&mut self, root: &Root) -> Result<&[Landing], SysError> {
+        if self.landings.is_none() {
+            self.landings = Some(root.landed_mounts(&self.spec_mounts)?);
+        }
+        Ok(self.landings.as_deref().unwrap_or_default())
     }
 
     /// A target the landing rules ruled out: when a spec mount is why (a
     /// volume reached through a symlink), the note names the symlink and
     /// the mount (docs/design.md#landing).
-    fn explain(&mut self, root: &Root, target: &TargetPath, note: Note) -> Note {
+    ///
+    /// # Errors
+    /// As [`System::landings`].
+    fn explain(&mut self, root: &Root, target: &TargetPath, note: Note) -> Result<Note, SysError> {
         let w = landing::walk(&mut root.tree(), target.as_str());
-        match landing::judge(&w, self.landings(root)) {
+        Ok(match landing::judge(&w, self.landings(root)?) {
             Some(c) => Note::warn(target.as_str(), c.reason(&w)),
             None => note,
-        }
+        })
     }
 }
 
@@ -110,7 +118,7 @@ impl Mounter for System {
     fn open_root(&mut self, rootfs: &Path, spec_mounts: &[SpecMount]) -> Result<Root, SysError> {
         self.spec_mounts = spec_mounts.to_vec();
         self.landings = None;
-        Root::open(rootfs)
+        Root::open(rootfs, self.proc.as_ref().ok_or(SysError::NotProcfs("/proc"))?)
     }
 
     fn read_passwd(&mut self, root: &mut Root, uid: u32) -> Result<Passwd, SysError> {
@@ -139,13 +147,13 @@ impl Mounter for System {
         // cache's mountpoint made here is the process's.
         let fd = match root.resolve_target(target, tmpfs.made_for())? {
             Ok(fd) => fd,
-            Err(note) => return Ok(Prepared::Skip(self.explain(root, target, note))),
+            Err(note) => return Ok(Prepared::Skip(self.explain(root, target, note)?)),
         };
         // A spec mount that landed below the target (a volume at /tmp/data,
         // or one whose path leads there through a symlink) stays visible.
-        if let Some(real) = root.landed(&fd) {
+        if let Some(real) = root.landed(&fd, what)? {
             let beneath =
-                self.landings(root).iter().find(|l| l.at != real && landing::at_or_under(&l.at, &real));
+                self.landings(root)?.iter().find(|l| l.at != real && landing::at_or_under(&l.at, &real));
             if let Some(l) = beneath {
                 let reason = format!(
                     "it resolves to {real}, and the spec mounts {} inside it (at {}), which a tmpfs over it would hide",
@@ -201,7 +209,7 @@ impl Mounter for System {
             Ok(fd) => fd,
             Err(e) => return shm_resolve_failed(e),
         };
-        match root.landed(&fd) {
+        match root.landed(&fd, SHM_PATH)? {
             Some(real) if real == SHM_PATH => {}
             other => {
                 let to = other.as_deref().unwrap_or("a place outside the rootfs");
@@ -269,8 +277,14 @@ impl Mounter for System {
     }
 
     fn rollback(&mut self) {
+        let Some(proc) = &self.proc else {
+            log::error!(
+                "cannot detach the tmpfs mounts after a failed mount: the host's procfs was never opened"
+            );
+            return;
+        };
         for mnt in self.attached.drain(..).rev() {
-            mount::detach(&mnt);
+            mount::detach(proc, &mnt);
         }
     }
 }

@@ -36,7 +36,7 @@ impl<'a> LazyRoot<'a> {
     /// The rootfs cannot be opened.
     fn root(&mut self) -> Result<&mut Root, SysError> {
         if self.root.is_none() {
-            self.root = Some(Root::open(self.path)?);
+            self.root = Some(Root::open(self.path, &Proc::open()?)?);
         }
         Ok(self.root.as_mut().expect("opened above"))
     }

@@ -80,7 +80,7 @@ pub(crate) fn prove(source: &str, ids: &[&str]) -> Result<Result<(OwnedFd, u64),
         Ok(fd) => fd,
         Err(reason) => return note(reason, true),
     };
-    let st = rustix::fs::fstat(&fd).map_err(|e| SysError::sys(Syscall::Stat, "reading", source, e))?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| SysError::sys(Syscall::Fstat, "reading", source, e))?;
     if Some(st.st_dev) == host {
         return note("it is the host's own /dev/shm (host IPC); never resized".into(), false);
     }

@@ -16,9 +16,7 @@ use std::fmt;
 
 use rustix::fs::{AtFlags, Mode, OFlags, StatxAttributes, StatxFlags};
 use rustix::io::Errno;
-use rustix::mount::{
-    FsMountFlags, FsOpenFlags, FsPickFlags, MountAttrFlags, MoveMountFlags, OpenTreeFlags, UnmountFlags,
-};
+use rustix::mount::{FsMountFlags, FsOpenFlags, FsPickFlags, MountAttrFlags, MoveMountFlags, OpenTreeFlags};
 
 use super::error::{fail, SysError, Syscall};
 use crate::plan::{Owner, Tmpfs, SHM_PATH, TMPFS_MODE};
@@ -226,11 +224,11 @@ pub(crate) fn attach(mnt: &OwnedFd, target: &OwnedFd, what: &str) -> Result<(), 
     .map_err(fail(Syscall::MoveMount, "attaching the tmpfs on", what))
 }
 
-/// Detaches an attached mount (rollback, best effort).
-pub(crate) fn detach(mnt: &OwnedFd) {
-    let link = format!("/proc/self/fd/{}", mnt.as_raw_fd());
-    if let Err(e) = rustix::mount::unmount(link.as_str(), UnmountFlags::DETACH) {
-        log::error!("detaching a tmpfs after a failed mount: {e}");
+/// Detaches an attached mount (rollback, best effort), through its magic
+/// link in the host's procfs `proc`.
+pub(crate) fn detach(proc: &super::procfs::Proc, mnt: &OwnedFd) {
+    if let Err(e) = proc.detach_fd(mnt) {
+        log::error!("detaching a tmpfs after a failed mount: umount2: {e}");
     }
 }
 

@@ -12,7 +12,7 @@
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-use rustix::fs::{FileType, Mode, OFlags, Stat};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
 use super::error::{SysError, Syscall};
@@ -83,6 +83,56 @@ impl Proc {
         Ok(Proc { fd })
     }
 
+    /// Another handle on the same procfs (`dup(2)`).
+    ///
+    /// # Errors
+    /// `dup(2)` refused (out of fds).
+    pub(crate) fn try_clone(&self) -> Result<Proc, SysError> {
+        let fd = rustix::io::fcntl_dupfd_cloexec(&self.fd, 0)
+            .map_err(|e| SysError::sys(Syscall::Dup, "duplicating the handle of", "/proc", e))?;
+        Ok(Proc { fd })
+    }
+
+    /// The magic link of `fd` in this procfs, relative to its root.
+    fn link(fd: &impl AsFd) -> String {
+        format!("thread-self/fd/{}", fd.as_fd().as_raw_fd())
+    }
+
+    /// The path the kernel gives `fd`: `readlinkat(2)` of its magic link in
+    /// this procfs, whatever `/proc` names in the namespace joined since.
+    ///
+    /// # Errors
+    /// The errno of `readlinkat(2)`.
+    pub(crate) fn fd_path(&self, fd: &impl AsFd) -> Result<String, Errno> {
+        rustix::fs::readlinkat(&self.fd, Proc::link(fd).as_str(), Vec::new())
+            .map(|c| c.to_string_lossy().into_owned())
+    }
+
+    /// Gives the file `fd` holds (an `O_PATH` fd) `mode`: `fchmodat(2)`
+    /// through its magic link in this procfs (an `O_PATH` fd cannot be
+    /// `fchmod`ed), which is followed to that very file.
+    ///
+    /// # Errors
+    /// The errno of `fchmodat(2)`.
+    pub(crate) fn chmod_fd(&self, fd: &impl AsFd, mode: u32) -> Result<(), Errno> {
+        rustix::fs::chmodat(&self.fd, Proc::link(fd).as_str(), Mode::from_raw_mode(mode), AtFlags::empty())
+    }
+
+    /// Detaches (`umount2(2)` `MNT_DETACH`) the mount whose root `fd` holds,
+    /// through its magic link in this procfs: `umount2` takes no directory
+    /// fd, so the path is resolved from this procfs as the working
+    /// directory, which is then restored.
+    ///
+    /// # Errors
+    /// The errno of `umount2(2)`, or of saving or changing the working directory.
+    pub(crate) fn detach_fd(&self, fd: &impl AsFd) -> Result<(), Errno> {
+        let cwd = rustix::fs::open(".", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        rustix::process::fchdir(&self.fd)?;
+        let done = rustix::mount::unmount(Proc::link(fd).as_str(), rustix::mount::UnmountFlags::DETACH);
+        let back = rustix::process::fchdir(&cwd);
+        done.and(back)
+    }
+
     /// Opens the file `fd` holds (an `O_PATH` fd that `checked` describes)
     /// for reading, through `thread-self/fd/N` of this procfs: the magic
     /// link is followed to the very file the fd holds, whatever its path
@@ -104,8 +154,7 @@ impl Proc {
         }
         // The last component is a magic link and must be followed: no
         // `O_NOFOLLOW`, no `RESOLVE_NO_MAGICLINKS` (docs/design.md#reopen).
-        let link = format!("thread-self/fd/{}", fd.as_fd().as_raw_fd());
-        let file = rustix::fs::openat(&self.fd, link.as_str(), flags, Mode::empty())?;
+        let file = rustix::fs::openat(&self.fd, Proc::link(fd).as_str(), flags, Mode::empty())?;
         if Checked::of(&rustix::fs::fstat(&file)?) != checked {
             return Err(Errno::STALE);
         }
@@ -117,6 +166,27 @@ impl Proc {
 mod tests {
     use super::*;
     use std::io::Read;
+
+    /// An fd's path, a chmod and a detach go through the handle's own
+    /// magic links, not through the `/proc` a path names; a failed detach
+    /// leaves the working directory where it was.
+    #[test]
+    fn paths_modes_and_detach_go_through_the_handle() {
+        let proc = Proc::open().unwrap().try_clone().unwrap();
+        let dir = std::env::temp_dir().join(format!("oth-procfs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let fd = o_path(dir.to_str().unwrap());
+        assert_eq!(proc.fd_path(&fd).unwrap(), dir.to_str().unwrap());
+        proc.chmod_fd(&fd, 0o701).unwrap();
+        let mode = std::fs::metadata(&dir).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()));
+        assert_eq!(mode.unwrap() & 0o7777, 0o701);
+        let cwd = std::env::current_dir().unwrap();
+        // Not a mount: umount2 refuses, and the working directory is back.
+        assert_eq!(proc.detach_fd(&fd), Err(Errno::INVAL));
+        assert_eq!(std::env::current_dir().unwrap(), cwd);
+        std::fs::remove_dir(&dir).unwrap();
+    }
 
     fn o_path(path: &str) -> OwnedFd {
         rustix::fs::open(path, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty()).unwrap()

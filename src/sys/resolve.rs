@@ -8,7 +8,7 @@
 //! mounts are made here; what uses a [`Root`] is in [`super::rootfs`]
 //! (the spec executor's placing), [`super::contents`] and [`super::user`].
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
@@ -16,6 +16,7 @@ use rustix::io::Errno;
 
 use super::error::{SysError, Syscall};
 use super::mount;
+use super::procfs::Proc;
 use crate::plan::landing::{self, Entry, Landing, Tree};
 use crate::plan::{self, Note, SpecMount};
 use crate::target::{self, TargetPath};
@@ -32,6 +33,10 @@ const EAGAIN_PATIENCE: std::time::Duration = std::time::Duration::from_millis(50
 #[derive(Debug)]
 pub(crate) struct Root {
     pub(super) fd: OwnedFd,
+    /// The host's procfs, opened before any `setns`: where an fd's path is
+    /// read and a mountpoint chmod'ed through its magic link, never through
+    /// the `/proc` a path names now (docs/design.md#reopen).
+    proc: Proc,
     /// The rootfs path as the kernel names it in this mount namespace.
     name: String,
     /// A writable clone of the rootfs mount, made when a directory must be
@@ -72,22 +77,25 @@ pub(super) const REAL: ResolveFlags = TARGET.union(ResolveFlags::NO_SYMLINKS);
 const LANDED: ResolveFlags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICLINKS);
 
 impl Root {
-    /// Opens `rootfs` (`O_PATH`), refusing the host's own `/`.
+    /// Opens `rootfs` (`O_PATH`), refusing the host's own `/`; `proc` is
+    /// the host's procfs (kept: [`Root::landed`], [`Root::set_mode`]).
     ///
     /// # Errors
     /// A rootfs that cannot be opened, or that is the host's root.
-    pub(crate) fn open(rootfs: &Path) -> Result<Root, SysError> {
+    pub(crate) fn open(rootfs: &Path, proc: &Proc) -> Result<Root, SysError> {
         let shown = rootfs.display().to_string();
         let fd = rustix::fs::open(rootfs, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
             .map_err(|e| SysError::sys(Syscall::Open, "opening the rootfs", shown.as_str(), e))?;
         let st = rustix::fs::fstat(&fd)
-            .map_err(|e| SysError::sys(Syscall::Stat, "reading the rootfs", shown.as_str(), e))?;
+            .map_err(|e| SysError::sys(Syscall::Fstat, "reading the rootfs", shown.as_str(), e))?;
         let host = rustix::fs::stat("/").map_err(|e| SysError::sys(Syscall::Stat, "reading", "/", e))?;
-        let name = fd_name(&fd);
+        let name = proc
+            .fd_path(&fd)
+            .map_err(|e| SysError::sys(Syscall::Readlinkat, "reading the path of", shown.as_str(), e))?;
         if (st.st_dev, st.st_ino) == (host.st_dev, host.st_ino) || name == "/" || name.is_empty() {
             return Err(SysError::RootIsHost(rootfs.to_path_buf()));
         }
-        Ok(Root { fd, name, writable: None, claimed: Vec::new() })
+        Ok(Root { fd, proc: proc.try_clone()?, name, writable: None, claimed: Vec::new() })
     }
 
     /// Resolves `rel` inside the root, creating missing directories one
@@ -191,7 +199,7 @@ impl Root {
                 };
             }
         };
-        let real = match self.landed(&fd) {
+        let real = match self.landed(&fd, what)? {
             None => return Ok(Err(Note::warn(what, "it resolves outside the rootfs"))),
             Some(real) if target::denied(&real) => {
                 let reason = format!("it resolves to {real} inside the container, a system directory");
@@ -205,50 +213,60 @@ impl Root {
         Ok(Ok(fd))
     }
 
-    /// Gives the directory `fd` (an `O_PATH` fd, chmod'ed through its
-    /// `/proc/self/fd` link) `mode` when it has another; whether it did.
+    /// Gives the directory `fd` (an `O_PATH` fd, chmod'ed through its magic
+    /// link in the host's procfs) `mode` when it has another; whether it did.
     ///
     /// # Errors
     /// `fstat` failing, or a `chmod` refused for another reason than a
     /// rootfs that may not be changed (then the tmpfs keeps the directory's
     /// mode).
     pub(crate) fn set_mode(&self, fd: &OwnedFd, mode: u32, what: &str) -> Result<bool, SysError> {
-        let st = rustix::fs::fstat(fd).map_err(|e| SysError::sys(Syscall::Stat, "reading", what, e))?;
+        let st = rustix::fs::fstat(fd).map_err(|e| SysError::sys(Syscall::Fstat, "reading", what, e))?;
         if st.st_mode & 0o7777 == mode {
             return Ok(false);
         }
-        let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
-        match rustix::fs::chmod(link.as_str(), Mode::from_raw_mode(mode)) {
+        match self.proc.chmod_fd(fd, mode) {
             Ok(()) => Ok(true),
             // A rootfs we may not change: the tmpfs keeps the directory's mode.
             Err(Errno::ROFS | Errno::PERM | Errno::ACCESS) => Ok(false),
-            Err(e) => Err(SysError::sys(Syscall::Fchmod, "setting the mode of the mountpoint", what, e)),
+            Err(e) => Err(SysError::sys(Syscall::Fchmodat, "setting the mode of the mountpoint", what, e)),
         }
     }
 
     /// The spec's mount destinations `dests` as they landed in this
     /// (mounted) root: the hook's view of the final layout. A destination
     /// that cannot be opened is left out (the runtime did not mount it).
-    pub(crate) fn landed_mounts(&self, mounts: &[SpecMount]) -> Vec<Landing> {
-        mounts
-            .iter()
-            .filter_map(|m| {
-                let rel = m.dest.trim_start_matches('/');
-                let fd = open_in(&self.fd, rel, OFlags::PATH | OFlags::CLOEXEC, LANDED).ok()?;
-                Some(Landing { dest: m.dest.clone(), ours: m.ours, at: self.landed(&fd)? })
-            })
-            .collect()
+    ///
+    /// # Errors
+    /// The path of an opened destination cannot be read.
+    pub(crate) fn landed_mounts(&self, mounts: &[SpecMount]) -> Result<Vec<Landing>, SysError> {
+        let mut out = Vec::new();
+        for m in mounts {
+            let rel = m.dest.trim_start_matches('/');
+            let Ok(fd) = open_in(&self.fd, rel, OFlags::PATH | OFlags::CLOEXEC, LANDED) else { continue };
+            if let Some(at) = self.landed(&fd, &m.dest)? {
+                out.push(Landing { dest: m.dest.clone(), ours: m.ours, at });
+            }
+        }
+        Ok(out)
     }
 
-    /// Where `fd` landed, as a path inside the rootfs, or `None` when outside.
-    pub(crate) fn landed(&self, fd: &OwnedFd) -> Option<String> {
-        let name = fd_name(fd);
-        let rest = name.strip_prefix(&self.name)?;
-        match rest {
+    /// Where `fd` (opened for `what`) landed, as a path inside the rootfs,
+    /// or `None` when outside.
+    ///
+    /// # Errors
+    /// Its path cannot be read from the host's procfs.
+    pub(crate) fn landed(&self, fd: &OwnedFd, what: &str) -> Result<Option<String>, SysError> {
+        let name = self
+            .proc
+            .fd_path(fd)
+            .map_err(|e| SysError::sys(Syscall::Readlinkat, "reading where it landed:", what, e))?;
+        let Some(rest) = name.strip_prefix(&self.name) else { return Ok(None) };
+        Ok(match rest {
             "" => Some("/".to_string()),
             r if r.starts_with('/') => Some(r.to_string()),
             _ => None,
-        }
+        })
     }
 }
 
@@ -272,7 +290,7 @@ pub(crate) fn host_shm_dev() -> Option<u64> {
 /// # Errors
 /// `fstat(2)` failed; `what` names it.
 pub(crate) fn kind_and_dev(fd: &OwnedFd, what: &str) -> Result<(FileType, u64), SysError> {
-    let st = rustix::fs::fstat(fd).map_err(|e| SysError::sys(Syscall::Stat, "reading", what, e))?;
+    let st = rustix::fs::fstat(fd).map_err(|e| SysError::sys(Syscall::Fstat, "reading", what, e))?;
     Ok((FileType::from_raw_mode(st.st_mode), st.st_dev))
 }
 
@@ -338,14 +356,6 @@ fn own(dir: &OwnedFd, name: &str, owner: Option<plan::Owner>) -> Result<(), Errn
         Some(rustix::fs::Gid::from_raw(o.gid)),
         rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
     )
-}
-
-/// The path the kernel gives an fd (`/proc/self/fd/N`).
-pub(super) fn fd_name(fd: &impl AsRawFd) -> String {
-    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    rustix::fs::readlink(link.as_str(), Vec::new())
-        .map(|c| c.to_string_lossy().into_owned())
-        .unwrap_or_default()
 }
 
 /// A temp target that the image's layout rules out: why (a skip, not an error).
@@ -419,7 +429,7 @@ impl Root {
     /// # Errors
     /// `fstat` failing.
     pub(crate) fn claim(&mut self, fd: &OwnedFd, real: &str, what: &str) -> Result<Option<String>, SysError> {
-        let st = rustix::fs::fstat(fd).map_err(|e| SysError::sys(Syscall::Stat, "reading", what, e))?;
+        let st = rustix::fs::fstat(fd).map_err(|e| SysError::sys(Syscall::Fstat, "reading", what, e))?;
         let id = (st.st_dev, st.st_ino);
         if let Some((_, first)) = self.claimed.iter().find(|(d, _)| *d == id) {
             return Ok(Some(format!("it is the same directory as {}", first.what)));
