@@ -27,7 +27,7 @@ const MAX_BINARY_BYTES: u64 = 256 << 20;
 
 /// Why the hook could not be copied onto the node.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum CopyError {
+pub(crate) enum HookDirError {
     #[error("finding this binary")]
     ThisBinary(#[source] std::io::Error),
     #[error("--hook-dir-mount {0}: not a directory (mount the node's --hook-dir there)")]
@@ -56,8 +56,8 @@ impl HookDir {
     ///
     /// # Errors
     /// The directory is missing, this binary cannot be read, or a write fails.
-    pub(crate) fn put_binary(&self) -> Result<bool, CopyError> {
-        let this = crate::files::this_binary().map_err(CopyError::ThisBinary)?;
+    pub(crate) fn put_binary(&self) -> Result<bool, HookDirError> {
+        let this = crate::files::this_binary().map_err(HookDirError::ThisBinary)?;
         let bytes = files::read(None, &this, MAX_BINARY_BYTES)?.bytes;
         self.put(BINARY, &bytes, 0o755, MAX_BINARY_BYTES)
     }
@@ -67,13 +67,13 @@ impl HookDir {
     ///
     /// # Errors
     /// The directory is missing, or a write fails.
-    pub(crate) fn put_config(&self, text: &str) -> Result<bool, CopyError> {
+    pub(crate) fn put_config(&self, text: &str) -> Result<bool, HookDirError> {
         self.put(CONFIG, text.as_bytes(), 0o644, MAX_SETTINGS_BYTES)
     }
 
-    fn put(&self, name: &str, bytes: &[u8], mode: u32, limit: u64) -> Result<bool, CopyError> {
+    fn put(&self, name: &str, bytes: &[u8], mode: u32, limit: u64) -> Result<bool, HookDirError> {
         if !self.mount.is_dir() {
-            return Err(CopyError::NoDir(self.mount.clone()));
+            return Err(HookDirError::NoDir(self.mount.clone()));
         }
         let path = self.mount.join(name);
         if same(&path, bytes, mode, limit) {
@@ -135,7 +135,7 @@ mod tests {
         assert_eq!(std::fs::read(&elsewhere).unwrap(), b"keep");
         assert!(std::fs::symlink_metadata(&path).unwrap().is_file());
         let missing = HookDir { node: d.clone(), mount: d.join("nope") };
-        assert!(matches!(missing.put_config(""), Err(CopyError::NoDir(_))));
+        assert!(matches!(missing.put_config(""), Err(HookDirError::NoDir(_))));
         let _ = std::fs::remove_dir_all(&d);
     }
 

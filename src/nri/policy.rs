@@ -22,7 +22,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use super::adjust::{self, HookSite};
-use super::hook_copy::{CopyError, HookDir};
+use super::hook_copy::{HookDir, HookDirError};
 use super::metrics;
 use super::proto::api;
 use super::stub::{Connection, Plugin, Refusal, Runtime};
@@ -38,7 +38,7 @@ pub(crate) enum CreateError {
     #[error("planning")]
     Plan(#[from] plan::PlanError),
     #[error("putting the host config where the hook reads it")]
-    Copy(#[from] CopyError),
+    Copy(#[from] HookDirError),
 }
 
 impl CreateError {
@@ -120,7 +120,7 @@ impl Policy {
     ///
     /// # Errors
     /// A write failed, or the directory is missing.
-    pub(crate) fn copy_hook(&self) -> Result<Vec<String>, CopyError> {
+    pub(crate) fn copy_hook(&self) -> Result<Vec<String>, HookDirError> {
         let Some(dir) = &self.dir else { return Ok(Vec::new()) };
         let mut wrote = Vec::new();
         if dir.put_binary()? {
@@ -134,7 +134,7 @@ impl Policy {
     }
 
     /// Copies `text` into the hook directory unless it was the last copied.
-    fn copy_config(&self, text: &str) -> Result<bool, CopyError> {
+    fn copy_config(&self, text: &str) -> Result<bool, HookDirError> {
         let Some(dir) = &self.dir else { return Ok(false) };
         let mut copied = self.copied.lock().unwrap_or_else(|p| p.into_inner());
         if copied.as_deref() == Some(text) {

@@ -8,7 +8,7 @@ use crate::names::{CRIO_CONTAINER_TYPE, CRI_CONTAINER_TYPE, SANDBOX};
 
 /// Whether the hook acts, and why.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) struct Verdict {
+pub(super) struct Enablement {
     pub(super) enabled: bool,
     pub(super) why: String,
     /// Why not, when not enabled.
@@ -20,11 +20,11 @@ pub(super) struct Verdict {
 /// has no memory limit) would be the pod's for good, since shm never shrinks.
 /// Else on when the root is read-only, unless the enable annotation says
 /// otherwise.
-pub(super) fn enablement(inputs: &Inputs<'_>) -> Result<Verdict, PlanError> {
+pub(super) fn enablement(inputs: &Inputs<'_>) -> Result<Enablement, PlanError> {
     for key in [CRI_CONTAINER_TYPE, CRIO_CONTAINER_TYPE] {
         if inputs.annotation(key) == Some(SANDBOX) {
             let why = format!("a pod sandbox container ({key}={SANDBOX}): nothing runs there but pause");
-            return Ok(Verdict { enabled: false, why, off: Some(Off::Sandbox) });
+            return Ok(Enablement { enabled: false, why, off: Some(Off::Sandbox) });
         }
     }
     let readonly = inputs.spec.root().as_ref().and_then(|r| r.readonly()).unwrap_or(false);
@@ -35,7 +35,7 @@ pub(super) fn enablement(inputs: &Inputs<'_>) -> Result<Verdict, PlanError> {
         None if readonly => (None, "root.readonly is true".to_string()),
         None => (Some(Off::WritableRoot), "the root filesystem is writable".to_string()),
     };
-    Ok(Verdict { enabled: off.is_none(), why, off })
+    Ok(Enablement { enabled: off.is_none(), why, off })
 }
 
 /// A container the hook may act on names its rootfs.
