@@ -115,7 +115,8 @@ done"#;
         let lower = PathBuf::from(ok(Command::new(script()).arg("path")).trim()).join("var/lib/dpkg/status");
         // (Read from the upper layer, where dpkg's rewrite of it went: a `cat`
         // in the root would outgrow the pipe that `output` reads only at exit.)
-        let status_now = std::fs::read(self.layer.join("upper/var/lib/dpkg/status")).unwrap_or_default();
+        let upper = self.layer.join("upper/var/lib/dpkg/status");
+        let status_now = std::fs::read(&upper).unwrap_or_else(|e| panic!("reading {}: {e}", upper.display()));
         assert!(
             std::fs::read(&lower).unwrap() == status_now,
             "dpkg -P left the root's /var/lib/dpkg/status different from {}",

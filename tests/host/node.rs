@@ -406,7 +406,7 @@ fn node_restart_mode_systemd_runs_the_hosts_systemctl_in_pid1s_namespace() {
     let children = format!("/proc/{0}/task/{0}/children", guard.unshare.id());
     let deadline = Instant::now() + Duration::from_secs(20);
     let init_pid = loop {
-        let first = std::fs::read_to_string(&children).unwrap_or_default();
+        let first = read_text(&children);
         if let Some(pid) = first.split_whitespace().next().and_then(|p| p.parse::<i32>().ok()) {
             guard.init = Some(pid);
             let exe = std::fs::read_link(format!("/proc/{pid}/exe"));
@@ -438,7 +438,7 @@ fn node_restart_mode_systemd_runs_the_hosts_systemctl_in_pid1s_namespace() {
                 .args(["--", "sh", "-c", &script]),
         )
     };
-    let log = || std::fs::read_to_string(host.join("systemctl.log")).unwrap_or_default();
+    let log = || read_text(host.join("systemctl.log"));
     let mut outs = Vec::new();
     for (action, want) in [
         ("install", "restart containerd\n"),
@@ -535,7 +535,10 @@ fn node_failed_first_run_then_good_second_then_uninstall_restores_every_byte() {
     assert!(text(&first.stderr).contains("oci-tmpfs-hook.json"), "{}", shown(&first));
     assert!(host.join("usr/local/bin/oci-tmpfs-hook").exists(), "the first run wrote the binary");
     let recorded = state_of(&host);
-    let files = recorded["files"].as_array().cloned().unwrap_or_default();
+    let files = recorded["files"]
+        .as_array()
+        .cloned()
+        .unwrap_or_else(|| panic!("the state has no files list: {recorded}"));
     for f in [
         "/usr/local/bin/oci-tmpfs-hook",
         "/usr/local/bin/oci-tmpfs-runtime",
@@ -573,7 +576,7 @@ fn node_wait_as_pid_1_exits_within_a_second_of_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let read = || std::fs::read_to_string(&out).unwrap_or_default();
+    let read = || read_text(&out);
     let t0 = Instant::now();
     while !read().contains("node: waiting for SIGTERM") {
         assert!(t0.elapsed() < TIMEOUT, "the install did not reach its wait:\n{}", read());

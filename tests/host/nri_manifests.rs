@@ -149,7 +149,7 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
     let mut err = String::new();
     while t0.elapsed() < Duration::from_secs(20) && !err.contains("connecting to the NRI socket") {
         std::thread::sleep(Duration::from_millis(100));
-        err = std::fs::read_to_string(&log).unwrap_or_default();
+        err = read_text(&log);
     }
     std::thread::sleep(Duration::from_millis(300));
     let scraped = scrape_logged(&err);
@@ -157,8 +157,10 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
     let _ = child.kill();
     let _ = child.wait();
     let installed = (hook_dir.join("oci-tmpfs-hook").is_file(), hook_dir.join("config.toml").is_file());
-    let in_file = std::fs::read_to_string(&logged).unwrap_or_default();
+    // Read before the directory goes; a failed read fails the check below.
+    let in_file = std::fs::read_to_string(&logged).map_err(|e| format!("reading {}: {e}", logged.display()));
     let _ = std::fs::remove_dir_all(&tmp);
+    let in_file = in_file.unwrap_or_else(|e| panic!("{e}"));
     assert!(in_file.contains("connecting to the NRI socket"), "the plugin's log_file holds:\n{in_file}");
     assert!(running, "{args:?} exited: {err}");
     assert!(err.contains("connecting to the NRI socket"), "{err}");

@@ -14,7 +14,7 @@
 //! with exit 0, connected or not, also as PID 1 of a pid namespace (as in
 //! its DaemonSet's container; that case needs root).
 
-use crate::support::TempDir;
+use crate::support::{read_text, TempDir};
 use std::io::Write;
 use std::os::fd::IntoRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -143,7 +143,7 @@ impl Fake {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.0.join("plugin.log")).unwrap_or_default()
+        read_text(self.dir.0.join("plugin.log"))
     }
 
     fn alive(&mut self) -> bool {
@@ -548,7 +548,7 @@ fn no_socket_then_socket_appears() {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    let read_log = || read_text(&log);
     let dials = |level: &str| {
         let prefix = format!("oci-tmpfs-hook: {level}: nri: connecting to the NRI socket");
         read_log().lines().filter(|l| l.starts_with(&prefix)).count()
@@ -742,9 +742,7 @@ fn sigterm_stops_a_connected_plugin_within_a_second() {
     probe_until(&status, true, &fake);
     sigterm(fake.plugin.id());
     let log = fake.dir.0.join("plugin.log");
-    let took = exits_within_a_second(&mut fake.plugin, "connected", &|| {
-        std::fs::read_to_string(&log).unwrap_or_default()
-    });
+    let took = exits_within_a_second(&mut fake.plugin, "connected", &|| read_text(&log));
     runtime_sees_eof(&s, "connected");
     assert!(!status.exists(), "the status file outlived the plugin");
     eprintln!("nri_protocol: connected, exited {took:?} after SIGTERM");
@@ -772,7 +770,7 @@ fn sigterm_stops_a_disconnected_plugin_within_a_second() {
     std::thread::sleep(Duration::from_millis(700));
     assert!(matches!(plugin.try_wait(), Ok(None)), "the plugin exited while the socket was missing");
     sigterm(plugin.id());
-    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let read = || read_text(&log);
     let took = exits_within_a_second(&mut plugin, "no socket", &read);
     eprintln!("nri_protocol: no socket, exited {took:?} after SIGTERM");
 
@@ -787,9 +785,7 @@ fn sigterm_stops_a_disconnected_plugin_within_a_second() {
     }
     sigterm(fake.plugin.id());
     let log = fake.dir.0.join("plugin.log");
-    let took = exits_within_a_second(&mut fake.plugin, "redialling", &|| {
-        std::fs::read_to_string(&log).unwrap_or_default()
-    });
+    let took = exits_within_a_second(&mut fake.plugin, "redialling", &|| read_text(&log));
     eprintln!("nri_protocol: redialling, exited {took:?} after SIGTERM");
 }
 
@@ -807,15 +803,16 @@ fn sigterm_stops_the_plugin_as_pid_1() {
     let unshare = fake.plugin.id();
     let children = std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children")).unwrap();
     let pid1: u32 = children.split_whitespace().next().expect("unshare's child").parse().unwrap();
-    let nspid = std::fs::read_to_string(format!("/proc/{pid1}/status")).unwrap();
-    let nspid = nspid.lines().find(|l| l.starts_with("NSpid:")).unwrap_or_default().to_string();
+    let status = read_text(format!("/proc/{pid1}/status"));
+    let nspid = status
+        .lines()
+        .find(|l| l.starts_with("NSpid:"))
+        .unwrap_or_else(|| panic!("no NSpid line in /proc/{pid1}/status:\n{status}"));
     assert!(nspid.ends_with("\t1"), "not PID 1 of its namespace: {nspid}");
     sigterm(pid1);
     // unshare --fork exits with its child's status.
     let log = fake.dir.0.join("plugin.log");
-    let took = exits_within_a_second(&mut fake.plugin, "PID 1", &|| {
-        std::fs::read_to_string(&log).unwrap_or_default()
-    });
+    let took = exits_within_a_second(&mut fake.plugin, "PID 1", &|| read_text(&log));
     runtime_sees_eof(&s, "PID 1");
     eprintln!("nri_protocol: PID 1, exited {took:?} after SIGTERM");
 }

@@ -474,9 +474,9 @@ fn check_cache(action: &Action, dir: &HomeDir, spec_mounts: &[String]) -> Result
         prop_assert_eq!(tmpfs.owner.map(|o| o.uid), Some(uid), "{}", action.target());
         prop_assert_eq!((tmpfs.mode, tmpfs.noexec), (0o700, false), "{}", action.target());
         let base = home.trim_end_matches('/');
-        let rel = action.target().strip_prefix(&format!("{base}/"));
-        prop_assert!(rel.is_some(), "{} is not below HOME {}", action.target(), home);
-        let rel = rel.unwrap_or_default();
+        let Some(rel) = action.target().strip_prefix(&format!("{base}/")) else {
+            return Err(TestCaseError::fail(format!("{} is not below HOME {}", action.target(), home)));
+        };
         if let HomeDir::Read(read) = dir {
             let raw = |p: &str| read.iter().find(|(q, _)| q == p).map(|(_, e)| e.clone());
             // What is there: below a directory missing or empty in the

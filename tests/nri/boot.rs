@@ -224,7 +224,7 @@ fn start_other(node: &Node, name: &str, idx: &str, dest: &str) -> Child {
         .spawn()
         .expect("nsenter");
     let t0 = Instant::now();
-    while !std::fs::read_to_string(&log_path).unwrap_or_default().contains("nri: registered as") {
+    while !read_text(&log_path).contains("nri: registered as") {
         if let Ok(Some(status)) = child.try_wait() {
             panic!("the other plugin {name} exited ({status})");
         }
@@ -267,7 +267,8 @@ fn one_pod(node: &mut Node, r: &mut Report, name: &str, claimed: bool) -> Option
 /// mount of ours, our hook (at createRuntime only).
 fn hooked_beside(node: &Node, r: &mut Report, id: &str) {
     let Some(config) = r.step("the final config.json", node.final_config(id)) else { return };
-    let mounts = config["mounts"].as_array().cloned().unwrap_or_default();
+    let mounts =
+        config["mounts"].as_array().unwrap_or_else(|| panic!("{id}: config.json has no mounts array"));
     let ours = mounts.iter().filter(|m| m["source"] == OURS).count();
     r.check(ours == 0, format!("{id}: {ours} mounts of ours in config.json"));
     let path = node.hook.display().to_string();
@@ -326,7 +327,7 @@ fn boot_beside_other_plugins() {
         }
         stop_other(claim);
         // The hook judges the final layout: it always leaves /tmp, and says so.
-        let log = std::fs::read_to_string(&hook_log).unwrap_or_default();
+        let log = r.read(&hook_log);
         let said: Vec<&str> = log.lines().filter(|l| l.contains("/tmp left alone")).collect();
         r.seen(&format!("/tmp claimed at {idx}: the hook's log"), format!("{said:?}"));
         r.check(

@@ -182,7 +182,8 @@ fn bench_nri_burst() {
         .collect();
     // containerd's state (the bundles) on a tmpfs, as on a node: the spec
     // arm rewrites each config.json there.
-    let node_tmp = std::env::var("NRI_BURST_NODE_TMP").unwrap_or_default();
+    let node_tmp = std::env::var("NRI_BURST_NODE_TMP").ok();
+    let node_tmp = node_tmp.as_deref().unwrap_or(""); // unset: as empty, the node's /tmp as it is
     let opts = NodeOpts {
         handlers: true,
         state_on_tmpfs: true,
@@ -191,7 +192,7 @@ fn bench_nri_burst() {
     };
     let alternate = node_tmp == "alternate";
     assert!(
-        ["", "tmpfs", "alternate"].contains(&node_tmp.as_str()),
+        ["", "tmpfs", "alternate"].contains(&node_tmp),
         "NRI_BURST_NODE_TMP: tmpfs or alternate, not {node_tmp:?}"
     );
     // What the tables are kept apart by: the size, and with `alternate` the
@@ -269,11 +270,11 @@ fn bench_nri_burst() {
         }
     }
     node.stop_plugin();
-    let version = std::process::Command::new(&runtime)
-        .arg("--version")
-        .output()
-        .map(|o| text(&o.stdout))
-        .unwrap_or_default();
+    // Only the report's text: a runtime that cannot say its version says so.
+    let version = match std::process::Command::new(&runtime).arg("--version").output() {
+        Ok(o) => text(&o.stdout),
+        Err(e) => format!("{} --version: {e}", runtime.display()),
+    };
     say(&format!(
         "nri burst: containerd {}, {}, {} CPUs, {rounds} rounds, plugin/wrapper/hook {}",
         node.ctd.version,

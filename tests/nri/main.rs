@@ -472,7 +472,10 @@ fn case11_plugin_from_the_node_image_as_a_container() {
         json!({"pod_sandbox_id": plugin_pod.id, "config": config, "sandbox_config": plugin_pod.config}),
     );
     let Some(pc) = r.step("CreateContainer (plugin)", created) else { return r.finish() };
-    let pc = pc["container_id"].as_str().unwrap_or_default().to_string();
+    let pc = pc["container_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("CreateContainer answered no id: {pc}"))
+        .to_string();
     let Some(_) = r.step("StartContainer (plugin)", node.cri("StartContainer", json!({"container_id": pc})))
     else {
         return r.finish();
@@ -484,9 +487,12 @@ fn case11_plugin_from_the_node_image_as_a_container() {
         .join("nri-plugin/0.log");
     let t0 = Instant::now();
     let registered = loop {
-        let text = std::fs::read_to_string(&logs).unwrap_or_default();
-        if text.contains("nri: registered as") || t0.elapsed() > Duration::from_secs(15) {
-            break text;
+        // No file yet: the container has written nothing so far.
+        let text = read_text_if_any(&logs);
+        if text.as_deref().is_some_and(|t| t.contains("nri: registered as"))
+            || t0.elapsed() > Duration::from_secs(15)
+        {
+            break text.unwrap_or_else(|| format!("(no log file {})", logs.display()));
         }
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -528,7 +534,7 @@ fn case11_plugin_from_the_node_image_as_a_container() {
             r.step("stop and remove", node.teardown(&pod, &[&c]));
         }
     }
-    let text = std::fs::read_to_string(&logs).unwrap_or_default();
+    let text = r.read(&logs);
     let lines: Vec<&str> =
         text.lines().filter(|l| l.contains("our hook at") || l.contains("wrote")).collect();
     r.seen("plugin container's log", format!("{lines:?}"));

@@ -179,7 +179,10 @@ fn metrics_count_what_the_plugin_did() {
     r.check(sum > 0.0 && sum < 2.0, format!("adjustment_duration_seconds_sum moved by {sum} s"));
     // The host config changed (on_error): the info metric follows it.
     let hash = |m: &BTreeMap<String, f64>| {
-        m.keys().find(|k| k.starts_with(&format!("{P}info{{"))).cloned().unwrap_or_default()
+        m.keys()
+            .find(|k| k.starts_with(&format!("{P}info{{")))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {P}info sample in {:?}", m.keys().collect::<Vec<_>>()))
     };
     r.check(hash(&before) != hash(&after), format!("the config hash did not change: {}", hash(&after)));
     r.check(

@@ -44,7 +44,10 @@ fn start_as_pid_1(node: &mut Node) -> (Child, u32) {
     let children = std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children")).unwrap();
     let pid: u32 = children.split_whitespace().next().expect("unshare's child").parse().unwrap();
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let nspid = status.lines().find(|l| l.starts_with("NSpid:")).unwrap_or_default();
+    let nspid = status
+        .lines()
+        .find(|l| l.starts_with("NSpid:"))
+        .unwrap_or_else(|| panic!("no NSpid line in /proc/{pid}/status:\n{status}"));
     assert!(nspid.ends_with("\t1"), "the plugin is not PID 1 of its namespace: {nspid}");
     (node.plugin.take().unwrap(), pid)
 }

@@ -480,7 +480,10 @@ fn cri_device(mut node: CriNode) {
         let Some(c) = r.step("CreateContainer with CDI_devices", node.cri("CreateContainer", req)) else {
             continue;
         };
-        let id = c["container_id"].as_str().unwrap_or_default().to_string();
+        let id = c["container_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("CreateContainer answered no id: {c}"))
+            .to_string();
         r.step("StartContainer", node.cri("StartContainer", json!({"container_id": id})));
         if let Some((code, out, err)) = r.step("probe", node.exec(&id, &["sh", "-c", PROBE])) {
             r.check(code == 0, format!("probe exit {code}: {err}"));
@@ -568,7 +571,7 @@ fn copy_up_in_a_real_container_with_a_hostile_tmp() {
     assert!(out.contains("STAT /tmp/d/f 640") && out.contains("vendor"), "{out}");
     assert!(out.contains("/tmp/l -> /etc/shadow"), "the symlink as a symlink: {out}");
     assert!(!out.contains("\n/tmp/fifo") && !out.contains("\n/tmp/null"), "fifo and device left out: {out}");
-    let warned = std::fs::read_to_string(&log).unwrap_or_default();
+    let warned = read_text(&log);
     assert!(warned.contains("2 entries cannot be copied safely") && warned.contains("/fifo"), "{warned}");
 
     // More entries than the bound: /tmp left alone (the image's, every file
@@ -585,7 +588,7 @@ fn copy_up_in_a_real_container_with_a_hostile_tmp() {
     let t = mount_at(&parse_mountinfo(&out), "/tmp").cloned();
     assert_ne!(t.as_ref().map(|t| t.source.as_str()), Some("oci-tmpfs-hook"), "no tmpfs of ours: {out}");
     assert!(out.contains("vendor"), "the image's files stay visible: {out}");
-    let warned = std::fs::read_to_string(&log).unwrap_or_default();
+    let warned = read_text(&log);
     assert!(warned.contains("more than 4096 entries") && warned.contains("left alone"), "{warned}");
     say(&format!("copy-up: a /tmp of 4200+ entries left alone, the container ran in {took:?}"));
 }

@@ -351,8 +351,8 @@ fn hostile_tmp_symlink_to_a_safe_place_is_served_at_the_resolved_path() {
         if let Some(c) = r.step("start", node.start_container(&pod, &opts)) {
             r.seen("config.json", node.ours_in_config(&c));
             let path = node.state.join("io.containerd.runtime.v2.task/k8s.io").join(&c).join("config.json");
-            let config: Value =
-                serde_json::from_slice(&std::fs::read(&path).unwrap_or_default()).unwrap_or_default();
+            let config: Value = serde_json::from_str(&read_text(&path))
+                .unwrap_or_else(|e| panic!("{}: not JSON: {e}", path.display()));
             let dests: Vec<&str> = config["mounts"]
                 .as_array()
                 .into_iter()

@@ -345,7 +345,10 @@ impl Dockerd {
             format!(
                 "mode = \"{mode}\"\nlog_level = \"info\"\nlog_file = {:?}\n{}",
                 wrapper_log,
-                runtime.map(|r| format!("runtime_path = {r:?}\n")).unwrap_or_default()
+                match runtime {
+                    Some(r) => format!("runtime_path = {r:?}\n"),
+                    None => String::new(), // the wrapper finds the runtime itself
+                }
             ),
         )
         .unwrap();
@@ -380,7 +383,7 @@ impl Dockerd {
 
     /// The wrapper's log (and, where the hook runs, the hook's).
     pub(crate) fn wrapper_log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("wrapper.log")).unwrap_or_default()
+        read_text(self.dir.join("wrapper.log"))
     }
 
     fn containerd_sock(&self) -> PathBuf {
@@ -491,8 +494,7 @@ fn docker_runs_the_common_image_with_no_hook_process() {
     // strace writes nothing before an event: attached once containerd
     // (which starts the shim, which starts the wrapper) has a tracer.
     let attached = || {
-        std::fs::read_to_string(format!("/proc/{containerd}/status"))
-            .unwrap_or_default()
+        read_text(format!("/proc/{containerd}/status"))
             .lines()
             .any(|l| l.starts_with("TracerPid:") && l.split_whitespace().nth(1) != Some("0"))
     };
@@ -523,7 +525,10 @@ fn docker_runs_the_common_image_with_no_hook_process() {
     }
     assert!(!out.lines().any(|l| l == "WRITABLE"), "HOME stays read-only: {out}");
     assert!(!out.lines().any(|l| l.contains(" /root ")), "no mount at /root: {out}");
-    let cache_mount = out.lines().find(|l| l.contains(" /root/.triton ")).unwrap_or_default();
+    let cache_mount = out
+        .lines()
+        .find(|l| l.contains(" /root/.triton "))
+        .unwrap_or_else(|| panic!("no mount at /root/.triton: {out}"));
     assert!(cache_mount.contains(&format!(" - tmpfs {OURS} ")), "/root/.triton: {cache_mount}");
 }
 

@@ -31,18 +31,10 @@ use crate::support::home::{self, hostile_cases, ESCAPE, PROBE, ROOT_LINE};
 use crate::support::*;
 use serde_json::json;
 
-/// How the container gets our mounts (tests/runtimes/home_tools.rs runs
-/// through these too).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Executor {
-    None,
-    Hook,
-    /// The hook at another stage than `prestart`.
-    HookAt(&'static str),
-    Spec,
-}
-
-pub(crate) const EXECUTORS: [Executor; 3] = [Executor::None, Executor::Hook, Executor::Spec];
+/// How the container gets our mounts: not at all, our hook at `prestart`,
+/// `inject --mode spec` (tests/runtimes/home_tools.rs runs through these
+/// too).
+pub(crate) const EXECUTORS: [Via; 3] = [Via::Bare, Via::Hook("prestart"), Via::InjectSpec];
 
 /// What one container showed.
 #[derive(Debug)]
@@ -91,24 +83,21 @@ pub(crate) struct Printed {
 
 /// Registers `executor` (the hook's warnings to a log file), runs the bundle
 /// with `rt` within `timeout`, and asserts it ran.
-pub(crate) fn run_with(b: &mut Bundle, executor: Executor, rt: Runtime, timeout: Duration) -> Printed {
+pub(crate) fn run_with(b: &mut Bundle, executor: Via, rt: Runtime, timeout: Duration) -> Printed {
     let (conf, log) = warnings_to_a_file(b);
     // The caches' line is information (docs/design.md#home-rule).
     std::fs::write(&conf, std::fs::read_to_string(&conf).unwrap().replace("\"warn\"", "\"info\"")).unwrap();
     let inject = match executor {
-        Executor::None => {
+        Via::Bare => {
             b.write();
             String::new()
         }
-        Executor::Hook => {
-            b.inject_with_config("prestart", &conf);
-            String::new()
-        }
-        Executor::HookAt(stage) => {
+        Via::Hook(stage) => {
             b.inject_with_config(stage, &conf);
             String::new()
         }
-        Executor::Spec => {
+        Via::Wrapper(mode) => panic!("the HOME cases run no wrapper (mode {mode})"),
+        Via::InjectSpec => {
             b.write();
             let out = std::process::Command::new(hook_bin())
                 .args(["inject", "--mode", "spec", "--config"])
@@ -129,7 +118,14 @@ pub(crate) fn run_with(b: &mut Bundle, executor: Executor, rt: Runtime, timeout:
     };
     let run = b.run_timeout(rt, timeout);
     let out = run.stdout();
-    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    // Only our hook opens the log: no file where no hook of ours ran (none
+    // registered, or `inject --mode spec` that registered none); a missing
+    // file after our hook was registered fails.
+    let log = match read_text_if_any(&log) {
+        Some(text) => text,
+        None if matches!(executor, Via::Bare | Via::InjectSpec) => String::new(),
+        None => panic!("{}: no log file, though our hook was registered ({executor:?})", log.display()),
+    };
     let context = format!(
         "{rt:?}, {executor:?}\n--- inject:\n{inject}\n--- stdout:\n{out}\n--- stderr:\n{}\n--- hook log:\n{log}\n--- config:\n{}",
         run.stderr(),
@@ -140,7 +136,7 @@ pub(crate) fn run_with(b: &mut Bundle, executor: Executor, rt: Runtime, timeout:
 }
 
 /// Runs [`PROBE`]'s bundle with `executor` and reads what it printed.
-fn start(b: &mut Bundle, executor: Executor, rt: Runtime) -> Seen {
+fn start(b: &mut Bundle, executor: Via, rt: Runtime) -> Seen {
     let Printed { out, log, inject, context } = run_with(b, executor, rt, Duration::from_secs(60));
     let shown = home::Seen::parse(&out);
     assert!(shown.home != "(no HOME line)", "no HOME line: {context}");
@@ -181,8 +177,8 @@ fn roots_home_stays_the_images_and_its_caches_are_writable() {
             assert_eq!(s.stat, "0 0 750", "the image directory's mode: {}", s.context);
             assert_eq!(s.env_home, None, "HOME came from /etc/passwd, nothing set: {}", s.context);
             let failed = match ex {
-                Executor::None => s.shown.left_alone("/root"),
-                Executor::Hook | Executor::HookAt(_) | Executor::Spec => {
+                Via::Bare => s.shown.left_alone("/root"),
+                Via::Hook(_) | Via::InjectSpec | Via::Wrapper(_) => {
                     s.shown.cached("/root", 0, &home::PROBED_CACHES)
                 }
             };
@@ -221,7 +217,7 @@ fn a_temp_dir_inside_home_is_a_temp_tmpfs_of_its_own() {
         assert!(actions.iter().any(|a| a["target"] == "/root/.tmp"), "a tmpfs at /root/.tmp: {actions:?}");
         assert!(!actions.iter().any(|a| a["target"] == "/root"), "none at HOME: {actions:?}");
         b.script("stat -c 'TMPDIR %u %g %a' /root/.tmp; stat -c 'HOME %u %g %a' /root; cat /root/.tmp/f; echo; cat /root/.profile; echo; echo x > /root/new && echo HOME-WRITABLE; true");
-        let p = run_with(&mut b, Executor::Hook, rt, Duration::from_secs(60));
+        let p = run_with(&mut b, Via::Hook("prestart"), rt, Duration::from_secs(60));
         assert!(p.out.contains("TMPDIR 0 0 1777\n"), "the plan's owner and mode: {}", p.context);
         assert!(p.out.contains("HOME 0 0 750\n"), "the image home's mode: {}", p.context);
         assert!(p.out.contains("image tmp file") && p.out.contains("image profile"), "copied: {}", p.context);
@@ -248,7 +244,7 @@ fn a_temp_dir_a_symlink_puts_on_a_cache_is_one_tmpfs() {
         b.script(
             "echo x > /tmp/new && echo TMP-WRITABLE; stat -c 'MODE %a' /root/.triton; cat /root/.profile; echo; cat /proc/self/mountinfo",
         );
-        let p = run_with(&mut b, Executor::Hook, rt, Duration::from_secs(60));
+        let p = run_with(&mut b, Via::Hook("prestart"), rt, Duration::from_secs(60));
         assert!(p.out.contains("TMP-WRITABLE") && p.out.contains("image profile"), "{}", p.context);
         assert!(p.out.contains("MODE 1777"), "/tmp's tmpfs is the one there: {}", p.context);
         let ours: Vec<_> = parse_mountinfo(&p.out)
@@ -282,7 +278,7 @@ fn a_missing_home_is_made_for_the_user_to_hold_its_caches() {
         for ex in EXECUTORS {
             let mut b = bundle("home-missing", 1000, 1000, &passwd, &[]);
             let s = start(&mut b, ex, rt);
-            if ex == Executor::None {
+            if ex == Via::Bare {
                 assert!(!s.shown.caches.iter().any(|c| c == ".triton"), "without us: {}", s.context);
                 continue;
             }
@@ -310,13 +306,13 @@ fn a_user_without_a_passwd_entry_gets_its_caches_under_the_root() {
             assert_eq!(s.home, want, "{}", s.context);
             assert_eq!(s.env_home, None, "no executor sets HOME: {}", s.context);
             let failed = match ex {
-                Executor::None => s.shown.left_alone(want),
+                Via::Bare => s.shown.left_alone(want),
                 _ => s.shown.root_caches(1000),
             };
             assert!(failed.is_empty(), "{failed:#?}: {}", s.context);
             // The hook logs it; `inject --mode spec` prints it (and where
             // it hands the targets to the hook, the hook logs it too).
-            if ex != Executor::None {
+            if ex != Via::Bare {
                 let log = home::root_home_caches(&s.log);
                 let printed = home::root_home_caches(&s.inject);
                 assert!(log.is_empty() || printed.is_empty(), "{log:?} {printed:?}: {}", s.context);
@@ -330,7 +326,7 @@ fn a_user_without_a_passwd_entry_gets_its_caches_under_the_root() {
 fn a_volume_at_home_wins() {
     require_root();
     for rt in Runtime::ALL {
-        for ex in [Executor::Hook, Executor::Spec] {
+        for ex in [Via::Hook("prestart"), Via::InjectSpec] {
             let vol = TempDir::new("home-vol");
             std::fs::write(vol.join(".profile"), "volume profile").unwrap();
             let mut b = bundle("home-vol", 0, 0, ROOT_LINE, &["HOME=/data"]);
@@ -355,7 +351,7 @@ fn a_volume_at_home_wins() {
 fn hostile_homes_never_open_up_the_image() {
     require_root();
     for rt in Runtime::ALL {
-        for ex in [Executor::Hook, Executor::Spec] {
+        for ex in [Via::Hook("prestart"), Via::InjectSpec] {
             for c in hostile_cases() {
                 let vol = TempDir::new("home-hostile-vol");
                 std::fs::write(vol.join("mine"), "volume").unwrap();
@@ -376,9 +372,9 @@ fn hostile_homes_never_open_up_the_image() {
                 let failed = home::home_failures(&c, &s.shown);
                 assert!(failed.is_empty(), "{failed:#?}: {what}");
                 // The image's app is as the image made it.
-                if let Some(main) = c
-                    .app_home()
-                    .and_then(|d| std::fs::read_to_string(b.rootfs().join(d).join("main.py")).ok())
+                // A home without an app (no main.py in the image) has none to compare.
+                if let Some(main) =
+                    c.app_home().and_then(|d| read_text_if_any(b.rootfs().join(d).join("main.py")))
                 {
                     assert_eq!(main, home::APP, "{what}");
                 }
@@ -409,7 +405,7 @@ fn homes_stay_as_the_image_made_them_at_every_stage() {
             for c in &cases {
                 let mut b = bundle("home-stage", c.uid, 0, &c.passwd, c.env);
                 (c.make)(&b.rootfs());
-                let s = start(&mut b, Executor::HookAt(stage), rt);
+                let s = start(&mut b, Via::Hook(stage), rt);
                 let what = format!("{}, {rt:?}, {stage}: {}", c.name, s.context);
                 let failed = home::home_failures(c, &s.shown);
                 assert!(failed.is_empty(), "{failed:#?}: {what}");

@@ -136,7 +136,7 @@ fn podman_home(runtime: Runtime) {
     say(&format!("{}: {}", what("root"), seen.summary()));
     assert_none(&what("root"), &seen.cached("/root", 0, &home::PROBED_CACHES), &seen);
 
-    let before = std::fs::read_to_string(&log).unwrap_or_default().len();
+    let before = read_text(&log).len();
     let seen =
         Seen::parse(&podman.run_script(&[&ro[..], &["--user=1000"]].concat(), &rootfs.rootfs(), home::PROBE));
     say(&format!("{}: {}", what("--user 1000"), seen.summary()));
@@ -144,7 +144,7 @@ fn podman_home(runtime: Runtime) {
     // the runtime, which finds the passwd line Podman adds: either way the
     // hook keeps / read-only and mounts the caches under it.
     assert_none(&what("--user 1000"), &seen.root_caches(1000), &seen);
-    let text = std::fs::read_to_string(&log).unwrap_or_default().split_off(before);
+    let text = read_text(&log).split_off(before);
     assert_none(&what("--user 1000"), &home::root_home_caches(&text), &seen);
 
     let host = home::volume_dir("home-volume");

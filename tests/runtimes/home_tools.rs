@@ -29,7 +29,7 @@ use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::home::{run_with, Executor, Printed, EXECUTORS};
+use crate::home::{run_with, Printed, EXECUTORS};
 use crate::pytorch::{PYTHON, WORK};
 use crate::support::*;
 use serde_json::json;
@@ -207,7 +207,7 @@ fn setup() -> PathBuf {
 /// tools' venv bound read-only at directories the image has, run as
 /// `user`. Without us `/tmp` is a tmpfs made by hand, as teams do today:
 /// what still fails is `HOME`.
-fn bundle(name: &str, ex: Executor, user: User, wheel: &Path, tools: &Path) -> Bundle {
+fn bundle(name: &str, ex: Via, user: User, wheel: &Path, tools: &Path) -> Bundle {
     let mut b = crate::pytorch::torch_bundle(name);
     let rootfs = b.rootfs();
     std::fs::create_dir(rootfs.join("root")).unwrap();
@@ -223,7 +223,7 @@ fn bundle(name: &str, ex: Executor, user: User, wheel: &Path, tools: &Path) -> B
         std::fs::create_dir_all(rootfs.join(at.strip_prefix("/").unwrap())).unwrap();
         mounts.push(json!({"destination": at, "type": "bind", "source": source, "options": ["rbind", "ro"]}));
     }
-    if ex == Executor::None {
+    if ex == Via::Bare {
         // runc before 1.1.8 gives the tmpfs the mode of the directory
         // under it (docs/design.md#runc-tmpfs-mode).
         std::fs::set_permissions(rootfs.join("tmp"), std::fs::Permissions::from_mode(0o1777)).unwrap();
@@ -421,7 +421,7 @@ fn tools_write_their_caches_and_nothing_else_of_home() {
                     let l = line(&p.out, prog.name, &what);
                     match ex {
                         // The caches of ours, where the program has a HOME.
-                        Executor::Hook | Executor::HookAt(_) | Executor::Spec
+                        Via::Hook(_) | Via::InjectSpec | Via::Wrapper(_)
                             if prog.cache && home != "(unset)" =>
                         {
                             assert_wrote(&p.out, l, prog, home, &what);
@@ -432,11 +432,11 @@ fn tools_write_their_caches_and_nothing_else_of_home() {
                 // The mountpoints, made in the image; a missing HOME made
                 // with them.
                 let made: Vec<String> = match ex {
-                    Executor::None => {
+                    Via::Bare => {
                         assert!(home_mounts(&p.out, planned).is_empty(), "no tmpfs without us: {what}");
                         Vec::new()
                     }
-                    Executor::Hook | Executor::HookAt(_) | Executor::Spec => {
+                    Via::Hook(_) | Via::InjectSpec | Via::Wrapper(_) => {
                         assert_cache_mounts(&p, planned, &EMPTY_HOME_MOUNTS, user.ids(), &what);
                         dirs.iter().flat_map(|d| with_parents(d.trim_start_matches('/'))).collect()
                     }
@@ -446,7 +446,7 @@ fn tools_write_their_caches_and_nothing_else_of_home() {
                     std::fs::read_to_string(b.rootfs().join("root/.bashrc")).unwrap(),
                     "image dotfile"
                 );
-                if user == User::HomeEnv && ex != Executor::None {
+                if user == User::HomeEnv && ex != Via::Bare {
                     let meta = std::fs::metadata(b.rootfs().join("home/u")).unwrap();
                     assert_eq!(
                         (meta.uid(), meta.gid(), meta.mode() & 0o7777),
@@ -539,7 +539,7 @@ fn a_cache_dir_the_image_filled_keeps_its_files() {
             say(&format!("{rt:?}, {ex:?}, filled ~/.cache: {}", summary(&p.out, "/root")));
             for prog in PROGRAMS.iter().filter(|p| programs.contains(&p.name)) {
                 let l = line(&p.out, prog.name, &what);
-                if ex == Executor::None {
+                if ex == Via::Bare {
                     assert_read_only_failure(l, prog, "/root", &what);
                 } else {
                     assert_wrote(&p.out, l, prog, "/root", &what);
@@ -555,11 +555,11 @@ fn a_cache_dir_the_image_filled_keeps_its_files() {
                 assert!(p.out.lines().any(|l| l == want), "{want}: {what}");
             }
             let made = match ex {
-                Executor::None => {
+                Via::Bare => {
                     assert!(home_mounts(&p.out, "/root").is_empty(), "no tmpfs without us: {what}");
                     Vec::new()
                 }
-                Executor::Hook | Executor::HookAt(_) | Executor::Spec => {
+                Via::Hook(_) | Via::InjectSpec | Via::Wrapper(_) => {
                     assert_cache_mounts(&p, "/root", &FILLED_HOME_MOUNTS, (0, 0), &what);
                     dirs.iter().map(|d| d.trim_start_matches('/').to_string()).collect()
                 }

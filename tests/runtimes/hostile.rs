@@ -964,7 +964,7 @@ fn case10_hostile_temp_env() {
         r.assert_ok();
         let ours = assert_hook_mounts_within(&r, &case, &allowed);
         assert_eq!(ours.len(), allowed.len(), "{case}: {}", r.stdout());
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let text = read_text(&log);
         for line in text.lines() {
             assert!(line.starts_with("oci-tmpfs-hook: container "), "{case}: forged log line {line:?}");
         }
@@ -1219,8 +1219,10 @@ fn rootless_user() -> (u32, u32) {
         assert!(out.status.success() || err.contains("already exists"), "useradd: {err}");
     }
     for file in ["/etc/subuid", "/etc/subgid"] {
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        if !text.lines().any(|l| l.starts_with(&format!("{USER}:"))) {
+        // No file yet: appending the line creates it.
+        let listed =
+            read_text_if_any(file).is_some_and(|t| t.lines().any(|l| l.starts_with(&format!("{USER}:"))));
+        if !listed {
             let mut f = std::fs::OpenOptions::new().append(true).create(true).open(file).unwrap();
             std::io::Write::write_all(&mut f, format!("{USER}:400000:65536\n").as_bytes()).unwrap();
         }
@@ -1307,7 +1309,7 @@ fn case14_rootless_podman() {
         let out =
             wait_timeout(child, Duration::from_secs(120)).unwrap_or_else(|| panic!("{case}: timed out"));
         let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+        let log_text = read_text(&log);
         assert!(out.status.success(), "{case}: {stdout}\n{stderr}\nhook log:\n{log_text}");
         assert!(!stderr.contains("panicked"), "{case}: {stderr}");
         assert!(stdout.contains("TMP_OK"), "{case}: {stdout}\n{stderr}");
@@ -1510,7 +1512,7 @@ fn case17_an_image_tmp_past_the_copy_up_bounds_is_left_alone() {
             let got = got.map(|l| l.trim_end_matches(" /tmp/big").to_string());
             assert_eq!(got.as_deref(), Some(want.as_str()), "{case}: {stdout}");
             assert!(!stdout.contains("WRITABLE"), "{case}: /tmp stays the image's, read-only");
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let text = read_text(&log);
             let warnings: Vec<&str> = text.lines().filter(|l| l.contains("warning")).collect();
             assert_eq!(warnings.len(), 1, "{case}: one warning: {text}");
             for needle in ["/tmp", bound, "left alone", "make it a volume, or empty it in the image"] {

@@ -40,16 +40,12 @@ const CANARY: &str = "volume data, never hidden";
 // ---------------------------------------------------------------------------
 // Executors
 
-/// Who carries out the plan.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Executor {
-    /// `inject` registers the hook; the runtime runs it.
-    Hook,
-    /// The runtime wrapper in spec mode edits `config.json`, then execs the runtime.
-    Spec,
+/// Who carries out the plan with `rt`: the hook, which `inject` registers
+/// at [`stage_for`] `rt` and the runtime runs; the runtime wrapper in spec
+/// mode, which edits `config.json`, then execs the runtime.
+fn executors(rt: Runtime) -> [Via; 2] {
+    [Via::Hook(stage_for(rt)), Via::WRAPPER_SPEC]
 }
-
-const EXECUTORS: [Executor; 2] = [Executor::Hook, Executor::Spec];
 
 /// The hook's stage: both pre-pivot stages that see the runtime's namespace.
 fn stage_for(rt: Runtime) -> &'static str {
@@ -107,15 +103,14 @@ impl Ran {
 
     /// Destinations of the `mounts` entries of ours in `config.json`.
     fn spec_entries(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.config["mounts"]
+        let mounts = self.config["mounts"]
             .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter(|m| m["source"] == OURS)
-                    .filter_map(|m| m["destination"].as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
+            .unwrap_or_else(|| panic!("config.json has no mounts array: {}", self.config));
+        let mut v: Vec<String> = mounts
+            .iter()
+            .filter(|m| m["source"] == OURS)
+            .filter_map(|m| m["destination"].as_str().map(String::from))
+            .collect();
         v.sort();
         v
     }
@@ -135,13 +130,13 @@ impl Ran {
 }
 
 /// Writes a host config for `exec` into the bundle and returns its path.
-fn host_config(b: &Bundle, rt: Runtime, exec: Executor) -> PathBuf {
+fn host_config(b: &Bundle, rt: Runtime, exec: Via) -> PathBuf {
     let path = b.dir.join("host-config.toml");
     let log = b.dir.join("ours.log");
     let mut text = format!("log_level = \"info\"\nlog_file = {:?}\n", log.display().to_string());
-    if exec == Executor::Spec {
+    if let Via::Wrapper(mode) = exec {
         text.push_str(&format!(
-            "mode = \"spec\"\nruntime_path = {:?}\n",
+            "mode = {mode:?}\nruntime_path = {:?}\n",
             which(rt.bin()).display().to_string()
         ));
     }
@@ -151,18 +146,19 @@ fn host_config(b: &Bundle, rt: Runtime, exec: Executor) -> PathBuf {
 
 /// Prepares `b` for `exec`: the hook registered, or nothing (the wrapper
 /// edits the bundle when it runs). Call once, after the layout is made.
-fn prepare(b: &mut Bundle, rt: Runtime, exec: Executor) {
+fn prepare(b: &mut Bundle, rt: Runtime, exec: Via) {
     let config = host_config(b, rt, exec);
     match exec {
-        Executor::Hook => {
-            b.inject_with_config(stage_for(rt), &config);
+        Via::Hook(stage) => {
+            b.inject_with_config(stage, &config);
         }
-        Executor::Spec => b.write(),
+        Via::Wrapper(_) => b.write(),
+        other => panic!("the hostile layouts run through the hook or the wrapper, not {other:?}"),
     }
 }
 
 /// Runs the prepared bundle `b` as container `id` through `exec`.
-fn run_as(b: &Bundle, rt: Runtime, exec: Executor, id: &str, case: &str) -> Ran {
+fn run_as(b: &Bundle, rt: Runtime, exec: Via, id: &str, case: &str) -> Ran {
     if rt == Runtime::Crun {
         crun_cgroup_fix();
     }
@@ -172,8 +168,8 @@ fn run_as(b: &Bundle, rt: Runtime, exec: Executor, id: &str, case: &str) -> Ran 
     let _ = std::fs::remove_file(&log);
     let _guard = ContainerGuard { runtime: rt, id: id.to_string() };
     let mut cmd = match exec {
-        Executor::Hook => Command::new(rt.bin()),
-        Executor::Spec => {
+        Via::Bare | Via::Hook(_) | Via::InjectSpec => Command::new(rt.bin()),
+        Via::Wrapper(_) => {
             let mut c = Command::new(hook_bin());
             c.env("OCI_TMPFS_HOOK_CONFIG", b.dir.join("host-config.toml")).args(["runtime", "--"]);
             c
@@ -183,23 +179,25 @@ fn run_as(b: &Bundle, rt: Runtime, exec: Executor, id: &str, case: &str) -> Ran 
     let child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let out = wait_timeout(child, CONTAINER).unwrap_or_else(|| panic!("{case}: timed out"));
     let config = serde_json::from_slice(&std::fs::read(b.dir.join("config.json")).unwrap()).unwrap();
-    let log = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
+    // No log file: nothing of ours ran (the runtime failed before it), so
+    // nothing of ours panicked; the cases check what ours did.
+    let logged = match read_text_if_any(&log) {
+        Some(text) => text,
+        None => format!("(no log file {}: nothing of ours ran)", log.display()),
+    };
+    let log = format!("{}\n{logged}", String::from_utf8_lossy(&out.stderr));
     let ran = Ran { out, log, config };
     assert!(!ran.log.contains("panicked"), "{case}: panic: {}", ran.log);
     ran
 }
 
-fn run(b: &Bundle, rt: Runtime, exec: Executor, case: &str) -> Ran {
+fn run(b: &Bundle, rt: Runtime, exec: Via, case: &str) -> Ran {
     run_as(b, rt, exec, &unique("lay"), case)
 }
 
 /// The container ran, no tmpfs of ours is in it, `config.json` shows no
 /// temp target for `exec`, and the log warned with each of `warnings`.
-fn assert_left_alone(ran: &Ran, rt: Runtime, exec: Executor, warnings: &[&str], case: &str) {
+fn assert_left_alone(ran: &Ran, rt: Runtime, exec: Via, warnings: &[&str], case: &str) {
     ran.assert_ok(case);
     assert_eq!(ran.ours(), Vec::<String>::new(), "{case}: our tmpfs\n{}\n{}", ran.stdout(), ran.log);
     assert_executor(ran, rt, exec, &[], case);
@@ -208,13 +206,13 @@ fn assert_left_alone(ran: &Ran, rt: Runtime, exec: Executor, warnings: &[&str], 
 
 /// What `config.json` must show for `exec`: the hook only where the hook
 /// carries the plan; spec-mode entries exactly at `ours` (temp targets) otherwise.
-fn assert_executor(ran: &Ran, rt: Runtime, exec: Executor, ours: &[&str], case: &str) {
+fn assert_executor(ran: &Ran, rt: Runtime, exec: Via, ours: &[&str], case: &str) {
     match exec {
-        Executor::Hook => {
-            assert_eq!(ran.hook_stages(), [stage_for(rt)], "{case}: the injected hook");
+        Via::Hook(stage) => {
+            assert_eq!(ran.hook_stages(), [stage], "{case}: the injected hook");
             assert!(ran.spec_entries().is_empty(), "{case}: {:?} in the spec", ran.spec_entries());
         }
-        Executor::Spec if runc_before_1_1_8(rt) => {
+        Via::WRAPPER_SPEC if runc_before_1_1_8(rt) => {
             // runc < 1.1.8: the temp targets go to the hook
             // (docs/design.md#runtimes): our hook whenever the plan has a temp target (when
             // the spec alone rules every one out, nothing is added); never a
@@ -235,9 +233,12 @@ fn assert_executor(ran: &Ran, rt: Runtime, exec: Executor, ours: &[&str], case: 
                 assert!(ran.log.contains("the hook carries the temp targets"), "{case}: {}", ran.log);
             }
         }
-        Executor::Spec => {
+        Via::WRAPPER_SPEC => {
             assert_eq!(ran.config["hooks"], Value::Null, "{case}: spec mode adds no hook");
             assert_eq!(ran.spec_entries(), ours, "{case}: the spec's entries of ours\n{}", ran.log);
+        }
+        other => {
+            panic!("the hostile layouts run through the hook or the wrapper in spec mode, not {other:?}")
         }
     }
 }
@@ -481,7 +482,7 @@ fn symlinked_temp_targets_reaching_a_volume_leave_it_alone() {
     require_root();
     for shared in [false, true] {
         for rt in Runtime::ALL {
-            for exec in EXECUTORS {
+            for exec in executors(rt) {
                 for c in &VOLUME_CASES {
                     let how = if shared { "shared" } else { "private" };
                     let case = format!("{} ({how}, {rt:?}, {exec:?})", c.name);
@@ -555,7 +556,7 @@ fn symlinks_onto_spec_mounts_and_system_dirs_are_left_alone() {
     ];
     let marker = HostDir::new("marker", false);
     for rt in Runtime::ALL {
-        for exec in EXECUTORS {
+        for exec in executors(rt) {
             for (name, to, extra, check, warnings) in &cases {
                 let case = format!("{name} ({rt:?}, {exec:?})");
                 let mut b = Bundle::new("lay-sys");
@@ -608,7 +609,7 @@ fn a_volume_beneath_the_target_leaves_the_target_alone() {
     ];
     for shared in [false, true] {
         for rt in Runtime::ALL {
-            for exec in EXECUTORS {
+            for exec in executors(rt) {
                 for (name, l, dir, dest, at, warning) in &cases {
                     let how = if shared { "shared" } else { "private" };
                     let case = format!("{name} ({how}, {rt:?}, {exec:?})");
@@ -636,7 +637,7 @@ fn a_safe_symlink_gets_the_tmpfs_at_the_real_dir() {
     require_root();
     let marker = HostDir::new("marker", false);
     for rt in Runtime::ALL {
-        for exec in EXECUTORS {
+        for exec in executors(rt) {
             let case = format!("/tmp -> /run/tmp, nothing at /run ({rt:?}, {exec:?})");
             let mut b = Bundle::new("lay-safe");
             mkdir(&b, "run/tmp");
@@ -683,7 +684,7 @@ fn the_memory_limit_caps_every_size() {
     ];
     let marker = HostDir::new("marker", false);
     for rt in Runtime::ALL {
-        for exec in EXECUTORS {
+        for exec in executors(rt) {
             for (limit, tmp, shm, fresh) in cases {
                 for spec_shm in [true, false] {
                     let case = format!(
@@ -701,7 +702,7 @@ fn the_memory_limit_caps_every_size() {
                     let ran = run_limited(&b, rt, exec, &case);
                     let below = limit < MI;
                     // The note, wherever our code ran (a hook runc never started did not).
-                    if below && (exec == Executor::Spec || runtime_starts_with(rt, limit)) {
+                    if below && (exec == Via::WRAPPER_SPEC || runtime_starts_with(rt, limit)) {
                         assert!(ran.log.contains("below 1Mi"), "{case}: the note\n{}", ran.log);
                     }
                     let want_tmp: Vec<&str> = if tmp.is_some() { vec!["/tmp"] } else { vec![] };
@@ -719,7 +720,7 @@ fn the_memory_limit_caps_every_size() {
                             .lines()
                             .any(|l| l.starts_with("oci-tmpfs-hook:") && l.contains(" error: "));
                         assert!(!ours_failed, "{case}: an error of ours\n{}", ran.log);
-                        if exec == Executor::Spec && !runc_before_1_1_8(rt) {
+                        if exec == Via::WRAPPER_SPEC && !runc_before_1_1_8(rt) {
                             // What the wrapper wrote before runc refused.
                             let mut want: Vec<&str> = want_tmp.clone();
                             if want_fresh {
@@ -764,7 +765,7 @@ fn oom_killed(ran: &Ran) -> bool {
 /// Runs a memory-limited container, again when the kernel's OOM killer took
 /// it (a limit below 1 MiB is close to what `sh` itself needs on a busy
 /// machine), up to 5 times.
-fn run_limited(b: &Bundle, rt: Runtime, exec: Executor, case: &str) -> Ran {
+fn run_limited(b: &Bundle, rt: Runtime, exec: Via, case: &str) -> Ran {
     let mut ran = run(b, rt, exec, case);
     for attempt in 2..=5 {
         if !oom_killed(&ran) {
@@ -842,7 +843,7 @@ const RACE_STARTS: usize = 200;
 /// judges every start. Returns how many swaps were made.
 fn under_race(
     rt: Runtime,
-    exec: Executor,
+    exec: Via,
     case: &str,
     bundles: &[Bundle],
     starts: usize,
@@ -872,7 +873,7 @@ struct Outcomes {
 /// Starts `RACE_STARTS` containers through `exec` while a thread swaps the
 /// image's `/tmp` directory with a symlink to the host marker. After every
 /// start the host is checked.
-fn race(rt: Runtime, exec: Executor, marker: &HostDir) -> Outcomes {
+fn race(rt: Runtime, exec: Via, marker: &HostDir) -> Outcomes {
     let case = format!("race ({rt:?}, {exec:?})");
     let mut b = Bundle::new("lay-race");
     b.script(&script(""));
@@ -882,7 +883,7 @@ fn race(rt: Runtime, exec: Executor, marker: &HostDir) -> Outcomes {
     let mut o = Outcomes::default();
     let swaps = under_race(rt, exec, &case, std::slice::from_ref(&b), RACE_STARTS, |case, _, ran| {
         if ran.ok() {
-            if exec == Executor::Spec && runc_before_1_1_8(rt) {
+            if exec == Via::WRAPPER_SPEC && runc_before_1_1_8(rt) {
                 assert_eq!(ran.hook_stages(), ["prestart"], "{case}: our hook carries /tmp on this runc");
             }
             let ours = ran.ours();
@@ -897,7 +898,7 @@ fn race(rt: Runtime, exec: Executor, marker: &HostDir) -> Outcomes {
             }
         } else {
             // The hook never makes a start fail: it leaves a racing target alone.
-            assert_eq!(exec, Executor::Spec, "{case}: {}", ran.log);
+            assert_eq!(exec, Via::WRAPPER_SPEC, "{case}: {}", ran.log);
             o.failed += 1;
             o.first_failure.get_or_insert_with(|| ran.stderr().trim().to_string());
         }
@@ -912,7 +913,7 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<String>()
         .cloned()
         .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
+        .unwrap_or_else(|| "(a panic without a text)".to_string())
 }
 
 #[test]
@@ -923,10 +924,10 @@ fn a_rename_race_never_changes_a_host_path() {
     // the summary says which runtimes and executors hold. One race at a time:
     // two at once share the 2 cores and hit the window less often (alone,
     // runc 1.1.5's chmod by path was reached within 50 starts in 5 of 5 runs).
-    type Result = (Runtime, Executor, std::result::Result<Outcomes, String>, Duration);
+    type Result = (Runtime, Via, std::result::Result<Outcomes, String>, Duration);
     let mut results: Vec<Result> = Vec::new();
     for rt in Runtime::ALL {
-        for exec in EXECUTORS {
+        for exec in executors(rt) {
             let marker = HostDir::new("race-marker", false);
             let t = Instant::now();
             let o = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| race(rt, exec, &marker)))
@@ -1028,7 +1029,7 @@ fn spec_race(rt: Runtime, marker: &HostDir) -> (Vec<Tally>, usize) {
                 add_volume(&mut b, vol, m);
             }
             b.script(&script(&format!("echo CANARY=$(cat {m}/canary 2>/dev/null)")));
-            prepare(&mut b, rt, Executor::Spec);
+            prepare(&mut b, rt, Via::WRAPPER_SPEC);
             b
         })
         .collect();
@@ -1036,7 +1037,7 @@ fn spec_race(rt: Runtime, marker: &HostDir) -> (Vec<Tally>, usize) {
     let host = Host::of(&watched);
     let mut tallies: Vec<Tally> = RACE_IMAGES.iter().map(|_| Tally::default()).collect();
     let case = format!("spec race ({rt:?})");
-    let swaps = under_race(rt, Executor::Spec, &case, &bundles, RACE_STARTS, |case, k, ran| {
+    let swaps = under_race(rt, Via::WRAPPER_SPEC, &case, &bundles, RACE_STARTS, |case, k, ran| {
         let (image, t) = (RACE_IMAGES[k], &mut tallies[k]);
         host.assert_untouched(case, &[]);
         t.starts += 1;

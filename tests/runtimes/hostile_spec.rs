@@ -66,9 +66,7 @@ fn before(marker: &Marker) -> Before {
 impl Before {
     fn assert_untouched(&self, marker: &Marker, case: &str) {
         for pid in ["1", "self"] {
-            let mounts = parse_mountinfo(
-                &std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap_or_default(),
-            );
+            let mounts = parse_mountinfo(&read_text(format!("/proc/{pid}/mountinfo")));
             let ours: Vec<_> = mounts.iter().filter(|m| m.source == OURS).collect();
             assert!(ours.is_empty(), "{case}: a tmpfs of ours is in the host's mount table: {ours:?}");
             let m = marker.0.display().to_string();
@@ -159,17 +157,23 @@ fn wrap(b: &Bundle, rt: Runtime, case: &str, id: &str) -> (String, String, Value
         .unwrap();
     let out = wait_timeout(child, Duration::from_secs(60)).unwrap_or_else(|| panic!("{case}: timed out"));
     // stderr, then the hook's lines from the log (the wrapper's are in both).
-    let hook_lines: String = std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| !String::from_utf8_lossy(&out.stderr).contains(*l))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    // No log file: the wrapper failed before it opened it, which the status
+    // check below reports; a run that succeeded must have left one.
+    let logged = read_text_if_any(&log);
+    let hook_lines: String = match &logged {
+        Some(text) => text
+            .lines()
+            .filter(|l| !String::from_utf8_lossy(&out.stderr).contains(*l))
+            .map(|l| format!("{l}\n"))
+            .collect(),
+        None => format!("(no log file {})\n", log.display()),
+    };
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         format!("{}{hook_lines}", String::from_utf8_lossy(&out.stderr)),
     );
     assert!(out.status.success(), "{case}: {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    assert!(logged.is_some(), "{case}: the wrapper ran but wrote no log file {}", log.display());
     assert!(!stderr.contains("panicked"), "{case}: {stderr}");
     let config: Value = serde_json::from_slice(&std::fs::read(b.dir.join("config.json")).unwrap()).unwrap();
     (stdout, stderr, config)
@@ -349,7 +353,8 @@ fn spec_mode_gives_an_image_tmp_that_holds_files_to_the_runtimes_copy_or_the_hoo
         assert!(!stderr.contains("holds files"), "{case}: {stderr}");
         let tmp_entry =
             config["mounts"].as_array().unwrap().iter().find(|m| m["destination"] == "/tmp").cloned();
-        assert!(!tmp_entry.unwrap_or_default().to_string().contains("tmpcopyup"), "{case}: nothing to copy");
+        // No /tmp entry (the hook's runc) has no tmpcopyup either.
+        assert!(!tmp_entry.is_some_and(|e| e.to_string().contains("tmpcopyup")), "{case}: nothing to copy");
         assert_eq!(ours_at(&stdout), ["/tmp"], "{case}: {stdout}");
         assert!(stdout.contains("WRITABLE"), "{case}: /tmp writable: {stdout}");
         host.assert_untouched(&marker, &case);
@@ -399,7 +404,7 @@ impl EngineDir {
 
     fn mounts(&self) -> Vec<MountInfo> {
         let base = format!("{}/", self.0.display());
-        let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let text = read_text("/proc/self/mountinfo");
         parse_mountinfo(&text).into_iter().filter(|m| m.mount_point.starts_with(&base)).collect()
     }
 }

@@ -22,3 +22,4 @@ mod mount_ns;
 mod pytorch;
 mod reopen;
 mod setup;
+mod spec_fixture;

@@ -111,17 +111,16 @@ fn explain(node: &Node, yaml: &str) -> Result<Value, String> {
 
 /// What explain planned for a container: (target, bytes), `/dev/shm` included.
 fn planned(c: &Value) -> Vec<(String, u64)> {
-    c["plan"]["actions"]
+    let actions = c["plan"]["actions"]
         .as_array()
+        .unwrap_or_else(|| panic!("explain has no plan.actions for container {}: {}", c["name"], c["plan"]));
+    actions
+        .iter()
         .map(|a| {
-            a.iter()
-                .map(|a| {
-                    let target = a["target"].as_str().unwrap_or("/dev/shm").to_string();
-                    (target, a["size"]["bytes"].as_u64().unwrap_or(0))
-                })
-                .collect()
+            let target = a["target"].as_str().unwrap_or("/dev/shm").to_string();
+            (target, a["size"]["bytes"].as_u64().unwrap_or(0))
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 fn run_pod(node: &mut Node, r: &mut Report, pod: &PodCase) {

@@ -38,18 +38,6 @@ enum Shape {
     Joined,
 }
 
-/// What runs the container.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Executor {
-    /// The runtime alone, with a shell hook at each stage that counts its
-    /// runs.
-    Bare,
-    /// Our hook, registered by `inject` at this stage.
-    Hook(&'static str),
-    /// The wrapper in this mode.
-    Wrapper(&'static str),
-}
-
 /// One finished run.
 struct Ran {
     ok: bool,
@@ -63,7 +51,8 @@ struct Ran {
     config: (Vec<u8>, Vec<u8>),
     /// Our tmpfs mounts in the helper's namespace after the run.
     helper_ours: Vec<MountInfo>,
-    /// The stages whose counting hooks ran, once a line per run ([`Executor::Bare`]).
+    /// The stages whose counting hooks ran, once a line per run ([`Via::Bare`]:
+    /// the runtime alone, with a shell hook at each stage that counts its runs).
     hook_runs: Vec<String>,
 }
 
@@ -78,7 +67,7 @@ impl Ran {
 }
 
 /// Runs a read-only busybox container of `shape` with `rt`, `way`.
-fn run(rt: Runtime, shape: Shape, way: Executor) -> Ran {
+fn run(rt: Runtime, shape: Shape, way: Via) -> Ran {
     let mut b = Bundle::new(&format!("ns-{}-{shape:?}", rt.bin()));
     b.script("cat /proc/self/mountinfo; echo RAN");
     let helper = (shape == Shape::Joined).then(Sleeper::new);
@@ -103,15 +92,15 @@ fn run(rt: Runtime, shape: Shape, way: Executor) -> Ran {
     let log = b.dir.join("ours.log");
     let cfg = b.dir.join("host.toml");
     let mode = match way {
-        Executor::Wrapper(mode) => mode,
+        Via::Wrapper(mode) => mode,
         _ => "spec",
     };
     std::fs::write(&cfg, format!("mode = {mode:?}\nruntime_path = {real:?}\nlog_file = {log:?}\n")).unwrap();
     match way {
-        Executor::Hook(stage) => {
+        Via::Hook(stage) => {
             b.inject_with_config(stage, &cfg);
         }
-        Executor::Bare => {
+        Via::Bare => {
             let runs = b.dir.join("hook-runs");
             for stage in STAGES {
                 // The hook reads the state the runtime writes to its stdin
@@ -122,7 +111,8 @@ fn run(rt: Runtime, shape: Shape, way: Executor) -> Ran {
             }
             b.write();
         }
-        Executor::Wrapper(_) => b.write(),
+        Via::Wrapper(_) => b.write(),
+        Via::InjectSpec => panic!("no mount namespace case runs through inject --mode spec"),
     }
     let config_before = std::fs::read(b.dir.join("config.json")).unwrap();
     let id = unique("ns-c");
@@ -135,7 +125,7 @@ fn run(rt: Runtime, shape: Shape, way: Executor) -> Ran {
         argv.push(b.rootfs());
     }
     match way {
-        Executor::Wrapper(_) => argv.extend([hook_bin(), "runtime".into(), "--".into()]),
+        Via::Wrapper(_) => argv.extend([hook_bin(), "runtime".into(), "--".into()]),
         _ => argv.push(real.clone()),
     }
     argv.extend(["run".into(), "--bundle".into(), b.dir.clone(), PathBuf::from(&id)]);
@@ -149,20 +139,29 @@ fn run(rt: Runtime, shape: Shape, way: Executor) -> Ran {
         .spawn()
         .unwrap();
     let out = wait_timeout(child, Duration::from_secs(60)).unwrap_or_else(|| panic!("{argv:?} timed out"));
-    let helper_ours = helper.as_ref().map(Sleeper::mounts).unwrap_or_default();
+    let helper_ours = match &helper {
+        Some(h) => h.mounts(),
+        None => Vec::new(), // no helper: no joined namespace to look in
+    };
+    // Only ours opens the log, and only the bare run's shell hooks write
+    // hook-runs: a missing file is an empty one where its writer never ran,
+    // and a failure where it did.
+    let lines = |path: &Path, written: bool| -> Vec<String> {
+        match (read_text_if_any(path), written) {
+            (Some(text), _) => text.lines().map(String::from).collect(),
+            (None, false) => Vec::new(),
+            (None, true) => panic!("{}: no such file after a run through {way:?}", path.display()),
+        }
+    };
     Ran {
         ok: out.status.success(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        log: std::fs::read_to_string(&log).unwrap_or_default().lines().map(String::from).collect(),
+        log: lines(&log, way != Via::Bare),
         needle,
         config: (config_before, std::fs::read(b.dir.join("config.json")).unwrap()),
         helper_ours: helper_ours.into_iter().filter(|m| m.source == OURS).collect(),
-        hook_runs: std::fs::read_to_string(b.dir.join("hook-runs"))
-            .unwrap_or_default()
-            .lines()
-            .map(String::from)
-            .collect(),
+        hook_runs: lines(&b.dir.join("hook-runs"), way == Via::Bare),
     }
 }
 
@@ -183,7 +182,7 @@ fn left_alone(rt: Runtime) {
     crun_cgroup_fix();
     let before = host_ours();
     for shape in [Shape::NoEntry, Shape::Joined] {
-        let bare = run(rt, shape, Executor::Bare);
+        let bare = run(rt, shape, Via::Bare);
         let what = format!("{} {shape:?} bare", rt.bin());
         assert!(bare.ok && bare.stdout.contains("RAN"), "{what}: {}\n{}", bare.stdout, bare.stderr);
         assert!(bare.log.is_empty(), "{what}: {:?}", bare.log);
@@ -193,10 +192,7 @@ fn left_alone(rt: Runtime) {
         // mount entry (measured), and ours warns at each run.
         let runs = |stage: &str| bare.hook_runs.iter().filter(|s| *s == stage).count();
         assert!(STAGES.iter().all(|s| runs(s) > 0), "{what}: hooks ran {:?}", bare.hook_runs);
-        let ways = STAGES
-            .map(Executor::Hook)
-            .into_iter()
-            .chain([Executor::Wrapper("spec"), Executor::Wrapper("hook")]);
+        let ways = STAGES.map(Via::Hook).into_iter().chain([Via::Wrapper("spec"), Via::Wrapper("hook")]);
         for way in ways {
             let r = run(rt, shape, way);
             let what = format!("{} {shape:?} {way:?}", rt.bin());
@@ -214,8 +210,8 @@ fn left_alone(rt: Runtime) {
             );
             assert!(r.helper_ours.is_empty(), "{what}: ours in the joined namespace: {:?}", r.helper_ours);
             let ours_ran = match way {
-                Executor::Hook(stage) => runs(stage),
-                Executor::Wrapper("hook") => runs("prestart"),
+                Via::Hook(stage) => runs(stage),
+                Via::Wrapper("hook") => runs("prestart"),
                 _ => 1,
             };
             assert_eq!(r.log.len(), ours_ran, "{what}: one warning a run of ours: {:?}", r.log);
@@ -229,7 +225,7 @@ fn left_alone(rt: Runtime) {
             for l in r.stderr.lines().filter(|l| l.contains("oci-tmpfs-hook")) {
                 assert_eq!(l, line, "{what}: stderr: {}", r.stderr);
             }
-            if way == Executor::Wrapper("spec") {
+            if way == Via::Wrapper("spec") {
                 assert!(r.config.0 == r.config.1, "{what}: config.json changed");
             }
             assert_eq!(host_ours(), before, "{what}: the host's mount table");

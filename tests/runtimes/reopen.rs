@@ -98,7 +98,7 @@ fn start(b: &Bundle, rt: Runtime, hold: &Path, log: &Path) -> (String, String) {
     let run = b.run_timeout(rt, Duration::from_secs(60));
     let _ = std::fs::remove_file(hold.with_extension("held"));
     let _ = std::fs::remove_file(hold);
-    let warned = std::fs::read_to_string(log).unwrap_or_default();
+    let warned = read_text(log);
     let _ = std::fs::remove_file(log);
     assert!(
         run.output.status.success(),

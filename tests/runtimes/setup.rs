@@ -517,8 +517,12 @@ fn real_containerd_case(containerd: &Path, what: &str, original: Option<&str>) {
         Some("io.containerd.runc.v2"),
         "{what}"
     );
-    let annotations =
-        |key: &str| toml_at(ours, &[key]).and_then(|v| v.as_array()).cloned().unwrap_or_default();
+    let annotations = |key: &str| {
+        toml_at(ours, &[key])
+            .and_then(|v| v.as_array())
+            .cloned()
+            .unwrap_or_else(|| panic!("{what}: no {key} array: {dump}"))
+    };
     assert!(
         annotations("pod_annotations").iter().any(|v| v.as_str() == Some("oci-tmpfs-hook/*")),
         "{what}: {dump}"

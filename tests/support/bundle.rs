@@ -49,6 +49,30 @@ impl Runtime {
     }
 }
 
+/// What of ours a bundle goes through when a test runs it with a runtime
+/// itself, no engine in between. (A CRI node's way in, a runtime handler
+/// or the NRI plugin, is [`super::pods::Executor`].)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// Nothing of ours: the runtime alone.
+    Bare,
+    /// Our hook, registered in `config.json` by `inject` at this stage;
+    /// the runtime runs it.
+    Hook(&'static str),
+    /// `inject --mode spec`: the spec executor edits `config.json` (or, for
+    /// a runc before 1.1.8, registers our hook for the temp targets) before
+    /// the runtime runs the bundle.
+    InjectSpec,
+    /// The runtime wrapper, `oci-tmpfs-hook runtime --`, in this mode
+    /// (`"spec"` or `"hook"`), which then runs the runtime.
+    Wrapper(&'static str),
+}
+
+impl Via {
+    /// The wrapper in spec mode: the spec executor at `run`.
+    pub const WRAPPER_SPEC: Via = Via::Wrapper("spec");
+}
+
 /// crun refuses hybrid cgroups here unless hugetlb is a v1 hierarchy (docs/design.md#test-machine).
 pub fn crun_cgroup_fix() {
     let dir = Path::new("/sys/fs/cgroup/hugetlb");

@@ -128,7 +128,7 @@ pub fn case2(node: &mut Node, r: &mut Report) {
         "max_tmp_size = \"64Mi\"\nmax_shm_size = \"200Mi\"\nlog_file = {log:?}\nlog_level = \"warn\"\n"
     );
     annotated_pod(node, r, "over max_*_size", &capped, asked, [64 * MI, 200 * MI]);
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let text = r.read(&log);
     r.seen("hook log", format!("{:?}", text.lines().collect::<Vec<_>>()));
     for (key, cap, bytes) in [(ANN_TMP, "64Mi", 64 * MI), (ANN_SHM, "200Mi", 200 * MI)] {
         let warned =
@@ -160,9 +160,9 @@ pub fn case3(node: &mut Node, r: &mut Report) {
     let Some(b) = r.step("start ro 4Gi", node.start_container(&pod, &CtrOpts::ro("big", 4 * GI))) else {
         return;
     };
-    let pb = r.step("probe big", node.probe(&b)).unwrap_or_default();
+    let pb = r.text("probe big", node.probe(&b));
     r.served("4Gi container", &pb, GI, 2 * GI);
-    let pa = r.step("probe small again", node.probe(&a)).unwrap_or_default();
+    let pa = r.text("probe small again", node.probe(&a));
     let sa = mount_at(&parse_mountinfo(&pa), "/dev/shm").and_then(MountInfo::size);
     r.seen("1Gi container after the 4Gi one", format!("/dev/shm {}", sz(sa)));
     r.check(sa == Some(2 * GI), format!("the 1Gi container sees /dev/shm {}, want 2Gi", sz(sa)));
@@ -170,8 +170,7 @@ pub fn case3(node: &mut Node, r: &mut Report) {
     r.seen("/dev/shm device", format!("small {da:?}, big {db:?}"));
     r.check(da.is_some() && da == db, format!("not one /dev/shm: {da:?} vs {db:?}"));
     r.step("write in small", node.exec(&a, &["sh", "-c", "echo shared > /dev/shm/mark"]));
-    let seen =
-        r.step("read in big", node.exec(&b, &["cat", "/dev/shm/mark"])).map(|x| x.1).unwrap_or_default();
+    let seen = r.text("read in big", node.exec(&b, &["cat", "/dev/shm/mark"]).map(|x| x.1));
     r.check(
         seen.trim() == "shared",
         format!("a file written in /dev/shm by one is not seen by the other: {seen:?}"),
@@ -246,7 +245,7 @@ pub fn case6(node: &mut Node, r: &mut Report) {
         return;
     };
     if let Some(pid) = r.step("sandbox pid", node.sandbox_pid(&pod)) {
-        let mi = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap_or_default();
+        let mi = r.read(Path::new(&format!("/proc/{pid}/mountinfo")));
         r.untouched(&format!("pause container (pid {pid})"), &mi, SHM_64M);
     }
     r.executor(node, &pod.id, false);
@@ -301,7 +300,7 @@ pub fn case8(node: &mut Node, r: &mut Report) {
         r.check(!p.contains("TMP-WRITABLE"), format!("/tmp is writable with a read-only root, {without}"));
     }
     if let Some(pid) = r.step("sandbox pid", node.sandbox_pid(&pod)) {
-        let mi = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap_or_default();
+        let mi = r.read(Path::new(&format!("/proc/{pid}/mountinfo")));
         r.untouched(&format!("{without}, pause container"), &mi, SHM_64M);
     }
     r.executor(node, &c, false);
@@ -342,7 +341,7 @@ pub fn case9(node: &mut Node, r: &mut Report) {
     if let Some(p) = r.step("probe new", node.probe(&b)) {
         r.served("2Gi, started after the restart", &p, 512 * MI, GI);
     }
-    let pa = r.step("probe first again", node.probe(&a)).unwrap_or_default();
+    let pa = r.text("probe first again", node.probe(&a));
     let sa = mount_at(&parse_mountinfo(&pa), "/dev/shm").and_then(MountInfo::size);
     r.seen("1Gi container after the 2Gi one", format!("/dev/shm {}", sz(sa)));
     r.check(sa == Some(GI), format!("the first container sees /dev/shm {}, want 1Gi", sz(sa)));

@@ -75,7 +75,11 @@ pub fn cri_call(sock: &Path, method: &str, request: &Value) -> Result<Value, Str
 /// `sock` that its CRI runtime is ready; panics with its log if it exits
 /// or does not.
 pub fn wait_cri_ready(daemon: &mut std::process::Child, sock: &Path, log: &Path) {
-    let read = || std::fs::read_to_string(log).unwrap_or_default();
+    // For the failure messages: a log that cannot be read says so in its place.
+    let read = || match std::fs::read_to_string(log) {
+        Ok(text) => text,
+        Err(e) => format!("(reading {}: {e})", log.display()),
+    };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         if let Ok(Some(status)) = daemon.try_wait() {
@@ -83,8 +87,11 @@ pub fn wait_cri_ready(daemon: &mut std::process::Child, sock: &Path, log: &Path)
         }
         if sock.exists() {
             if let Ok(status) = cri_call(sock, "Status", &json!({})) {
-                let conditions = status["status"]["conditions"].as_array().cloned().unwrap_or_default();
-                if conditions.iter().any(|c| c["type"] == "RuntimeReady" && c["status"] == true) {
+                // No conditions yet: not ready.
+                let conditions = status["status"]["conditions"].as_array();
+                if conditions
+                    .is_some_and(|c| c.iter().any(|c| c["type"] == "RuntimeReady" && c["status"] == true))
+                {
                     return;
                 }
             }

@@ -142,7 +142,7 @@ impl Dockerd {
 
     /// dockerd's own log.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("dockerd.log")).unwrap_or_default()
+        read_text(self.dir.join("dockerd.log"))
     }
 
     /// Its pid (`unshare` execs it, through `sh` where `/dev/shm` was mounted).

@@ -142,3 +142,25 @@ pub fn tree(dir: &Path) -> Tree {
     }
     out
 }
+
+/// The text of the file at `path`; a panic naming the path when it cannot
+/// be read. For a read whose text an assertion checks: a failed read must
+/// fail the test, not hand it an empty text that a negative check passes.
+#[track_caller]
+pub fn read_text(path: impl AsRef<Path>) -> String {
+    let path = path.as_ref();
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// The text of the file at `path`, or `None` when there is no file there
+/// (a log that nothing of ours has opened, a file a wait polls for); any
+/// other error panics naming the path.
+#[track_caller]
+pub fn read_text_if_any(path: impl AsRef<Path>) -> Option<String> {
+    let path = path.as_ref();
+    match std::fs::read_to_string(path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => panic!("reading {}: {e}", path.display()),
+    }
+}

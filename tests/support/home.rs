@@ -151,16 +151,17 @@ impl Seen {
         Seen {
             app_writable: out.lines().any(|l| l == "APP-WRITABLE"),
             app_planted: out.lines().any(|l| l == "APP-PLANTED"),
-            secret: field("SECRET").unwrap_or_default(),
+            secret: field("SECRET").unwrap_or_else(|| "(no SECRET line)".into()),
             opened: all("OPENED"),
             renamed: all("RENAMED"),
             caches: all("CACHE-WRITABLE"),
-            cache_stat: field("CACHESTAT").unwrap_or_default(),
+            // `stat` prints no line when there is no `HOME/.triton`.
+            cache_stat: field("CACHESTAT").unwrap_or_else(|| "(no HOME/.triton)".into()),
             cache_mount,
-            profile: field("PROFILE").unwrap_or_default(),
-            volume: field("VOLUME").unwrap_or_default(),
+            profile: field("PROFILE").unwrap_or_else(|| "(no PROFILE line)".into()),
+            volume: field("VOLUME").unwrap_or_else(|| "(no VOLUME line)".into()),
             writable: out.lines().any(|l| l == "HOME-WRITABLE"),
-            stat: field("STAT").unwrap_or_default(),
+            stat: field("STAT").unwrap_or_else(|| "(no STAT line)".into()),
             mount,
             home,
             out: out.to_string(),
@@ -339,7 +340,7 @@ pub fn pod_home(node: &mut Node, r: &mut Report) {
 
     let user = CtrOpts { image: Some(&image), user: Some(1000), ..CtrOpts::ro("uid1000", GI) };
     if let Some((c, seen)) = run(r, "uid 1000", user) {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let text = r.read(&log);
         let ours: Vec<&str> = text.lines().filter(|l| l.contains(&c)).collect();
         for f in seen.root_caches(1000) {
             r.check(false, format!("uid 1000: {f}"));
@@ -1082,8 +1083,8 @@ fn hostile_home(node: &mut Node, r: &mut Report, pod: &Pod, c: &Hostile, image: 
     }
     let Some(id) = r.step(&format!("{what}: start"), started) else { return };
     let script = format!("printf 'MINE=[%s]\\n' \"$(cat {}/{MINE} 2>&1)\"; {}", c.volume_at, probe_as_pid1());
-    let out = r.step(&format!("{what}: probe"), node.exec(&id, &["sh", "-c", &script])).map(|x| x.1);
-    let seen = Seen::parse(&out.unwrap_or_default());
+    let out = r.text(&format!("{what}: probe"), node.exec(&id, &["sh", "-c", &script]).map(|x| x.1));
+    let seen = Seen::parse(&out);
     r.seen(what, seen.summary());
     check_home(r, c, &seen);
     check_volume(r, c, &seen, &vol_dir);
@@ -1137,13 +1138,17 @@ fn check_env_and_log(node: &Node, r: &mut Report, c: &Hostile, id: &str, log: &P
     let what = c.name;
     // The environment the runtime got.
     if let Some(config) = r.step(&format!("{what}: the final config.json"), node.final_config(id)) {
-        let env = config["process"]["env"].as_array().cloned().unwrap_or_default();
-        let got = last_home(env.iter().filter_map(serde_json::Value::as_str));
-        let want = last_home(c.env.iter().copied());
-        r.check(got == want, format!("{what}: config.json's HOME is {got:?}, want {want:?}"));
+        match config["process"]["env"].as_array() {
+            Some(env) => {
+                let got = last_home(env.iter().filter_map(serde_json::Value::as_str));
+                let want = last_home(c.env.iter().copied());
+                r.check(got == want, format!("{what}: config.json's HOME is {got:?}, want {want:?}"));
+            }
+            None => r.check(false, format!("{what}: config.json has no process.env")),
+        }
     }
     // The log: the note, and the hook's warning about a HOME of / it leaves.
-    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let text = r.read(log);
     let lines: Vec<&str> = text.lines().filter(|l| l.contains(&format!("container {id}:"))).collect();
     let lines = lines.join("\n");
     r.seen(&format!("{what}: log"), &lines);

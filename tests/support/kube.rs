@@ -150,8 +150,14 @@ impl Containerd {
         c
     }
 
+    /// The text of `name` in the node's directory, for a failure message:
+    /// one that cannot be read says so in its place.
     fn read(&self, name: &str) -> String {
-        std::fs::read_to_string(self.dir.join(name)).unwrap_or_default()
+        let path = self.dir.join(name);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) => format!("(reading {}: {e})", path.display()),
+        }
     }
 
     pub fn ctr(&self) -> Command {
@@ -161,13 +167,17 @@ impl Containerd {
     }
 
     fn start_daemon(&mut self, config: &Path) {
-        let mut path = std::env::var_os("PATH").unwrap_or_default();
-        if let Some(first) = &self.bins.path_first {
-            let mut p = first.clone().into_os_string();
-            p.push(":");
-            p.push(&path);
-            path = p;
-        }
+        let inherited = std::env::var_os("PATH")
+            .unwrap_or_else(|| panic!("PATH is not set: containerd finds its shims on it"));
+        let path = match &self.bins.path_first {
+            Some(first) => {
+                let mut p = first.clone().into_os_string();
+                p.push(":");
+                p.push(&inherited);
+                p
+            }
+            None => inherited,
+        };
         let _ = std::fs::remove_file(self.dir.join("containerd.log"));
         let child = start_containerd(&self.holder, &self.bins.containerd, config, &self.dir, Some(&path));
         let daemon = self.daemon.insert(child);

@@ -273,7 +273,7 @@ impl Node {
     /// the plugin's name no container).
     pub fn log_of(&self, id: &str) -> Vec<String> {
         let tag = format!("container {id}:");
-        let text = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        let text = read_text(self.log_path());
         text.lines().filter(|l| l.contains(&tag)).map(String::from).collect()
     }
 
@@ -414,10 +414,8 @@ fn tree_of(dir: &Path) -> Vec<String> {
 fn node_mounts_under(node: &Node, dir: &Path) -> Vec<String> {
     let tables = node.mount_tables();
     let prefix = dir.display().to_string();
-    let mut under: Vec<String> = tables
-        .last()
-        .map(|(_, t)| t.as_slice())
-        .unwrap_or_default()
+    let (_, last) = tables.last().expect("the node's mount tables, its own last");
+    let mut under: Vec<String> = last
         .iter()
         .filter(|m| m.mount_point.starts_with(&prefix))
         .map(|m| format!("{} {} {}", m.mount_point, m.fstype, m.source))

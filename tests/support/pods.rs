@@ -40,7 +40,9 @@ pub const PROBE: &str = "cat /proc/self/mountinfo; \
     touch /tmp/probe 2>/dev/null && echo TMP-WRITABLE; \
     touch /dev/shm/probe 2>/dev/null && echo SHM-WRITABLE; true";
 
-/// How a pod's containers get our mounts.
+/// How a pod's containers on a CRI node get our mounts: the runtime handler
+/// a pod names, or the NRI plugin. (A bundle that a test runs with a
+/// runtime itself goes through a [`super::bundle::Via`] instead.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Executor {
     /// The RuntimeClass handler `oci-tmpfs`: the wrapper in spec mode.
@@ -63,6 +65,7 @@ impl Executor {
         }
     }
 
+    /// Its name in what a case prints.
     pub fn label(self) -> &'static str {
         match self {
             Executor::Spec => "wrapper mode spec",
@@ -96,6 +99,7 @@ impl Executor {
         }
     }
 
+    /// The host config's `mode` line for this way (none for the plugin).
     fn mode_line(self) -> &'static str {
         match self {
             Executor::Spec => "mode = \"spec\"\n",
@@ -205,7 +209,10 @@ pub fn hold_namespace(dir: &Path, extra: &str) -> Child {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !ready.exists() {
         if let Ok(Some(status)) = holder.try_wait() {
-            let log = std::fs::read_to_string(dir.join("ns.log")).unwrap_or_default();
+            let log = match std::fs::read_to_string(dir.join("ns.log")) {
+                Ok(text) => text,
+                Err(e) => format!("(reading {}: {e})", dir.join("ns.log").display()),
+            };
             panic!("the mount namespace setup failed ({status}): {log}");
         }
         assert!(Instant::now() < deadline, "the mount namespace was not ready within 20s");
@@ -370,8 +377,10 @@ impl Node {
         std::fs::write(&self.config, format!("{written}\n{entries}")).unwrap();
     }
 
+    /// The text of `name` in the node's directory (a log); a panic naming
+    /// the file when it cannot be read.
     pub fn read(&self, name: &str) -> String {
-        std::fs::read_to_string(self.dir.join(name)).unwrap_or_default()
+        read_text(self.dir.join(name))
     }
 
     /// The namespace's view of `path` (its `/etc`, `/dev/shm`).
@@ -708,7 +717,9 @@ pub fn kill_leftovers(holder: u32, cgroup_top: &str) {
     }
     collect_dirs(&Path::new("/sys/fs/cgroup").join(cgroup_top), &mut dirs);
     for d in &dirs {
-        for pid in std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default().lines() {
+        // Best effort: a cgroup that is gone already has no process to kill.
+        let Ok(procs) = std::fs::read_to_string(d.join("cgroup.procs")) else { continue };
+        for pid in procs.lines() {
             if let Ok(pid) = pid.trim().parse() {
                 kill(pid);
             }
@@ -875,6 +886,22 @@ impl Report {
     }
 
     /// A step that has to work for the rest to mean anything.
+    /// The text a step gave. A failed step is a failure of the case
+    /// already: its text is then empty, so that the checks that follow say
+    /// what they miss and the case still runs to its teardown.
+    pub fn text(&mut self, what: &str, r: Result<String, String>) -> String {
+        self.step(what, r).unwrap_or_default() // failed: empty, and the case failed already
+    }
+
+    /// The text of the file at `path`. A file that cannot be read is a
+    /// failure of the case, naming the path; the text is then empty (the
+    /// case has failed, so a check that the text lacks something cannot pass
+    /// it), and the case still runs to its teardown.
+    pub fn read(&mut self, path: &Path) -> String {
+        let read = std::fs::read_to_string(path).map_err(|e| format!("{e}"));
+        self.text(&format!("reading {}", path.display()), read)
+    }
+
     pub fn step<T>(&mut self, what: &str, r: Result<T, String>) -> Option<T> {
         match r {
             Ok(v) => Some(v),
@@ -980,10 +1007,11 @@ impl Report {
             .filter(|m| m["source"] == OURS || m["type"] == "tmpfs" && m["destination"] == "/tmp")
             .collect();
         self.check(ours.is_empty(), format!("{id}: mounts of ours in config.json: {ours:?}"));
-        let hooks = config["hooks"].as_object().cloned().unwrap_or_default();
+        // No hooks member: no hook at any stage.
+        let hooks = config["hooks"].as_object().into_iter().flatten();
         let path = node.hook.display().to_string();
         let mut at: Vec<String> = Vec::new();
-        for (stage, list) in &hooks {
+        for (stage, list) in hooks {
             for h in list.as_array().into_iter().flatten() {
                 if h["path"] == path.as_str() || h["args"][1] == "hook" {
                     at.push(stage.clone());

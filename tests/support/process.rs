@@ -82,7 +82,8 @@ pub fn run_with_stdin(cmd: &mut Command, stdin: Vec<u8>, timeout: Duration) -> O
 
 /// The absolute path of `bin` on `PATH`; panics when it is not installed.
 pub fn which(bin: &str) -> PathBuf {
-    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+    let path = std::env::var_os("PATH").unwrap_or_else(|| panic!("PATH is not set: no {bin} to find"));
+    std::env::split_paths(&path)
         .map(|d| d.join(bin))
         .find(|p| p.is_file())
         .unwrap_or_else(|| panic!("{bin} is not on PATH (tests/run.sh installs what the tests run)"))
@@ -147,11 +148,10 @@ impl Sleeper {
         format!("/proc/{}/ns/mnt", self.pid())
     }
 
-    /// Its mount table (empty once it is gone).
+    /// Its mount table; a panic naming the file when it cannot be read
+    /// (the `sleep` is gone).
     pub fn mounts(&self) -> Vec<super::MountInfo> {
-        super::parse_mountinfo(
-            &std::fs::read_to_string(format!("/proc/{}/mountinfo", self.pid())).unwrap_or_default(),
-        )
+        super::parse_mountinfo(&super::read_text(format!("/proc/{}/mountinfo", self.pid())))
     }
 }
 

@@ -52,7 +52,9 @@ pub fn state_of(host: &Path) -> serde_json::Value {
 /// The engines the state file says still owe a restart.
 pub fn pending(host: &Path) -> Vec<String> {
     let state = state_of(host);
-    let list = state["pending_restart"].as_array().cloned().unwrap_or_default();
+    let list = state["pending_restart"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}: the state has no pending_restart list: {state}", host.display()));
     list.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()
 }
 
