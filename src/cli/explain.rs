@@ -63,19 +63,8 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
     let host = input::host_facts()?;
     let rootfs = input::rootfs_path(&spec, bundle);
     let mut root = rootfs.as_deref().map(crate::spec::host::LazyRoot::new);
-    // As the runtime wrapper makes it: with the rootfs' /etc/passwd when
-    // HOME depends on it, and what the image holds under HOME.
-    let user = plan::UserFacts::HOOK;
-    let begun = plan::begin(&spec, None, &settings, host, &user)?;
-    let plan = match root.as_mut() {
-        Some(r) => plan::finish(begun, user, |q, user| {
-            if let Err(e) = crate::spec::host::answer(r, &spec, q, user) {
-                user.passwd = plan::Passwd::Unreadable(format!("cannot be read: {}", chain(&e)));
-            }
-            Ok::<(), plan::PlanError>(())
-        })?,
-        None => begun.unanswered(&user),
-    };
+    // As the runtime wrapper makes it, through the same function.
+    let plan = crate::spec::plan_in(&spec, &settings, host, root.as_mut())?;
     let carried = match (root.as_mut(), plan.enabled) {
         (Some(r), true) => {
             // The runtime the wrapper would exec: --runtime, else the host

@@ -140,24 +140,31 @@ fn carry(real: &str, contents: Contents, no_copy_up: Option<&str>) -> Result<boo
     }
 }
 
+/// The targets of `plan` left alone because the image gives their directory
+/// to another uid than the process's (a cache under `HOME`), each with its
+/// note: read before a missing one is made. The placing and `explain`'s
+/// routes both take this one check.
+fn not_the_processs<'p, R: Rootfs>(root: &mut R, plan: &'p Plan) -> Vec<(&'p str, Note)> {
+    targets(plan)
+        .filter(|(_, t)| t.image_owner.is_some())
+        .filter_map(|(target, tmpfs)| {
+            let uid = root.dir_stat(target).map(|(_, uid)| uid);
+            let note = crate::plan::landing::not_the_processs(target.as_str(), uid, tmpfs.image_owner)?;
+            Some((target.as_str(), note))
+        })
+        .collect()
+}
+
 /// [`place_targets`] in the opened rootfs `root`.
 fn place_in<R: Rootfs>(root: &mut R, plan: &Plan, no_copy_up: Option<&str>) -> Result<Placing, SysError> {
     let landings = landing::landings(root, &plan.spec_mounts);
     let mut out = Placed::default();
     let mut holding = Vec::new();
-    // A cache under HOME is left alone where the image gives its directory
-    // to another uid: read before a missing one is made.
-    let image_stats: Vec<(&str, Option<(u32, u32)>)> = targets(plan)
-        .filter(|(_, t)| t.image_owner.is_some())
-        .map(|(target, _)| (target.as_str(), root.dir_stat(target)))
-        .collect();
+    let not_theirs = not_the_processs(root, plan);
     for (target, tmpfs) in targets(plan) {
         let what = target.as_str();
-        let stat = image_stats.iter().find(|(t, _)| *t == what).and_then(|(_, st)| *st);
-        if let Some(note) =
-            crate::plan::landing::not_the_processs(what, stat.map(|(_, uid)| uid), tmpfs.image_owner)
-        {
-            out.refused.push((what.to_string(), note));
+        if let Some((_, note)) = not_theirs.iter().find(|(t, _)| *t == what) {
+            out.refused.push((what.to_string(), note.clone()));
             continue;
         }
         // A cache's mountpoint made here is the process's.
@@ -317,8 +324,15 @@ fn routes_in<R: Rootfs>(
 ) -> Result<(super::route::Executor, Vec<(String, Route)>), SysError> {
     use super::route::Executor;
     let landings = landing::landings(root, &plan.spec_mounts);
+    let not_theirs = not_the_processs(root, plan);
     let judged: Vec<(&str, Result<TargetPath, Note>, Limits)> = targets(plan)
-        .map(|(target, tmpfs)| (target.as_str(), root.judge_target(target, &landings), copy_limits(tmpfs)))
+        .map(|(target, tmpfs)| {
+            let judged = match not_theirs.iter().find(|(t, _)| *t == target.as_str()) {
+                Some((_, note)) => Err(note.clone()),
+                None => root.judge_target(target, &landings),
+            };
+            (target.as_str(), judged, copy_limits(tmpfs))
+        })
         .collect();
     let mut executor = executor.clone();
     let mut copy_up = Vec::new();
@@ -486,6 +500,31 @@ mod tests {
             "{routes:?}"
         );
         assert!(root.calls.is_empty(), "{:?}", root.calls);
+    }
+
+    /// A cache whose directory the image gives to another uid is left
+    /// alone by the placing and by `explain`'s routes alike, with the same
+    /// note: one owner check for both.
+    #[test]
+    fn routes_and_placing_leave_another_uids_cache_alone_alike() {
+        let entries = [("/home", Entry::Dir), ("/home/app", Entry::Dir), ("/home/app/.cache", Entry::Dir)];
+        let mut p = plan(&["/home/app/.cache"], &[]);
+        if let Action::MountTmpfs { tmpfs, .. } = &mut p.actions[0] {
+            tmpfs.image_owner = Some(1000);
+        }
+        let mut root = FakeRoot::new(&entries);
+        root.owners.insert("/home/app/.cache".into(), 0);
+        let to_spec = super::super::route::Executor::Spec;
+        let (_, routes) = routes_in(&mut root, &p, &to_spec, None).unwrap();
+        let Route::None { why, warn } = &routes[0].1 else { panic!("routed: {routes:?}") };
+        let placed = spec(place_in(&mut root, &p, None).unwrap());
+        assert_eq!(placed.refused.len(), 1, "{placed:?}");
+        assert_eq!((&placed.refused[0].1.reason, placed.refused[0].1.warn), (why, *warn));
+        assert!(placed.placed.is_empty() && root.calls.is_empty(), "{placed:?} {:?}", root.calls);
+        // The process's own directory: placed by both.
+        root.owners.insert("/home/app/.cache".into(), 1000);
+        let (_, routes) = routes_in(&mut root, &p, &to_spec, None).unwrap();
+        assert!(matches!(&routes[0].1, Route::Spec { .. }), "{routes:?}");
     }
 
     #[test]

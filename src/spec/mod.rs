@@ -196,6 +196,29 @@ fn tell(out: &mut Outcome, placed: &host::Placed, edit: &edit::Edit) {
     );
 }
 
+/// The plan for `spec` as the spec executor makes it, before the runtime
+/// mounts anything: with the rootfs' `/etc/passwd` when `HOME` depends on
+/// it, and what the image holds under `HOME`, read from `root` (none: no
+/// `root.path`, the questions unanswered). `explain` plans through here too.
+///
+/// # Errors
+/// Planning failed, or the rootfs could not be read to answer it.
+pub(crate) fn plan_in(
+    spec: &crate::oci::Spec,
+    settings: &HostConfig,
+    host: plan::HostFacts,
+    root: Option<&mut host::LazyRoot<'_>>,
+) -> Result<plan::Plan, SpecError> {
+    let user = plan::UserFacts::HOOK;
+    let begun = plan::begin(spec, None, settings, host, &user)?;
+    match root {
+        Some(root) => {
+            plan::finish(begun, user, |q, user| host::answer(root, spec, q, user).map_err(SpecError::from))
+        }
+        None => Ok(begun.unanswered(&user)),
+    }
+}
+
 /// The spec executor on one `config.json` value; returns whether it changed.
 fn in_spec(
     config: &mut bundle::Config<'_>,
@@ -222,16 +245,9 @@ fn in_spec(
         }
     };
     let host = input::host_facts()?;
-    let user = plan::UserFacts::HOOK;
-    let begun = plan::begin(&parsed, None, settings, host, &user)?;
     let rootfs = input::rootfs_path(&parsed, dir);
     let mut root = rootfs.as_deref().map(host::LazyRoot::new);
-    let plan = match root.as_mut() {
-        Some(root) => plan::finish(begun, user, |q, user| {
-            host::answer(root, &parsed, q, user).map_err(SpecError::from)
-        })?,
-        None => begun.unanswered(&user),
-    };
+    let plan = plan_in(&parsed, settings, host, root.as_mut())?;
     log::debug!("{}", plan.why);
     out.home = plan.home.as_ref().map(plan::HomeWay::line);
     if !plan.has_work() {
