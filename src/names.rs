@@ -49,7 +49,7 @@ pub(crate) const HOOK_FILE: &str = "oci-tmpfs-hook.json";
 /// Our NRI plugin's default name, as the runtime lists it (and a
 /// `required_plugins` entry names it): the DaemonSet's and the pre-registered
 /// entry's.
-pub(crate) const NRI_NAME: &str = "oci-tmpfs-hook";
+pub(crate) const NRI_NAME: &str = BINARY_NAME;
 /// Our NRI plugin's default index: late (docs/nri.md#beside-other-plugins).
 /// The runtime calls plugins in index order and hands each the container as
 /// the earlier ones adjusted it, so the plan sees every mount that other

@@ -341,7 +341,7 @@ fn manifest(args: &ExplainArgs, file: &Path) -> Result<ExitCode, Error> {
     let (workloads, skipped) = match found {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("oci-tmpfs-hook: {}", chain(&e));
+            eprintln!("{}", crate::process::logger::prefixed(None, &chain(&e)));
             return Ok(ExitCode::from(crate::error::EXIT_USAGE));
         }
     };

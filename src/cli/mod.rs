@@ -138,10 +138,7 @@ fn usage_error(subcommand: &str, kind: clap::error::ErrorKind, msg: impl std::fm
 /// Prints `oci-tmpfs-hook: [container ID: ]a: b: c` on stderr (and in the
 /// log file) and returns exit 1.
 pub fn print_error(err: &(dyn std::error::Error + '_)) -> ExitCode {
-    let line = match crate::process::logger::container() {
-        Some(id) => format!("oci-tmpfs-hook: container {id}: {}", chain(err)),
-        None => format!("oci-tmpfs-hook: {}", chain(err)),
-    };
+    let line = crate::process::logger::prefixed(crate::process::logger::container(), &chain(err));
     // One write(2), as the logger's lines: `eprintln!` writes the newline
     // apart, and a runtime reading the hook's stderr may split there.
     let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());

@@ -289,7 +289,7 @@ impl Plugin for Policy {
                 }
                 if fail {
                     log::error!("{line} (on_error = \"fail\": the container is not created)");
-                    Err(Refusal(format!("oci-tmpfs-hook: {line}")))
+                    Err(Refusal(crate::process::logger::prefixed(None, &line)))
                 } else {
                     log::warn!("{line} (on_error = \"warn\": the container starts without these mounts)");
                     Ok(None)

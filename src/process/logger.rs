@@ -17,6 +17,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+use crate::names::BINARY_NAME;
 use rustix::fs::{Mode, OFlags};
 
 pub use crate::names::LOG_ENV;
@@ -54,15 +55,20 @@ impl log::Log for Logger {
         };
         // Messages quote the container's env and annotations: one record, one line.
         let message = crate::error::escape_controls(&record.args().to_string());
-        let line = match self.id.get() {
-            Some(id) => format!("oci-tmpfs-hook: container {id}: {level}: {message}\n"),
-            None => format!("oci-tmpfs-hook: {level}: {message}\n"),
-        };
+        let line = prefixed(self.id.get().map(String::as_str), &format!("{level}: {message}\n"));
         let _ = std::io::stderr().write_all(line.as_bytes());
         append(&self.file, &line);
     }
 
     fn flush(&self) {}
+}
+
+/// `text` as every line we print starts: `oci-tmpfs-hook: [container ID: ]text`.
+pub(crate) fn prefixed(container: Option<&str>, text: &str) -> String {
+    match container {
+        Some(id) => format!("{BINARY_NAME}: container {id}: {text}"),
+        None => format!("{BINARY_NAME}: {text}"),
+    }
 }
 
 fn parse_level(text: &str) -> Option<log::LevelFilter> {
