@@ -107,6 +107,11 @@ mod tests {
 
     use super::*;
     use crate::host_config::HostConfig;
+    use crate::plan::enable;
+    use crate::plan::fixtures::{base, plan, shm, tmpfs_targets, with, GI, MI};
+    use crate::plan::{
+        Action, Plan, ShmSource, SizeFrom, ANNOTATION_ENABLED, ANNOTATION_SHM_SIZE, ANNOTATION_TMP_SIZE,
+    };
     use crate::size::Bytes;
 
     fn spec(v: serde_json::Value) -> Spec {
@@ -221,5 +226,156 @@ mod tests {
         }
         let none = spec(json!({"ociVersion": "1.0.2", "root": {"path": "r"}}));
         assert!(unserved(&none).is_some(), "no linux section: no mount namespace");
+    }
+
+    #[test]
+    fn read_only_root_gets_tmp_and_shm() {
+        let p = plan(&base());
+        assert!(p.enabled);
+        assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), 4 * GI)]);
+        assert_eq!(shm(&p), Some((8 * GI, ShmSource::Tmpfs { size: Some(Bytes(64 * MI)) })));
+    }
+
+    #[test]
+    fn writable_root_is_left_alone() {
+        let p = plan(&with(base(), "/root/readonly", json!(false)));
+        assert!(!p.enabled && p.actions.is_empty());
+        let p = plan(&with(base(), "/root", json!({"path": "rootfs"})));
+        assert!(!p.enabled && p.actions.is_empty());
+    }
+
+    #[test]
+    fn annotations_override() {
+        type Case = (&'static str, serde_json::Value, bool, Option<u64>, Option<u64>);
+        let cases: &[Case] = &[
+            ("force on", json!({"path": "rootfs"}), true, Some(4 * GI), Some(8 * GI)),
+            ("force off", json!({"path": "rootfs", "readonly": true}), false, None, None),
+        ];
+        for (name, root, on, tmp, shm_size) in cases {
+            let mut c = with(base(), "/root", root.clone());
+            let v = if *on { "true" } else { "false" };
+            c = with(c, "/annotations", json!({ ANNOTATION_ENABLED: v }));
+            let p = plan(&c);
+            assert_eq!(p.enabled, *on, "{name}");
+            assert_eq!(tmpfs_targets(&p).first().map(|t| t.1), *tmp, "{name}");
+            assert_eq!(shm(&p).map(|s| s.0), *shm_size, "{name}");
+        }
+        let c =
+            with(base(), "/annotations", json!({ANNOTATION_TMP_SIZE: "512Mi", ANNOTATION_SHM_SIZE: "2g"}));
+        let p = plan(&c);
+        assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), 512 * MI)]);
+        assert_eq!(shm(&p).unwrap().0, 2 * GI);
+        let Action::MountTmpfs { tmpfs, .. } = &p.actions[0] else { panic!() };
+        assert_eq!(tmpfs.size.from, SizeFrom::Annotation(ANNOTATION_TMP_SIZE));
+    }
+
+    /// Without a mount namespace of its own (no entry, or one with a path)
+    /// nothing can be mounted safely: the container is left alone with one
+    /// warning, not refused.
+    #[test]
+    fn without_an_own_mount_namespace_the_container_is_left_alone() {
+        let cases = [
+            ("no mount entry", json!([{"type": "pid"}]), "no \"mount\" entry"),
+            ("joined", json!([{"type": "mount", "path": "/proc/1/ns/mnt"}]), "(path /proc/1/ns/mnt)"),
+            (
+                "not a mount ns",
+                json!([{"type": "mount", "path": "/proc/self/ns/net"}]),
+                "(path /proc/self/ns/net)",
+            ),
+        ];
+        for (name, namespaces, needle) in cases {
+            for (enabled_by, c) in [
+                ("read-only root", base()),
+                (
+                    "annotation",
+                    with(
+                        with(base(), "/root/readonly", json!(false)),
+                        "/annotations",
+                        json!({ANNOTATION_ENABLED: "true"}),
+                    ),
+                ),
+            ] {
+                let p = plan(&with(c, "/linux/namespaces", namespaces.clone()));
+                assert!(!p.enabled && p.actions.is_empty(), "{name}, {enabled_by}: {p:?}");
+                assert!(p.why.ends_with(enable::NO_OWN_MOUNT_NAMESPACE), "{name}: {}", p.why);
+                assert_eq!(p.off, Some(Off::NoMountNamespace), "{name}, {enabled_by}");
+                let warnings: Vec<&Note> = p.notes.iter().filter(|n| n.warn).collect();
+                assert_eq!(warnings.len(), 1, "{name}, {enabled_by}: {:?}", p.notes);
+                assert!(warnings[0].reason.contains(needle), "{name}: {:?}", warnings[0].reason);
+            }
+        }
+        // Not enabled: no warning, nothing to do.
+        let c = with(with(base(), "/linux/namespaces", json!([])), "/root/readonly", json!(false));
+        let p = plan(&c);
+        assert!(!p.enabled && p.notes.is_empty(), "{p:?}");
+    }
+
+    #[test]
+    fn user_namespace_root_owns_the_tmpfs() {
+        let mut c = base();
+        c["linux"]["namespaces"].as_array_mut().unwrap().push(json!({"type": "user"}));
+        c["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+        c["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": 200000, "size": 65536}]);
+        assert_eq!(plan(&c).owner, Some(Owner { uid: 100000, gid: 200000 }));
+        // A user namespace joined by path (a hostUsers: false pod's app
+        // container) maps through the spec's mappings as well.
+        let mut joined = c.clone();
+        joined["linux"]["namespaces"][2] = json!({"type": "user", "path": "/proc/9/ns/user"});
+        assert_eq!(plan(&joined).owner, Some(Owner { uid: 100000, gid: 200000 }));
+        // Joined without mappings in the spec, unmapped root, or no user
+        // namespace: root.
+        let mut bare = joined.clone();
+        bare["linux"].as_object_mut().unwrap().remove("uidMappings");
+        assert_eq!(plan(&bare).owner, None);
+        let mut unmapped = c.clone();
+        unmapped["linux"]["uidMappings"] = json!([{"containerID": 1000, "hostID": 100000, "size": 1}]);
+        assert_eq!(plan(&unmapped).owner, None);
+        assert_eq!(plan(&base()).owner, None);
+    }
+
+    /// An app container of a `hostUsers: false` pod as containerd's CRI
+    /// writes it (the sandbox's user namespace by path, its mappings, the
+    /// pod shm bound at `/dev/shm`): every tmpfs the hook mounts, `/tmp` and
+    /// a fresh `/dev/shm` alike, and the pod shm it grows, belong to the host
+    /// ids of the container's root; `/tmp`'s spec entry names no owner (the
+    /// runtime mounts it inside the namespace, where it is root's already).
+    #[test]
+    fn a_joined_user_namespace_maps_the_owner_of_every_tmpfs() {
+        let root = Owner { uid: 1 << 20, gid: (1 << 20) + 65536 };
+        let mut c = with(base(), "/annotations", json!({"io.kubernetes.cri.container-type": "container"}));
+        c["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "user", "path": "/proc/42/ns/user"}));
+        c["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": root.uid, "size": 65536}]);
+        c["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": root.gid, "size": 65536}]);
+        c["mounts"][2] = json!({"destination": "/dev/shm", "type": "bind", "source": "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/p/shm", "options": ["rbind", "rprivate", "rw"]});
+        let owners = |p: &Plan| -> Vec<(String, Option<Owner>, Vec<String>)> {
+            p.actions
+                .iter()
+                .map(|a| match a {
+                    Action::MountTmpfs { target, tmpfs, .. } => {
+                        (target.to_string(), tmpfs.owner, tmpfs.spec_options())
+                    }
+                    Action::Shm { way, tmpfs, .. } => {
+                        (format!("/dev/shm {way:?}"), tmpfs.owner, tmpfs.options())
+                    }
+                })
+                .collect()
+        };
+        let ids = [format!("uid={}", root.uid), format!("gid={}", root.gid)];
+        let p = plan(&c);
+        let got = owners(&p);
+        assert_eq!(got.len(), 2, "{p:?}");
+        assert_eq!((got[0].0.as_str(), got[0].1), ("/tmp", Some(root)));
+        assert!(!got[0].2.iter().any(|o| o.starts_with("uid=") || o.starts_with("gid=")), "{:?}", got[0].2);
+        assert_eq!((got[1].0.as_str(), got[1].1), ("/dev/shm Grow", Some(root)));
+        let Action::MountTmpfs { tmpfs, .. } = &p.actions[0] else { panic!("{p:?}") };
+        assert!(ids.iter().all(|i| tmpfs.options().contains(i)), "the hook's options: {:?}", tmpfs.options());
+        // No /dev/shm in the spec: the fresh one is the container root's too.
+        c["mounts"].as_array_mut().unwrap().remove(2);
+        let got = owners(&plan(&c));
+        assert_eq!((got[1].0.as_str(), got[1].1), ("/dev/shm Fresh", Some(root)));
+        assert!(ids.iter().all(|i| got[1].2.contains(i)), "{:?}", got[1].2);
     }
 }

@@ -233,3 +233,40 @@ impl<'a> SpecMounts<'a> {
         self.0.iter().find(|(d, _)| d != "/" && path.is_under(d)).map(|(d, _)| d.as_str())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::plan::fixtures::{base, decide_with, tmpfs_targets, with, GI, MI, RAM};
+    use crate::plan::{decide, ANNOTATION_TMP_SIZE};
+
+    #[test]
+    fn state_annotations_used_when_spec_has_none() {
+        let spec: Spec = serde_json::from_value(base()).unwrap();
+        let ann = HashMap::from([(ANNOTATION_TMP_SIZE.to_string(), "64m".to_string())]);
+        let p = decide(&Inputs {
+            spec: &spec,
+            state_annotations: Some(&ann),
+            settings: &HostConfig::default(),
+            host_ram: RAM,
+            user: &UserFacts::HOOK,
+        })
+        .unwrap();
+        assert_eq!(tmpfs_targets(&p)[0].1, 64 * MI);
+    }
+
+    #[test]
+    fn ignored_annotations_are_noted() {
+        let s = HostConfig::parse("annotations = \"ignore\"").unwrap();
+        let c =
+            with(base(), "/annotations", json!({ANNOTATION_TMP_SIZE: "1Mi", ANNOTATION_ENABLED: "false"}));
+        let p = decide_with(&c, &s).unwrap();
+        assert!(p.enabled, "the enable annotation is ignored too");
+        assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), 4 * GI)]);
+        assert_eq!(p.notes.iter().filter(|n| n.reason.contains("ignore")).count(), 2, "{:?}", p.notes);
+    }
+}

@@ -413,6 +413,13 @@ pub fn passwd_home(bytes: &[u8], uid: u32) -> Passwd {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    use crate::host_config::HostConfig;
+    use crate::plan::fixtures::{
+        decide_with, dir, home_plan, home_plan_in, tmpfs_targets, user_env, with, GI,
+    };
+    use crate::plan::{read_paths, Action, HomeWay, Origin, Plan, Question, Tmpfs, HOME_MODE};
 
     #[test]
     fn passwd_home_table() {
@@ -441,5 +448,417 @@ mod tests {
         for (bytes, uid, want) in cases {
             assert_eq!(&passwd_home(bytes, *uid), want, "{:?} uid {uid}", String::from_utf8_lossy(bytes));
         }
+    }
+
+    /// The targets that are caches under `HOME`.
+    fn caches_of(p: &Plan) -> Vec<String> {
+        p.actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::MountTmpfs { target, origins, .. }
+                    if origins.iter().any(|o| matches!(o, Origin::HomeCache(_))) =>
+                {
+                    Some(target.to_string())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The caches left alone, each with its reason.
+    fn left_of(p: &Plan) -> Vec<(String, String)> {
+        match &p.home {
+            Some(HomeWay::Caches { left, .. }) => {
+                left.iter().map(|l| (l.cache.clone(), l.why.clone())).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// How many caches are neither mounted nor under a mount: each is left
+    /// alone with a reason.
+    fn left_count(s: &HostConfig, p: &Plan) -> usize {
+        let Some(HomeWay::Caches { home, mounts, .. }) = &p.home else { return 0 };
+        let base = home.trim_end_matches('/');
+        s.home_caches
+            .iter()
+            .filter(|c| {
+                let full = format!("{base}/{c}");
+                !mounts.iter().any(|m| full == *m || full.starts_with(&format!("{m}/")))
+            })
+            .count()
+    }
+
+    /// The top-level cache directories of the default `home_caches` under
+    /// `home`, in the list's order: what a home holding none of them gets.
+    fn tops(home: &str) -> Vec<String> {
+        let base = home.trim_end_matches('/');
+        [".cache", ".config", ".triton", ".cupy", ".nv"].iter().map(|c| format!("{base}/{c}")).collect()
+    }
+
+    #[test]
+    fn the_default_caches_are_the_tools_own_directories() {
+        let s = HostConfig::default();
+        assert_eq!(
+            read_paths(&s.home_caches).join(" "),
+            ".cache .config .triton .cupy .nv .cache/torch .cache/torch_extensions .cache/huggingface \
+             .cache/pip .cache/numba .cache/vllm .cache/matplotlib .config/matplotlib .config/vllm"
+        );
+        // Keras uses /tmp/.keras when HOME itself is not writable: a tmpfs at
+        // ~/.keras would never be used (docs/design.md#home-caches).
+        assert!(!s.home_caches.iter().any(|c| c.contains("keras")));
+    }
+
+    #[test]
+    fn home_comes_from_env_then_passwd_then_the_runtimes_root() {
+        let s = HostConfig::default();
+        // HOME in the env: no passwd read, whatever the executor.
+        let p = home_plan(&user_env(0, 0, &["HOME=/root"]), &s, Passwd::NotRead, 0);
+        assert_eq!((caches_of(&p), p.passwd_uid), (tops("/root"), None));
+        // HOME from the image's passwd entry.
+        let p = home_plan(&user_env(1000, 1000, &[]), &s, Passwd::Entry("/home/app".into()), 1000);
+        assert_eq!(caches_of(&p), tops("/home/app"));
+        // No entry: the runtime's `/`, whose caches are made in `/` (root's).
+        let p = home_plan(&user_env(1000, 1000, &[]), &s, Passwd::NoEntry, 0);
+        assert_eq!(caches_of(&p), tops("/"));
+        assert!(matches!(&p.home, Some(HomeWay::Caches { home, .. }) if home == "/"), "{:?}", p.home);
+        // Not read yet: the plan asks, first for the passwd entry, then for the home.
+        let p = decide_with(&user_env(1000, 1000, &[]), &s).unwrap();
+        assert_eq!(p.question(), Some(Question::Passwd(1000)));
+        let p = decide_with(&user_env(0, 0, &["HOME=/root"]), &s).unwrap();
+        assert_eq!(p.question(), Some(Question::HomeDir("/root".into(), read_paths(&s.home_caches))));
+        assert!(caches_of(&p).is_empty(), "nothing planned before the answer");
+    }
+
+    #[test]
+    fn home_itself_never_gets_a_tmpfs() {
+        let s = HostConfig::default();
+        for read in [
+            vec![("", Found::Missing)],
+            vec![("", dir(0, true))],
+            vec![("", dir(0, false))],
+            vec![("", dir(0, false)), (".cache", dir(0, true))],
+        ] {
+            let p = home_plan_in(&user_env(0, 0, &["HOME=/root"]), &s, Passwd::NotRead, &read);
+            assert!(!tmpfs_targets(&p).iter().any(|(t, _)| t == "/root"), "{read:?}: {p:?}");
+            assert!(caches_of(&p).iter().all(|c| c.starts_with("/root/.")), "{read:?}: {p:?}");
+        }
+    }
+
+    /// Where each cache's tmpfs goes, from what the image holds: the
+    /// shallowest directory below HOME along its path that is missing or
+    /// empty and may be the process's; a symlink, a file, a mount, another
+    /// uid's directory leave the cache alone, and the image's files stay.
+    #[test]
+    fn home_rule_table() {
+        let s = HostConfig::default();
+        // Under .cache, the default caches but torch's.
+        let other_cache_tools: Vec<&str> = crate::host_config::DEFAULT_HOME_CACHES
+            .into_iter()
+            .filter(|c| c.starts_with(".cache/") && *c != ".cache/torch")
+            .collect();
+        let other_cache = |home: &str, mount: &[&str]| {
+            let mut v: Vec<String> = mount.iter().map(|m| format!("{home}/{m}")).collect();
+            v.extend([".config", ".triton", ".cupy", ".nv"].iter().map(|c| format!("{home}/{c}")));
+            v
+        };
+        type Case<'a> = (&'a str, u32, Vec<(&'a str, Found)>, Vec<String>, &'a [(&'a str, &'a str)]);
+        let filled_cache = [
+            ("", dir(0, false)),
+            (".cache", dir(0, false)),
+            (".cache/pip", dir(0, false)),
+            (".cache/huggingface", dir(0, false)),
+            (".cache/torch", dir(0, true)),
+        ];
+        let cases: Vec<Case<'_>> = vec![
+            ("a home of the process's, none of the caches", 0, vec![("", dir(0, false))], tops("/h"), &[]),
+            ("a home missing from the image", 1000, vec![("", Found::Missing)], tops("/h"), &[]),
+            ("an empty home of the process's", 1000, vec![("", dir(1000, true))], tops("/h"), &[]),
+            (
+                "another uid's empty home",
+                1000,
+                vec![("", dir(0, true))],
+                vec![],
+                &[(".nv", "belongs to uid 0")],
+            ),
+            (
+                "an empty .cache of the process's takes every .cache/*",
+                1000,
+                vec![("", dir(1000, false)), (".cache", dir(1000, true))],
+                tops("/h"),
+                &[],
+            ),
+            (
+                "a .cache holding the image's files: each tool's own directory",
+                0,
+                filled_cache.to_vec(),
+                other_cache(
+                    "/h",
+                    &[
+                        ".cache/torch",
+                        ".cache/torch_extensions",
+                        ".cache/numba",
+                        ".cache/vllm",
+                        ".cache/matplotlib",
+                    ],
+                ),
+                &[
+                    (".cache/huggingface", "holds the image's files"),
+                    (".cache/pip", "holds the image's files"),
+                ],
+            ),
+            (
+                "another uid's home: no mountpoint is made in it",
+                1000,
+                vec![("", dir(0, false))],
+                vec![],
+                &[(".cache/torch", "belongs to uid 0"), (".triton", "belongs to uid 0")],
+            ),
+            (
+                "another uid's empty .cache",
+                1000,
+                vec![("", dir(1000, false)), (".cache", dir(0, true))],
+                other_cache("/h", &[]),
+                &[(".cache/torch", "gives /h/.cache to uid 0")],
+            ),
+            (
+                "another uid's .cache holding files",
+                1000,
+                vec![("", dir(1000, false)), (".cache", dir(0, false))],
+                other_cache("/h", &[]),
+                &[(".cache/huggingface", "/h/.cache belongs to uid 0")],
+            ),
+            (
+                "a .cache that is a symlink out of HOME",
+                0,
+                vec![("", dir(0, false)), (".cache", Found::Symlink)],
+                other_cache("/h", &[]),
+                &[(".cache/torch", "symlink"), (".cache/pip", "symlink")],
+            ),
+            (
+                "a .cache that is a file",
+                0,
+                vec![("", dir(0, false)), (".cache", Found::Other)],
+                other_cache("/h", &[]),
+                &[(".cache/numba", "something other than a directory")],
+            ),
+            (
+                "a .cache that is a mount",
+                0,
+                vec![("", dir(0, false)), (".cache", Found::Mount)],
+                other_cache("/h", &[]),
+                &[(".cache/torch", "mount point")],
+            ),
+            (
+                "a tool's directory that is a symlink",
+                0,
+                vec![("", dir(0, false)), (".cache", dir(0, false)), (".cache/torch", Found::Symlink)],
+                other_cache("/h", &other_cache_tools),
+                &[(".cache/torch", "symlink")],
+            ),
+        ];
+        for (name, uid, read, want, left) in cases {
+            let p = home_plan_in(&user_env(uid, uid, &["HOME=/h"]), &s, Passwd::NotRead, &read);
+            let mut got = caches_of(&p);
+            got.sort();
+            let mut want = want.clone();
+            want.sort();
+            assert_eq!(got, want, "{name}");
+            let l = left_of(&p);
+            for (cache, why) in left {
+                assert!(
+                    l.iter().any(|(c, w)| c == cache && w.contains(why)),
+                    "{name}: {cache}: {why}: {l:#?}"
+                );
+            }
+            assert_eq!(l.len(), left_count(&s, &p), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_home_that_is_not_a_directory_or_a_volume_is_left_alone() {
+        let s = HostConfig::default();
+        for (read, why, warn) in
+            [(Found::Mount, "a volume", false), (Found::Other, "something other than a directory", true)]
+        {
+            let p = home_plan_in(&user_env(0, 0, &["HOME=/h"]), &s, Passwd::NotRead, &[("", read)]);
+            assert!(caches_of(&p).is_empty(), "{p:?}");
+            assert!(p.notes.iter().any(|n| n.warn == warn && n.reason.contains(why)), "{:?}", p.notes);
+            assert!(matches!(p.home, Some(HomeWay::LeftAlone { .. })));
+        }
+        // A volume at HOME, or above it, in the spec.
+        for dest in ["/h", "/"] {
+            let mut c = user_env(0, 0, &["HOME=/h/u"]);
+            let dest = if dest == "/" { "/h" } else { dest };
+            c["mounts"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"destination": dest, "type": "bind", "source": "/srv"}));
+            let p = home_plan(&c, &s, Passwd::NotRead, 0);
+            assert!(caches_of(&p).is_empty() && p.home_dir.is_none(), "{p:?}");
+        }
+        // HOME in a temp dir: its tmpfs holds the caches.
+        let p = home_plan(&user_env(0, 0, &["HOME=/tmp/u"]), &s, Passwd::NotRead, 0);
+        assert!(caches_of(&p).is_empty() && p.notes.iter().any(|n| n.reason.contains("temp tmpfs")), "{p:?}");
+    }
+
+    /// A volume on a cache's path: never covered; the walk goes past a
+    /// directory holding one, which the runtime makes (root's) when missing.
+    #[test]
+    fn a_volume_under_home_is_never_covered() {
+        let s = HostConfig::default();
+        let mut c = user_env(0, 0, &["HOME=/root"]);
+        c["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"destination": "/root/.cache/huggingface", "type": "bind", "source": "/srv/hf"}));
+        let p = home_plan_in(&c, &s, Passwd::NotRead, &[("", dir(0, false))]);
+        let got = caches_of(&p);
+        assert!(
+            got.contains(&"/root/.cache/torch".to_string()) && got.contains(&"/root/.triton".to_string()),
+            "{got:?}"
+        );
+        assert!(
+            !got.iter().any(|g| g == "/root/.cache" || g.starts_with("/root/.cache/huggingface")),
+            "{got:?}"
+        );
+        assert!(left_of(&p).iter().any(|(c, w)| c == ".cache/huggingface" && w.contains("volume")));
+        // uid 1000: the runtime's .cache is root's, so no mountpoint in it.
+        let mut c1000 = c.clone();
+        c1000["process"]["user"] = json!({"uid": 1000, "gid": 1000});
+        c1000["process"]["env"] = json!(["HOME=/root"]);
+        let p = home_plan_in(&c1000, &s, Passwd::NotRead, &[("", dir(1000, false))]);
+        assert!(!caches_of(&p).iter().any(|g| g.starts_with("/root/.cache")), "{p:?}");
+        assert!(caches_of(&p).contains(&"/root/.triton".to_string()));
+        // An empty .cache in the image holding a volume: the other
+        // .cache/* caches get their own directories, never .cache itself.
+        let p = home_plan_in(&c, &s, Passwd::NotRead, &[("", dir(0, false)), (".cache", dir(0, true))]);
+        let got = caches_of(&p);
+        assert!(
+            got.contains(&"/root/.cache/torch".to_string()) && !got.contains(&"/root/.cache".to_string()),
+            "{got:?}"
+        );
+        // A volume at .cache: every .cache/* cache is the volume's.
+        let mut c = user_env(0, 0, &["HOME=/root"]);
+        c["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"destination": "/root/.cache", "type": "bind", "source": "/srv"}));
+        let p = home_plan_in(&c, &s, Passwd::NotRead, &[("", dir(0, false))]);
+        assert!(!caches_of(&p).iter().any(|g| g.starts_with("/root/.cache")), "{p:?}");
+        assert_eq!(caches_of(&p).len(), 4, "{p:?}");
+    }
+
+    /// Each cache tmpfs is the process's, mode 0700, exec allowed, and the
+    /// caches share `home_size`.
+    #[test]
+    fn cache_tmpfs_share_home_size_and_belong_to_the_process() {
+        let s = HostConfig::parse("noexec = true").unwrap();
+        let p = home_plan_in(
+            &user_env(1000, 100, &["HOME=/home/u"]),
+            &s,
+            Passwd::NotRead,
+            &[("", Found::Missing)],
+        );
+        let caches: Vec<&Tmpfs> = p
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::MountTmpfs { origins, tmpfs, .. }
+                    if origins.iter().any(|o| matches!(o, Origin::HomeCache(_))) =>
+                {
+                    Some(tmpfs)
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(caches.len(), 5);
+        let budget = 4 * GI; // 25% of the 16 GiB host
+        for t in &caches {
+            assert_eq!(t.size.bytes.0, ((budget / 5) >> 20) << 20, "whole MiB: {t:?}");
+            assert_eq!((t.mode, t.noexec, t.nosuid, t.nodev), (HOME_MODE, false, true, true));
+            assert_eq!(t.owner, Some(Owner { uid: 1000, gid: 100 }));
+            assert_eq!(t.user, Some(Owner { uid: 1000, gid: 100 }));
+            assert_eq!((t.image_owner, t.own_from.as_deref()), (Some(1000), Some("/home/u")));
+        }
+        let line = p.home.as_ref().unwrap().line();
+        assert!(line.contains("home_size 4Gi shared") && line.contains("read-only"), "{line}");
+        // The temp tmpfs keep `noexec`.
+        assert!(p.actions.iter().any(|a| a.target() == "/tmp" && a.tmpfs().noexec));
+        // Off by the setting or the annotation; a bad annotation is an error.
+        let off = HostConfig::parse("home = false").unwrap();
+        assert!(caches_of(&home_plan(&user_env(0, 0, &["HOME=/root"]), &off, Passwd::NotRead, 0)).is_empty());
+        let c = with(user_env(0, 0, &["HOME=/root"]), "/annotations", json!({ANNOTATION_HOME: "false"}));
+        assert!(caches_of(&home_plan(&c, &s, Passwd::NotRead, 0)).is_empty());
+        let c = with(user_env(0, 0, &["HOME=/root"]), "/annotations", json!({ANNOTATION_HOME: "yes"}));
+        assert!(decide_with(&c, &s).is_err());
+    }
+
+    #[test]
+    fn bad_homes_are_left_alone_with_a_note() {
+        let s = HostConfig::default();
+        let cases: &[(&[&str], &str)] = &[
+            (&["HOME=/etc"], "system directory"),
+            (&["HOME=/proc/self"], "system directory"),
+            (&["HOME=/usr/local"], "system directory"),
+            (&["HOME=home/u"], "not an absolute path"),
+            (&["HOME=/home/../etc"], "'..'"),
+            (&["HOME="], "is empty"),
+        ];
+        for (env, why) in cases {
+            let p = home_plan(&user_env(1000, 1000, env), &s, Passwd::NotRead, 1000);
+            assert_eq!((caches_of(&p), p.passwd_uid), (vec![], None), "{env:?}");
+            assert!(p.notes.iter().any(|n| n.warn && n.reason.contains(why)), "{env:?}: {:?}", p.notes);
+            assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), 4 * GI)], "{env:?}");
+        }
+        // A passwd home of /../.. (normalises to /) is refused.
+        let p = home_plan(&user_env(9, 9, &[]), &s, Passwd::Entry("/../..".into()), 9);
+        assert!(
+            caches_of(&p).is_empty() && p.notes.iter().any(|n| n.reason.contains("'..'")),
+            "{:?}",
+            p.notes
+        );
+        // Two HOME= entries: the last is the one the process gets.
+        let p = home_plan(&user_env(0, 0, &["HOME=/first", "HOME=/second"]), &s, Passwd::NotRead, 0);
+        assert_eq!(caches_of(&p), tops("/second"));
+        // Notes say it once, without "left alone" twice.
+        for (case, p) in [
+            (
+                "unreadable",
+                home_plan(&user_env(1000, 0, &[]), &s, Passwd::Unreadable("is not a regular file".into()), 0),
+            ),
+            ("unknown", home_plan(&user_env(1000, 0, &[]), &s, Passwd::Unknown, 0)),
+        ] {
+            let home: Vec<&Note> = p.notes.iter().filter(|n| n.subject.contains("HOME")).collect();
+            assert_eq!(home.len(), 1, "{case}: {:?}", p.notes);
+            assert!(!home[0].reason.to_lowercase().contains("left alone"), "{case}: {:?}", home[0]);
+        }
+    }
+
+    /// Under a user namespace the caches belong to the process's host ids,
+    /// and the image's directories are compared in host ids.
+    #[test]
+    fn home_owner_in_a_user_namespace() {
+        let mut c = user_env(1000, 1000, &["HOME=/home/u"]);
+        c["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "user", "path": "/proc/3/ns/user"}));
+        c["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+        c["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": 200000, "size": 65536}]);
+        let p = home_plan(&c, &HostConfig::default(), Passwd::NotRead, 101000);
+        assert_eq!(caches_of(&p), tops("/home/u"));
+        let t = p.actions.iter().find(|a| a.target() == "/home/u/.triton").unwrap().tmpfs();
+        assert_eq!(
+            (t.owner, t.user),
+            (Some(Owner { uid: 101000, gid: 201000 }), Some(Owner { uid: 1000, gid: 1000 }))
+        );
+        // The container's uid 1000 is host 101000: a home of host uid 1000 is not its own.
+        let p = home_plan(&c, &HostConfig::default(), Passwd::NotRead, 1000);
+        assert!(caches_of(&p).is_empty(), "{p:?}");
+        // Unmapped: left alone with a note.
+        c["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 1}]);
+        let p = home_plan(&c, &HostConfig::default(), Passwd::NotRead, 101000);
+        assert!(caches_of(&p).is_empty() && p.notes.iter().any(|n| n.reason.contains("maps no host id")));
     }
 }

@@ -1,6 +1,7 @@
 //! The plan as data: [`Plan`], its [`Action`]s with each [`Tmpfs`] whole,
 //! the [`Note`]s that say why something was left alone, and where sizes came
-//! from. Made by [`super::decide`], read by every executor and `explain`.
+//! from. Made by [`super::plan_for`] or [`super::begin`] and
+//! [`super::finish`], read by every executor and `explain`.
 
 use serde::Serialize;
 
@@ -496,63 +497,6 @@ impl Action {
     pub fn tmpfs(&self) -> &Tmpfs {
         match self {
             Action::MountTmpfs { tmpfs, .. } | Action::Shm { tmpfs, .. } => tmpfs,
-        }
-    }
-}
-
-/// Plans built by hand for the executors' unit tests.
-#[cfg(test)]
-pub(crate) mod fixtures {
-    use super::*;
-
-    /// A tmpfs of `bytes` as the plan makes one for a temp target
-    /// (mode 1777, `nosuid,nodev`), owned by `owner`.
-    pub(crate) fn tmpfs(bytes: u64, owner: Option<Owner>) -> Tmpfs {
-        let size = Sizing {
-            bytes: Bytes(bytes),
-            requested: "x".into(),
-            from: SizeFrom::Default,
-            basis: Basis::Absolute,
-            basis_bytes: None,
-            capped: None,
-        };
-        Tmpfs {
-            size,
-            nr_inodes: None,
-            mode: TMPFS_MODE,
-            nosuid: true,
-            nodev: true,
-            noexec: false,
-            owner,
-            user: None,
-            image_owner: None,
-            own_from: None,
-            label: None,
-        }
-    }
-
-    /// The plan for `spec` on a 16 GiB host, as the hook makes it before
-    /// reading `/etc/passwd`.
-    pub(crate) fn plan_of(
-        spec: &crate::oci::Spec,
-        settings: &crate::host_config::HostConfig,
-    ) -> Result<Plan, PlanError> {
-        super::super::decide(&super::super::Inputs {
-            spec,
-            state_annotations: None,
-            settings,
-            host_ram: Bytes(16 << 30),
-            user: &super::super::UserFacts::HOOK,
-        })
-    }
-
-    /// A tmpfs on `target` (always a target: [`Origin::Default`]).
-    pub(crate) fn mount(target: &str, tmpfs: Tmpfs) -> Action {
-        Action::MountTmpfs {
-            target: crate::target::validate(target).unwrap(),
-            origins: vec![Origin::Default],
-            tmpfs,
-            subdirs: vec![],
         }
     }
 }

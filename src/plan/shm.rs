@@ -75,9 +75,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::plan::fixtures::MI;
     use crate::plan::SizeFrom;
-
-    const MI: u64 = 1 << 20;
 
     fn plain(bytes: u64) -> Sizing {
         Sizing {
@@ -137,6 +136,71 @@ mod tests {
                 (Err(note), Err(fragment)) => assert!(note.reason.contains(fragment), "{name}: {note:?}"),
                 (got, want) => panic!("{name}: got {got:?}, want {want:?}"),
             }
+        }
+    }
+
+    /// `/dev/shm` as the whole plan makes it. `shm` here is the fixture that
+    /// reads the plan's `/dev/shm` action; the step is `super::shm`.
+    mod in_the_plan {
+        use serde_json::json;
+
+        use crate::plan::fixtures::{base, plan, shm, tmpfs_targets, with, GI, MI};
+        use crate::plan::{Off, ShmSource, ANNOTATION_ENABLED, SHM_PATH};
+
+        #[test]
+        fn shm_never_shrinks_and_never_the_hosts() {
+            let mut c = base();
+            c["mounts"][2]["options"] = json!(["nosuid", "size=32g"]);
+            assert_eq!(shm(&plan(&c)), None);
+            assert!(plan(&c)
+                .notes
+                .iter()
+                .any(|n| n.subject == SHM_PATH && n.reason.contains("never shrunk")));
+
+            let mut c = base();
+            c["mounts"][2] = json!({"destination": "/dev/shm", "type": "bind", "source": "/dev/shm", "options": ["rbind", "rprivate"]});
+            assert_eq!(shm(&plan(&c)), None);
+
+            let mut c = base();
+            c["mounts"][2] = json!({"destination": "/dev/shm", "type": "bind", "source": "/var/lib/docker/containers/x/mounts/shm", "options": ["rbind"]});
+            assert_eq!(
+                shm(&plan(&c)).unwrap().1,
+                ShmSource::Bind { source: "/var/lib/docker/containers/x/mounts/shm".into() }
+            );
+
+            let mut c = base();
+            c["mounts"].as_array_mut().unwrap().remove(2);
+            assert_eq!(shm(&plan(&c)).unwrap().1, ShmSource::None);
+
+            let mut c = base();
+            c["mounts"][2]["options"] = json!(["nosuid"]);
+            assert_eq!(shm(&plan(&c)).unwrap().1, ShmSource::Tmpfs { size: None });
+        }
+
+        #[test]
+        fn pod_sandbox_gets_nothing_and_app_containers_grow_the_pod_shm() {
+            let mut sandbox = with(
+                base(),
+                "/annotations",
+                json!({"io.kubernetes.cri.container-type": "sandbox", ANNOTATION_ENABLED: "true"}),
+            );
+            sandbox["mounts"].as_array_mut().unwrap().push(
+                json!({"destination": "/dev/shm", "type": "bind", "source": "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/p/shm", "options": ["rbind", "ro"]}),
+            );
+            let p = plan(&sandbox);
+            assert!(!p.enabled && p.actions.is_empty(), "{p:?}");
+            assert!(p.why.contains("sandbox"), "{}", p.why);
+            assert_eq!(p.off, Some(Off::Sandbox));
+
+            let mut app =
+                with(base(), "/annotations", json!({"io.kubernetes.cri.container-type": "container"}));
+            app = with(app, "/linux/resources", json!({"memory": {"limit": GI}}));
+            app["mounts"][2] = json!({"destination": "/dev/shm", "type": "bind", "source": "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/p/shm", "options": ["rbind", "rprivate", "rw"]});
+            let p = plan(&app);
+            assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), 256 * MI)]);
+            let (bytes, existing) = shm(&p).unwrap();
+            assert_eq!(bytes, 512 * MI);
+            assert!(matches!(existing, ShmSource::Bind { .. }));
         }
     }
 }

@@ -114,8 +114,10 @@ mod tests {
 
     use super::*;
     use crate::host_config::HostConfig;
-
-    const GI: u64 = 1 << 30;
+    use crate::plan::fixtures::{
+        base, decide_with, home_plan, plan, shm, tmpfs_targets, user_env, with, GI, MI,
+    };
+    use crate::plan::{memory_limit, Action, Passwd, ANNOTATION_ENABLED, TMPFS_MODE};
 
     /// The sizes for a host config, the spec's annotations and memory limit, on 16 GiB of RAM.
     fn sizes_for(config: &str, annotations: serde_json::Value, limit: Option<u64>) -> Sizes {
@@ -248,5 +250,93 @@ mod tests {
             let by_host = matches!(got.shm.capped, Some(Cap::HostConfig { key: "max_shm_size", .. }));
             assert_eq!(by_host, warned, "{name}: {:?}", got.shm.capped);
         }
+    }
+
+    #[test]
+    fn bad_annotations_are_errors() {
+        for (key, value) in [
+            (ANNOTATION_TMP_SIZE, "1G,mode=4777"),
+            (ANNOTATION_SHM_SIZE, "0"),
+            (ANNOTATION_TMP_SIZE, ""),
+            (ANNOTATION_ENABLED, "yes"),
+        ] {
+            let c = with(base(), "/annotations", json!({ key: value }));
+            let err = decide_with(&c, &HostConfig::default()).expect_err(value);
+            assert!(err.to_string().contains(key), "{err}");
+        }
+    }
+
+    #[test]
+    fn memory_limit_is_the_basis_when_positive() {
+        let c = with(base(), "/linux/resources", json!({"memory": {"limit": 4 * GI}}));
+        let p = plan(&c);
+        assert_eq!(tmpfs_targets(&p)[0].1, GI);
+        assert_eq!(shm(&p).unwrap().0, 2 * GI);
+        for limit in [json!(0), json!(-1)] {
+            let c = with(base(), "/linux/resources", json!({"memory": {"limit": limit}}));
+            assert_eq!(tmpfs_targets(&plan(&c))[0].1, 4 * GI);
+        }
+    }
+
+    #[test]
+    fn host_settings_apply() {
+        let s = HostConfig::parse("tmp_size = \"1g\"\nshm_size = \"2g\"\nextra_targets = [\"/run\"]\nnoexec = true\nnr_inodes = 5000").unwrap();
+        let p = decide_with(&base(), &s).unwrap();
+        assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), GI), ("/run".into(), GI)]);
+        let Action::MountTmpfs { tmpfs, .. } = &p.actions[0] else { panic!() };
+        assert!(tmpfs.noexec && tmpfs.nosuid && tmpfs.nodev && tmpfs.mode == TMPFS_MODE);
+        assert_eq!(tmpfs.nr_inodes, Some(5000));
+        assert_eq!(tmpfs.size.from, SizeFrom::HostConfig);
+    }
+
+    #[test]
+    fn no_tmpfs_larger_than_the_memory_limit() {
+        let c = with(base(), "/linux/resources", json!({"memory": {"limit": GI}}));
+        let c = with(c, "/annotations", json!({ANNOTATION_SHM_SIZE: "4g"}));
+        let p = plan(&c);
+        let Some(Action::Shm { tmpfs, .. }) = p.actions.last() else { panic!() };
+        assert_eq!(tmpfs.size.bytes.0, GI);
+        assert_eq!(tmpfs.size.capped, Some(Cap::MemoryLimit { limit: Bytes(GI), asked: Bytes(4 * GI) }));
+    }
+
+    #[test]
+    fn memory_limit_table() {
+        // (limit, /tmp bytes, /dev/shm bytes): below 1 MiB nothing at all;
+        // at 1 MiB the spec's 64 MiB /dev/shm is above the plan's: never shrunk.
+        type Case = (u64, Option<u64>, Option<u64>);
+        let cases: [Case; 4] = [
+            (512 << 10, None, None),
+            ((1 << 20) - 4096, None, None),
+            (MI, Some(MI), None),
+            (GI, Some(GI / 4), Some(GI / 2)),
+        ];
+        for (limit, want_tmp, want_shm) in cases {
+            let c = with(base(), "/linux/resources", json!({"memory": {"limit": limit}}));
+            let p = plan(&c);
+            assert_eq!(tmpfs_targets(&p).first().map(|(_, b)| *b), want_tmp, "limit {limit}");
+            assert_eq!(shm(&p).map(|(b, _)| b), want_shm, "limit {limit}");
+            if want_tmp.is_none() {
+                assert!(p.enabled && p.actions.is_empty(), "limit {limit}");
+                assert!(p.notes.iter().any(|n| n.warn && n.reason.contains("below 1Mi")), "{:?}", p.notes);
+            }
+        }
+    }
+
+    #[test]
+    fn memory_use_sums_every_tmpfs_against_the_limit() {
+        let mut c = user_env(0, 0, &["HOME=/root", "TMPDIR=/scratch"]);
+        c["linux"]["resources"] = json!({"memory": {"limit": 4 * GI}});
+        let p = home_plan(&c, &HostConfig::default(), Passwd::NotRead, 0);
+        // /tmp, /scratch at 1Gi each, the caches 1Gi together, /dev/shm at 2Gi.
+        let m = p.memory_use(memory_limit(&serde_json::from_value(c.clone()).unwrap()));
+        assert_eq!(
+            (m.tmpfs_total, m.limit),
+            (Bytes(4 * GI + (((GI / 5) >> 20) << 20) * 5), Some(Bytes(4 * GI)))
+        );
+        assert!(m.over() && m.line().contains("over the memory limit 4Gi"), "{}", m.line());
+        let small = HostConfig::parse("home_size = \"10%\"\ntmp_size = \"10%\"").unwrap();
+        let m = home_plan(&c, &small, Passwd::NotRead, 0).memory_use(Some(Bytes(4 * GI)));
+        assert!(!m.over() && m.line().contains("within the memory limit"), "{}", m.line());
+        assert!(!plan(&base()).memory_use(None).over());
     }
 }

@@ -140,6 +140,11 @@ pub(super) fn nest(candidates: Vec<Candidate>) -> Vec<Nested> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    use crate::host_config::HostConfig;
+    use crate::plan::fixtures::{base, decide_with, plan, tmpfs_targets, with, GI};
+    use crate::plan::{Action, Plan};
 
     fn cand(path: &str, origins: &[Origin]) -> Candidate {
         Candidate { path: target::validate(path).unwrap(), origins: origins.to_vec() }
@@ -217,5 +222,233 @@ mod tests {
                 "{path}: {notes:?}"
             );
         }
+    }
+
+    fn env(var: &str) -> Origin {
+        Origin::Env(target::EnvVar::parse(var).unwrap())
+    }
+
+    #[test]
+    fn env_targets_are_added_deduplicated_and_validated() {
+        let c = with(
+            base(),
+            "/process/env",
+            json!([
+                "TMPDIR=/ignored-first",
+                "TMPDIR=/var/tmp",
+                "TEMP=/var/tmp/",
+                "TMP=/tmp",
+                "TEMPDIR=/etc",
+                "PATH=/bin"
+            ]),
+        );
+        let p = plan(&c);
+        assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), 4 * GI), ("/var/tmp".into(), 4 * GI)]);
+        let Action::MountTmpfs { origins, .. } = &p.actions[1] else { panic!() };
+        assert_eq!(origins, &vec![env("TMPDIR"), env("TEMP")]);
+        assert!(p.notes.iter().any(|n| n.subject == "TEMPDIR=/etc" && n.warn));
+    }
+
+    /// A tmpfs target of a plan: path, subdirectories, origins.
+    type Mounted = (String, Vec<String>, Vec<String>);
+
+    fn mounted(target: &str, subdirs: &[&str], origins: &[&str]) -> Mounted {
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        (target.to_string(), strings(subdirs), strings(origins))
+    }
+
+    fn tmpfs_mounts(p: &Plan) -> Vec<Mounted> {
+        p.actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::MountTmpfs { target, origins, subdirs, .. } => {
+                    let origins = origins
+                        .iter()
+                        .map(|o| match o {
+                            Origin::Default => "always".to_string(),
+                            Origin::Env(v) => v.to_string(),
+                            Origin::HostConfig => "extra_targets".to_string(),
+                            Origin::HomeCache(from) => format!("cache ({from:?})"),
+                        })
+                        .collect();
+                    Some((target.to_string(), subdirs.clone(), origins))
+                }
+                Action::Shm { .. } => None,
+            })
+            .collect()
+    }
+
+    /// name, env, `env_targets` (None: the default), the tmpfs mounts, the
+    /// warnings (each a part of one).
+    type EnvCase = (String, Vec<String>, Option<Vec<&'static str>>, Vec<Mounted>, Vec<&'static str>);
+
+    fn env_target_cases() -> Vec<EnvCase> {
+        let tmp = || mounted("/tmp", &[], &["always"]);
+        let long = format!("/{}", "c".repeat(80));
+        let mut cases: Vec<EnvCase> = target::DEFAULT_ENV_TARGETS
+            .iter()
+            .map(|&var| {
+                let want = vec![tmp(), mounted("/cache/x", &[], &[var])];
+                (format!("default {var}"), vec![format!("{var}=/cache/x")], None, want, vec![])
+            })
+            .collect();
+        let mut case = |name: &str, env: &[&str], list, want, warnings| {
+            cases.push((name.to_string(), env.iter().map(|e| e.to_string()).collect(), list, want, warnings));
+        };
+        case(
+            "a custom list replaces the default",
+            &["MY_CACHE=/my", "TRITON_CACHE_DIR=/cache/triton"],
+            Some(vec!["MY_CACHE"]),
+            vec![tmp(), mounted("/my", &[], &["MY_CACHE"])],
+            vec![],
+        );
+        case(
+            "an empty list turns them off, not the temp vars",
+            &["TRITON_CACHE_DIR=/cache/triton", "TMPDIR=/scratch"],
+            Some(vec![]),
+            vec![tmp(), mounted("/scratch", &[], &["TMPDIR"])],
+            vec![],
+        );
+        case(
+            "a relative value is skipped with a warning",
+            &["HF_HOME=.cache/hf"],
+            None,
+            vec![tmp()],
+            vec!["HF_HOME=.cache/hf: not a usable cache dir: is not an absolute path"],
+        );
+        case(
+            "a system path is skipped with a warning",
+            &["XDG_CACHE_HOME=/usr/cache", "TORCH_HOME=/tmp/../etc"],
+            None,
+            vec![tmp()],
+            vec![
+                "XDG_CACHE_HOME=/usr/cache: not a usable cache dir: lies in a system directory",
+                "TORCH_HOME",
+            ],
+        );
+        case(
+            "a cache dir in /tmp is a directory in its tmpfs",
+            &["TRITON_CACHE_DIR=/tmp/triton"],
+            None,
+            vec![mounted("/tmp", &["triton"], &["always", "TRITON_CACHE_DIR"])],
+            vec![],
+        );
+        case(
+            "two vars naming one dir: one tmpfs",
+            &["TRITON_CACHE_DIR=/cache", "CUPY_CACHE_DIR=/cache/", "TMPDIR=/cache"],
+            None,
+            vec![tmp(), mounted("/cache", &[], &["TMPDIR", "TRITON_CACHE_DIR", "CUPY_CACHE_DIR"])],
+            vec![],
+        );
+        case(
+            "the last occurrence of a var counts, as the runtimes give it",
+            &["HF_HOME=/hf", "HF_HOME=/second"],
+            None,
+            vec![tmp(), mounted("/second", &[], &["HF_HOME"])],
+            vec![],
+        );
+        case(
+            "a long cache dir has no PyTorch warning",
+            &[&format!("HF_HOME={long}")],
+            None,
+            vec![tmp(), mounted(&long, &[], &["HF_HOME"])],
+            vec![],
+        );
+        case(
+            "a long dir named by TMPDIR too has it",
+            &[&format!("HF_HOME={long}"), &format!("TMPDIR={long}")],
+            None,
+            vec![tmp(), mounted(&long, &[], &["TMPDIR", "HF_HOME"])],
+            vec!["PyTorch"],
+        );
+        cases
+    }
+
+    /// The cache dirs named by `env_targets`, as the plan mounts them: each
+    /// target with its subdirectories and origins, sized like `/tmp`, and
+    /// the warnings.
+    #[test]
+    fn env_targets_table() {
+        for (name, env, list, want, warnings) in env_target_cases() {
+            let mut settings = HostConfig::default();
+            if let Some(list) = list {
+                settings.env_targets = list.iter().map(|v| target::EnvVar::parse(v).unwrap()).collect();
+            }
+            let mut c = base();
+            c["process"]["env"].as_array_mut().unwrap().extend(env.iter().map(|e| json!(e)));
+            let p = decide_with(&c, &settings).expect(&name);
+            assert_eq!(tmpfs_mounts(&p), want, "{name}");
+            assert!(tmpfs_targets(&p).iter().all(|t| t.1 == 4 * GI), "{name}: sized like /tmp");
+            let warned: Vec<String> =
+                p.notes.iter().filter(|n| n.warn).map(|n| format!("{}: {}", n.subject, n.reason)).collect();
+            assert_eq!(warned.len(), warnings.len(), "{name}: {warned:?}");
+            for w in warnings {
+                assert!(warned.iter().any(|n| n.contains(w)), "{name}: {w:?} not in {warned:?}");
+            }
+        }
+    }
+
+    /// A cache dir under a volume, or that is one, is left alone.
+    #[test]
+    fn env_targets_on_a_volume_are_left_alone() {
+        let mut c = base();
+        c["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"destination": "/data", "type": "bind", "source": "/srv", "options": ["rbind"]}));
+        c["process"]["env"] = json!(["HF_HOME=/data/hf", "TORCH_HOME=/data"]);
+        let p = plan(&c);
+        assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), 4 * GI)]);
+        assert!(p.notes.iter().any(|n| n.subject == "HF_HOME=/data/hf" && !n.warn), "{:?}", p.notes);
+        assert!(p.notes.iter().any(|n| n.subject == "TORCH_HOME=/data" && !n.warn), "{:?}", p.notes);
+    }
+
+    #[test]
+    fn long_target_warns_but_mounts() {
+        let long = format!("/{}", "x".repeat(80));
+        let c = with(base(), "/process/env", json!([format!("TMPDIR={long}")]));
+        let p = plan(&c);
+        assert!(tmpfs_targets(&p).iter().any(|t| t.0 == long));
+        assert!(p.notes.iter().any(|n| n.reason.contains("PyTorch")));
+    }
+
+    #[test]
+    fn nested_targets_become_directories_in_the_outer_tmpfs() {
+        let c = with(base(), "/process/env", json!(["TMPDIR=/tmp/job/x", "TEMP=/tmp/a"]));
+        let p = plan(&c);
+        assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), 4 * GI)]);
+        let Action::MountTmpfs { subdirs, origins, .. } = &p.actions[0] else { panic!() };
+        assert_eq!(subdirs, &["a".to_string(), "job/x".to_string()]);
+        assert_eq!(origins, &[Origin::Default, env("TMPDIR"), env("TEMP")]);
+        // Order does not matter: the parent may come after the child.
+        let s = HostConfig {
+            extra_targets: vec![
+                target::validate("/scratch/a").unwrap(),
+                target::validate("/scratch").unwrap(),
+            ],
+            ..HostConfig::default()
+        };
+        let p = decide_with(&base(), &s).unwrap();
+        assert_eq!(tmpfs_targets(&p).iter().map(|t| t.0.as_str()).collect::<Vec<_>>(), ["/tmp", "/scratch"]);
+        let Action::MountTmpfs { subdirs, .. } = &p.actions[1] else { panic!() };
+        assert_eq!(subdirs, &["a".to_string()]);
+    }
+
+    #[test]
+    fn spec_mounts_are_respected() {
+        let mut c = base();
+        c["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"destination": "/tmp/", "type": "tmpfs", "source": "tmpfs"}));
+        c["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"destination": "/data", "type": "bind", "source": "/srv", "options": ["rbind"]}));
+        c = with(c, "/process/env", json!(["TMPDIR=/data/tmp"]));
+        let p = plan(&c);
+        assert!(tmpfs_targets(&p).is_empty());
+        assert!(p.notes.iter().any(|n| n.subject == "/tmp" && n.reason.contains("already mounts")));
+        assert!(p.notes.iter().any(|n| n.subject == "TMPDIR=/data/tmp" && n.reason.contains("/data")));
     }
 }
