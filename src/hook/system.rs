@@ -16,6 +16,7 @@ use super::apply::{Done, Mounter, Prepared};
 use super::copyup::{self, Fds, Limits};
 use crate::plan::landing::{self, Landing};
 use crate::plan::{HomeDir, Note, Passwd, ShmWay, SpecMount, Tmpfs, SHM_PATH};
+use crate::size::Bytes;
 use crate::sys::mount::{self, is_mount_root};
 use crate::sys::ns::{self, NsEntry};
 use crate::sys::procfs::Proc;
@@ -99,6 +100,85 @@ fn shm_resolve_failed(e: rustix::io::Errno) -> Result<Prepared<Pending>, SysErro
     match resolve::skip_reason(e) {
         Some(reason) => Ok(Prepared::Skip(Note::warn(SHM_PATH, reason))),
         None => Err(SysError::sys(Syscall::Openat2, "resolving inside the rootfs", SHM_PATH, e)),
+    }
+}
+
+/// A note on `/dev/shm`, left alone.
+fn shm_note(reason: impl Into<String>, warn: bool) -> Note {
+    Note { subject: SHM_PATH.into(), reason: reason.into(), warn }
+}
+
+/// Where `/dev/shm` landed in the container, and what is there (its type and
+/// device, read only when it landed at `/dev/shm`): why it is left alone, if
+/// it is. Elsewhere (through a symlink), not a directory, or the host's own
+/// `/dev/shm` (host IPC: never resized).
+fn shm_place(landed: Option<&str>, kind: FileType, dev: u64, host_shm: Option<u64>) -> Option<Note> {
+    match landed {
+        Some(SHM_PATH) => {}
+        other => {
+            let to = other.unwrap_or("a place outside the rootfs");
+            return Some(shm_note(format!("it resolves to {to} instead"), true));
+        }
+    }
+    if kind != FileType::Directory {
+        return Some(shm_note("it is not a directory", true));
+    }
+    if Some(dev) == host_shm {
+        return Some(shm_note("it is the host's own /dev/shm (host IPC); never resized", false));
+    }
+    None
+}
+
+/// What `/dev/shm` is, once it is the container's directory ([`shm_place`]).
+#[derive(Debug, PartialEq, Eq)]
+enum ShmKind {
+    /// Left alone.
+    Skip(Note),
+    /// No mount there: the plan's fresh tmpfs goes on it.
+    Bare,
+    /// A mount, to judge by its size ([`shm_size`]).
+    Mounted,
+}
+
+/// [`ShmKind`] of the directory of device `dev`: whether it is a mount's
+/// root, and, for a `/dev/shm` the spec binds from the host, the device of
+/// the proven engine shm or why it is not one (`engine`). A bind from the
+/// host is grown only when it is that engine shm.
+fn shm_kind(mount_root: bool, engine: Option<&Result<u64, Note>>, dev: u64) -> ShmKind {
+    if !mount_root {
+        return ShmKind::Bare;
+    }
+    match engine {
+        Some(Err(note)) => ShmKind::Skip(note.clone()),
+        Some(Ok(engine)) if *engine != dev => {
+            ShmKind::Skip(shm_note("it is not the engine's shm the spec binds there", true))
+        }
+        _ => ShmKind::Mounted,
+    }
+}
+
+/// What the hook does with a mounted `/dev/shm` of `current` bytes (`None`:
+/// not a tmpfs), for the plan's `size`, `writable` when the spec mounts it
+/// read-only and the plan makes it writable.
+#[derive(Debug, PartialEq, Eq)]
+enum ShmSize {
+    /// Left alone.
+    Skip(Note),
+    /// Big enough: only a writable clone over it.
+    Writable,
+    /// Grown from `from`, on its own superblock (plus the writable clone).
+    Grow { from: Bytes },
+}
+
+/// [`ShmSize`]: never another filesystem, never shrunk.
+fn shm_size(current: Option<Bytes>, size: Bytes, writable: bool) -> ShmSize {
+    let Some(current) = current else {
+        return ShmSize::Skip(shm_note("it is a mount of a filesystem other than tmpfs", true));
+    };
+    match mount::growth(current, size) {
+        Ok(()) => ShmSize::Grow { from: current },
+        Err(_) if writable => ShmSize::Writable,
+        Err(reason) => ShmSize::Skip(shm_note(reason, false)),
     }
 }
 
@@ -204,58 +284,49 @@ impl Mounter for System {
         writable: bool,
         tmpfs: &Tmpfs,
     ) -> Result<Prepared<Pending>, SysError> {
-        let skip = |reason: String, warn| Ok(Prepared::Skip(Note { subject: SHM_PATH.into(), reason, warn }));
         let fd = match root.resolve_or_create(&SHM_PATH[1..], resolve::SHM, None) {
             Ok(fd) => fd,
             Err(e) => return shm_resolve_failed(e),
         };
-        match root.landed(&fd, SHM_PATH)? {
-            Some(real) if real == SHM_PATH => {}
-            other => {
-                let to = other.as_deref().unwrap_or("a place outside the rootfs");
-                return skip(format!("it resolves to {to} instead"), true);
-            }
-        }
-        let (kind, dev) = resolve::kind_and_dev(&fd, SHM_PATH)?;
-        if kind != FileType::Directory {
-            return skip("it is not a directory".into(), true);
-        }
-        if Some(dev) == self.host_shm {
-            return skip("it is the host's own /dev/shm (host IPC); never resized".into(), false);
-        }
-        if !is_mount_root(&fd)? {
-            if way == ShmWay::Grow {
-                log::info!("{SHM_PATH}: the spec mounts one, but none is there at hook time: mounting the plan's fresh tmpfs");
-            }
-            let mnt = mount::build(tmpfs, &[], SHM_PATH, self.selinux)?;
-            let done = Done::MountedShm { size: tmpfs.size.bytes };
-            return Ok(Prepared::Ready(Pending::Attach { mnt, target: fd, what: SHM_PATH.into() }, done));
-        }
-        match &self.engine_shm {
-            Some(Err(note)) => return Ok(Prepared::Skip(note.clone())),
-            Some(Ok(engine)) if *engine != dev => {
-                return skip("it is not the engine's shm the spec binds there".into(), true);
-            }
-            _ => {}
-        }
-        let Some(current) = mount::tmpfs_size(&fd, SHM_PATH)? else {
-            return skip("it is a mount of a filesystem other than tmpfs".into(), true);
+        let landed = root.landed(&fd, SHM_PATH)?;
+        let (kind, dev) = match landed.as_deref() {
+            Some(SHM_PATH) => resolve::kind_and_dev(&fd, SHM_PATH)?,
+            // Not read where it landed elsewhere: judged on the landing alone.
+            _ => (FileType::Unknown, 0),
         };
-        let size = tmpfs.size.bytes;
-        if let Err(reason) = mount::growth(current, size) {
-            if writable {
-                let mnt = mount::writable_clone(&fd, SHM_PATH)?;
-                let pending = Pending::Attach { mnt, target: fd, what: SHM_PATH.into() };
-                return Ok(Prepared::Ready(pending, Done::ShmWritable));
-            }
-            return skip(reason, false);
+        if let Some(note) = shm_place(landed.as_deref(), kind, dev, self.host_shm) {
+            return Ok(Prepared::Skip(note));
         }
-        let fs = mount::resize(&fd, size, SHM_PATH)?;
-        let clone = if writable { Some((mount::writable_clone(&fd, SHM_PATH)?, fd)) } else { None };
-        Ok(Prepared::Ready(
-            Pending::Reconfigure { fs, writable: clone, what: SHM_PATH.into() },
-            Done::GrewShm { from: current, to: size, writable },
-        ))
+        match shm_kind(is_mount_root(&fd)?, self.engine_shm.as_ref(), dev) {
+            ShmKind::Skip(note) => Ok(Prepared::Skip(note)),
+            ShmKind::Bare => {
+                if way == ShmWay::Grow {
+                    log::info!("{SHM_PATH}: the spec mounts one, but none is there at hook time: mounting the plan's fresh tmpfs");
+                }
+                let mnt = mount::build(tmpfs, &[], SHM_PATH, self.selinux)?;
+                let done = Done::MountedShm { size: tmpfs.size.bytes };
+                Ok(Prepared::Ready(Pending::Attach { mnt, target: fd, what: SHM_PATH.into() }, done))
+            }
+            ShmKind::Mounted => match shm_size(mount::tmpfs_size(&fd, SHM_PATH)?, tmpfs.size.bytes, writable)
+            {
+                ShmSize::Skip(note) => Ok(Prepared::Skip(note)),
+                ShmSize::Writable => {
+                    let mnt = mount::writable_clone(&fd, SHM_PATH)?;
+                    let pending = Pending::Attach { mnt, target: fd, what: SHM_PATH.into() };
+                    Ok(Prepared::Ready(pending, Done::ShmWritable))
+                }
+                ShmSize::Grow { from } => {
+                    let size = tmpfs.size.bytes;
+                    let fs = mount::resize(&fd, size, SHM_PATH)?;
+                    let clone =
+                        if writable { Some((mount::writable_clone(&fd, SHM_PATH)?, fd)) } else { None };
+                    Ok(Prepared::Ready(
+                        Pending::Reconfigure { fs, writable: clone, what: SHM_PATH.into() },
+                        Done::GrewShm { from, to: size, writable },
+                    ))
+                }
+            },
+        }
     }
 
     fn commit(&mut self, pending: Pending) -> Result<(), SysError> {
@@ -286,5 +357,71 @@ impl Mounter for System {
         for mnt in self.attached.drain(..).rev() {
             mount::detach(proc, &mnt);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOST: u64 = 7;
+    const MI: u64 = 1 << 20;
+
+    /// `/dev/shm` is taken only where it lands at `/dev/shm`, a directory,
+    /// and not the host's own: each other case is left alone with its
+    /// reason, a warning but for host IPC.
+    #[test]
+    fn shm_is_taken_only_at_its_own_directory() {
+        let dir = FileType::Directory;
+        assert_eq!(shm_place(Some(SHM_PATH), dir, 9, Some(HOST)), None);
+        assert_eq!(shm_place(Some(SHM_PATH), dir, 9, None), None);
+        let left = |n: Option<Note>| n.map(|n| (n.reason, n.warn));
+        assert_eq!(
+            left(shm_place(Some("/etc"), dir, 9, Some(HOST))),
+            Some(("it resolves to /etc instead".into(), true))
+        );
+        assert_eq!(
+            left(shm_place(None, dir, 9, Some(HOST))),
+            Some(("it resolves to a place outside the rootfs instead".into(), true))
+        );
+        assert_eq!(
+            left(shm_place(Some(SHM_PATH), FileType::RegularFile, 9, Some(HOST))),
+            Some(("it is not a directory".into(), true))
+        );
+        let host = left(shm_place(Some(SHM_PATH), dir, HOST, Some(HOST))).unwrap();
+        assert!(host.0.contains("host's own") && !host.1, "{host:?}");
+    }
+
+    /// A bare directory gets the fresh tmpfs; a mount is judged by size,
+    /// unless the spec binds it from the host and it is not the proven
+    /// engine shm (or could not be proven one).
+    #[test]
+    fn a_mounted_shm_is_grown_only_when_it_is_the_engines() {
+        assert_eq!(shm_kind(false, None, 9), ShmKind::Bare);
+        let unproven = Err(shm_note("its source is not the engine's", true));
+        assert_eq!(shm_kind(false, Some(&unproven), 9), ShmKind::Bare);
+        assert_eq!(shm_kind(true, None, 9), ShmKind::Mounted);
+        assert_eq!(shm_kind(true, Some(&Ok(9)), 9), ShmKind::Mounted);
+        let ShmKind::Skip(other) = shm_kind(true, Some(&Ok(8)), 9) else { panic!("grew another shm") };
+        assert!(other.reason.contains("not the engine's shm") && other.warn, "{other:?}");
+        assert_eq!(
+            shm_kind(true, Some(&unproven), 9),
+            ShmKind::Skip(shm_note("its source is not the engine's", true))
+        );
+    }
+
+    /// Never another filesystem, never shrunk: a big enough `/dev/shm` only
+    /// becomes writable when the plan asks, else is left alone (no warning).
+    #[test]
+    fn a_mounted_shm_grows_and_never_shrinks() {
+        let (small, big) = (Bytes(64 * MI), Bytes(1024 * MI));
+        assert_eq!(shm_size(Some(small), big, false), ShmSize::Grow { from: small });
+        assert_eq!(shm_size(Some(small), big, true), ShmSize::Grow { from: small });
+        assert_eq!(shm_size(Some(big), small, true), ShmSize::Writable);
+        assert_eq!(shm_size(Some(big), big, true), ShmSize::Writable);
+        let ShmSize::Skip(kept) = shm_size(Some(big), small, false) else { panic!("shrunk") };
+        assert!(kept.reason.contains("never shrunk") && !kept.warn, "{kept:?}");
+        let ShmSize::Skip(other) = shm_size(None, big, true) else { panic!("not a tmpfs, taken") };
+        assert!(other.reason.contains("other than tmpfs") && other.warn, "{other:?}");
     }
 }
