@@ -167,5 +167,9 @@ if [[ ,$envs, == *,sid,* ]]; then
 fi
 
 # One closing line over every test binary of both environments: "N passed, N failed".
-awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+# A suite that exited non-zero without a failure line (a test binary that
+# aborted, or did not build) is said, not summed as passing.
+awk -v status="$status" '/^test result:/ { p += $4; f += $6 }
+  END { printf "tests: %d passed, %d failed%s\n", p, f,
+        (status != 0 && f == 0) ? " (and a suite that exited non-zero with no failure counted: it aborted or did not build, see above)" : "" }' "$log"
 exit "$status"

@@ -377,10 +377,12 @@ impl Node {
         std::fs::write(&self.config, format!("{written}\n{entries}")).unwrap();
     }
 
-    /// The text of `name` in the node's directory (a log); a panic naming
-    /// the file when it cannot be read.
+    /// The text of `name` in the node's directory (a log): empty while no
+    /// such file exists yet (a plugin that has not logged anything, its log
+    /// opened by the plugin itself), a panic naming the file for any other
+    /// error.
     pub fn read(&self, name: &str) -> String {
-        read_text(self.dir.join(name))
+        read_text_if_any(self.dir.join(name)).unwrap_or_default()
     }
 
     /// The namespace's view of `path` (its `/etc`, `/dev/shm`).
@@ -769,13 +771,20 @@ impl Drop for Node {
         }
         let _ = self.holder.wait();
         if std::thread::panicking() {
-            let log = self.read("containerd.log");
+            // Already unwinding: a second panic here would abort the whole
+            // test binary, so a log that cannot be read is said, not raised.
+            let shown = |name: &str| {
+                let path = self.dir.join(name);
+                std::fs::read_to_string(&path)
+                    .unwrap_or_else(|e| format!("(reading {}: {e})", path.display()))
+            };
+            let log = shown("containerd.log");
             let tail: Vec<&str> = log.lines().rev().take(40).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
             let suite = self.way.suite();
             say(&format!("{suite} {}: containerd log (last 40 lines):\n{}", self.case, tail.join("\n")));
             if self.way == Executor::Nri {
-                say(&format!("{suite} {}: plugin log:\n{}", self.case, self.read("plugin.log")));
+                say(&format!("{suite} {}: plugin log:\n{}", self.case, shown("plugin.log")));
             }
         }
     }
