@@ -198,7 +198,7 @@ impl Mounter for System {
     fn open_root(&mut self, rootfs: &Path, spec_mounts: &[SpecMount]) -> Result<Root, SysError> {
         self.spec_mounts = spec_mounts.to_vec();
         self.landings = None;
-        Root::open(rootfs, self.proc.as_ref().ok_or(SysError::NotProcfs("/proc"))?)
+        Root::open(rootfs, self.proc.as_ref().ok_or(SysError::NotProcfs("/proc"))?.try_clone()?)
     }
 
     fn read_passwd(&mut self, root: &mut Root, uid: u32) -> Result<Passwd, SysError> {

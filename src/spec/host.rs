@@ -36,7 +36,7 @@ impl<'a> LazyRoot<'a> {
     /// The rootfs cannot be opened.
     fn root(&mut self) -> Result<&mut Root, SysError> {
         if self.root.is_none() {
-            self.root = Some(Root::open(self.path, &Proc::open()?)?);
+            self.root = Some(Root::open(self.path, Proc::open()?)?);
         }
         Ok(self.root.as_mut().expect("opened above"))
     }
@@ -238,9 +238,10 @@ pub(crate) fn read_passwd(
         let dest = crate::target::normalise(&m.destination().to_string_lossy());
         (dest == "/etc" || dest == "/etc/passwd").then_some((dest, m))
     });
-    // The host's procfs, through which the checked file is read (docs/design.md#reopen).
-    let proc = Proc::open()?;
-    let Some((dest, m)) = covering else { return rootfs.root()?.read_passwd(&proc, uid) };
+    let Some((dest, m)) = covering else {
+        let root = rootfs.root()?;
+        return root.read_passwd(root.proc(), uid);
+    };
     let bind = m.typ().as_deref() == Some("bind")
         || m.options().iter().flatten().any(|o| o == "bind" || o == "rbind");
     let source = m.source().as_deref().filter(|s| s.is_absolute());
@@ -256,7 +257,8 @@ pub(crate) fn read_passwd(
         },
     };
     match resolve::open_host_dir(dir) {
-        Ok(fd) => passwd_in(&proc, &fd, &rel, uid),
+        // The host's procfs, through which the checked file is read (docs/design.md#reopen).
+        Ok(fd) => passwd_in(&Proc::open()?, &fd, &rel, uid),
         Err(e) => unknown(&format!("whose source {} cannot be opened ({e})", dir.display())),
     }
 }

@@ -78,11 +78,12 @@ const LANDED: ResolveFlags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGICL
 
 impl Root {
     /// Opens `rootfs` (`O_PATH`), refusing the host's own `/`; `proc` is
-    /// the host's procfs (kept: [`Root::landed`], [`Root::set_mode`]).
+    /// the host's procfs, kept ([`Root::landed`], [`Root::set_mode`],
+    /// [`Root::proc`]).
     ///
     /// # Errors
     /// A rootfs that cannot be opened, or that is the host's root.
-    pub(crate) fn open(rootfs: &Path, proc: &Proc) -> Result<Root, SysError> {
+    pub(crate) fn open(rootfs: &Path, proc: Proc) -> Result<Root, SysError> {
         let shown = rootfs.display().to_string();
         let fd = rustix::fs::open(rootfs, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
             .map_err(|e| SysError::sys(Syscall::Open, "opening the rootfs", shown.as_str(), e))?;
@@ -95,7 +96,7 @@ impl Root {
         if (st.st_dev, st.st_ino) == (host.st_dev, host.st_ino) || name == "/" || name.is_empty() {
             return Err(SysError::RootIsHost(rootfs.to_path_buf()));
         }
-        Ok(Root { fd, proc: proc.try_clone()?, name, writable: None, claimed: Vec::new() })
+        Ok(Root { fd, proc, name, writable: None, claimed: Vec::new() })
     }
 
     /// Resolves `rel` inside the root, creating missing directories one
@@ -249,6 +250,11 @@ impl Root {
             }
         }
         Ok(out)
+    }
+
+    /// The host's procfs this root was opened with.
+    pub(crate) fn proc(&self) -> &Proc {
+        &self.proc
     }
 
     /// Where `fd` (opened for `what`) landed, as a path inside the rootfs,

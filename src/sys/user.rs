@@ -205,7 +205,7 @@ mod tests {
         std::fs::write(home.join(".nv"), "a file").unwrap();
         std::os::unix::fs::symlink("/home/u/.cache", home.join(".triton")).unwrap();
         std::os::unix::fs::symlink("../../..", home.join(".config")).unwrap();
-        let root = Root::open(&dir, &crate::sys::procfs::Proc::open().unwrap()).unwrap();
+        let root = Root::open(&dir, crate::sys::procfs::Proc::open().unwrap()).unwrap();
         let paths: Vec<String> = [
             ".cache",
             ".config",
@@ -266,7 +266,7 @@ mod tests {
     #[test]
     fn directories_made_for_a_cache_belong_to_the_process() {
         let dir = crate::files::temp_dir("make-for");
-        let mut root = Root::open(&dir, &crate::sys::procfs::Proc::open().unwrap()).unwrap();
+        let mut root = Root::open(&dir, crate::sys::procfs::Proc::open().unwrap()).unwrap();
         // As root (the suite's usual case): another uid, as for uid 1000's home.
         let me = match rustix::process::getuid().as_raw() {
             0 => Owner { uid: 4321, gid: 4322 },
