@@ -77,14 +77,14 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
                 spec_unsafe: runtime.spec_unsafe.as_deref(),
                 foreign: &foreign,
             };
-            let executor = route::executor(&plan, &facts);
-            // The rootfs can move the temp targets to the hook too (what a
-            // target's directory holds, docs/design.md#image-files).
-            match crate::spec::host::routes(r, &plan, &executor, runtime.no_copy_up.as_deref()) {
+            // The wrapper's own verdict, on a read-only view of the rootfs:
+            // it can move the temp targets to the hook too (what a target's
+            // directory holds, docs/design.md#image-files).
+            match crate::spec::host::routes(r, &plan, &facts, runtime.no_copy_up.as_deref()) {
                 Ok((executor, routes)) => Some((facts.mode, executor, Some(routes))),
                 Err(e) => {
                     log::warn!("{}: the targets are not checked against the rootfs", chain(&e));
-                    Some((facts.mode, executor, None))
+                    Some((facts.mode, route::executor(&plan, &facts), None))
                 }
             }
         }
@@ -152,7 +152,10 @@ fn render_routes(routes: &[(String, Route)]) -> String {
                     format!("by the spec executor at {destination}, where it resolves (no symlink left for the runtime){copy}")
                 }
             }
-            Route::Hook { stage, why } => format!("by the hook at {stage} (by fd): {why}"),
+            Route::Hook { destination, stage, why } => {
+                let at = if destination == target { String::new() } else { format!(" at {destination}") };
+                format!("by the hook at {stage} (by fd){at}: {why}")
+            }
             Route::None { why, .. } => format!("left alone by every executor: {why}"),
         };
         let _ = writeln!(out, "  {target}: {line}");

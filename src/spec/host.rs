@@ -9,14 +9,17 @@ use std::path::Path;
 
 use crate::plan::landing;
 use crate::plan::{Action, Note, Passwd, Plan, Question, UserFacts};
+use crate::stage::Stage;
 use crate::sys::contents::Contents;
 use crate::sys::copy::Limits;
 use crate::sys::procfs::Proc;
 use crate::sys::resolve::{self, Root};
-use crate::sys::rootfs::Rootfs;
+use crate::sys::rootfs::{ReadOnly, Rootfs};
 use crate::sys::user::passwd_in;
 use crate::sys::{SysError, Syscall};
 use crate::target::TargetPath;
+
+use super::route::{self, Executor};
 
 /// The prepared rootfs, opened on first use: the passwd read and the
 /// placing (or `explain`'s routes) share one [`Root`], one `openat2` of it.
@@ -34,7 +37,7 @@ impl<'a> LazyRoot<'a> {
     ///
     /// # Errors
     /// The rootfs cannot be opened.
-    fn root(&mut self) -> Result<&mut Root, SysError> {
+    pub(crate) fn root(&mut self) -> Result<&mut Root, SysError> {
         if self.root.is_none() {
             self.root = Some(Root::open(self.path, Proc::open()?)?);
         }
@@ -64,27 +67,33 @@ impl Placed {
     }
 }
 
-/// What the spec executor does with the temp targets.
+/// Who carries the temp targets, as the spec executor judges it: the one
+/// verdict the wrapper acts on and `explain` reports ([`carrier`]).
 #[derive(Debug)]
-pub(crate) enum Placing {
+pub(crate) enum Carrier {
     /// Written into the spec, each where [`Placed`] says.
     Spec(Placed),
-    /// Handed to the hook, for this reason ([`image_files`]).
-    Hook(String),
+    /// Our hook, added at `stage`, for `why`. `placed`: what the placing
+    /// found before it handed the targets over for what the image holds
+    /// ([`image_files`]); none when the hook was the executor from the
+    /// start (the hook judges each target in the container).
+    Hook { stage: Stage, why: String, placed: Option<Placed> },
 }
 
 /// A target's directory that holds entries in the image which the spec
 /// cannot carry: its real path, and why ([`image_files`]).
 type Holding = (String, String);
 
-/// Applies the landing rule (docs/design.md#landing) to every temp target
-/// of `plan` in the prepared `rootfs`, before the runtime mounts anything:
-/// each target is walked in-root, judged against where the spec's mounts
-/// will land, and resolved to its real path with the hook's rules (missing
-/// directories made by fd in the image's own rootfs, one mount per
-/// directory). An empty mountpoint directory gets the mode of its tmpfs:
-/// runc before 1.1.8 gives a tmpfs from the spec the mode of the directory
-/// it covers, whatever `mode=` says (docs/design.md#runc-tmpfs-mode).
+/// The spec executor's verdict on `plan`'s temp targets: the executor
+/// [`route::executor`] picks under `facts`, and where that is the spec, the
+/// landing rule (docs/design.md#landing) applied to every temp target in
+/// the prepared rootfs `root` (opened only then), before the runtime mounts
+/// anything: each target is walked in-root, judged against where the
+/// spec's mounts will land, and resolved to its real path with the hook's
+/// rules (missing directories made by fd in the image's own rootfs, one
+/// mount per directory). An empty mountpoint directory gets the mode of
+/// its tmpfs: runc before 1.1.8 gives a tmpfs from the spec the mode of the
+/// directory it covers, whatever `mode=` says (docs/design.md#runc-tmpfs-mode).
 ///
 /// A target's directory that holds entries in the image is read by fd as
 /// it is placed ([`crate::sys::contents::contents`], before anything of it
@@ -93,17 +102,27 @@ type Holding = (String, String);
 /// (`no_copy_up` is `None`), its entry gets `tmpcopyup`
 /// (docs/design.md#tmpcopyup); otherwise the temp targets go to the hook
 /// ([`image_files`]), which copies up within its bounds or leaves the
-/// target alone.
+/// target alone. `explain` takes this same verdict on a read-only view of
+/// the rootfs ([`routes`]).
 ///
 /// # Errors
 /// A rootfs that cannot be opened, or a failure that is not a property of
 /// the image.
-pub(crate) fn place_targets(
-    rootfs: &mut LazyRoot<'_>,
+pub(crate) fn carrier<'r, R: Rootfs + 'r>(
     plan: &Plan,
+    facts: &route::Facts<'_>,
     no_copy_up: Option<&str>,
-) -> Result<Placing, SysError> {
-    place_in(rootfs.root()?, plan, no_copy_up)
+    root: impl FnOnce() -> Result<&'r mut R, SysError>,
+) -> Result<Carrier, SysError> {
+    match route::executor(plan, facts) {
+        Executor::Hook { stage, why } => Ok(Carrier::Hook { stage, why, placed: None }),
+        Executor::Spec => match place_in(root()?, plan, no_copy_up)? {
+            (placed, None) => Ok(Carrier::Spec(placed)),
+            (placed, Some(why)) => {
+                Ok(Carrier::Hook { stage: route::hook_stage(facts.foreign), why, placed: Some(placed) })
+            }
+        },
+    }
 }
 
 /// The temp targets of `plan`, with their tmpfs.
@@ -155,8 +174,14 @@ fn not_the_processs<'p, R: Rootfs>(root: &mut R, plan: &'p Plan) -> Vec<(&'p str
         .collect()
 }
 
-/// [`place_targets`] in the opened rootfs `root`.
-fn place_in<R: Rootfs>(root: &mut R, plan: &Plan, no_copy_up: Option<&str>) -> Result<Placing, SysError> {
+/// The placing of [`carrier`] in the opened rootfs `root`: every temp
+/// target placed or refused, and why the targets go to the hook instead,
+/// if they do.
+fn place_in<R: Rootfs>(
+    root: &mut R,
+    plan: &Plan,
+    no_copy_up: Option<&str>,
+) -> Result<(Placed, Option<String>), SysError> {
     let landings = landing::landings(root, &plan.spec_mounts);
     let mut out = Placed::default();
     let mut holding = Vec::new();
@@ -173,29 +198,23 @@ fn place_in<R: Rootfs>(root: &mut R, plan: &Plan, no_copy_up: Option<&str>) -> R
             Ok((real, fd)) => {
                 let contents =
                     root.contents(&fd, &copy_limits(tmpfs)).map_err(|e| read_error(real.as_str(), e))?;
-                let copy_up = match carry(real.as_str(), contents, no_copy_up) {
-                    Ok(copy_up) => copy_up,
-                    Err(h) => {
-                        holding.push(h);
-                        continue;
+                match carry(real.as_str(), contents, no_copy_up) {
+                    // A directory the runtime copies up keeps its own mode:
+                    // the runtime gives the tmpfs' root its `mode=` (runc
+                    // 1.1.8 and later, crun: docs/design.md#tmpcopyup).
+                    Ok(true) => out.copy_up.push(what.to_string()),
+                    Ok(false) => {
+                        if root.set_mode(&fd, tmpfs.mode, real.as_str())? {
+                            out.chmodded.push((real.to_string(), tmpfs.mode));
+                        }
                     }
-                };
-                // A directory the runtime copies up keeps its own mode: the
-                // runtime gives the tmpfs' root its `mode=` (runc 1.1.8 and
-                // later, crun: docs/design.md#tmpcopyup).
-                if copy_up {
-                    out.copy_up.push(what.to_string());
-                } else if root.set_mode(&fd, tmpfs.mode, real.as_str())? {
-                    out.chmodded.push((real.to_string(), tmpfs.mode));
+                    Err(h) => holding.push(h),
                 }
                 out.placed.push((what.to_string(), real.to_string()));
             }
         }
     }
-    match image_files(&holding) {
-        Some(why) => Ok(Placing::Hook(why)),
-        None => Ok(Placing::Spec(out)),
-    }
+    Ok((out, image_files(&holding)))
 }
 
 /// Answers a plan's question from the prepared rootfs (`passwd` as
@@ -270,7 +289,7 @@ pub(crate) fn read_passwd(
 /// socket or FIFO, or a runtime not known to copy as the hook does). The
 /// hook copies them into its tmpfs within its bounds, and past those
 /// leaves the target alone (docs/design.md#copy-up). The one rule
-/// [`place_targets`] applies and [`routes`] reports.
+/// [`carrier`] applies and [`routes`] reports.
 fn image_files(holding: &[Holding]) -> Option<String> {
     if holding.is_empty() {
         return None;
@@ -291,79 +310,65 @@ pub(crate) enum Route {
     /// The spec executor writes a tmpfs entry at `destination`, with
     /// `tmpcopyup` when `copy_up`.
     Spec { destination: String, copy_up: bool },
-    /// Our hook mounts it by fd, added at `stage`, for this reason.
-    Hook { stage: String, why: String },
+    /// Our hook mounts it by fd at `destination` (where it resolves before
+    /// the runtime mounts anything), added at `stage`, for this reason.
+    Hook { destination: String, stage: String, why: String },
     /// Every executor leaves it alone.
     None { why: String, warn: bool },
 }
 
-/// The executor of `plan`'s temp targets in `rootfs`, and the [`Route`] of
-/// each: the rootfs check's verdict (docs/design.md#landing: a target
-/// refused there is refused by the hook too), then `executor` (from
-/// [`super::route::executor`]), which becomes the hook at `prestart` where
-/// a target's directory holds entries in the image that the spec cannot
-/// carry ([`image_files`], as [`place_targets`] judges it: `no_copy_up` is
-/// why the runtime cannot copy up, if it cannot). Nothing is created or
-/// changed.
+/// The executor of `plan`'s temp targets in `rootfs` under `facts`, and
+/// the [`Route`] of each: the spec executor's own verdict ([`carrier`]),
+/// taken on a read-only view of the rootfs ([`ReadOnly`]), so nothing is
+/// created or changed. Where the hook is the executor from the start, each
+/// target is judged by the same placing, read-only, as the hook's landing
+/// rule judges it in the container (docs/design.md#landing).
 ///
 /// # Errors
-/// A rootfs that cannot be opened.
+/// A rootfs that cannot be opened or read.
 pub(crate) fn routes(
     rootfs: &mut LazyRoot<'_>,
     plan: &Plan,
-    executor: &super::route::Executor,
+    facts: &route::Facts<'_>,
     no_copy_up: Option<&str>,
-) -> Result<(super::route::Executor, Vec<(String, Route)>), SysError> {
-    routes_in(rootfs.root()?, plan, executor, no_copy_up)
+) -> Result<(Executor, Vec<(String, Route)>), SysError> {
+    routes_in(rootfs.root()?, plan, facts, no_copy_up)
 }
 
 /// [`routes`] in the opened rootfs `root`.
 fn routes_in<R: Rootfs>(
     root: &mut R,
     plan: &Plan,
-    executor: &super::route::Executor,
+    facts: &route::Facts<'_>,
     no_copy_up: Option<&str>,
-) -> Result<(super::route::Executor, Vec<(String, Route)>), SysError> {
-    use super::route::Executor;
-    let landings = landing::landings(root, &plan.spec_mounts);
-    let not_theirs = not_the_processs(root, plan);
-    let judged: Vec<(&str, Result<TargetPath, Note>, Limits)> = targets(plan)
-        .map(|(target, tmpfs)| {
-            let judged = match not_theirs.iter().find(|(t, _)| *t == target.as_str()) {
-                Some((_, note)) => Err(note.clone()),
-                None => root.judge_target(target, &landings),
+) -> Result<(Executor, Vec<(String, Route)>), SysError> {
+    let mut view = ReadOnly::new(root);
+    let (executor, placed, spec) = match carrier(plan, facts, no_copy_up, || Ok(&mut view))? {
+        Carrier::Spec(placed) => (Executor::Spec, placed, true),
+        Carrier::Hook { stage, why, placed } => {
+            let placed = match placed {
+                Some(placed) => placed,
+                None => place_in(&mut view, plan, None)?.0,
             };
-            (target.as_str(), judged, copy_limits(tmpfs))
-        })
-        .collect();
-    let mut executor = executor.clone();
-    let mut copy_up = Vec::new();
-    if executor == Executor::Spec {
-        let mut holding = Vec::new();
-        for (target, real, limits) in judged.iter().filter_map(|(t, j, l)| Some((*t, j.as_ref().ok()?, l))) {
-            let contents = root.contents_at(real, limits).map_err(|e| read_error(real.as_str(), e))?;
-            match carry(real.as_str(), contents, no_copy_up) {
-                Ok(true) => copy_up.push(target),
-                Ok(false) => {}
-                Err(h) => holding.push(h),
-            }
+            (Executor::Hook { stage, why }, placed, false)
         }
-        if let Some(why) = image_files(&holding) {
-            // The executor is the spec: no other party's runtime-namespace hook.
-            executor = Executor::Hook { stage: super::route::hook_stage(&[]), why };
-        }
-    }
-    let routes = judged.into_iter().map(|(target, judged, _)| {
-        let route = match (judged, &executor) {
-            (Err(note), _) => Route::None { why: note.reason, warn: note.warn },
-            (Ok(_), Executor::Hook { stage, why }) => {
-                Route::Hook { stage: stage.to_string(), why: why.clone() }
-            }
-            (Ok(real), Executor::Spec) => {
-                Route::Spec { destination: real.to_string(), copy_up: copy_up.contains(&target) }
+    };
+    let routes = targets(plan).map(|(target, _)| {
+        let what = target.as_str();
+        let destination = placed.placed.iter().find(|(t, _)| t == what).map(|(_, real)| real.clone());
+        let route = match (placed.refused.iter().find(|(t, _)| t == what), destination, &executor) {
+            (Some((_, note)), _, _) => Route::None { why: note.reason.clone(), warn: note.warn },
+            (None, destination, Executor::Hook { stage, why }) => Route::Hook {
+                destination: destination.unwrap_or_else(|| what.to_string()),
+                stage: stage.to_string(),
+                why: why.clone(),
+            },
+            (None, destination, Executor::Spec) => {
+                let destination = destination.expect("the placing places or refuses each target");
+                Route::Spec { copy_up: spec && placed.copy_up.iter().any(|t| t == what), destination }
             }
         };
-        (target.to_string(), route)
+        (what.to_string(), route)
     });
     let routes = routes.collect();
     Ok((executor, routes))
@@ -391,19 +396,23 @@ mod tests {
         }
     }
 
-    fn spec(placing: Placing) -> Placed {
+    fn spec(placing: (Placed, Option<String>)) -> Placed {
         match placing {
-            Placing::Spec(placed) => placed,
-            Placing::Hook(why) => panic!("to the hook: {why}"),
+            (placed, None) => placed,
+            (_, Some(why)) => panic!("to the hook: {why}"),
         }
     }
 
-    fn hook(placing: Placing) -> String {
+    fn hook(placing: (Placed, Option<String>)) -> String {
         match placing {
-            Placing::Hook(why) => why,
-            Placing::Spec(placed) => panic!("into the spec: {placed:?}"),
+            (_, Some(why)) => why,
+            (placed, None) => panic!("into the spec: {placed:?}"),
         }
     }
+
+    /// Spec mode, a runtime trusted with our mounts, no other party's hook.
+    const SPEC_MODE: route::Facts<'static> =
+        route::Facts { mode: crate::host_config::Mode::Spec, spec_unsafe: None, foreign: &[] };
 
     #[test]
     fn one_target_is_placed_with_its_tmpfs_mode() {
@@ -478,27 +487,58 @@ mod tests {
         assert_eq!(root.calls, ["mkdir /var/tmp", "chmod /var/tmp 1777"]);
     }
 
-    /// `explain`'s routes judge as the placing does, and change nothing.
+    /// `explain`'s routes are the placing's verdict, taken on a read-only
+    /// view: nothing made or chmodded.
     #[test]
     fn routes_say_where_each_target_goes() {
         let entries = [("/tmp", FakeRoot::link("/data")), ("/var", Entry::Dir), ("/var/tmp", Entry::Dir)];
         let mut root = FakeRoot::new(&entries);
         let p = plan(&["/tmp", "/var/tmp"], &[("/data", false)]);
-        let spec = super::super::route::Executor::Spec;
-        let (executor, routes) = routes_in(&mut root, &p, &spec, None).unwrap();
-        assert_eq!(executor, spec);
+        let (executor, routes) = routes_in(&mut root, &p, &SPEC_MODE, None).unwrap();
+        assert_eq!(executor, Executor::Spec);
         assert!(matches!(&routes[0], (t, Route::None { warn: true, .. }) if t == "/tmp"), "{routes:?}");
         let var_tmp =
             |copy_up| ("/var/tmp".to_string(), Route::Spec { destination: "/var/tmp".into(), copy_up });
         assert_eq!(routes[1], var_tmp(false));
         root.holding.push("/var/tmp".into());
-        let (executor, routes) = routes_in(&mut root, &p, &spec, None).unwrap();
-        assert_eq!(executor, spec);
+        let (executor, routes) = routes_in(&mut root, &p, &SPEC_MODE, None).unwrap();
+        assert_eq!(executor, Executor::Spec);
         assert_eq!(routes[1], var_tmp(true));
-        let (executor, routes) = routes_in(&mut root, &p, &spec, Some("youki 0.5.3 is not known")).unwrap();
-        assert!(matches!(executor, super::super::route::Executor::Hook { .. }), "{executor:?}");
+        let (executor, routes) =
+            routes_in(&mut root, &p, &SPEC_MODE, Some("youki 0.5.3 is not known")).unwrap();
+        assert!(matches!(executor, Executor::Hook { .. }), "{executor:?}");
         assert!(
-            matches!(&routes[1].1, Route::Hook { why, .. } if why.contains("holds files, and youki")),
+            matches!(&routes[1].1, Route::Hook { why, destination, .. }
+                if why.contains("holds files, and youki") && destination == "/var/tmp"),
+            "{routes:?}"
+        );
+        assert!(matches!(&routes[0].1, Route::None { warn: true, .. }), "{routes:?}");
+        assert!(root.calls.is_empty(), "{:?}", root.calls);
+    }
+
+    /// Where the hook is the executor from the start, each target is still
+    /// judged by the placing: a symlink into a volume left alone, a safe
+    /// one at its real directory, two landing on one directory once.
+    #[test]
+    fn routes_to_the_hook_judge_each_target_as_the_placing_does() {
+        let entries = [
+            ("/tmp", FakeRoot::link("/data")),
+            ("/var", Entry::Dir),
+            ("/var/tmp", Entry::Dir),
+            ("/scratch", FakeRoot::link("/var/tmp")),
+        ];
+        let mut root = FakeRoot::new(&entries);
+        let p = plan(&["/tmp", "/var/tmp", "/scratch"], &[("/data", false)]);
+        let hook_mode = route::Facts { mode: crate::host_config::Mode::Hook, ..SPEC_MODE };
+        let (executor, routes) = routes_in(&mut root, &p, &hook_mode, None).unwrap();
+        assert!(matches!(executor, Executor::Hook { .. }), "{executor:?}");
+        assert!(matches!(&routes[0].1, Route::None { warn: true, .. }), "{routes:?}");
+        assert!(
+            matches!(&routes[1].1, Route::Hook { destination, stage, .. } if destination == "/var/tmp" && stage == "prestart"),
+            "{routes:?}"
+        );
+        assert!(
+            matches!(&routes[2].1, Route::None { why, .. } if why.contains("same directory as /var/tmp")),
             "{routes:?}"
         );
         assert!(root.calls.is_empty(), "{:?}", root.calls);
@@ -516,8 +556,7 @@ mod tests {
         }
         let mut root = FakeRoot::new(&entries);
         root.owners.insert("/home/app/.cache".into(), 0);
-        let to_spec = super::super::route::Executor::Spec;
-        let (_, routes) = routes_in(&mut root, &p, &to_spec, None).unwrap();
+        let (_, routes) = routes_in(&mut root, &p, &SPEC_MODE, None).unwrap();
         let Route::None { why, warn } = &routes[0].1 else { panic!("routed: {routes:?}") };
         let placed = spec(place_in(&mut root, &p, None).unwrap());
         assert_eq!(placed.refused.len(), 1, "{placed:?}");
@@ -525,7 +564,7 @@ mod tests {
         assert!(placed.placed.is_empty() && root.calls.is_empty(), "{placed:?} {:?}", root.calls);
         // The process's own directory: placed by both.
         root.owners.insert("/home/app/.cache".into(), 1000);
-        let (_, routes) = routes_in(&mut root, &p, &to_spec, None).unwrap();
+        let (_, routes) = routes_in(&mut root, &p, &SPEC_MODE, None).unwrap();
         assert!(matches!(&routes[0].1, Route::Spec { .. }), "{routes:?}");
     }
 

@@ -263,23 +263,13 @@ fn in_spec(
     };
     let facts =
         route::Facts { mode: Mode::Spec, spec_unsafe: verdict.spec_unsafe.as_deref(), foreign: &foreign };
-    let placing = match route::executor(&plan, &facts) {
-        route::Executor::Hook { stage, why } => Err((why, stage)),
-        route::Executor::Spec => {
-            let root = root.as_mut().expect("a plan with actions has a root.path");
-            match host::place_targets(root, &plan, verdict.no_copy_up.as_deref())? {
-                host::Placing::Spec(placed) => Ok(placed),
-                // No foreign hook (the executor would be the hook): prestart.
-                host::Placing::Hook(why) => Err((why, route::hook_stage(&foreign))),
-            }
-        }
-    };
-    let placed = match placing {
-        Ok(placed) => {
+    let lazy = root.as_mut().expect("a plan with actions has a root.path");
+    let placed = match host::carrier(&plan, &facts, verdict.no_copy_up.as_deref(), move || lazy.root())? {
+        host::Carrier::Spec(placed) => {
             crate::report::decision(&plan);
             placed
         }
-        Err((why, stage)) => {
+        host::Carrier::Hook { stage, why, .. } => {
             let Some(entry) = hook else {
                 crate::report::decision(&plan);
                 return Ok(false);

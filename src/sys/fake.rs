@@ -12,7 +12,7 @@ use rustix::io::Errno;
 use super::contents::Contents;
 use super::copy::Limits;
 use super::resolve::skip_reason;
-use super::resolve::{clash, Claim};
+use super::resolve::{claim_path, Claim};
 use super::rootfs::Rootfs;
 use super::SysError;
 use crate::plan::landing::{Entry, Tree};
@@ -94,13 +94,9 @@ impl Rootfs for FakeRoot {
             let reason = skip_reason(errno).unwrap_or("unresolvable");
             return Ok(Err(Note { subject: what.into(), reason: reason.into(), warn: errno != Errno::XDEV }));
         }
-        if let Some(first) = self.claimed.iter().find(|c| c.real == at) {
-            return Ok(Err(Note::warn(what, format!("it is the same directory as {}", first.what))));
-        }
-        if let Some(reason) = clash(&self.claimed, &at) {
+        if let Some(reason) = claim_path(&mut self.claimed, &at, what) {
             return Ok(Err(Note::warn(what, reason)));
         }
-        self.claimed.push(Claim { what: what.to_string(), real: at.clone() });
         Ok(Ok(at))
     }
 

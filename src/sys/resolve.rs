@@ -397,6 +397,22 @@ pub(crate) fn clash<'a>(claimed: impl IntoIterator<Item = &'a Claim>, real: &str
     ))
 }
 
+/// Claims the directory at the real path `real` for `what` in `claimed`,
+/// or says why not: the same directory as an earlier target's, or a
+/// [`clash`] with one. For a rootfs judged by path (a map, or `explain`'s
+/// read-only view), where a real path names one directory: it has no
+/// symlink left and crosses no mount.
+pub(crate) fn claim_path(claimed: &mut Vec<Claim>, real: &str, what: &str) -> Option<String> {
+    if let Some(first) = claimed.iter().find(|c| c.real == real) {
+        return Some(format!("it is the same directory as {}", first.what));
+    }
+    if let Some(reason) = clash(claimed.iter(), real) {
+        return Some(reason);
+    }
+    claimed.push(Claim { what: what.to_string(), real: real.to_string() });
+    None
+}
+
 /// A rootfs fd as a [`landing::Tree`]: each path is opened with `openat2`
 /// `RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV` and
 /// `O_PATH | O_NOFOLLOW`, so that a trailing symlink is read, never followed.

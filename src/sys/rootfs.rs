@@ -11,7 +11,7 @@ use rustix::io::Errno;
 use super::contents::{contents, contents_at, Contents};
 use super::copy::Limits;
 use super::error::SysError;
-use super::resolve::{skip_reason, MadeFor, Root, REAL};
+use super::resolve::{claim_path, skip_reason, Claim, MadeFor, Root, REAL};
 use crate::plan::landing::{self, Entry, Landing, Stop, Tree, Walk};
 use crate::plan::Note;
 use crate::target::{self, TargetPath};
@@ -128,6 +128,63 @@ impl Rootfs for Root {
 
     fn set_mode(&mut self, dir: &OwnedFd, mode: u32, what: &str) -> Result<bool, SysError> {
         Root::set_mode(self, dir, mode, what)
+    }
+}
+
+/// A rootfs judged without a change: `explain`'s view of what the placing
+/// would do. It walks and reads as the rootfs under it does; the steps
+/// that would change it answer instead: a directory to make is where the
+/// placing would make it (its real path, claimed as the placing claims
+/// one: [`claim_path`]), and a mode to set is set when the directory has
+/// another or is not there yet. So `explain` runs the placing itself
+/// ([`crate::spec::host`]), not a copy of its rules.
+pub(crate) struct ReadOnly<'r, R> {
+    root: &'r mut R,
+    claimed: Vec<Claim>,
+}
+
+impl<'r, R: Rootfs> ReadOnly<'r, R> {
+    pub(crate) fn new(root: &'r mut R) -> ReadOnly<'r, R> {
+        ReadOnly { root, claimed: Vec::new() }
+    }
+}
+
+impl<R: Rootfs> Tree for ReadOnly<'_, R> {
+    fn entry(&mut self, path: &str) -> Entry {
+        self.root.entry(path)
+    }
+}
+
+impl<R: Rootfs> Rootfs for ReadOnly<'_, R> {
+    /// The directory's real in-root path: nothing is opened to be changed.
+    type Dir = TargetPath;
+
+    fn resolve_real(
+        &mut self,
+        real: &TargetPath,
+        what: &str,
+        _made: MadeFor<'_>,
+    ) -> Result<Result<TargetPath, Note>, SysError> {
+        Ok(match claim_path(&mut self.claimed, real.as_str(), what) {
+            Some(reason) => Err(Note::warn(what, reason)),
+            None => Ok(real.clone()),
+        })
+    }
+
+    fn dir_stat(&self, target: &TargetPath) -> Option<(u32, u32)> {
+        self.root.dir_stat(target)
+    }
+
+    fn contents(&self, dir: &TargetPath, limits: &Limits) -> Result<Contents, Errno> {
+        self.root.contents_at(dir, limits)
+    }
+
+    fn contents_at(&self, real: &TargetPath, limits: &Limits) -> Result<Contents, Errno> {
+        self.root.contents_at(real, limits)
+    }
+
+    fn set_mode(&mut self, dir: &TargetPath, mode: u32, _: &str) -> Result<bool, SysError> {
+        Ok(self.root.dir_stat(dir).is_none_or(|(had, _)| had != mode))
     }
 }
 

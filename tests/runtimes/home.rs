@@ -79,6 +79,8 @@ pub(crate) struct Printed {
     /// What `inject --mode spec` printed (its notes, on stdout and stderr).
     pub(crate) inject: String,
     pub(crate) context: String,
+    /// What `explain` said of the bundle just before the executor ran it.
+    pub(crate) explained: Option<verdict::Explained>,
 }
 
 /// Registers `executor` (the hook's warnings to a log file), runs the bundle
@@ -87,18 +89,20 @@ pub(crate) fn run_with(b: &mut Bundle, executor: Via, rt: Runtime, timeout: Dura
     let (conf, log) = warnings_to_a_file(b);
     // The caches' line is information (docs/design.md#home-rule).
     std::fs::write(&conf, std::fs::read_to_string(&conf).unwrap().replace("\"warn\"", "\"info\"")).unwrap();
-    let inject = match executor {
+    let explain = |b: &Bundle| verdict::explain_for(&b.dir, &conf, rt, executor);
+    let (inject, explained) = match executor {
         Via::Bare => {
             b.write();
-            String::new()
+            (String::new(), None)
         }
         Via::Hook(stage) => {
             b.inject_with_config(stage, &conf);
-            String::new()
+            (String::new(), explain(b))
         }
         Via::Wrapper(mode) => panic!("the HOME cases run no wrapper (mode {mode})"),
         Via::InjectSpec => {
             b.write();
+            let explained = explain(b);
             let out = std::process::Command::new(hook_bin())
                 .args(["inject", "--mode", "spec", "--config"])
                 .arg(&conf)
@@ -113,7 +117,7 @@ pub(crate) fn run_with(b: &mut Bundle, executor: Via, rt: Runtime, timeout: Dura
                 format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
             assert!(status.success(), "inject --mode spec: {status}: {out}");
             b.config = serde_json::from_slice(&std::fs::read(b.dir.join("config.json")).unwrap()).unwrap();
-            out
+            (out, explained)
         }
     };
     let run = b.run_timeout(rt, timeout);
@@ -132,14 +136,18 @@ pub(crate) fn run_with(b: &mut Bundle, executor: Via, rt: Runtime, timeout: Dura
         serde_json::to_string_pretty(&b.config).unwrap()
     );
     assert!(run.output.status.success(), "the container failed: {context}");
-    Printed { out, log, inject, context }
+    Printed { out, log, inject, context, explained }
 }
 
 /// Runs [`PROBE`]'s bundle with `executor` and reads what it printed.
 fn start(b: &mut Bundle, executor: Via, rt: Runtime) -> Seen {
-    let Printed { out, log, inject, context } = run_with(b, executor, rt, Duration::from_secs(60));
+    let Printed { out, log, inject, context, explained } = run_with(b, executor, rt, Duration::from_secs(60));
     let shown = home::Seen::parse(&out);
     assert!(shown.home != "(no HOME line)", "no HOME line: {context}");
+    // The probe prints the container's mount table: ours where explain said.
+    if let Some(explained) = explained {
+        explained.assert_did(&parse_mountinfo(&out), &b.config, &context);
+    }
     let env_home = b.config["process"]["env"]
         .as_array()
         .and_then(|e| e.iter().rev().find_map(|v| v.as_str()?.strip_prefix("HOME=").map(String::from)));

@@ -191,8 +191,17 @@ fn run_as(b: &Bundle, rt: Runtime, exec: Via, id: &str, case: &str) -> Ran {
     ran
 }
 
+/// Runs the prepared bundle `b` through `exec`, and holds what ours did
+/// to what `explain` said of the bundle just before (a container that did
+/// not run shows no mount table to hold it to).
 fn run(b: &Bundle, rt: Runtime, exec: Via, case: &str) -> Ran {
-    run_as(b, rt, exec, &unique("lay"), case)
+    b.write();
+    let explained = verdict::explain_for(&b.dir, &b.dir.join("host-config.toml"), rt, exec);
+    let ran = run_as(b, rt, exec, &unique("lay"), case);
+    if let (Some(explained), true) = (explained, ran.ok()) {
+        explained.assert_did(&ran.mounts(), &ran.config, case);
+    }
+    ran
 }
 
 /// The container ran, no tmpfs of ours is in it, `config.json` shows no
@@ -853,7 +862,8 @@ fn under_race(
     let rootfses: Vec<&Path> = rootfses.iter().map(|r| r.as_ref()).collect();
     race::under_swaps(&rootfses, starts, true, |i, k| {
         let case = format!("{case} start {i}");
-        let ran = run(&bundles[k], rt, exec, &case);
+        // The layout moves under the start: no `explain` before it can say.
+        let ran = run_as(&bundles[k], rt, exec, &unique("lay"), &case);
         each(&case, k, &ran);
     })
 }

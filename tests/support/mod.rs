@@ -7,7 +7,8 @@
 //! written once (`layouts`), the node suite's fake host (`kube`), the lock
 //! for suites that watch the host (`host`), the container user's `HOME`
 //! through the engines (`home`), the `hostUsers: false` pod written once
-//! (`userns`), and the hostile suites' rename race (`race`). Root tests fail loudly without root or a runtime; they never
+//! (`userns`), the hostile suites' rename race (`race`), and `explain` held to what an
+//! executor did (`verdict`). Root tests fail loudly without root or a runtime; they never
 //! skip.
 #![allow(dead_code, unreachable_pub)]
 
@@ -25,6 +26,7 @@ pub mod pods;
 pub mod process;
 pub mod race;
 pub mod userns;
+pub mod verdict;
 
 pub use bundle::*;
 pub use fs::*;
