@@ -23,7 +23,7 @@ pub const MAX_STATE_BYTES: u64 = 1 << 20;
 /// Largest `config.json` (or `runc exec --process` file) accepted.
 pub const MAX_SPEC_BYTES: u64 = 8 << 20;
 /// Largest host config accepted.
-pub const MAX_SETTINGS_BYTES: u64 = 1 << 20;
+pub const MAX_HOST_CONFIG_BYTES: u64 = 1 << 20;
 /// Longest container id we accept (it is printed in every log line).
 const MAX_ID_LEN: usize = 1024;
 
@@ -176,7 +176,7 @@ impl HostConfigSource {
     /// # Errors
     /// What [`HostConfigSource::read_with_text`] fails with.
     pub fn read(&self) -> Result<HostConfig, InputError> {
-        self.read_with_text().map(|(settings, _)| settings)
+        self.read_with_text().map(|(host_config, _)| host_config)
     }
 
     /// [`HostConfigSource::read`], and the file's text (`""` for a missing
@@ -187,16 +187,16 @@ impl HostConfigSource {
     /// explicitly.
     pub fn read_with_text(&self) -> Result<(HostConfig, String), InputError> {
         let path = &self.path;
-        let bytes = match files::read(None, path, MAX_SETTINGS_BYTES) {
+        let bytes = match files::read(None, path, MAX_HOST_CONFIG_BYTES) {
             Err(e) if !self.explicit && e.is_not_found() => {
                 return Ok((HostConfig::default(), String::new()))
             }
             other => other?.bytes,
         };
         let text = String::from_utf8(bytes).map_err(|_| FileError::NotUtf8 { path: path.to_path_buf() })?;
-        let settings = HostConfig::parse(&text)
+        let host_config = HostConfig::parse(&text)
             .map_err(|source| InputError::HostConfig { path: path.to_path_buf(), source })?;
-        Ok((settings, text))
+        Ok((host_config, text))
     }
 }
 
@@ -272,12 +272,12 @@ mod tests {
     }
 
     #[test]
-    fn settings_file_missing_is_default_only_when_implicit() {
-        let read_settings =
+    fn host_config_file_missing_is_default_only_when_implicit() {
+        let read_host_config =
             |path: &Path, explicit| HostConfigSource { path: path.to_path_buf(), explicit }.read();
         let missing = Path::new("/nonexistent/oci-tmpfs-hook.toml");
-        assert_eq!(read_settings(missing, false).unwrap(), HostConfig::default());
-        assert!(read_settings(missing, true).is_err());
+        assert_eq!(read_host_config(missing, false).unwrap(), HostConfig::default());
+        assert!(read_host_config(missing, true).is_err());
     }
 
     #[test]

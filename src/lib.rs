@@ -13,29 +13,28 @@
 //!   [`plan::finish`] (NRI: [`plan::plan_for`], which reads nothing):
 //!   [`spec`] (tmpfs entries written into `config.json`, checked on the
 //!   rootfs by fd), [`hook`] (by fd in the container's namespace), [`nri`] (the NRI plugin, which hands
-//!   containers to the hook); beside them [`node`] (the node installer) and
-//!   [`doctor`] (the `doctor` command's checks), over [`engine`] (each
-//!   engine's registration, its changes and its checks).
+//!   containers to the hook); beside them [`node`] (the node installer),
+//!   over [`engine`] (each engine's registration, its changes and its
+//!   checks, and `doctor`'s checks, [`engine::doctor`]).
 //! - [`sys`]: the syscall layer under both fd executors, [`spec`] and
 //!   [`hook`] (openat2 in the rootfs, the mount calls, namespaces, an
 //!   engine's shm, copy-up's calls, `doctor`'s kernel probes), with one
 //!   typed error.
 //! - [`manifest`]: `explain --manifest`, Kubernetes pod templates as the
 //!   plan's input (pure; off the hook's and the wrapper's path).
-//! - [`report`]: how a plan and its outcome are worded for the log.
 //! - [`input`] (bounded reads of the state, `config.json` and the host
 //!   config, and the host's facts, which it gives the plan as
 //!   [`plan::HostFacts`]); the spec executor's `config.json` edits are
 //!   [`spec::bundle`].
-//! - [`plan`], pure: what to mount, and [`plan::landing`], the landing rule
-//!   the hook and the spec executor share.
+//! - [`plan`], pure: what to mount, [`plan::landing`], the landing rule
+//!   the hook and the spec executor share, and [`plan::report`], how a plan
+//!   and an executor's outcome are worded for the log.
 //! - values and helpers: [`host_config`], [`size`], [`target`], [`stage`],
 //!   [`names`], [`files`], and [`error`] at the bottom; [`process`], what
 //!   belongs to the process: its allocator, its log backend, SIGTERM and
 //!   SIGINT for the commands that run until stopped.
 
 pub mod cli;
-pub(crate) mod doctor;
 pub mod engine;
 pub mod error;
 pub(crate) mod files;
@@ -49,7 +48,6 @@ pub mod nri;
 pub mod oci;
 pub mod plan;
 pub mod process;
-pub(crate) mod report;
 pub mod size;
 pub(crate) mod spec;
 pub mod stage;

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::HostConfigArg;
-use crate::doctor;
 use crate::engine::check::Context;
+use crate::engine::doctor;
 use crate::error::{Error, EXIT_FAILED};
 
 #[derive(Clone, Debug, Args)]

@@ -58,22 +58,22 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<ExitCode, Error> {
         (None, None) => unreachable!("clap requires --bundle or --manifest"),
     };
     let json = args.json;
-    let settings = args.config.source(Path::new("/")).read()?;
+    let host_config = args.config.source(Path::new("/")).read()?;
     let (spec, hooks) = input::read_spec_and_hooks(bundle)?;
     let host = input::host_facts()?;
     let rootfs = input::rootfs_path(&spec, bundle);
     let mut root = rootfs.as_deref().map(crate::spec::host::LazyRoot::new);
     // As the runtime wrapper makes it, through the same function.
-    let plan = crate::spec::plan_in(&spec, &settings, host, root.as_mut())?;
+    let plan = crate::spec::plan_in(&spec, &host_config, host, root.as_mut())?;
     let carried = match (root.as_mut(), plan.enabled) {
         (Some(r), true) => {
             // The runtime the wrapper would exec: --runtime, else the host
             // config's runtime_path, else runc on PATH.
-            let runtime = crate::wrapper::real_runtime::bundle_verdict(args.runtime.as_deref(), &settings);
+            let runtime = crate::wrapper::real_runtime::bundle_verdict(args.runtime.as_deref(), &host_config);
             let ours = crate::files::this_binary()?;
             let foreign = route::foreign_runtime_hooks(&hooks, &ours);
             let facts = route::Facts {
-                mode: args.mode.unwrap_or(settings.mode),
+                mode: args.mode.unwrap_or(host_config.mode),
                 spec_unsafe: runtime.spec_unsafe.as_deref(),
                 foreign: &foreign,
             };
@@ -333,7 +333,7 @@ const MANIFEST_MAX: u64 = 16 << 20;
 /// `explain --manifest FILE`: a bad manifest is a usage error (one line,
 /// exit 2), as a bad flag is.
 fn manifest(args: &ExplainArgs, file: &Path) -> Result<ExitCode, Error> {
-    let settings = args.config.source(Path::new("/")).read()?;
+    let host_config = args.config.source(Path::new("/")).read()?;
     let (node, ram) = match args.node_memory {
         Some(b) => ("--node-memory", b),
         None => ("this host's RAM", input::host_ram()?),
@@ -348,7 +348,7 @@ fn manifest(args: &ExplainArgs, file: &Path) -> Result<ExitCode, Error> {
             return Ok(ExitCode::from(crate::error::EXIT_USAGE));
         }
     };
-    let reports: Vec<_> = workloads.iter().map(|w| crate::manifest::explain(w, &settings, ram)).collect();
+    let reports: Vec<_> = workloads.iter().map(|w| crate::manifest::explain(w, &host_config, ram)).collect();
     if args.json {
         let doc = serde_json::json!({
             "manifest": name,

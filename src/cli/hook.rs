@@ -51,11 +51,11 @@ pub(crate) fn registered_argv(args: &[std::ffi::OsString]) -> Option<HookArgs> {
 /// # Errors
 /// The host config cannot be used, or (`on_error = "fail"`) anything after.
 pub(crate) fn run(args: &HookArgs) -> Result<ExitCode, Error> {
-    let settings = args.config.source(Path::new("/")).read()?;
-    crate::process::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
-    match crate::hook::run(args.stage, &settings, io::stdin().lock()) {
+    let host_config = args.config.source(Path::new("/")).read()?;
+    crate::process::logger::configure(host_config.log_level.filter(), host_config.log_file.as_deref());
+    match crate::hook::run(args.stage, &host_config, io::stdin().lock()) {
         Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) if settings.on_error == OnError::Warn => {
+        Err(e) if host_config.on_error == OnError::Warn => {
             log::warn!("{} (on_error = \"warn\": the container starts without these mounts)", chain(&e));
             Ok(ExitCode::SUCCESS)
         }

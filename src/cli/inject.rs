@@ -65,15 +65,15 @@ pub(crate) fn run(args: &InjectArgs) -> Result<ExitCode, Error> {
 
 /// `inject --mode spec`: the plan's mounts written into config.json.
 fn in_spec(args: &InjectArgs) -> Result<ExitCode, Error> {
-    let settings = HostConfigSource::new(args.config.as_deref(), Path::new("/")).read()?;
+    let host_config = HostConfigSource::new(args.config.as_deref(), Path::new("/")).read()?;
     let binary = match &args.hook_path {
         Some(p) => p.clone(),
         None => crate::files::this_binary()?,
     };
     let entry = HookEntry::for_stage(&binary, args.stage, args.config.as_deref());
-    let runtime = || crate::wrapper::real_runtime::bundle_verdict(args.runtime.as_deref(), &settings);
+    let runtime = || crate::wrapper::real_runtime::bundle_verdict(args.runtime.as_deref(), &host_config);
     let launch = spec::Launch { id: None, runtime: &runtime };
-    let outcome = spec::carry_out(&args.bundle, &settings, Some(&entry), &launch)?;
+    let outcome = spec::carry_out(&args.bundle, &host_config, Some(&entry), &launch)?;
     if let Some(home) = &outcome.home {
         println!("{home}");
     }

@@ -106,7 +106,7 @@ pub(crate) fn run(args: &NriArgs) -> Result<ExitCode, Error> {
         mount: args.hook_dir_mount.clone().unwrap_or_else(|| node.clone()),
     });
     let policy = Arc::new(Policy::new(source, dir)?);
-    nri::policy::apply_logging(&policy.settings(), &crate::host_config::HostConfig::default());
+    nri::policy::apply_logging(&policy.host_config(), &crate::host_config::HostConfig::default());
     if args.host_root.is_some() {
         log::warn!("nri: --host-root is no longer used (the hook grows the pod's /dev/shm); ignored");
     }

@@ -17,6 +17,7 @@ pub(crate) mod change;
 pub(crate) mod check;
 pub(crate) mod containerd;
 pub(crate) mod docker;
+pub(crate) mod doctor;
 pub mod hooks_dir;
 
 use std::path::{Path, PathBuf};

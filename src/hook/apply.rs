@@ -447,7 +447,7 @@ mod tests {
         let mut r = Recorder::default();
         let empty = Plan { enabled: true, ..Plan::default() };
         go(&mut r, empty, NsEntry::Join(Stage::Prestart), 1, "/r").unwrap();
-        // A disabled plan has no actions: plan::decide's tests hold that.
+        // A disabled plan has no actions: the plan's tests hold that.
         assert!(r.calls.is_empty());
     }
 
@@ -465,9 +465,9 @@ mod tests {
             "linux": {"namespaces": [{"type": "mount"}]}
         }))
         .unwrap();
-        let settings = crate::host_config::HostConfig::default();
+        let host_config = crate::host_config::HostConfig::default();
         let host = crate::plan::HostFacts { ram: Bytes(16 << 30) };
-        let begin = || crate::plan::begin(&spec, None, &settings, host, &UserFacts::HOOK).unwrap();
+        let begin = || crate::plan::begin(&spec, None, &host_config, host, &UserFacts::HOOK).unwrap();
         assert!(matches!(begin(), Decision::Asks(_)));
         let mut r = Recorder { passwd: Passwd::Entry("/home/app".into()), ..Recorder::default() };
         let report = go_decision(&mut r, begin(), NsEntry::Join(Stage::Prestart), 7, "/r").unwrap();

@@ -37,14 +37,14 @@ pub(crate) enum HookError {
 }
 
 /// Runs the hook for the container whose state is on `stdin`, registered at
-/// `stage` (none: inferred), with the host config `settings`.
+/// `stage` (none: inferred), with `host_config`.
 ///
 /// # Errors
 /// The state or the bundle cannot be read, no plan can be made, or
 /// carrying it out failed.
 pub(crate) fn run(
     stage: Option<Stage>,
-    settings: &HostConfig,
+    host_config: &HostConfig,
     stdin: impl io::Read,
 ) -> Result<(), HookError> {
     let state = input::read_state(stdin)?;
@@ -53,13 +53,13 @@ pub(crate) fn run(
     let entry = stage.map(ns::NsEntry::at).transpose()?;
     let spec = input::read_spec(&state.bundle)?;
     let host = input::host_facts()?;
-    let begun = plan::begin(&spec, state.annotations.as_ref(), settings, host, &plan::UserFacts::HOOK)?;
+    let begun = plan::begin(&spec, state.annotations.as_ref(), host_config, host, &plan::UserFacts::HOOK)?;
     // A plan that asks what only the image can say is logged once it is
     // finished, inside the container: its notes would be logged twice.
     let asks = matches!(begun, plan::Decision::Asks(_));
     if let plan::Decision::Done(plan) = &begun {
         log::debug!("{}", plan.why);
-        crate::report::decision(plan);
+        crate::process::logger::emit(crate::plan::report::decision(plan));
     }
     if !begun.has_work() {
         return Ok(());
@@ -76,10 +76,10 @@ pub(crate) fn run(
     };
     if asks {
         log::debug!("{}", plan.why);
-        crate::report::decision(&plan);
+        crate::process::logger::emit(crate::plan::report::decision(&plan));
     }
     let report = apply::apply(&mut system, &mut root, &plan)?;
-    crate::report::outcome(&report.notes, &report.done);
+    crate::process::logger::emit(crate::plan::report::outcome(&report.notes, &report.done));
     Ok(())
 }
 

@@ -108,25 +108,30 @@ fn shm_note(reason: impl Into<String>, warn: bool) -> Note {
     Note { subject: SHM_PATH.into(), reason: reason.into(), warn }
 }
 
-/// Where `/dev/shm` landed in the container, and what is there (its type and
-/// device, read only when it landed at `/dev/shm`): why it is left alone, if
-/// it is. Elsewhere (through a symlink), not a directory, or the host's own
+/// Where `/dev/shm` landed in the container, and what is there (`read`: its
+/// type and device, read only where it landed at `/dev/shm`): the device
+/// when it is the container's own directory, else why it is left alone.
+/// Elsewhere (through a symlink), not a directory, or the host's own
 /// `/dev/shm` (host IPC: never resized).
-fn shm_place(landed: Option<&str>, kind: FileType, dev: u64, host_shm: Option<u64>) -> Option<Note> {
-    match landed {
-        Some(SHM_PATH) => {}
-        other => {
+fn shm_place(
+    landed: Option<&str>,
+    read: Option<(FileType, u64)>,
+    host_shm: Option<u64>,
+) -> Result<u64, Note> {
+    let (kind, dev) = match (landed, read) {
+        (Some(SHM_PATH), Some(read)) => read,
+        (other, _) => {
             let to = other.unwrap_or("a place outside the rootfs");
-            return Some(shm_note(format!("it resolves to {to} instead"), true));
+            return Err(shm_note(format!("it resolves to {to} instead"), true));
         }
-    }
+    };
     if kind != FileType::Directory {
-        return Some(shm_note("it is not a directory", true));
+        return Err(shm_note("it is not a directory", true));
     }
     if Some(dev) == host_shm {
-        return Some(shm_note("it is the host's own /dev/shm (host IPC); never resized", false));
+        return Err(shm_note("it is the host's own /dev/shm (host IPC); never resized", false));
     }
-    None
+    Ok(dev)
 }
 
 /// What `/dev/shm` is, once it is the container's directory ([`shm_place`]).
@@ -289,14 +294,15 @@ impl Mounter for System {
             Err(e) => return shm_resolve_failed(e),
         };
         let landed = root.landed(&fd, SHM_PATH)?;
-        let (kind, dev) = match landed.as_deref() {
-            Some(SHM_PATH) => resolve::kind_and_dev(&fd, SHM_PATH)?,
-            // Not read where it landed elsewhere: judged on the landing alone.
-            _ => (FileType::Unknown, 0),
+        // Not read where it landed elsewhere: judged on the landing alone.
+        let read = match landed.as_deref() {
+            Some(SHM_PATH) => Some(resolve::kind_and_dev(&fd, SHM_PATH)?),
+            _ => None,
         };
-        if let Some(note) = shm_place(landed.as_deref(), kind, dev, self.host_shm) {
-            return Ok(Prepared::Skip(note));
-        }
+        let dev = match shm_place(landed.as_deref(), read, self.host_shm) {
+            Ok(dev) => dev,
+            Err(note) => return Ok(Prepared::Skip(note)),
+        };
         match shm_kind(is_mount_root(&fd)?, self.engine_shm.as_ref(), dev) {
             ShmKind::Skip(note) => Ok(Prepared::Skip(note)),
             ShmKind::Bare => {
@@ -372,23 +378,23 @@ mod tests {
     /// reason, a warning but for host IPC.
     #[test]
     fn shm_is_taken_only_at_its_own_directory() {
-        let dir = FileType::Directory;
-        assert_eq!(shm_place(Some(SHM_PATH), dir, 9, Some(HOST)), None);
-        assert_eq!(shm_place(Some(SHM_PATH), dir, 9, None), None);
-        let left = |n: Option<Note>| n.map(|n| (n.reason, n.warn));
+        let dir = Some((FileType::Directory, 9));
+        assert_eq!(shm_place(Some(SHM_PATH), dir, Some(HOST)), Ok(9));
+        assert_eq!(shm_place(Some(SHM_PATH), dir, None), Ok(9));
+        let left = |n: Result<u64, Note>| n.map_err(|n| (n.reason, n.warn)).err();
         assert_eq!(
-            left(shm_place(Some("/etc"), dir, 9, Some(HOST))),
+            left(shm_place(Some("/etc"), None, Some(HOST))),
             Some(("it resolves to /etc instead".into(), true))
         );
         assert_eq!(
-            left(shm_place(None, dir, 9, Some(HOST))),
+            left(shm_place(None, None, Some(HOST))),
             Some(("it resolves to a place outside the rootfs instead".into(), true))
         );
         assert_eq!(
-            left(shm_place(Some(SHM_PATH), FileType::RegularFile, 9, Some(HOST))),
+            left(shm_place(Some(SHM_PATH), Some((FileType::RegularFile, 9)), Some(HOST))),
             Some(("it is not a directory".into(), true))
         );
-        let host = left(shm_place(Some(SHM_PATH), dir, HOST, Some(HOST))).unwrap();
+        let host = left(shm_place(Some(SHM_PATH), Some((FileType::Directory, HOST)), Some(HOST))).unwrap();
         assert!(host.0.contains("host's own") && !host.1, "{host:?}");
     }
 

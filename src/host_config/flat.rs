@@ -2,7 +2,7 @@
 //! (docs/design.md#flat-config): every start reads the host config, and
 //! almost every file is the installed example (comments only) or a few
 //! `key = value` lines. For such a file [`read`] gives the keys and their
-//! values as a JSON object, which `RawSettings` is deserialised from; for
+//! values as a JSON object, which `RawHostConfig` is deserialised from; for
 //! anything else it gives `None` and the caller parses the text as TOML.
 //!
 //! What is read here is a strict subset of TOML, taken line by line, and is

@@ -106,7 +106,7 @@ impl LogLevel {
 /// The file as written: every key optional, unknown keys refused.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawSettings {
+struct RawHostConfig {
     tmp_size: Option<Size>,
     shm_size: Option<Size>,
     max_tmp_size: Option<Size>,
@@ -159,7 +159,7 @@ impl<'de> Deserialize<'de> for EnvTargets {
     }
 }
 
-/// The effective host settings.
+/// The effective host config.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct HostConfig {
     #[serde(serialize_with = "display")]
@@ -315,7 +315,7 @@ impl HostConfig {
         // The common file without the TOML parser's code (docs/design.md#flat-config);
         // a value it would refuse goes to the TOML parser, which says where.
         let raw = match flat::read(text) {
-            Some(keys) if keys.is_empty() => RawSettings::default(),
+            Some(keys) if keys.is_empty() => RawHostConfig::default(),
             Some(keys) => match serde_json::from_value(serde_json::Value::Object(keys)) {
                 Ok(raw) => raw,
                 Err(_) => from_toml(text)?,
@@ -325,8 +325,8 @@ impl HostConfig {
         HostConfig::check(raw)
     }
 
-    /// The settings `raw`, checked.
-    fn check(raw: RawSettings) -> Result<HostConfig, HostConfigError> {
+    /// The host config `raw`, checked.
+    fn check(raw: RawHostConfig) -> Result<HostConfig, HostConfigError> {
         let mut extra_targets = Vec::new();
         for path in raw.extra_targets {
             let t = target::validate(&path).map_err(|reason| HostConfigError::Target {
@@ -381,7 +381,7 @@ impl HostConfig {
 }
 
 /// `text` read by the TOML parser.
-fn from_toml(text: &str) -> Result<RawSettings, HostConfigError> {
+fn from_toml(text: &str) -> Result<RawHostConfig, HostConfigError> {
     toml::from_str(text).map_err(|e| HostConfigError::Toml(one_line(&e.to_string())))
 }
 
@@ -402,7 +402,7 @@ mod tests {
     #[test]
     fn empty_file_is_defaults() {
         assert_eq!(HostConfig::parse("").unwrap(), HostConfig::default());
-        assert_eq!(format!("{:?}", from_toml("").unwrap()), format!("{:?}", RawSettings::default()));
+        assert_eq!(format!("{:?}", from_toml("").unwrap()), format!("{:?}", RawHostConfig::default()));
     }
 
     /// A file read without the TOML parser gives what the TOML parser's

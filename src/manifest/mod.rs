@@ -3,7 +3,7 @@
 //! and names every problem by document and field; [`workloads`] finds each
 //! pod template (a Pod, or a workload's template); [`pod`] turns a template
 //! into the plan's input with [`pod::spec_for`], the one translation;
-//! [`explain`] runs `plan::decide` for each container and the pod's shared
+//! [`explain`] runs `plan::plan_for` for each container and the pod's shared
 //! `/dev/shm`. Pure: the caller reads the file and the node's facts, and
 //! prints. Nothing here runs on the hook's or the wrapper's path.
 
@@ -215,10 +215,10 @@ pub(crate) struct PodReport {
     pub shm: PodShm,
 }
 
-/// The plans for every container of `w`'s pods on a node with `settings`
+/// The plans for every container of `w`'s pods on a node with `host_config`
 /// and `ram`, and the pod's `/dev/shm`. The pause container gets nothing
 /// (it is a pod sandbox) and is not listed.
-pub(crate) fn explain(w: &Workload, settings: &HostConfig, ram: Bytes) -> PodReport {
+pub(crate) fn explain(w: &Workload, host_config: &HostConfig, ram: Bytes) -> PodReport {
     let p = &w.pod;
     let mut containers = Vec::new();
     let mut shm = if p.host_ipc {
@@ -230,7 +230,7 @@ pub(crate) fn explain(w: &Workload, settings: &HostConfig, ram: Bytes) -> PodRep
         let spec = pod::spec_for(p, c);
         // The image's /etc/passwd is unknown here: the plan says what it assumes.
         let user = plan::UserFacts::unknown();
-        let plan = plan::plan_for(&spec, None, settings, plan::HostFacts { ram }, &user);
+        let plan = plan::plan_for(&spec, None, host_config, plan::HostFacts { ram }, &user);
         if let (Ok(plan), PodShm::Sandbox { size, by, .. }) = (&plan, &mut shm) {
             // The pod's shm is a bind from containerd's sandbox dir; a
             // volume at /dev/shm is the container's own.
@@ -262,7 +262,7 @@ pub(crate) fn explain(w: &Workload, settings: &HostConfig, ram: Bytes) -> PodRep
                 (path.clone(), format!("volume {v} ({kind}{ro})"))
             })
             .collect();
-        let assumed_home = plan.as_ref().ok().and_then(|_| assumed_home(&spec, settings, ram));
+        let assumed_home = plan.as_ref().ok().and_then(|_| assumed_home(&spec, host_config, ram));
         let memory =
             plan.as_ref().ok().filter(|p| !p.actions.is_empty() || assumed_home.is_some()).map(|p| {
                 let mut m = p.memory_use(c.memory_limit.map(Bytes));
@@ -279,7 +279,7 @@ pub(crate) fn explain(w: &Workload, settings: &HostConfig, ram: Bytes) -> PodRep
             memory,
             plan,
             volumes,
-            unknown: unknown(c, settings),
+            unknown: unknown(c, host_config),
             shm_left_alone,
         });
     }
@@ -307,7 +307,7 @@ const ASSUMED_HOME: &str = "/oci-tmpfs-hook/assumed-home";
 /// annotation within `max_home_size`, and the memory limit), as on the
 /// node. `None` when the container gets no such caches (`home = false`,
 /// its env's `HOME`, a plan that does nothing).
-fn assumed_home(spec: &crate::oci::Spec, settings: &HostConfig, ram: Bytes) -> Option<plan::Tmpfs> {
+fn assumed_home(spec: &crate::oci::Spec, host_config: &HostConfig, ram: Bytes) -> Option<plan::Tmpfs> {
     let user = plan::UserFacts {
         passwd: plan::Passwd::Entry(ASSUMED_HOME.into()),
         home_dir: Some((
@@ -315,7 +315,7 @@ fn assumed_home(spec: &crate::oci::Spec, settings: &HostConfig, ram: Bytes) -> O
             plan::HomeDir::Read(vec![(String::new(), plan::Found::Missing)]),
         )),
     };
-    let plan = plan::plan_for(spec, None, settings, plan::HostFacts { ram }, &user).ok()?;
+    let plan = plan::plan_for(spec, None, host_config, plan::HostFacts { ram }, &user).ok()?;
     let caches: Vec<plan::Tmpfs> = plan
         .actions
         .into_iter()
@@ -332,9 +332,9 @@ fn assumed_home(spec: &crate::oci::Spec, settings: &HostConfig, ram: Bytes) -> O
 
 /// The temp- and cache-dir inputs a manifest cannot show: `valueFrom` and
 /// `envFrom` values, and the image's own `ENV` (containerd puts it first).
-fn unknown(c: &Container, settings: &HostConfig) -> Vec<String> {
+fn unknown(c: &Container, host_config: &HostConfig) -> Vec<String> {
     let named = |k: &str| {
-        crate::target::TEMP_VARS.contains(&k) || settings.env_targets.iter().any(|v| v.as_str() == k)
+        crate::target::TEMP_VARS.contains(&k) || host_config.env_targets.iter().any(|v| v.as_str() == k)
     };
     let mut out: Vec<String> = c
         .env
@@ -342,7 +342,7 @@ fn unknown(c: &Container, settings: &HostConfig) -> Vec<String> {
         .filter(|(k, v)| v.is_none() && named(k))
         .map(|(k, _)| format!("{k} comes from valueFrom: its directory would be a target too"))
         .collect();
-    let cache = if settings.env_targets.is_empty() { "" } else { " or an env_targets variable" };
+    let cache = if host_config.env_targets.is_empty() { "" } else { " or an env_targets variable" };
     for from in &c.env_from {
         out.push(format!(
             "envFrom {from}: a TMPDIR, TEMP, TMP or TEMPDIR{cache} there would be a target too"

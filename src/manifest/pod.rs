@@ -2,7 +2,7 @@
 //! [`Container`]), and [`spec_for`]: the one translation from those facts
 //! to the plan's input, the OCI spec containerd's CRI would give the
 //! container (root read-only, env, mounts, memory limit, annotations), so
-//! that `explain --manifest` runs the same `plan::decide` as the hook, the
+//! that `explain --manifest` runs the same `plan::plan_for` as the hook, the
 //! wrapper and the NRI plugin (whose `nri::adjust::spec_of` reads the same
 //! facts from a `CreateContainer` request: the tests compare the two).
 //! Pure: no I/O.

@@ -78,7 +78,7 @@ fn decision(p: &Plan) -> (bool, Vec<Action>, Vec<(String, String)>) {
     (p.enabled, actions, notes)
 }
 
-fn agree(yaml: &str, settings: &HostConfig) -> Vec<PodReport> {
+fn agree(yaml: &str, host_config: &HostConfig) -> Vec<PodReport> {
     let ws = manifest(yaml);
     let mut reports = Vec::new();
     for w in &ws {
@@ -86,20 +86,20 @@ fn agree(yaml: &str, settings: &HostConfig) -> Vec<PodReport> {
             let ours = plan::plan_for(
                 &pod::spec_for(&w.pod, c),
                 None,
-                settings,
+                host_config,
                 plan::HostFacts { ram: RAM },
                 &UNKNOWN,
             );
             let (nri_pod, nri_ctr) = nri_request(&w.pod, c);
             let spec = spec_of(Some(&nri_pod), &nri_ctr).expect("nri spec");
-            let theirs = plan::plan_for(&spec, None, settings, plan::HostFacts { ram: RAM }, &UNKNOWN);
+            let theirs = plan::plan_for(&spec, None, host_config, plan::HostFacts { ram: RAM }, &UNKNOWN);
             match (ours, theirs) {
                 (Ok(a), Ok(b)) => assert_eq!(decision(&a), decision(&b), "{}/{}", w.pod.name, c.name),
                 (Err(a), Err(b)) => assert_eq!(a, b, "{}/{}", w.pod.name, c.name),
                 (a, b) => panic!("{}/{}: manifest {a:?}, NRI {b:?}", w.pod.name, c.name),
             }
         }
-        reports.push(explain(w, settings, RAM));
+        reports.push(explain(w, host_config, RAM));
     }
     reports
 }
@@ -405,9 +405,9 @@ fn the_assumed_home_counts_in_the_memory_sum() {
             "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, annotations: {{{annotations}}}}}\nspec:\n  containers:\n  - name: a\n    image: b\n    securityContext: {{readOnlyRootFilesystem: true, runAsUser: 1000}}\n    resources: {{limits: {{memory: 1Gi}}}}\n    env: [{{name: TMPDIR, value: /scratch}}{env}]\n"
         )
     };
-    let report = |yaml: &str, settings: &HostConfig| {
+    let report = |yaml: &str, host_config: &HostConfig| {
         let ws = manifest(yaml);
-        let mut r = explain(&ws[0], settings, RAM);
+        let mut r = explain(&ws[0], host_config, RAM);
         r.containers.remove(0)
     };
     let c = report(&pod("", ""), &HostConfig::default());

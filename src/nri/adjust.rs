@@ -11,7 +11,7 @@
 //! overrides that either way, as it does for the hook.
 //!
 //! The request becomes a minimal OCI spec (root, env, mounts, namespaces,
-//! memory limit, annotations) for [`crate::plan::decide`], so the NRI path
+//! memory limit, annotations) for [`crate::plan::plan_for`], so the NRI path
 //! runs the same pure plan as the hook and the wrapper. Annotations: the
 //! pod's (its CRI annotations, where users set ours), then the container's
 //! over them (containerd's `io.kubernetes.cri.container-type` among them).
@@ -283,9 +283,9 @@ mod tests {
         c
     }
 
-    fn plan(pod: Option<&api::PodSandbox>, c: &api::Container, settings: &HostConfig) -> Plan {
+    fn plan(pod: Option<&api::PodSandbox>, c: &api::Container, host_config: &HostConfig) -> Plan {
         let spec = spec_of(pod, c).expect("spec");
-        crate::plan::fixtures::plan_of(&spec, settings).expect("plan")
+        crate::plan::fixtures::plan_of(&spec, host_config).expect("plan")
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use super::adjust::HookSite;
 use crate::files::{self, Durability, FileError, Perms};
-use crate::input::MAX_SETTINGS_BYTES;
+use crate::input::MAX_HOST_CONFIG_BYTES;
 
 // The binary's file name in the hook directory.
 use crate::names::BINARY_NAME as BINARY;
@@ -68,7 +68,7 @@ impl HookDir {
     /// # Errors
     /// The directory is missing, or a write fails.
     pub(crate) fn put_config(&self, text: &str) -> Result<bool, HookDirError> {
-        self.put(CONFIG, text.as_bytes(), 0o644, MAX_SETTINGS_BYTES)
+        self.put(CONFIG, text.as_bytes(), 0o644, MAX_HOST_CONFIG_BYTES)
     }
 
     fn put(&self, name: &str, bytes: &[u8], mode: u32, limit: u64) -> Result<bool, HookDirError> {

@@ -61,11 +61,11 @@ pub(crate) enum PolicyError {
     ThisBinary(#[source] std::io::Error),
 }
 
-/// The host config as read: its settings and its text (`""` for a missing
+/// The host config as read: its values and its text (`""` for a missing
 /// default file: the defaults).
 #[derive(Clone, Debug)]
 struct ConfigRead {
-    settings: HostConfig,
+    host_config: HostConfig,
     text: String,
 }
 
@@ -150,7 +150,7 @@ impl Policy {
         let mut last = self.last_good.lock().unwrap_or_else(|p| p.into_inner());
         match read_host_config(&self.config) {
             Ok(c) => {
-                apply_logging(&c.settings, &last.settings);
+                apply_logging(&c.host_config, &last.host_config);
                 *last = c;
             }
             Err(e) => log::warn!("nri: {}; keeping the last good host config", crate::error::chain(&e)),
@@ -163,12 +163,12 @@ impl Policy {
         self.current().text
     }
 
-    /// The host config's settings now (see [`Policy::current`]).
-    pub(crate) fn settings(&self) -> HostConfig {
-        self.current().settings
+    /// The host config now (see [`Policy::current`]).
+    pub(crate) fn host_config(&self) -> HostConfig {
+        self.current().host_config
     }
 
-    /// The adjustment for one container, under `settings`.
+    /// The adjustment for one container, under `host_config`.
     ///
     /// # Errors
     /// The container cannot be planned.
@@ -176,14 +176,14 @@ impl Policy {
         &self,
         pod: Option<&api::PodSandbox>,
         ctr: &api::Container,
-        settings: &HostConfig,
+        host_config: &HostConfig,
     ) -> Result<api::ContainerAdjustment, CreateError> {
         let who = adjust::who(pod, ctr);
         let planning = Instant::now();
         let spec = adjust::spec_of(pod, ctr).map_err(CreateError::Spec)?;
         // NRI hands the container to our hook, which reads the image's
         // /etc/passwd; NRI sees neither the rootfs nor the process's user.
-        let plan = plan::plan_for(&spec, None, settings, self.host, &plan::UserFacts::HOOK)?;
+        let plan = plan::plan_for(&spec, None, host_config, self.host, &plan::UserFacts::HOOK)?;
         if let Some(m) = metrics::get() {
             m.planned(&plan, planning.elapsed());
         }
@@ -192,7 +192,7 @@ impl Policy {
         if !plan.notes.is_empty() {
             log::info!("nri: {who}: notes of the plan follow");
         }
-        crate::report::decision(&plan);
+        crate::process::logger::emit(crate::plan::report::decision(&plan));
         let adjustment = adjust::adjustment(&plan, pod, ctr, &self.site);
         if adjust::needs_hook(&plan) {
             let copied: Vec<&String> = adjustment.annotations.keys().collect();
@@ -227,16 +227,16 @@ impl Policy {
             if wrote {
                 log::info!("nri: the host config changed; copied it where the hook reads it");
             }
-            self.adjust(pod, ctr, &config.settings)
+            self.adjust(pod, ctr, &config.host_config)
         });
-        (result, config.settings)
+        (result, config.host_config)
     }
 }
 
 /// The host config at `source`, with its text.
 fn read_host_config(source: &HostConfigSource) -> Result<ConfigRead, InputError> {
-    let (settings, text) = source.read_with_text()?;
-    Ok(ConfigRead { settings, text })
+    let (host_config, text) = source.read_with_text()?;
+    Ok(ConfigRead { host_config, text })
 }
 
 /// The host config's log level, and its log file when it changed.
@@ -277,13 +277,13 @@ impl Plugin for Policy {
         ctr: &api::Container,
     ) -> Result<Option<api::ContainerAdjustment>, Refusal> {
         let started = Instant::now();
-        let (result, settings) = self.create(pod, ctr);
+        let (result, host_config) = self.create(pod, ctr);
         let answer = match result {
             Ok(a) => Ok(Some(a)),
             Err(e) => {
                 let who = adjust::who(pod, ctr);
                 let line = format!("nri: container {who}: {}", crate::error::chain(&e));
-                let fail = settings.on_error == OnError::Fail;
+                let fail = host_config.on_error == OnError::Fail;
                 if let Some(m) = metrics::get() {
                     m.failed(e.metric_reason(), fail);
                 }

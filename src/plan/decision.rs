@@ -106,7 +106,7 @@ impl<'a> Partial<'a> {
 pub(super) struct Ground<'a> {
     pub(super) spec: &'a Spec,
     pub(super) state_annotations: Option<&'a HashMap<String, String>>,
-    pub(super) settings: &'a HostConfig,
+    pub(super) host_config: &'a HostConfig,
     pub(super) host_ram: crate::size::Bytes,
 }
 
@@ -118,7 +118,7 @@ impl<'a> Ground<'a> {
         Inputs {
             spec: self.spec,
             state_annotations: self.state_annotations,
-            settings: self.settings,
+            host_config: self.host_config,
             host_ram: self.host_ram,
             user,
         }

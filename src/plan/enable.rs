@@ -120,7 +120,7 @@ mod tests {
 
     #[test]
     fn enablement_table() {
-        let settings = HostConfig::default();
+        let host_config = HostConfig::default();
         let cases = [
             ("read-only root", json!({"path": "r", "readonly": true}), None, Ok(true)),
             ("writable root", json!({"path": "r", "readonly": false}), None, Ok(false)),
@@ -159,7 +159,7 @@ mod tests {
             let inputs = Inputs {
                 spec: &s,
                 state_annotations: None,
-                settings: &settings,
+                host_config: &host_config,
                 host_ram: Bytes(1 << 30),
                 user: &crate::plan::UserFacts::HOOK,
             };

@@ -157,7 +157,7 @@ pub struct Inputs<'a> {
     pub spec: &'a Spec,
     /// Annotations from the state, used where the spec has none.
     pub state_annotations: Option<&'a HashMap<String, String>>,
-    pub settings: &'a HostConfig,
+    pub host_config: &'a HostConfig,
     pub host_ram: Bytes,
     /// What the executor knows of the container's user.
     pub user: &'a UserFacts,
@@ -167,7 +167,7 @@ impl Inputs<'_> {
     /// An annotation of the spec, or of the state when the spec has none.
     /// Ours (`oci-tmpfs-hook/*`) count only under `annotations = "allow"`.
     pub(super) fn annotation(&self, key: &str) -> Option<&str> {
-        if key.starts_with(ANNOTATION_PREFIX) && self.settings.annotations == AnnotationPolicy::Ignore {
+        if key.starts_with(ANNOTATION_PREFIX) && self.host_config.annotations == AnnotationPolicy::Ignore {
             return None;
         }
         self.raw_annotation(key)
@@ -184,7 +184,7 @@ impl Inputs<'_> {
 
     /// Our annotations that the host config says to ignore, as notes.
     pub(super) fn ignored_annotations(&self) -> Vec<Note> {
-        if self.settings.annotations != AnnotationPolicy::Ignore {
+        if self.host_config.annotations != AnnotationPolicy::Ignore {
             return Vec::new();
         }
         [ANNOTATION_ENABLED, ANNOTATION_TMP_SIZE, ANNOTATION_SHM_SIZE, ANNOTATION_HOME, ANNOTATION_HOME_SIZE]
@@ -242,20 +242,14 @@ mod tests {
 
     use super::*;
     use crate::plan::fixtures::{base, decide_with, tmpfs_targets, with, GI, MI, RAM};
-    use crate::plan::{decide, ANNOTATION_TMP_SIZE};
+    use crate::plan::{plan_for, HostFacts, ANNOTATION_TMP_SIZE};
 
     #[test]
     fn state_annotations_used_when_spec_has_none() {
         let spec: Spec = serde_json::from_value(base()).unwrap();
         let ann = HashMap::from([(ANNOTATION_TMP_SIZE.to_string(), "64m".to_string())]);
-        let p = decide(&Inputs {
-            spec: &spec,
-            state_annotations: Some(&ann),
-            settings: &HostConfig::default(),
-            host_ram: RAM,
-            user: &UserFacts::HOOK,
-        })
-        .unwrap();
+        let p = plan_for(&spec, Some(&ann), &HostConfig::default(), HostFacts { ram: RAM }, &UserFacts::HOOK)
+            .unwrap();
         assert_eq!(tmpfs_targets(&p)[0].1, 64 * MI);
     }
 

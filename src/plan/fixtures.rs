@@ -40,8 +40,8 @@ pub(crate) fn tmpfs(bytes: u64, owner: Option<Owner>) -> Tmpfs {
 
 /// The plan for `spec` on a 16 GiB host, as the hook makes it before
 /// reading `/etc/passwd`.
-pub(crate) fn plan_of(spec: &Spec, settings: &HostConfig) -> Result<Plan, PlanError> {
-    decide(&Inputs { spec, state_annotations: None, settings, host_ram: RAM, user: &UserFacts::HOOK })
+pub(crate) fn plan_of(spec: &Spec, host_config: &HostConfig) -> Result<Plan, PlanError> {
+    plan_for(spec, None, host_config, HostFacts { ram: RAM }, &UserFacts::HOOK)
 }
 
 /// A tmpfs on `target` (always a target: [`Origin::Default`]).
@@ -74,10 +74,10 @@ pub(super) fn base() -> serde_json::Value {
     })
 }
 
-/// The plan for `config` (a spec as JSON) under `settings`: [`plan_of`].
-pub(super) fn decide_with(config: &serde_json::Value, settings: &HostConfig) -> Result<Plan, PlanError> {
+/// The plan for `config` (a spec as JSON) under `host_config`: [`plan_of`].
+pub(super) fn decide_with(config: &serde_json::Value, host_config: &HostConfig) -> Result<Plan, PlanError> {
     let spec: Spec = serde_json::from_value(config.clone()).expect("valid spec");
-    plan_of(&spec, settings)
+    plan_of(&spec, host_config)
 }
 
 /// The plan for `config` under the default host config.
@@ -122,13 +122,13 @@ pub(super) fn with(
 /// is missing).
 pub(super) fn home_plan_in(
     config: &serde_json::Value,
-    settings: &HostConfig,
+    host_config: &HostConfig,
     passwd: Passwd,
     read: &[(&str, Found)],
 ) -> Plan {
     let spec: Spec = serde_json::from_value(config.clone()).expect("valid spec");
     let user = UserFacts::HOOK;
-    let first = begin(&spec, None, settings, HostFacts { ram: RAM }, &user).expect("plan");
+    let first = begin(&spec, None, host_config, HostFacts { ram: RAM }, &user).expect("plan");
     let read: Vec<(String, Found)> = read.iter().map(|(p, e)| (p.to_string(), e.clone())).collect();
     finish(first, user, |q, user| {
         match q {
@@ -156,8 +156,13 @@ pub(super) fn home_plan_in(
 
 /// The plan of a home whose directory in the image is the process's
 /// (host uid `uid`), holding files, and nothing of the caches.
-pub(super) fn home_plan(config: &serde_json::Value, settings: &HostConfig, passwd: Passwd, uid: u32) -> Plan {
-    home_plan_in(config, settings, passwd, &[("", dir(uid, false))])
+pub(super) fn home_plan(
+    config: &serde_json::Value,
+    host_config: &HostConfig,
+    passwd: Passwd,
+    uid: u32,
+) -> Plan {
+    home_plan_in(config, host_config, passwd, &[("", dir(uid, false))])
 }
 
 /// A directory of host uid `uid`, empty or holding files.

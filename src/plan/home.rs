@@ -64,7 +64,7 @@ fn wanted(inputs: &Inputs<'_>) -> Result<bool, PlanError> {
         Some("true") => Ok(true),
         Some("false") => Ok(false),
         Some(other) => Err(PlanError::Flag { key: ANNOTATION_HOME, value: other.chars().take(64).collect() }),
-        None => Ok(inputs.settings.home),
+        None => Ok(inputs.host_config.home),
     }
 }
 
@@ -78,7 +78,7 @@ const CACHE_VARS: &str =
 /// # Errors
 /// An `oci-tmpfs-hook/home` annotation that is neither `true` nor `false`.
 pub(super) fn home(inputs: &Inputs<'_>, temp_dirs: &[TargetPath]) -> Result<Step, PlanError> {
-    if !wanted(inputs)? || inputs.settings.home_caches.is_empty() {
+    if !wanted(inputs)? || inputs.host_config.home_caches.is_empty() {
         return Ok(Step::None);
     }
     let user = process_user(inputs.spec);
@@ -103,7 +103,7 @@ pub(super) fn home(inputs: &Inputs<'_>, temp_dirs: &[TargetPath]) -> Result<Step
             )));
         }
     }
-    let caches = &inputs.settings.home_caches;
+    let caches = &inputs.host_config.home_caches;
     let assumed: Vec<(String, Found)>;
     let read: &[(String, Found)] = match inputs.user.home_dir_at(&path) {
         HomeDir::NotRead => return Ok(Step::Look(path, super::read_paths(caches))),
@@ -162,7 +162,7 @@ fn which_home(inputs: &Inputs<'_>, user: Owner) -> Result<(String, HomeFrom, Str
                 format!(
                     "comes from the image's /etc/passwd entry for uid {} (unknown here): HOME stays read-only, and each cache ({}) gets a tmpfs on the first directory along its path that the image has missing or empty (/ without an entry)",
                     user.uid,
-                    inputs.settings.home_caches.join(", ")
+                    inputs.host_config.home_caches.join(", ")
                 ),
             )));
         }

@@ -1,5 +1,5 @@
 //! The decision: what to mount, where, how big. A pure function of the spec,
-//! the host settings and the host's RAM; no syscalls and no I/O here, so every
+//! the host config and the host's RAM; no syscalls and no I/O here, so every
 //! decision is unit-tested without root.
 //!
 //! # Entry points
@@ -11,8 +11,7 @@
 //!
 //! Given the same facts both make the same plan; `begin`/`finish` only let
 //! the executor answer the questions `HOME`'s step asks of the image
-//! ([`Question`]). [`decide`] is [`plan_for`] taking its [`Inputs`] whole,
-//! public for the property tests (`tests/host/properties.rs`).
+//! ([`Question`]).
 //!
 //! # Steps
 //!
@@ -37,6 +36,7 @@ pub(crate) mod fixtures;
 mod home;
 pub(crate) mod landing;
 mod model;
+pub(crate) mod report;
 mod shm;
 mod sizes;
 mod temp_dirs;
@@ -75,11 +75,11 @@ use crate::target::TargetPath;
 pub fn plan_for(
     spec: &Spec,
     state_annotations: Option<&HashMap<String, String>>,
-    settings: &HostConfig,
+    host_config: &HostConfig,
     host: HostFacts,
     user: &UserFacts,
 ) -> Result<Plan, PlanError> {
-    decide(&Inputs { spec, state_annotations, settings, host_ram: host.ram, user })
+    Ok(start(spec, state_annotations, host_config, host.ram, user)?.unanswered(user))
 }
 
 /// Entry point for an executor that reads the image, first half: the plan,
@@ -91,11 +91,11 @@ pub fn plan_for(
 pub fn begin<'a>(
     spec: &'a Spec,
     state_annotations: Option<&'a HashMap<String, String>>,
-    settings: &'a HostConfig,
+    host_config: &'a HostConfig,
     host: HostFacts,
     user: &UserFacts,
 ) -> Result<Decision<'a>, PlanError> {
-    start(spec, state_annotations, settings, host.ram, user)
+    start(spec, state_annotations, host_config, host.ram, user)
 }
 
 /// Entry point for an executor that reads the image, second half: finishes
@@ -120,25 +120,15 @@ pub fn finish<E: From<PlanError>>(
     Ok(decision.unanswered(&user))
 }
 
-/// [`plan_for`], its inputs gathered in one [`Inputs`]. Not an entry point
-/// of its own: public only because the property tests in `tests/` call it.
-///
-/// # Errors
-/// As [`plan_for`].
-pub fn decide(inputs: &Inputs<'_>) -> Result<Plan, PlanError> {
-    let begun = start(inputs.spec, inputs.state_annotations, inputs.settings, inputs.host_ram, inputs.user)?;
-    Ok(begun.unanswered(inputs.user))
-}
-
 /// Every step up to `HOME`'s, made once, then `HOME`'s.
 fn start<'a>(
     spec: &'a Spec,
     state_annotations: Option<&'a HashMap<String, String>>,
-    settings: &'a HostConfig,
+    host_config: &'a HostConfig,
     host_ram: crate::size::Bytes,
     user: &UserFacts,
 ) -> Result<Decision<'a>, PlanError> {
-    let ground = Ground { spec, state_annotations, settings, host_ram };
+    let ground = Ground { spec, state_annotations, host_config, host_ram };
     match before_home(spec, &ground.inputs(user))? {
         Ok(made) => at_home(ground, made, user),
         Err(plan) => Ok(Decision::Done(plan)),
@@ -248,11 +238,11 @@ fn complete(inputs: &Inputs<'_>, made: Box<Made<'_>>, step: home::Step) -> Plan 
     for nested in temp_dirs::nest(targets) {
         let temp = Tmpfs {
             size: sizes.tmp.clone(),
-            nr_inodes: inputs.settings.nr_inodes,
+            nr_inodes: inputs.host_config.nr_inodes,
             mode: TMPFS_MODE,
             nosuid: true,
             nodev: true,
-            noexec: inputs.settings.noexec,
+            noexec: inputs.host_config.noexec,
             owner: plan.owner,
             user: None,
             image_owner: None,
@@ -313,7 +303,7 @@ fn cache_tmpfs(
     sizing.bytes = each;
     let tmpfs = Tmpfs {
         size: sizing,
-        nr_inodes: inputs.settings.nr_inodes,
+        nr_inodes: inputs.host_config.nr_inodes,
         mode: HOME_MODE,
         nosuid: true,
         nodev: true,

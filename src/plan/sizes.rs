@@ -18,7 +18,7 @@ pub(super) struct Sizes {
 }
 
 pub(super) fn sizes(inputs: &Inputs<'_>) -> Result<Sizes, PlanError> {
-    let s = inputs.settings;
+    let s = inputs.host_config;
     let limit = memory_limit(inputs.spec);
     let tmp = Setting {
         key: ANNOTATION_TMP_SIZE,
@@ -100,7 +100,7 @@ fn sizing(inputs: &Inputs<'_>, memory_limit: Option<Bytes>, setting: &Setting) -
         }
     }
     if let Some(limit) = memory_limit.filter(|&l| bytes > l) {
-        // `decide` plans no tmpfs at all under a limit below MIN_BYTES, so
+        // the plan has no tmpfs at all under a limit below MIN_BYTES, so
         // the cap never goes under the smallest tmpfs.
         let cap = Cap::MemoryLimit { limit, asked: bytes };
         (bytes, capped) = (limit, Some(cap));
@@ -121,7 +121,7 @@ mod tests {
 
     /// The sizes for a host config, the spec's annotations and memory limit, on 16 GiB of RAM.
     fn sizes_for(config: &str, annotations: serde_json::Value, limit: Option<u64>) -> Sizes {
-        let settings = HostConfig::parse(config).unwrap();
+        let host_config = HostConfig::parse(config).unwrap();
         let mut v = json!({"ociVersion": "1.0.2", "annotations": annotations});
         if let Some(l) = limit {
             v["linux"] = json!({"resources": {"memory": {"limit": l}}});
@@ -130,7 +130,7 @@ mod tests {
         sizes(&Inputs {
             spec: &spec,
             state_annotations: None,
-            settings: &settings,
+            host_config: &host_config,
             host_ram: Bytes(16 * GI),
             user: &crate::plan::UserFacts::HOOK,
         })
@@ -279,7 +279,7 @@ mod tests {
     }
 
     #[test]
-    fn host_settings_apply() {
+    fn host_config_applies() {
         let s = HostConfig::parse("tmp_size = \"1g\"\nshm_size = \"2g\"\nextra_targets = [\"/run\"]\nnoexec = true\nnr_inodes = 5000").unwrap();
         let p = decide_with(&base(), &s).unwrap();
         assert_eq!(tmpfs_targets(&p), vec![("/tmp".into(), GI), ("/run".into(), GI)]);

@@ -38,7 +38,7 @@ pub(super) fn temp_targets(inputs: &Inputs<'_>, notes: &mut Vec<Note>) -> Vec<Ca
         .and_then(|p| p.env().as_ref())
         .map(|e| e.iter().map(String::as_str).collect())
         .unwrap_or_default();
-    for t in target::from_env(&inputs.settings.env_targets, env.iter().copied()) {
+    for t in target::from_env(&inputs.host_config.env_targets, env.iter().copied()) {
         match t {
             EnvTarget::Ok { var, path } => found.push((path, Origin::Env(var))),
             EnvTarget::Skipped { var, value, reason } => {
@@ -48,7 +48,7 @@ pub(super) fn temp_targets(inputs: &Inputs<'_>, notes: &mut Vec<Note>) -> Vec<Ca
             }
         }
     }
-    found.extend(inputs.settings.extra_targets.iter().map(|p| (p.clone(), Origin::HostConfig)));
+    found.extend(inputs.host_config.extra_targets.iter().map(|p| (p.clone(), Origin::HostConfig)));
     let mut out: Vec<Candidate> = Vec::new();
     for (path, origin) in found {
         add(&mut out, path, origin);
@@ -370,13 +370,13 @@ mod tests {
     #[test]
     fn env_targets_table() {
         for (name, env, list, want, warnings) in env_target_cases() {
-            let mut settings = HostConfig::default();
+            let mut host_config = HostConfig::default();
             if let Some(list) = list {
-                settings.env_targets = list.iter().map(|v| target::EnvVar::parse(v).unwrap()).collect();
+                host_config.env_targets = list.iter().map(|v| target::EnvVar::parse(v).unwrap()).collect();
             }
             let mut c = base();
             c["process"]["env"].as_array_mut().unwrap().extend(env.iter().map(|e| json!(e)));
-            let p = decide_with(&c, &settings).expect(&name);
+            let p = decide_with(&c, &host_config).expect(&name);
             assert_eq!(tmpfs_mounts(&p), want, "{name}");
             assert!(tmpfs_targets(&p).iter().all(|t| t.1 == 4 * GI), "{name}: sized like /tmp");
             let warned: Vec<String> =

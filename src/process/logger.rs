@@ -63,6 +63,18 @@ impl log::Log for Logger {
     fn flush(&self) {}
 }
 
+/// Logs `records` (a plan's and an executor's lines,
+/// [`crate::plan::report`]), each at its level.
+pub(crate) fn emit(records: impl IntoIterator<Item = crate::plan::report::Record>) {
+    for r in records {
+        if r.warn {
+            log::warn!("{}", r.line);
+        } else {
+            log::info!("{}", r.line);
+        }
+    }
+}
+
 /// `text` as every line we print starts: `oci-tmpfs-hook: [container ID: ]text`.
 pub(crate) fn prefixed(container: Option<&str>, text: &str) -> String {
     match container {

@@ -280,13 +280,13 @@ mod tests {
         })
     }
 
-    fn plan_of(config: &Value, settings: &HostConfig) -> Plan {
+    fn plan_of(config: &Value, host_config: &HostConfig) -> Plan {
         let spec = serde_json::from_value(config.clone()).unwrap();
-        crate::plan::fixtures::plan_of(&spec, settings).unwrap()
+        crate::plan::fixtures::plan_of(&spec, host_config).unwrap()
     }
 
-    fn run(mut config: Value, settings: &HostConfig, refused: &[&str]) -> (Value, Edit) {
-        let plan = plan_of(&config, settings);
+    fn run(mut config: Value, host_config: &HostConfig, refused: &[&str]) -> (Value, Edit) {
+        let plan = plan_of(&config, host_config);
         let place = |t: &str| (!refused.contains(&t)).then(|| Dest { path: t.to_string(), copy_up: false });
         let edit = put_mounts(&mut config, &plan, place, Bytes(16 * GI)).unwrap();
         (config, edit)
@@ -299,8 +299,8 @@ mod tests {
     #[test]
     fn temp_targets_become_tmpfs_entries() {
         let shm = json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "size=65536k"]});
-        let settings = HostConfig::parse("nr_inodes = 5000\nnoexec = true").unwrap();
-        let (out, edit) = run(config(shm, &["TMPDIR=/var/tmp"]), &settings, &[]);
+        let host_config = HostConfig::parse("nr_inodes = 5000\nnoexec = true").unwrap();
+        let (out, edit) = run(config(shm, &["TMPDIR=/var/tmp"]), &host_config, &[]);
         assert_eq!(edit.added, ["/tmp", "/var/tmp"]);
         assert_eq!(
             mount(&out, "/tmp")[0],

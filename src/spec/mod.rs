@@ -84,12 +84,12 @@ pub(crate) struct Verdict {
 /// the rootfs check or the shm growth failed.
 pub(crate) fn carry_out(
     dir: &Path,
-    settings: &HostConfig,
+    host_config: &HostConfig,
     hook: Option<&HookEntry>,
     cx: &Launch<'_>,
 ) -> Result<Outcome, SpecError> {
     let mut outcome = Outcome::default();
-    outcome.changed = bundle::edit(dir, |config| in_spec(config, dir, settings, hook, cx, &mut outcome))?;
+    outcome.changed = bundle::edit(dir, |config| in_spec(config, dir, host_config, hook, cx, &mut outcome))?;
     Ok(outcome)
 }
 
@@ -205,12 +205,12 @@ fn tell(out: &mut Outcome, placed: &host::Placed, edit: &edit::Edit) {
 /// Planning failed, or the rootfs could not be read to answer it.
 pub(crate) fn plan_in(
     spec: &crate::oci::Spec,
-    settings: &HostConfig,
+    host_config: &HostConfig,
     host: plan::HostFacts,
     root: Option<&mut host::LazyRoot<'_>>,
 ) -> Result<plan::Plan, SpecError> {
     let user = plan::UserFacts::HOOK;
-    let begun = plan::begin(spec, None, settings, host, &user)?;
+    let begun = plan::begin(spec, None, host_config, host, &user)?;
     match root {
         Some(root) => {
             plan::finish(begun, user, |q, user| host::answer(root, spec, q, user).map_err(SpecError::from))
@@ -223,7 +223,7 @@ pub(crate) fn plan_in(
 fn in_spec(
     config: &mut bundle::Config<'_>,
     dir: &Path,
-    settings: &HostConfig,
+    host_config: &HostConfig,
     hook: Option<&HookEntry>,
     cx: &Launch<'_>,
     out: &mut Outcome,
@@ -247,11 +247,11 @@ fn in_spec(
     let host = input::host_facts()?;
     let rootfs = input::rootfs_path(&parsed, dir);
     let mut root = rootfs.as_deref().map(host::LazyRoot::new);
-    let plan = plan_in(&parsed, settings, host, root.as_mut())?;
+    let plan = plan_in(&parsed, host_config, host, root.as_mut())?;
     log::debug!("{}", plan.why);
     out.home = plan.home.as_ref().map(plan::HomeWay::line);
     if !plan.has_work() {
-        crate::report::decision(&plan);
+        crate::process::logger::emit(crate::plan::report::decision(&plan));
         return Ok(false);
     }
     let verdict = (cx.runtime)();
@@ -266,12 +266,12 @@ fn in_spec(
     let lazy = root.as_mut().expect("a plan with actions has a root.path");
     let placed = match host::carrier(&plan, &facts, verdict.no_copy_up.as_deref(), move || lazy.root())? {
         host::Carrier::Spec(placed) => {
-            crate::report::decision(&plan);
+            crate::process::logger::emit(crate::plan::report::decision(&plan));
             placed
         }
         host::Carrier::Hook { stage, why, .. } => {
             let Some(entry) = hook else {
-                crate::report::decision(&plan);
+                crate::process::logger::emit(crate::plan::report::decision(&plan));
                 return Ok(false);
             };
             // The hook plans again from this config.json and logs what it

@@ -1,4 +1,4 @@
-//! The kernel probes behind `doctor` (crate::doctor): each really calls
+//! The kernel probes behind `doctor` (crate::engine::doctor): each really calls
 //! what the hook needs, harmlessly, and says only whether it worked.
 //! `openat2(2)` with `RESOLVE_IN_ROOT` on `/`, `fsopen(2)` of a tmpfs
 //! context closed without creating or mounting anything, `pidfd_open(2)`

@@ -30,33 +30,33 @@ pub(crate) enum RuntimeCall<'a> {
     Other,
 }
 
-/// Acts on `call` before the real runtime `real` is exec'd, with the host
-/// config `settings` read from `source`.
+/// Acts on `call` before the real runtime `real` is exec'd, with
+/// `host_config` read from `source`.
 ///
 /// # Errors
 /// The plan failed under `on_error = "fail"`.
 pub(crate) fn before_exec(
     call: &RuntimeCall<'_>,
     source: &HostConfigSource,
-    settings: &HostConfig,
+    host_config: &HostConfig,
     real: &Path,
 ) -> Result<(), crate::error::Error> {
     match call {
-        RuntimeCall::Create { bundle, id } => prepare(bundle, source, settings, real, id.as_deref()),
+        RuntimeCall::Create { bundle, id } => prepare(bundle, source, host_config, real, id.as_deref()),
         RuntimeCall::Other => Ok(()),
     }
 }
 
-/// Carries out the plan for the bundle `dir` as `settings.mode` says, for
+/// Carries out the plan for the bundle `dir` as `host_config.mode` says, for
 /// the container `id` that the real runtime `real` will create.
 fn prepare(
     dir: &Path,
     source: &HostConfigSource,
-    settings: &HostConfig,
+    host_config: &HostConfig,
     real: &Path,
     id: Option<&str>,
 ) -> Result<(), crate::error::Error> {
-    crate::process::logger::configure(settings.log_level.filter(), settings.log_file.as_deref());
+    crate::process::logger::configure(host_config.log_level.filter(), host_config.log_file.as_deref());
     match id {
         Some(id) => crate::process::logger::set_container(id),
         None => {
@@ -65,14 +65,14 @@ fn prepare(
             }
         }
     }
-    if settings.mode == Mode::Hook {
+    if host_config.mode == Mode::Hook {
         add_hook(dir, source);
         return Ok(());
     }
     let launch = spec::Launch { id, runtime: &|| crate::wrapper::real_runtime::verdict(real) };
-    match spec::carry_out(dir, settings, hook_entry(source).as_ref(), &launch) {
+    match spec::carry_out(dir, host_config, hook_entry(source).as_ref(), &launch) {
         Ok(outcome) => {
-            crate::report::outcome(&outcome.notes, &outcome.done);
+            crate::process::logger::emit(crate::plan::report::outcome(&outcome.notes, &outcome.done));
             Ok(())
         }
         // A bundle we cannot read is passed through: the runtime reports it.
@@ -80,7 +80,7 @@ fn prepare(
             log::warn!("{}; nothing is mounted, passing the call through", chain(&e));
             Ok(())
         }
-        Err(e) if settings.on_error == OnError::Warn => {
+        Err(e) if host_config.on_error == OnError::Warn => {
             log::warn!("{} (on_error = \"warn\": the container starts without these mounts)", chain(&e));
             Ok(())
         }

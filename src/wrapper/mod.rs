@@ -49,10 +49,10 @@ pub(crate) fn invoked_as_wrapper(argv0: &OsStr) -> bool {
 /// failed.
 pub(crate) fn run(args: &[OsString]) -> Result<ExitCode, crate::error::Error> {
     let source = HostConfigSource::from_env();
-    let settings = source.read().map_err(RuntimeError::HostConfig)?;
-    let real = real_runtime::find(&settings)?;
+    let host_config = source.read().map_err(RuntimeError::HostConfig)?;
+    let real = real_runtime::find(&host_config)?;
     let line = CommandLine::parse(args);
-    dispatch::before_exec(&line.call(), &source, &settings, &real)?;
+    dispatch::before_exec(&line.call(), &source, &host_config, &real)?;
     let name = real.file_name().map_or_else(|| real.as_os_str().to_owned(), |n| n.to_owned());
     let source = Command::new(&real).arg0(name).args(args).exec();
     Err(RuntimeError::Exec { path: real, source }.into())

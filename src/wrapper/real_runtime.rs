@@ -142,14 +142,14 @@ pub(crate) fn find_runtime(
     }
 }
 
-/// The real runtime for the host config `settings`: [`find_runtime`] with
+/// The real runtime for `host_config`: [`find_runtime`] with
 /// its `runtime_path`, this process's `PATH` and this binary.
 ///
 /// # Errors
 /// This binary cannot be found, or as [`find_runtime`].
-pub(crate) fn find(settings: &HostConfig) -> Result<PathBuf, RuntimeError> {
+pub(crate) fn find(host_config: &HostConfig) -> Result<PathBuf, RuntimeError> {
     let own = FileId::of(Path::new("/proc/self/exe")).map_err(RuntimeError::OwnExe)?;
-    find_runtime(settings.runtime_path.as_deref(), std::env::var_os("PATH").as_deref(), own)
+    find_runtime(host_config.runtime_path.as_deref(), std::env::var_os("PATH").as_deref(), own)
 }
 
 /// Why the runtime cannot be given a target's directory to copy into its
@@ -192,20 +192,20 @@ fn unknown(why: &str) -> Verdict {
 /// The runtime that will run a bundle (for `explain` and `inject --mode
 /// spec`): `named`, else the host config's `runtime_path`, else runc on
 /// `PATH`, as the wrapper finds it ([`find`]); `None` when there is none.
-pub(crate) fn bundle_runtime(named: Option<&Path>, settings: &HostConfig) -> Option<PathBuf> {
+pub(crate) fn bundle_runtime(named: Option<&Path>, host_config: &HostConfig) -> Option<PathBuf> {
     match named {
         Some(p) => Some(p.to_path_buf()),
         None => {
             let own = FileId::of(Path::new("/proc/self/exe")).ok()?;
-            find_runtime(settings.runtime_path.as_deref(), std::env::var_os("PATH").as_deref(), own).ok()
+            find_runtime(host_config.runtime_path.as_deref(), std::env::var_os("PATH").as_deref(), own).ok()
         }
     }
 }
 
 /// The [`Verdict`] on the runtime that will run a bundle ([`bundle_runtime`]);
 /// with no runtime found, as for one whose version cannot be read.
-pub(crate) fn bundle_verdict(named: Option<&Path>, settings: &HostConfig) -> Verdict {
-    match bundle_runtime(named, settings) {
+pub(crate) fn bundle_verdict(named: Option<&Path>, host_config: &HostConfig) -> Verdict {
+    match bundle_runtime(named, host_config) {
         Some(real) => verdict(&real),
         None => unknown("no runtime was found"),
     }

@@ -11,8 +11,8 @@ use oci_tmpfs_hook::bundle::{self, HookEntry};
 use oci_tmpfs_hook::host_config::{AnnotationPolicy, HostConfig};
 use oci_tmpfs_hook::input::read_state;
 use oci_tmpfs_hook::plan::{
-    begin, decide, finish, Action, DirFacts, Found, HomeDir, HostFacts, Inputs, Owner, Passwd, PlanError,
-    Question, SizeFrom, UserFacts,
+    begin, finish, plan_for, Action, DirFacts, Found, HomeDir, HostFacts, Owner, Passwd, PlanError, Question,
+    SizeFrom, UserFacts,
 };
 use oci_tmpfs_hook::size::{Bytes, Size, MIN_BYTES};
 use oci_tmpfs_hook::stage::Stage;
@@ -128,7 +128,7 @@ proptest! {
 /// The share of `decide_accepts_valid_input_and_plans_only_safe_mounts`'s
 /// cases that must reach the invariants on the mounts (an enabled plan with
 /// at least one action). Below it the generators have drifted into inputs
-/// that `decide` refuses or leaves alone, and the property checks little.
+/// that `plan_for` refuses or leaves alone, and the property checks little.
 const REACHED_FLOOR_PERCENT: usize = 80;
 
 /// The directories the temp targets and the spec's mounts are named from, so
@@ -150,7 +150,7 @@ fn valid_size() -> impl Strategy<Value = Size> {
 }
 
 /// `process.env`: mostly temp variables naming directories, some junk
-/// (which `decide` skips with a note, never refuses).
+/// (which `plan_for` skips with a note, never refuses).
 fn valid_env_entry() -> impl Strategy<Value = String> {
     prop_oneof![
         3 => ("(TMPDIR|TEMP|TMP|TEMPDIR)", DIRS).prop_map(|(k, v)| format!("{k}={v}")),
@@ -219,7 +219,7 @@ fn memory_limit() -> impl Strategy<Value = Option<i64>> {
 }
 
 prop_compose! {
-    /// A container's `config.json` that `decide` must accept: sizes that
+    /// A container's `config.json` that `plan_for` must accept: sizes that
     /// parse, `true` or `false` to enable, an own mount namespace, a root
     /// path. Mostly one the hook acts on (read-only root, not a sandbox);
     /// the spec's mounts and the temp variables drawn from the same
@@ -303,7 +303,7 @@ prop_compose! {
     }
 }
 
-/// Valid input (`decide` must accept it) gets a plan whose every mount is
+/// Valid input (`plan_for` must accept it) gets a plan whose every mount is
 /// safe to act on: an allowed, normal target, not at, under or over a mount
 /// of the spec, none nested in another; a size within `[MIN_BYTES, RAM]`,
 /// the memory limit and the host config's cap on annotations; nosuid and
@@ -316,9 +316,9 @@ fn decide_accepts_valid_input_and_plans_only_safe_mounts() {
     let mut runner = TestRunner::new(config(512));
     let result = runner.run(
         &(valid_config(), valid_settings(), (valid_user(), valid_home_dir())),
-        |(config, settings, user)| {
+        |(config, host_config, user)| {
             cases.fetch_add(1, Ordering::Relaxed);
-            if check_plan(config, &settings, &user)? {
+            if check_plan(config, &host_config, &user)? {
                 reached.fetch_add(1, Ordering::Relaxed);
             }
             Ok(())
@@ -329,7 +329,7 @@ fn decide_accepts_valid_input_and_plans_only_safe_mounts() {
     }
     let (cases, reached) = (cases.into_inner(), reached.into_inner());
     let percent = reached * 100 / cases;
-    eprintln!("decide: {reached} of {cases} cases ({percent}%) reached the invariants on the mounts");
+    eprintln!("plan_for: {reached} of {cases} cases ({percent}%) reached the invariants on the mounts");
     assert!(
         percent >= REACHED_FLOOR_PERCENT,
         "only {reached} of {cases} cases ({percent}%, floor {REACHED_FLOOR_PERCENT}%) reached an enabled plan with mounts: the generators test little"
@@ -341,19 +341,18 @@ fn decide_accepts_valid_input_and_plans_only_safe_mounts() {
 /// it says), checked against the plan made whole from the same answers.
 fn finished_plan(
     spec: &oci_tmpfs_hook::oci::Spec,
-    settings: &HostConfig,
+    host_config: &HostConfig,
     facts: &(UserFacts, HomeDir),
 ) -> Result<oci_tmpfs_hook::plan::Plan, TestCaseError> {
     let (user, dir) = facts;
-    let make =
-        |user: &UserFacts| decide(&Inputs { spec, state_annotations: None, settings, host_ram: RAM, user });
-    let refused = |e: PlanError| TestCaseError::fail(format!("decide refused valid input: {e}"));
+    let make = |user: &UserFacts| plan_for(spec, None, host_config, HostFacts { ram: RAM }, user);
+    let refused = |e: PlanError| TestCaseError::fail(format!("plan_for refused valid input: {e}"));
     let unread = UserFacts { passwd: Passwd::NotRead, ..user.clone() };
     let answer = |q: &Question, u: &mut UserFacts| match q {
         Question::Passwd(_) => u.passwd = user.passwd.clone(),
         Question::HomeDir(path, _) => u.home_dir = Some((path.clone(), dir.clone())),
     };
-    let first = begin(spec, None, settings, HostFacts { ram: RAM }, &unread).map_err(refused)?;
+    let first = begin(spec, None, host_config, HostFacts { ram: RAM }, &unread).map_err(refused)?;
     let plan = finish(first, unread.clone(), |q, u| {
         answer(q, u);
         Ok::<(), PlanError>(())
@@ -377,12 +376,12 @@ fn finished_plan(
 /// `user` says, the home directory as `dir` says.
 fn check_plan(
     config: Value,
-    settings: &HostConfig,
+    host_config: &HostConfig,
     facts: &(UserFacts, HomeDir),
 ) -> Result<bool, TestCaseError> {
     let (user, dir) = facts;
     let spec: oci_tmpfs_hook::oci::Spec = serde_json::from_value(config).unwrap();
-    let plan = finished_plan(&spec, settings, facts)?;
+    let plan = finished_plan(&spec, host_config, facts)?;
     if !plan.enabled {
         prop_assert!(plan.actions.is_empty());
         return Ok(false);
@@ -411,9 +410,9 @@ fn check_plan(
             size.bytes
         );
         let max = match action {
-            Action::MountTmpfs { tmpfs, .. } if tmpfs.own_from.is_some() => settings.max_home_size,
-            Action::MountTmpfs { .. } => settings.max_tmp_size,
-            Action::Shm { .. } => settings.max_shm_size,
+            Action::MountTmpfs { tmpfs, .. } if tmpfs.own_from.is_some() => host_config.max_home_size,
+            Action::MountTmpfs { .. } => host_config.max_tmp_size,
+            Action::Shm { .. } => host_config.max_shm_size,
         };
         if let (SizeFrom::Annotation(_), Some(max)) = (size.from, max) {
             let (max, _) = max.resolve(limit.map(Bytes), RAM);
@@ -520,7 +519,7 @@ fn check_cache(action: &Action, dir: &HomeDir, spec_mounts: &[String]) -> Result
     Ok(())
 }
 
-/// One defect in an input otherwise valid: `decide` refuses the first
+/// One defect in an input otherwise valid: `plan_for` refuses the first
 /// three, and leaves a container without a mount namespace of its own
 /// alone with one warning (nothing can be mounted safely for it).
 #[derive(Clone, Debug)]
@@ -582,8 +581,8 @@ proptest! {
             Defect::SharedMountNamespace(p) => config["linux"]["namespaces"][1]["path"] = json!(p),
         }
         let spec: oci_tmpfs_hook::oci::Spec = serde_json::from_value(config).unwrap();
-        let settings = HostConfig::default();
-        let result = decide(&Inputs { spec: &spec, state_annotations: None, settings: &settings, host_ram: RAM, user: &UserFacts::HOOK });
+        let host_config = HostConfig::default();
+        let result = plan_for(&spec, None, &host_config, HostFacts { ram: RAM }, &UserFacts::HOOK);
         let named = match (&defect, &result) {
             (Defect::Enabled(v), Err(PlanError::Enabled(got))) => v == got,
             (Defect::Size(key, _), Err(PlanError::Size { key: got, .. })) => key == got,

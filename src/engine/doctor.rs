@@ -20,7 +20,7 @@ use crate::sys::probe;
 pub(crate) fn run_all(ctx: &Context) -> Vec<Check> {
     let mut checks = kernel_checks();
     checks.extend(privilege_checks());
-    let (config_check, settings) = config_check(ctx);
+    let (config_check, host_config) = config_check(ctx);
     checks.push(config_check);
     let engines: Vec<(Engine, String)> =
         Engine::all().iter().filter_map(|&e| Some((e, e.detect(&ctx.root, ctx.search_path)?))).collect();
@@ -33,7 +33,7 @@ pub(crate) fn run_all(ctx: &Context) -> Vec<Check> {
         checks.extend(engine.registrar().check(ctx));
     }
     if engines.iter().any(|(e, _)| e.way() == Way::RuntimeWrapper) {
-        checks.push(real_runtime_check(ctx, settings.as_ref()));
+        checks.push(real_runtime_check(ctx, host_config.as_ref()));
     }
     checks
 }
@@ -98,21 +98,21 @@ pub(crate) fn config_check(ctx: &Context) -> (Check, Option<HostConfig>) {
     let path = &ctx.config.path;
     let missing = !path.exists();
     match ctx.config.read() {
-        Ok(settings) => {
+        Ok(host_config) => {
             let detail = if missing {
                 format!("{} is missing: built-in defaults", path.display())
-            } else if settings.obsolete.is_empty() {
+            } else if host_config.obsolete.is_empty() {
                 format!("{} parsed", path.display())
             } else {
                 format!(
                     "{} parsed; {} no longer has an effect (the caches under HOME replace it: docs/design.md#home-rule), remove it",
                     path.display(),
-                    settings.obsolete.join(", ")
+                    host_config.obsolete.join(", ")
                 )
             };
             let mut check = Check::ok(what, detail);
-            check.info = effective_values(&settings);
-            (check, Some(settings))
+            check.info = effective_values(&host_config);
+            (check, Some(host_config))
         }
         Err(e) => (
             Check::problem(
@@ -126,8 +126,8 @@ pub(crate) fn config_check(ctx: &Context) -> (Check, Option<HostConfig>) {
 }
 
 /// `key = value` for every setting, in declaration order.
-pub(crate) fn effective_values(settings: &HostConfig) -> Vec<String> {
-    let value = serde_json::to_value(settings).expect("serialising settings");
+pub(crate) fn effective_values(host_config: &HostConfig) -> Vec<String> {
+    let value = serde_json::to_value(host_config).expect("serialising the host config");
     value
         .as_object()
         .map(|o| {
@@ -143,9 +143,9 @@ pub(crate) fn effective_values(settings: &HostConfig) -> Vec<String> {
 }
 
 /// The wrapper execs the host config's `runtime_path`, else `runc` on PATH.
-fn real_runtime_check(ctx: &Context, settings: Option<&HostConfig>) -> Check {
+fn real_runtime_check(ctx: &Context, host_config: Option<&HostConfig>) -> Check {
     let what = "runtime";
-    match settings.and_then(|s| s.runtime_path.clone()) {
+    match host_config.and_then(|s| s.runtime_path.clone()) {
         Some(p) => {
             if rooted(&ctx.root, &p).is_file() {
                 Check::ok(what, format!("the wrapper runs {} (runtime_path)", p.display()))
