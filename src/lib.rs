@@ -30,10 +30,12 @@
 //!   the hook and the spec executor share, and [`plan::report`], how a plan
 //!   and an executor's outcome are worded for the log.
 //! - values and helpers: [`host_config`], [`size`], [`target`], [`stage`],
-//!   [`names`], [`files`], and [`error`] at the bottom; [`process`], what
+//!   [`names`], [`files`], [`cgroup`] (a container's memory cgroup, read
+//!   from the host), and [`error`] at the bottom; [`process`], what
 //!   belongs to the process: its allocator, its log backend, SIGTERM and
 //!   SIGINT for the commands that run until stopped.
 
+pub(crate) mod cgroup;
 pub mod cli;
 pub mod engine;
 pub mod error;

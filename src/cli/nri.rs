@@ -65,6 +65,11 @@ pub(crate) struct NriArgs {
     /// registered with the runtime now, else 1 (liveness and readiness).
     #[arg(long, requires = "status_file")]
     pub probe: bool,
+    /// Where the node's cgroupfs is, for the per-container series of
+    /// --metrics-address (in a pod: a read-only hostPath of
+    /// /sys/fs/cgroup, e.g. /host/sys/fs/cgroup).
+    #[arg(long, value_name = "DIR", default_value = "/sys/fs/cgroup", value_parser = absolute_path)]
+    pub cgroup_root: PathBuf,
     /// Serve Prometheus metrics at http://HOST:PORT/metrics (off by
     /// default; port 0: one the kernel picks, logged at start).
     #[arg(long, value_name = "HOST:PORT", conflicts_with = "probe")]
@@ -112,7 +117,7 @@ pub(crate) fn run(args: &NriArgs) -> Result<ExitCode, Error> {
     }
     if let Some(addr) = &args.metrics_address {
         // Only here: nothing of the metrics exists without the flag.
-        let bound = nri::metrics::serve(addr, &policy.config_text())?;
+        let bound = nri::metrics::serve(addr, &policy.config_text(), &args.cgroup_root)?;
         log::info!("nri: metrics at http://{bound}/metrics");
     }
     for wrote in policy.copy_hook()? {

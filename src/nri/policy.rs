@@ -14,8 +14,9 @@
 //! `on_error = "fail"` the plugin refuses it (the runtime then fails the
 //! container's creation), under `"warn"` the container gets no adjustment.
 //! With `--metrics-address`, each answer, plan, failure and what happened
-//! to the connection is counted ([`super::metrics`]; nothing is counted or
-//! built without it).
+//! to the connection is counted, and each container handed to the hook has
+//! its series until the runtime removes it ([`super::metrics`]; nothing is
+//! counted, built or subscribed to without it).
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -194,6 +195,7 @@ impl Policy {
         }
         crate::process::logger::emit(crate::plan::report::decision(&plan));
         let adjustment = adjust::adjustment(&plan, pod, ctr, &self.site);
+        track(pod, ctr, &plan);
         if adjust::needs_hook(&plan) {
             let copied: Vec<&String> = adjustment.annotations.keys().collect();
             log::info!(
@@ -233,6 +235,19 @@ impl Policy {
     }
 }
 
+/// With `--metrics-address`, the container `ctr` of `pod`, planned as
+/// `plan`, among the per-container series while the plan hands it to our
+/// hook ([`metrics::containers`]).
+fn track(pod: Option<&api::PodSandbox>, ctr: &api::Container, plan: &plan::Plan) {
+    let Some(m) = metrics::get() else { return };
+    if !adjust::needs_hook(plan) {
+        return;
+    }
+    let (namespace, name) = pod.map_or(("", ""), |p| (p.namespace.as_str(), p.name.as_str()));
+    let cgroups_path = ctr.linux.as_ref().map_or("", |l| l.cgroups_path.as_str());
+    m.track(&ctr.id, [namespace, name, &ctr.name], cgroups_path, plan);
+}
+
 /// The host config at `source`, with its text.
 fn read_host_config(source: &HostConfigSource) -> Result<ConfigRead, InputError> {
     let (host_config, text) = source.read_with_text()?;
@@ -265,6 +280,21 @@ impl Plugin for Policy {
 
     fn synchronize(&self, pods: &[api::PodSandbox], containers: &[api::Container], more: bool) {
         log::debug!("nri: synchronize: {} pods, {} containers, more: {}", pods.len(), containers.len(), more);
+        if metrics::get().is_none() {
+            return;
+        }
+        // The containers that ran before this connection (a restarted
+        // plugin or runtime): planned again, quietly, for their series.
+        let host_config = self.current().host_config;
+        for ctr in containers {
+            let pod = pods.iter().find(|p| p.id == ctr.pod_sandbox_id);
+            let plan = adjust::spec_of(pod, ctr).ok().and_then(|spec| {
+                plan::plan_for(&spec, None, &host_config, self.host, &plan::UserFacts::HOOK).ok()
+            });
+            if let Some(plan) = plan {
+                track(pod, ctr, &plan);
+            }
+        }
     }
 
     fn shutdown(&self) {
@@ -302,6 +332,16 @@ impl Plugin for Policy {
         }
         log::debug!("nri: CreateContainer answered in {:.3} ms", took.as_secs_f64() * 1e3);
         answer
+    }
+
+    fn wants_removals(&self) -> bool {
+        metrics::get().is_some()
+    }
+
+    fn remove_container(&self, container: &api::Container) {
+        if let Some(m) = metrics::get() {
+            m.removed(&container.id);
+        }
     }
 
     fn connection(&self, event: Connection) {

@@ -4,8 +4,9 @@
 //! tests/env/kubernetes-validate.sh installs it from PyPI once); the
 //! kustomization lists every manifest; the DaemonSet's args and the
 //! ConfigMap's host config are ones the binary accepts; the DaemonSet asks
-//! for no more than it needs (three hostPaths, the NRI socket's directory,
-//! the hook's and the log's; no host PID, no capability: docs/nri.md), and
+//! for no more than it needs (four hostPaths, the NRI socket's directory,
+//! the hook's, the log's and the cgroupfs read-only; no host PID, no
+//! capability: docs/nri.md), and
 //! its ConfigMap sets a log file in the log directory it mounts, which the
 //! plugin writes (docs/kubernetes.md#where-the-warnings-go); its metrics port
 //! and the optional monitoring manifests (deploy/kubernetes/monitoring:
@@ -24,7 +25,8 @@ use crate::support::*;
 const DIR: &str = "deploy/kubernetes";
 
 /// The DaemonSet's hostPath volumes (name, path), sorted.
-const HOST_PATHS: [(&str, &str); 3] = [
+const HOST_PATHS: [(&str, &str); 4] = [
+    ("cgroup", "/sys/fs/cgroup"),
     ("hook-dir", "/opt/oci-tmpfs-hook"),
     ("log-dir", "/var/log/oci-tmpfs-hook"),
     ("nri-socket", "/var/run/nri"),
@@ -50,6 +52,16 @@ fn nri_manifests_validate_on_oldest_and_newest_kubernetes() {
     validate_manifests("nri manifests", &dir, &resources);
 }
 
+/// The plugin's container mounts the node's cgroupfs read-only where its
+/// `--cgroup-root` says (the per-container series read it).
+fn assert_cgroup_read_only(c: &Value) {
+    let cgroup = c["volumeMounts"].as_array().unwrap().iter().find(|m| m["name"] == "cgroup");
+    assert!(cgroup.is_some_and(|m| m["readOnly"] == true && m["mountPath"] == "/host/sys/fs/cgroup"), "{c}");
+    let args: Vec<&str> = c["args"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    let at = args.iter().position(|a| *a == "--cgroup-root").map(|i| args[i + 1]);
+    assert_eq!(at, Some("/host/sys/fs/cgroup"), "{args:?}");
+}
+
 #[test]
 fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(DIR);
@@ -68,9 +80,8 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
         .filter_map(|v| Some((v["name"].as_str()?, v.get("hostPath")?["path"].as_str()?)))
         .collect();
     host_paths.sort();
-    assert_eq!(host_paths, HOST_PATHS, "three hostPaths: the NRI socket's directory, the hook's, the log's");
-    // The hook grows the pod's /dev/shm in the container: no host PID, no
-    // capability, no AppArmor exception.
+    assert_eq!(host_paths, HOST_PATHS, "the socket's, the hook's, the log's directories, the cgroupfs");
+    // The hook grows the pod's /dev/shm: no host PID, capability or AppArmor exception.
     assert!(pod.get("hostPID").is_none_or(|v| v == false), "{pod}");
     // Its only annotations: the scrape ones, naming the `metrics` port that
     // --metrics-address listens on (docs/nri.md#metrics), and the NRI
@@ -101,6 +112,7 @@ fn daemonset_asks_only_for_what_it_needs_and_its_args_run() {
     assert!(mounted.contains(&("hook-dir", "/host/opt/oci-tmpfs-hook")), "{mounted:?}");
     // The log directory at the node's path: one log_file for hook and plugin.
     assert!(mounted.contains(&("log-dir", "/var/log/oci-tmpfs-hook")), "{mounted:?}");
+    assert_cgroup_read_only(c);
     let args: Vec<&str> = c["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
     let after = |flag: &str| args.iter().position(|a| *a == flag).map(|i| args[i + 1]);
     assert_eq!(after("--hook-dir"), Some("/opt/oci-tmpfs-hook"), "{args:?}");
@@ -212,22 +224,27 @@ fn scrape_logged(log: &str) -> String {
 }
 
 /// The optional monitoring manifests (deploy/kubernetes/monitoring): the
-/// kustomization lists both; the Service validates with kubernetes-validate
-/// (oldest and newest Kubernetes) and selects the DaemonSet's pods on its
-/// `metrics` port; the ServiceMonitor validates against the Prometheus
-/// Operator's ServiceMonitor schema as far as the manifest uses it (written
-/// here from the operator's API reference: tests/host/schemas),
+/// kustomization lists all three; the Service validates with
+/// kubernetes-validate (oldest and newest Kubernetes) and selects the
+/// DaemonSet's pods on its `metrics` port; the ServiceMonitor and the
+/// PrometheusRule (whose alert reads the per-container series by name)
+/// validate against the Prometheus Operator's schemas as far as the
+/// manifests use them (written here from the operator's API reference:
+/// tests/host/schemas),
 /// strictly: an object with `properties` admits no other field unless the
 /// schema says `x-kubernetes-preserve-unknown-fields` (as the API server's
 /// strict field validation). The same check refuses a misspelt field, so it
 /// can fail.
 #[test]
-fn monitoring_manifests_validate_service_and_servicemonitor() {
+fn monitoring_manifests_validate_service_servicemonitor_and_rule() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(DIR);
     let dir = root.join("monitoring");
     let py = python();
     let kustomization = load(&py, &dir.join("kustomization.yaml"));
-    assert_eq!(kustomization["resources"], serde_json::json!(["service.yaml", "servicemonitor.yaml"]));
+    assert_eq!(
+        kustomization["resources"],
+        serde_json::json!(["service.yaml", "servicemonitor.yaml", "prometheusrule.yaml"])
+    );
     let versions = ok(Command::new(&py).args([
         "-c",
         "import kubernetes_validate.utils as u\n\
@@ -248,7 +265,7 @@ fn monitoring_manifests_validate_service_and_servicemonitor() {
     let sm = load(&py, &dir.join("servicemonitor.yaml"));
     assert_eq!(sm["spec"]["selector"]["matchLabels"], svc["metadata"]["labels"]);
     assert_eq!(sm["spec"]["endpoints"][0]["port"], svc["spec"]["ports"][0]["name"]);
-    let schema = root.join("../../tests/host/schemas/servicemonitor-v1-subset.yaml");
+    let schemas = root.join("../../tests/host/schemas");
     let check = r#"
 import json, sys, yaml, jsonschema
 crd = yaml.safe_load(open(sys.argv[1]))
@@ -267,20 +284,35 @@ doc = yaml.safe_load(open(sys.argv[2]))
 assert doc["apiVersion"] == crd["spec"]["group"] + "/v1" and doc["kind"] == crd["spec"]["names"]["kind"], doc
 v = jsonschema.Draft7Validator(schema)
 bad = json.loads(json.dumps(doc))
-bad["spec"]["endpoints"][0]["prot"] = bad["spec"]["endpoints"][0].pop("port")
+spec = bad["spec"]
+one = spec["endpoints"][0] if "endpoints" in spec else spec["groups"][0]["rules"][0]
+good, typo = ("port", "prot") if "port" in one else ("expr", "exrp")
+one[typo] = one.pop(good)
 errors = [e.message for e in v.iter_errors(doc)]
 refused = [e.message for e in v.iter_errors(bad)]
 print(json.dumps({"errors": errors, "misspelt_refused": refused}))
 "#;
-    let out = ok(Command::new(&py).arg("-c").arg(check).arg(&schema).arg(dir.join("servicemonitor.yaml")));
-    let v: Value = serde_json::from_str(out.trim()).unwrap();
-    assert_eq!(v["errors"], serde_json::json!([]), "{out}");
-    assert!(
-        v["misspelt_refused"]
-            .as_array()
-            .is_some_and(|a| a.iter().any(|e| e.as_str().unwrap_or("").contains("prot"))),
-        "{out}"
-    );
+    for (schema, file, misspelt) in [
+        ("servicemonitor-v1-subset.yaml", "servicemonitor.yaml", "prot"),
+        ("prometheusrule-v1-subset.yaml", "prometheusrule.yaml", "exrp"),
+    ] {
+        let out = ok(Command::new(&py).arg("-c").arg(check).arg(schemas.join(schema)).arg(dir.join(file)));
+        let v: Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(v["errors"], serde_json::json!([]), "{file}: {out}");
+        assert!(
+            v["misspelt_refused"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|e| e.as_str().unwrap_or("").contains(misspelt))),
+            "{file}: {out}"
+        );
+    }
+    // The alert reads the series the plugin serves, by their names.
+    let rule = load(&py, &dir.join("prometheusrule.yaml"));
+    let expr = rule["spec"]["groups"][0]["rules"][0]["expr"].as_str().unwrap_or_default().to_string();
+    for series in ["oci_tmpfs_hook_container_shmem_bytes", "oci_tmpfs_hook_container_memory_limit_bytes"] {
+        assert!(expr.contains(series), "the alert's expr does not read {series}: {expr}");
+    }
+    assert_eq!(rule["metadata"]["namespace"], ds["metadata"]["namespace"]);
 }
 
 /// The DaemonSet's readiness and liveness probes run `nri --probe` on the

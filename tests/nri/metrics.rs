@@ -4,7 +4,8 @@
 //! clients (garbage, an oversize head, a wrong method and path, slowloris
 //! connections holding every client slot): each gets a 4xx or is dropped, and
 //! a pod created while they hold their connections still gets its mounts from
-//! the plugin, which never waits for them.
+//! the plugin, which never waits for them. The per-container series follow
+//! a container's cgroup and go with it.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -200,6 +201,72 @@ fn metrics_count_what_the_plugin_did() {
     }
     for (pod, c) in &started {
         let _ = node.teardown(pod, &[c]);
+    }
+    r.finish();
+}
+
+/// A pod's container handed to our hook gets its own series: the tmpfs
+/// sizes planned for it, and, read from its memory cgroup at scrape time,
+/// its limit and the shmem it is charged for once it wrote 100 MiB into
+/// `/dev/shm`; a container left alone (a writable root) gets none; the
+/// series go when the runtime removes the container.
+#[test]
+fn metrics_per_container_follow_the_cgroup_and_go_with_the_container() {
+    let mut r = Report::of("nri", "metrics-per-container");
+    let (mut node, addr) = metrics_node("metrics-per-container");
+    let labels = |pod: &str| format!("{{namespace=\"default\",pod=\"{pod}\",container=\"app\"");
+    let mut started = Vec::new();
+    for (name, readonly) in [("mc-ro", true), ("mc-rw", false)] {
+        let Some(pod) = r.step(&format!("{name}: RunPodSandbox"), node.run_pod(name, &PodOpts::default()))
+        else {
+            continue;
+        };
+        let opts = CtrOpts { readonly, ..CtrOpts::ro("app", GI) };
+        match r.step(&format!("{name}: start"), node.start_container(&pod, &opts)) {
+            Some(c) => started.push((name, pod, c)),
+            None => {
+                let _ = node.teardown(&pod, &[]);
+            }
+        }
+    }
+    let Some((_, ro_pod, ro)) = started.iter().find(|(n, _, _)| *n == "mc-ro") else { return r.finish() };
+    let pod_name = |pod: &Pod| pod.config["metadata"]["name"].as_str().expect("the pod's name").to_string();
+    let fill = node.exec(ro, &["dd", "if=/dev/zero", "of=/dev/shm/fill", "bs=1M", "count=100"]);
+    r.check(matches!(fill, Ok((0, _, _))), format!("writing 100 MiB into /dev/shm: {fill:?}"));
+    let Some(m) = r.step("scrape", scrape(addr)) else { return r.finish() };
+    let text = raw(addr, b"GET /metrics HTTP/1.1\r\n\r\n").unwrap_or_default();
+    r.seen(
+        "the per-container series",
+        format!(
+            "\n{}",
+            text.lines().filter(|l| l.contains("oci_tmpfs_hook_container_")).collect::<Vec<_>>().join("\n")
+        ),
+    );
+    let get = |m: &BTreeMap<String, f64>, series: &str, extra: &str| {
+        m.get(&format!("oci_tmpfs_hook_container_{series}{}{extra}}}", labels(&pod_name(ro_pod)))).copied()
+    };
+    let shmem = get(&m, "shmem_bytes", "");
+    r.check(
+        shmem.is_some_and(|b| b >= (100 * MI) as f64),
+        format!("shmem_bytes {shmem:?}, want at least 100 MiB"),
+    );
+    let limit = get(&m, "memory_limit_bytes", "");
+    r.check(limit == Some(GI as f64), format!("memory_limit_bytes {limit:?}, want {GI}"));
+    let tmp = get(&m, "tmpfs_size_bytes", ",target=\"/tmp\"");
+    r.check(tmp == Some((256 * MI) as f64), format!("tmpfs_size_bytes /tmp {tmp:?}, want 256 MiB"));
+    let shm = get(&m, "tmpfs_size_bytes", ",target=\"/dev/shm\"");
+    r.check(shm == Some((512 * MI) as f64), format!("tmpfs_size_bytes /dev/shm {shm:?}, want 512 MiB"));
+    for (_, pod, _) in started.iter().filter(|(n, _, _)| *n == "mc-rw") {
+        let rw = labels(&pod_name(pod));
+        r.check(!m.keys().any(|k| k.contains(&rw)), "a series for the writable-root container");
+    }
+    for (_, pod, c) in &started {
+        let _ = r.step("teardown", node.teardown(pod, &[c]));
+    }
+    if let Some(after) = r.step("scrape after the removal", scrape(addr)) {
+        let left: Vec<&String> =
+            after.keys().filter(|k| k.starts_with("oci_tmpfs_hook_container_")).collect();
+        r.check(left.is_empty(), format!("series left after the containers were removed: {left:?}"));
     }
     r.finish();
 }

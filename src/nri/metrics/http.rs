@@ -16,6 +16,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,17 +45,19 @@ pub(crate) enum MetricsError {
     Twice(String),
 }
 
-/// Makes the metrics (the host config's text `config` in the info metric),
+/// Makes the metrics (the host config's text `config` in the info metric,
+/// the node's cgroupfs at `cgroup_root` for the per-container series),
 /// binds `addr` and serves `GET /metrics` from a thread of its own; the
 /// address bound (a port 0 is chosen by the kernel).
 ///
 /// # Errors
 /// `addr` cannot be bound (in use, not an address of this host).
-pub(crate) fn serve(addr: &str, config: &str) -> Result<SocketAddr, MetricsError> {
+pub(crate) fn serve(addr: &str, config: &str, cgroup_root: &Path) -> Result<SocketAddr, MetricsError> {
     let bind = |source| MetricsError::Bind { addr: addr.to_string(), source };
     let listener = TcpListener::bind(addr).map_err(bind)?;
     let local = listener.local_addr().map_err(bind)?;
-    let metrics = super::init(config).ok_or_else(|| MetricsError::Twice(addr.to_string()))?;
+    let metrics = super::init(config, cgroup_root.to_path_buf())
+        .ok_or_else(|| MetricsError::Twice(addr.to_string()))?;
     std::thread::Builder::new()
         .name("nri-metrics".into())
         .spawn(move || accept(&listener, metrics))

@@ -8,11 +8,14 @@
 //! wrapper and a plugin without the flag never build a registry, a thread
 //! or a socket.
 //!
-//! Not here: the HTTP server ([`http`]), push, per-container labels (their
-//! number would grow without bound: the reasons are a fixed set).
+//! The counters carry no per-container label: the reasons are a fixed set.
+//! The per-container series are [`containers`]', computed at scrape time.
+//! Not here: the HTTP server ([`http`]), push.
 
+pub(crate) mod containers;
 mod http;
 
+use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -142,6 +145,9 @@ pub(crate) struct Metrics {
     info: Family<InfoLabels, Gauge>,
     config_hash: Mutex<String>,
     runtime: Family<RuntimeLabels, Gauge>,
+    containers: containers::Containers,
+    /// Where the node's cgroupfs is, for the per-container series.
+    cgroup_root: PathBuf,
 }
 
 /// Latency buckets: 25 µs doubling to 1.6 s (NRI's request timeout is 2 s).
@@ -155,7 +161,7 @@ fn bytes_histogram() -> Histogram {
 }
 
 impl Metrics {
-    fn new() -> Metrics {
+    fn new(cgroup_root: PathBuf) -> Metrics {
         let mut registry = Registry::with_prefix(PREFIX);
         let m = Metrics {
             seen: Counter::default(),
@@ -171,6 +177,8 @@ impl Metrics {
             info: Family::default(),
             config_hash: Mutex::new(String::new()),
             runtime: Family::default(),
+            containers: containers::Containers::default(),
+            cgroup_root,
             registry: Registry::default(),
         };
         registry.register("containers_seen", "CreateContainer requests answered", m.seen.clone());
@@ -290,6 +298,18 @@ impl Metrics {
         self.registered.set(0);
     }
 
+    /// The container `id` (`who`: its namespace, pod and name) in the cgroup
+    /// `cgroups_path`, handed to our hook as `plan`: its series, until
+    /// [`Metrics::removed`].
+    pub(crate) fn track(&self, id: &str, who: [&str; 3], cgroups_path: &str, plan: &Plan) {
+        self.containers.track(id, who, cgroups_path, plan);
+    }
+
+    /// The runtime removed the container `id`.
+    pub(crate) fn removed(&self, id: &str) {
+        self.containers.remove(id);
+    }
+
     /// A new connection to the runtime after an earlier one.
     pub(crate) fn reconnected(&self) {
         self.reconnects.inc();
@@ -300,6 +320,7 @@ impl Metrics {
         let mut out = String::new();
         // Writing into a String does not fail.
         let _ = prometheus_text::encode(&mut out, &self.registry);
+        self.containers.encode(&self.cgroup_root, &mut out);
         out
     }
 }
@@ -316,10 +337,10 @@ pub(crate) fn get() -> Option<&'static Metrics> {
     METRICS.get()
 }
 
-/// Makes the metrics, the host config's text `config` in the info metric;
-/// `None` when they were made already.
-fn init(config: &str) -> Option<&'static Metrics> {
-    METRICS.set(Metrics::new()).ok()?;
+/// Makes the metrics, the host config's text `config` in the info metric,
+/// the node's cgroupfs at `cgroup_root`; `None` when they were made already.
+fn init(config: &str, cgroup_root: PathBuf) -> Option<&'static Metrics> {
+    METRICS.set(Metrics::new(cgroup_root)).ok()?;
     let metrics = get()?;
     metrics.config(config);
     Some(metrics)
@@ -404,7 +425,7 @@ mod tests {
     /// and says whether it has the validator from its NRI version.
     #[test]
     fn runtime_info_follows_the_last_configure() {
-        let m = Metrics::new();
+        let m = Metrics::new(PathBuf::from("/nonexistent"));
         m.configured("containerd", "2.1.9", "");
         let text = m.encode();
         assert!(

@@ -51,9 +51,9 @@ pub const NRI_VERSION: &str = "v0.12.0";
 pub const DEFAULT_SOCKET: &str = "/var/run/nri/nri.sock";
 
 /// An NRI plugin as the stub serves it. The stub subscribes it to
-/// `CreateContainer` ([`Plugin::create_container`]), the one event this
-/// trait has; the rest are news about the connection, with defaults that
-/// do nothing.
+/// `CreateContainer` ([`Plugin::create_container`]), and to
+/// `RemoveContainer` where it asks ([`Plugin::wants_removals`]); the rest
+/// are news about the connection, with defaults that do nothing.
 pub trait Plugin: Send + Sync + 'static {
     /// The runtime configured the plugin (once per connection, before any
     /// event).
@@ -77,6 +77,16 @@ pub trait Plugin: Send + Sync + 'static {
         pod: Option<&api::PodSandbox>,
         container: &api::Container,
     ) -> Result<Option<api::ContainerAdjustment>, Refusal>;
+
+    /// Whether the plugin wants [`Plugin::remove_container`] (asked at
+    /// each `Configure`; without, the runtime sends no removal).
+    fn wants_removals(&self) -> bool {
+        false
+    }
+
+    /// The runtime removed a container (only when
+    /// [`Plugin::wants_removals`]).
+    fn remove_container(&self, _container: &api::Container) {}
 
     /// What happened to the connection (for a plugin that counts it).
     fn connection(&self, _event: Connection) {}

@@ -1,9 +1,10 @@
 //! The NRI protocol the stub speaks, in one place: NRI v0.8.0's
 //! `nri.pkg.api.v1alpha1` ([`PROTOCOL`], `proto/nri/api.proto`), the one
 //! containerd 2.1 is built with. The plugin's ttRPC service
-//! ([`service`]: `Configure` answered with the event mask [`EVENTS`],
+//! ([`service`]: `Configure` answered with the event mask [`events`],
 //! `Synchronize` with no update, `Shutdown`, `CreateContainer`, and
-//! `StateChange`, which carries every other event and is acknowledged), and
+//! `StateChange`, which carries every other event, `RemoveContainer` among
+//! them, and is acknowledged), and
 //! the one call the plugin makes, `RegisterPlugin` ([`register`]).
 //!
 //! Besides `proto/nri/api.proto`, everything a newer protocol changes is
@@ -24,9 +25,21 @@ use crate::nri::proto::{api, api_ttrpc};
 /// The protocol spoken: its package and the NRI release it is taken from.
 pub const PROTOCOL: &str = "nri.pkg.api.v1alpha1 (NRI v0.8.0)";
 
-/// The event mask answered to `Configure`: `CREATE_CONTAINER` alone
-/// (`1 << (event - 1)`; a mask of 0 would mean every event).
+/// The event mask answered to `Configure`: `CREATE_CONTAINER`
+/// (`1 << (event - 1)`; a mask of 0 would mean every event), and
+/// `REMOVE_CONTAINER` for a plugin that wants it ([`events`]).
 pub(crate) const EVENTS: i32 = 1 << (api::Event::CREATE_CONTAINER as i32 - 1);
+
+/// The event mask for a plugin: [`EVENTS`], with `REMOVE_CONTAINER` when it
+/// `wants_removals`.
+pub(crate) fn events(wants_removals: bool) -> i32 {
+    let remove = 1 << (api::Event::REMOVE_CONTAINER as i32 - 1);
+    if wants_removals {
+        EVENTS | remove
+    } else {
+        EVENTS
+    }
+}
 
 /// The deadline of `RegisterPlugin` (the runtime allows 5 s).
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(4);
@@ -72,7 +85,7 @@ impl<P: Plugin> api_ttrpc::Plugin for Service<P> {
             nri_version: &req.NRI_version,
         });
         let mut resp = api::ConfigureResponse::new();
-        resp.events = EVENTS;
+        resp.events = events(self.0.wants_removals());
         Ok(resp)
     }
 
@@ -107,7 +120,12 @@ impl<P: Plugin> api_ttrpc::Plugin for Service<P> {
         }
     }
 
-    fn state_change(&self, _: &ttrpc::TtrpcContext, _: api::StateChangeEvent) -> ttrpc::Result<api::Empty> {
+    fn state_change(&self, _: &ttrpc::TtrpcContext, req: api::StateChangeEvent) -> ttrpc::Result<api::Empty> {
+        if req.event.enum_value() == Ok(api::Event::REMOVE_CONTAINER) {
+            if let Some(c) = req.container.as_ref() {
+                self.0.remove_container(c);
+            }
+        }
         Ok(api::Empty::new())
     }
 }
