@@ -22,6 +22,8 @@
 //!   typed error.
 //! - [`manifest`]: `explain --manifest`, Kubernetes pod templates as the
 //!   plan's input (pure; off the hook's and the wrapper's path).
+//! - [`usage`]: the `usage` command's pure half (state files, `mountinfo`,
+//!   the table, JSON and Prometheus text); its reads are [`sys::usage`]'s.
 //! - [`input`] (bounded reads of the state, `config.json` and the host
 //!   config, and the host's facts, which it gives the plan as
 //!   [`plan::HostFacts`]); the spec executor's `config.json` edits are
@@ -59,3 +61,4 @@ pub(crate) mod wrapper;
 /// The spec executor's `config.json` edits, public for the property tests.
 pub use spec::bundle;
 pub mod target;
+pub(crate) mod usage;

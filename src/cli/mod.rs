@@ -15,6 +15,7 @@ pub(crate) mod node;
 pub(crate) mod nri;
 pub(crate) mod runtime;
 pub(crate) mod setup;
+pub(crate) mod usage;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -33,6 +34,7 @@ use node::NodeArgs;
 use nri::NriArgs;
 use runtime::RuntimeArgs;
 use setup::SetupArgs;
+use usage::UsageArgs;
 
 /// Give read-only OCI containers a sized, writable /tmp, their TMPDIR and a
 /// bigger /dev/shm, from an OCI runtime hook.
@@ -83,6 +85,12 @@ pub(crate) enum Command {
     /// container's creation with our hook, which mounts by fd in the container.
     /// Long-running; redials the runtime's socket whenever it goes away.
     Nri(NriArgs),
+    /// Show how full each running container's tmpfs of ours and /dev/shm
+    /// are, with its cgroup's shmem and memory limit (as root, on the host).
+    ///
+    /// A table, fullest first, `!` past 90%; a warning on stderr for each
+    /// such target, naming the setting that sizes it.
+    Usage(UsageArgs),
 }
 
 /// The host config flag, shared by the commands that read the host config.
@@ -184,6 +192,7 @@ pub(crate) fn run(cli: &Cli) -> Result<ExitCode, Error> {
         Command::Runtime(args) => runtime::run(&args.args),
         Command::Node(args) => node::run(args),
         Command::Nri(args) => nri::run(args),
+        Command::Usage(args) => usage::run(args),
     }
 }
 

@@ -14,7 +14,8 @@
 //! host's procfs before that, through which a checked `O_PATH` fd is
 //! reopened to be read (never its path again); [`engine_shm`] proves
 //! and grows an engine-made `/dev/shm` on the host; [`copy`] holds the
-//! calls copy-up makes (the walk and its bounds are the hook's).
+//! calls copy-up makes (the walk and its bounds are the hook's); [`usage`]
+//! reads how full a running container's tmpfs of ours are, by fd in its root.
 //!
 //! What it is not: no plan is made here (what to mount, how big, which
 //! targets: [`crate::plan`]), and no order of effects (the hook's
@@ -35,6 +36,7 @@ pub(crate) mod probe;
 pub(crate) mod procfs;
 pub(crate) mod resolve;
 pub(crate) mod rootfs;
+pub(crate) mod usage;
 pub(crate) mod user;
 
 pub(crate) use error::{SysError, Syscall};

@@ -55,7 +55,7 @@ impl fmt::Display for Done {
 }
 
 /// `TMPFS_MAGIC` from `<linux/magic.h>`.
-const TMPFS_MAGIC: u64 = 0x0102_1994;
+pub(crate) const TMPFS_MAGIC: u64 = 0x0102_1994;
 
 /// `SELINUX_MAGIC` from `<linux/magic.h>`.
 const SELINUX_MAGIC: u64 = 0xf97c_ff8c;

@@ -93,6 +93,17 @@ impl Proc {
         Ok(Proc { fd })
     }
 
+    /// An `O_PATH` fd of `/proc/<pid>` in this procfs. What is opened
+    /// through it is that process's: once it exits, each open under it
+    /// fails (`ESRCH` or `ENOENT`), whatever process gets the pid next.
+    ///
+    /// # Errors
+    /// The errno of `openat(2)`: `ENOENT` for a pid that is gone.
+    pub(crate) fn open_pid(&self, pid: i32) -> Result<OwnedFd, Errno> {
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        rustix::fs::openat(&self.fd, pid.to_string().as_str(), flags, Mode::empty())
+    }
+
     /// The magic link of `fd` in this procfs, relative to its root.
     fn link(fd: &impl AsFd) -> String {
         format!("thread-self/fd/{}", fd.as_fd().as_raw_fd())

@@ -306,11 +306,21 @@ print(json.dumps({"errors": errors, "misspelt_refused": refused}))
             "{file}: {out}"
         );
     }
-    // The alert reads the series the plugin serves, by their names.
+    // The alerts read the series the plugin and `usage --prometheus` serve, by their names.
     let rule = load(&py, &dir.join("prometheusrule.yaml"));
-    let expr = rule["spec"]["groups"][0]["rules"][0]["expr"].as_str().unwrap_or_default().to_string();
-    for series in ["oci_tmpfs_hook_container_shmem_bytes", "oci_tmpfs_hook_container_memory_limit_bytes"] {
-        assert!(expr.contains(series), "the alert's expr does not read {series}: {expr}");
+    let exprs: Vec<&str> = rule["spec"]["groups"][0]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["expr"].as_str().unwrap())
+        .collect();
+    let reads = [
+        ["oci_tmpfs_hook_container_shmem_bytes", "oci_tmpfs_hook_container_memory_limit_bytes"],
+        ["oci_tmpfs_hook_container_tmpfs_used_bytes", "oci_tmpfs_hook_container_tmpfs_size_bytes"],
+    ];
+    assert_eq!(exprs.len(), reads.len(), "{exprs:?}");
+    for (expr, series) in exprs.iter().zip(reads) {
+        assert!(series.iter().all(|s| expr.contains(s)), "the alert's expr does not read {series:?}: {expr}");
     }
     assert_eq!(rule["metadata"]["namespace"], ds["metadata"]["namespace"]);
 }

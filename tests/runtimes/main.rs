@@ -23,3 +23,4 @@ mod pytorch;
 mod reopen;
 mod setup;
 mod spec_fixture;
+mod usage;
