@@ -18,10 +18,45 @@
 # last line sums both: `tests: N passed, N failed`. Arguments go to
 # `cargo test`; those after `--` also go to the sid test binaries (a test
 # name filter, for example). OCI_TMPFS_ENVS=bookworm or =sid runs only one.
+# `tests/run.sh crio` runs only the CRI-O suite (crio_suite, below), which
+# the sid environment runs too.
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "tests/run.sh: run as root (the tests start real containers)" >&2; exit 1; }
 envs=${OCI_TMPFS_ENVS:-bookworm,sid}
+
+# The CRI-O suite (tests/runtimes/crio.rs): CRI-O 1.36.3 and conmon built
+# from their source (tests/env/crio.sh, cached), then the `runtimes`
+# binary's `crio::` tests inside the sid root (crio links sid's libraries),
+# --include-ignored, filtered by the arguments (default `crio::`). Exit 3:
+# no source here (a user's clone), nothing run.
+crio_suite() {
+  local crio crio_status=0 bin crio_dir t0 status=0
+  t0=$(date +%s)
+  crio=$(tests/env/crio.sh build) || crio_status=$?
+  if [ "$crio_status" != 0 ]; then
+    echo "tests/run.sh: step crio: tests/env/crio.sh build exited $crio_status" >&2
+    return "$([ "$crio_status" = 3 ] && echo 3 || echo 1)"
+  fi
+  bin=$(cargo test --locked --test runtimes --no-run --message-format=json 2>/dev/null \
+    | grep -o '"executable":"[^"]*/deps/runtimes-[0-9a-f]*"' | sed 's/^"executable":"//; s/"$//' | tail -n1)
+  [ -n "$bin" ] || { echo "tests/run.sh: step build: cargo test --test runtimes --no-run failed" >&2; return 1; }
+  crio_dir=$(dirname "$(dirname "$crio")")
+  echo "== CRI-O ${crio_dir##*/crio-} in sid"
+  OCI_TMPFS_SID_BINDS="$crio_dir" OCI_TMPFS_ENV="OCI_TMPFS_HOOK_CRIO=$crio" \
+    tests/env/sid.sh run -- bash -c 'cd "$1"; shift; exec "$@"' bash "$PWD" "$bin" --include-ignored "${@:-crio::}" \
+    || status=$?
+  echo "== CRI-O suite took $(( $(date +%s) - t0 ))s"
+  return "$status"
+}
+
+# `tests/run.sh crio [LIBTEST ARGS...]`: the CRI-O suite alone.
+if [ "${1:-}" = crio ]; then
+  shift
+  tests/env/sid.sh build || { echo "tests/run.sh: step sid: tests/env/sid.sh build failed" >&2; exit 1; }
+  crio_suite "$@"
+  exit
+fi
 
 need=()
 for pkg in runc crun busybox-static containerd docker.io podman python3-seccomp util-linux uidmap slirp4netns python3-torch python3-venv python3-pip debootstrap lintian file musl-tools strace; do
@@ -147,7 +182,7 @@ if [[ ,$envs, == *,sid,* ]]; then
     # The package test's Debian root is bound in, for the Docker case's
     # Debian image, which only reads it (engines::docker_runs_the_common_image_*).
     OCI_TMPFS_SID_BINDS="$(tests/env/pkgroot.sh path)" \
-      tests/env/sid.sh run -- bash -c "$in_project" bash "$PWD" "$bin" --include-ignored "${test_args[@]}" 2>&1 \
+      tests/env/sid.sh run -- bash -c "$in_project" bash "$PWD" "$bin" --include-ignored --skip crio:: "${test_args[@]}" 2>&1 \
       | tee -a "$log" || status=1
     # The CRI cases (RuntimeClass and NRI) against containerd 2.3.4 too, its
     # directory first on PATH (its shim and ctr), and `setup containerd` on
@@ -157,6 +192,22 @@ if [[ ,$envs, == *,sid,* ]]; then
       OCI_TMPFS_SID_PATH_FIRST=$(dirname "$ctd") OCI_TMPFS_ENV="OCI_TMPFS_HOOK_NRI_CONTAINERD=$ctd" \
         tests/env/sid.sh run -- bash -c "$in_project" bash "$PWD" "$bin" --include-ignored \
         cri:: setup::real_containerd_loads_the_setup_config 2>&1 | tee -a "$log" || status=1
+    fi
+    # CRI-O 1.36.3, built once from its source: its own leg, as containerd
+    # 2.3.4's. Without the source (a user's clone) one line says so; .ci/run
+    # requires it.
+    # A name filter after `--` runs it only when the filter names it.
+    crio_status=0
+    if [ ${#test_args[@]} = 0 ]; then
+      crio_suite 2>&1 | tee -a "$log" || crio_status=${PIPESTATUS[0]}
+    elif [[ " ${test_args[*]} " == *crio* ]]; then
+      crio_suite "${test_args[@]}" 2>&1 | tee -a "$log" || crio_status=${PIPESTATUS[0]}
+    fi
+    if [ "$crio_status" = 3 ] && [ -z "${OCI_TMPFS_REQUIRE_CRIO:-}" ]; then
+      echo "tests/run.sh: no CRI-O source here (shared/cri-o): its leg did not run" | tee -a "$log"
+    elif [ "$crio_status" != 0 ]; then
+      [ "$crio_status" = 3 ] && echo "test result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out (CRI-O build)" >>"$log"
+      status=1
     fi
     # Docker and containerd through the wrapper again with mode = "hook", as in bookworm.
     echo "== environment sid, wrapper mode hook"

@@ -37,10 +37,13 @@ SUITE=sid
 # python3-torch; python3-pip and python3-venv (the home suite: pip install
 # --user, the tools venv); strace (which processes a start runs); Go 1.26
 # (tests/env/containerd.sh builds containerd 2.3.4 with it); g++, python3-dev and libtorch-dev for torch.compile (Debian's
-# python3-torch headers are dangling symlinks without libtorch-dev).
+# python3-torch headers are dangling symlinks without libtorch-dev); make,
+# pkg-config and the -dev packages of libseccomp, gpgme, SQLite and GLib
+# (tests/env/crio.sh builds CRI-O and conmon).
 PACKAGES="runc crun containerd docker.io docker-cli podman busybox-static python3-torch \
 util-linux mount passwd uidmap slirp4netns passt python3-seccomp tar procps \
-g++ python3-dev libtorch-dev ca-certificates python3-venv python3-pip strace golang-1.26-go"
+g++ python3-dev libtorch-dev ca-certificates python3-venv python3-pip strace golang-1.26-go \
+make gcc pkg-config libseccomp-dev libgpgme-dev libsqlite3-dev libglib2.0-dev"
 PACKAGES=$(echo $PACKAGES | tr ' ' '\n' | sort -u | tr '\n' ' ')
 PACKAGES=${PACKAGES% }
 

@@ -2,7 +2,7 @@
 //! (`bundle`), mount tables (`mountinfo`), temporary directories, the one
 //! tree walk and sizes (`fs`), running commands (`process`), the one private
 //! dockerd launcher and a private Podman (`daemons`), the CRI client,
-//! containerd and pod options (`cri`), the CRI node and its report (`pods`),
+//! containerd and pod options (`cri`), a CRI-O node (`crio`), the CRI node and its report (`pods`),
 //! the pod cases written once (`cases`), the hostile layouts of a pod
 //! written once (`layouts`), the node suite's fake host (`kube`), the lock
 //! for suites that watch the host (`host`), the container user's `HOME`
@@ -15,6 +15,7 @@
 pub mod bundle;
 pub mod cases;
 pub mod cri;
+pub mod crio;
 pub mod daemons;
 pub mod fs;
 pub mod home;

@@ -498,42 +498,7 @@ impl Node {
 
     /// The CreateContainer request kubelet sends for `c` in `pod`.
     pub fn container_request(&self, pod: &Pod, c: &CtrOpts) -> Value {
-        let envs: Vec<Value> = c.env.iter().map(|(k, v)| json!({"key": k, "value": v})).collect();
-        let mut resources = json!({"cpu_period": 100000, "cpu_shares": 2});
-        if let Some(m) = c.memory {
-            resources["memory_limit_in_bytes"] = json!(m);
-            // kubelet's Burstable score for a memory request of `m`.
-            let info = rustix::system::sysinfo();
-            let ram = (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)));
-            resources["oom_score_adj"] = json!((1000 - (1000 * m / ram.max(1)) as i64).clamp(2, 999));
-        }
-        let mut config = json!({
-            "metadata": {"name": c.name, "attempt": 0},
-            "image": {"image": c.image.unwrap_or(&self.image)},
-            "command": ["sleep", "100000"],
-            "envs": envs,
-            "mounts": c.mounts,
-            "labels": {"io.kubernetes.container.name": c.name},
-            "log_path": format!("{}/0.log", c.name),
-            "linux": {
-                "resources": resources,
-                "security_context": {
-                    "readonly_rootfs": c.readonly,
-                    "namespace_options": {"network": "NODE", "pid": "CONTAINER", "ipc": pod.ipc},
-                },
-            },
-        });
-        // The pod's network and user namespace, as kubelet repeats them.
-        let pod_ns = &pod.config["linux"]["security_context"]["namespace_options"];
-        let ns = &mut config["linux"]["security_context"]["namespace_options"];
-        ns["network"] = pod_ns["network"].clone();
-        if let Some(userns) = pod_ns.get("userns_options") {
-            ns["userns_options"] = userns.clone();
-        }
-        if let Some(uid) = c.user {
-            config["linux"]["security_context"]["run_as_user"] = json!({"value": uid});
-        }
-        json!({"pod_sandbox_id": pod.id, "config": config, "sandbox_config": pod.config})
+        container_request(&self.image, pod, c)
     }
 
     /// Imports an image of the busybox rootfs changed by `shape`; its reference.
@@ -670,6 +635,51 @@ impl Node {
     pub fn kill_leftovers(&self) {
         kill_leftovers(self.holder.id(), &self.cgroup_top);
     }
+}
+
+/// The CreateContainer request kubelet sends for `c` in `pod` (any CRI
+/// runtime's), the image `image` unless `c` names one.
+pub fn container_request(image: &str, pod: &Pod, c: &CtrOpts) -> Value {
+    let envs: Vec<Value> = c.env.iter().map(|(k, v)| json!({"key": k, "value": v})).collect();
+    let mut resources = json!({"cpu_period": 100000, "cpu_shares": 2});
+    if let Some(m) = c.memory {
+        resources["memory_limit_in_bytes"] = json!(m);
+        // kubelet's Burstable score for a memory request of `m`.
+        let info = rustix::system::sysinfo();
+        let ram = (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)));
+        resources["oom_score_adj"] = json!((1000 - (1000 * m / ram.max(1)) as i64).clamp(2, 999));
+    }
+    // kubelet sends the image as the pod spec names it too (CRI-O 1.36
+    // refuses a CreateContainer without it: "user specified image not
+    // specified").
+    let image = c.image.unwrap_or(image);
+    let mut config = json!({
+        "metadata": {"name": c.name, "attempt": 0},
+        "image": {"image": image, "user_specified_image": image},
+        "command": ["sleep", "100000"],
+        "envs": envs,
+        "mounts": c.mounts,
+        "labels": {"io.kubernetes.container.name": c.name},
+        "log_path": format!("{}/0.log", c.name),
+        "linux": {
+            "resources": resources,
+            "security_context": {
+                "readonly_rootfs": c.readonly,
+                "namespace_options": {"network": "NODE", "pid": "CONTAINER", "ipc": pod.ipc},
+            },
+        },
+    });
+    // The pod's network and user namespace, as kubelet repeats them.
+    let pod_ns = &pod.config["linux"]["security_context"]["namespace_options"];
+    let ns = &mut config["linux"]["security_context"]["namespace_options"];
+    ns["network"] = pod_ns["network"].clone();
+    if let Some(userns) = pod_ns.get("userns_options") {
+        ns["userns_options"] = userns.clone();
+    }
+    if let Some(uid) = c.user {
+        config["linux"]["security_context"]["run_as_user"] = json!({"value": uid});
+    }
+    json!({"pod_sandbox_id": pod.id, "config": config, "sandbox_config": pod.config})
 }
 
 /// Starts containerd `bin` on `config` in the mount namespace `holder`
