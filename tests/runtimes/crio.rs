@@ -161,6 +161,41 @@ fn host_path_volume_at_tmp_wins() {
     });
 }
 
+/// CRI-O's own `shm-size.crio.io` (allowed for both handlers) beside our
+/// plan: CRI-O sizes the pod's `/dev/shm` from the pod's annotation, our
+/// hook never shrinks it and grows it to the plan's size: a pod asking
+/// 1 GiB keeps 1 GiB, one asking 128 MiB gets our 512 MiB.
+#[test]
+#[ignore = "needs CRI-O, built from source in sid: tests/run.sh crio"]
+fn shm_size_annotation_and_ours_the_larger_wins() {
+    each_handler("shm-annotation", Way::HooksDir, |node, r, handler| {
+        for (asked, want) in [("1Gi", GI), ("128Mi", 512 * MI)] {
+            let ann = [("shm-size.crio.io", asked)];
+            let popts = PodOpts { annotations: &ann, ..PodOpts::default() };
+            let what = format!("{handler}: shm-size.crio.io {asked}");
+            let Some(pod) = r.step(&format!("{what}: RunPodSandbox"), node.run_pod("shm", handler, &popts))
+            else {
+                continue;
+            };
+            let Some(c) =
+                r.step(&format!("{what}: start"), node.start_container(&pod, &CtrOpts::ro("app", GI)))
+            else {
+                let _ = node.teardown(&pod, &[]);
+                continue;
+            };
+            if let Some(p) = r.step("probe", node.probe(&c)) {
+                let shm = mount_at(&parse_mountinfo(&p), "/dev/shm").and_then(MountInfo::size);
+                r.seen(&what, format!("/dev/shm {}", sz(shm)));
+                r.check(
+                    shm == Some(want),
+                    format!("{what}: /dev/shm is {}, want {}", sz(shm), sz(Some(want))),
+                );
+            }
+            r.step("stop and remove", node.teardown(&pod, &[&c]));
+        }
+    });
+}
+
 /// Through the NRI plugin on CRI-O's NRI socket, no hook in the hooks dir:
 /// a read-only container gets `/tmp` and the grown `/dev/shm` from the hook
 /// the plugin adds at createRuntime.

@@ -193,7 +193,8 @@ impl CrioNode {
         let runtime = |name: &str| {
             format!(
                 "[crio.runtime.runtimes.{name}]\nruntime_path = {:?}\nruntime_type = \"oci\"\n\
-                 runtime_root = {:?}\nmonitor_path = {conmon:?}\nmonitor_cgroup = \"pod\"\n",
+                 runtime_root = {:?}\nmonitor_path = {conmon:?}\nmonitor_cgroup = \"pod\"\n\
+                 allowed_annotations = [\"shm-size.crio.io\"]\n",
                 which(name),
                 run.join(name),
             )
@@ -266,12 +267,15 @@ impl CrioNode {
         let uid = unique("uid");
         let logs = self.dir.join("logs").join(&uid);
         std::fs::create_dir_all(&logs).unwrap();
+        let annotations: serde_json::Map<String, Value> =
+            opts.annotations.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
         let config = json!({
             "metadata": {"name": name, "uid": uid, "namespace": "default", "attempt": 0},
             "hostname": "",
             "log_directory": logs,
             "dns_config": {},
             "labels": {"io.kubernetes.pod.name": name, "io.kubernetes.pod.namespace": "default", "io.kubernetes.pod.uid": uid},
+            "annotations": annotations,
             "linux": {
                 "cgroup_parent": format!("/{}/pod{uid}", self.cgroup_top),
                 "security_context": {"namespace_options": {"network": "NODE", "pid": "CONTAINER", "ipc": "POD"}},
