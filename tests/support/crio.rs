@@ -75,6 +75,12 @@ impl CrioNode {
     /// A node whose hooks dir has our hook (`setup crio`) when `hooked`,
     /// else nothing (a node served by the NRI plugin).
     pub fn start_with(case: &str, hooked: bool) -> CrioNode {
+        CrioNode::start_configured(case, hooked, "")
+    }
+
+    /// [`CrioNode::start_with`], with `drop_in` as a file of CRI-O's
+    /// `crio.conf.d` (`[crio.runtime]\nread_only = true`, say).
+    pub fn start_configured(case: &str, hooked: bool, drop_in: &str) -> CrioNode {
         require_root();
         let bin = crio_bin();
         let version = ok(Command::new(&bin).arg("--version"));
@@ -118,6 +124,9 @@ impl CrioNode {
         }
         node.import_image();
         std::fs::write(node.dir.join("crio.conf"), node.config()).unwrap();
+        if !drop_in.is_empty() {
+            std::fs::write(node.dir.join("crio.conf.d/50-test.conf"), drop_in).unwrap();
+        }
         std::fs::write(node.dir.join("policy.json"), r#"{"default":[{"type":"insecureAcceptAnything"}]}"#)
             .unwrap();
         node.start_daemon();
