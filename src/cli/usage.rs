@@ -20,6 +20,12 @@ pub(crate) struct UsageArgs {
     /// textfile collector).
     #[arg(long)]
     pub prometheus: bool,
+    /// A runtime state directory to read instead of the defaults (a
+    /// runtime's `--root`, one directory per container; a path component
+    /// may hold one `*`); repeatable [default: /run/runc, /run/crun,
+    /// /run/docker/runtime-*/moby, /run/containerd/runc/*].
+    #[arg(long, value_name = "DIR", value_parser = super::absolute_path)]
+    pub state_dir: Vec<std::path::PathBuf>,
 }
 
 /// Runs `usage`.
@@ -27,7 +33,10 @@ pub(crate) struct UsageArgs {
 /// # Errors
 /// The host's procfs cannot be opened or read.
 pub(crate) fn run(args: &UsageArgs) -> Result<ExitCode, Error> {
-    let containers = crate::sys::usage::read_all(STATE_ROOTS)?;
+    let given: Vec<String> = args.state_dir.iter().map(|d| d.display().to_string()).collect();
+    let roots: Vec<&str> =
+        if given.is_empty() { STATE_ROOTS.to_vec() } else { given.iter().map(String::as_str).collect() };
+    let containers = crate::sys::usage::read_all(&roots)?;
     for line in render::warnings(&containers) {
         log::warn!("{line}");
     }

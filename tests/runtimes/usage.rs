@@ -10,7 +10,8 @@
 //! - an image whose `/tmp` is a symlink to `/etc`: every figure shown is
 //!   one of the container's own tmpfs, never the host's `/etc`;
 //! - containers exiting while `usage` reads, and one stopped but not
-//!   deleted: each run exits 0, and a container gone is left out.
+//!   deleted: each run exits 0, and a container gone is left out;
+//! - a runtime run with `--root` elsewhere: listed with `--state-dir` only.
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -258,4 +259,51 @@ fn usage_skips_containers_gone_mid_read() {
         assert_eq!(entry(id), None, "{id} has exited");
     }
     drop(guards);
+}
+
+/// A runtime run with `--root` elsewhere keeps its state where the defaults
+/// do not look: `usage` lists its container only with `--state-dir`.
+#[test]
+fn usage_reads_the_state_dir_it_is_given() {
+    require_root();
+    for rt in Runtime::ALL {
+        if rt == Runtime::Crun {
+            crun_cgroup_fix();
+        }
+        let b = bundle(rt, Via::Hook("prestart"), "touch /tmp/done; sleep 120");
+        let root = TempDir::new("usage-root");
+        let id = unique("usage-root");
+        let err = std::fs::File::create(b.dir.join("run.stderr")).unwrap();
+        let child = Command::new(rt.bin())
+            .arg("--root")
+            .arg(&*root)
+            .args(["run", "-d", "--bundle"])
+            .arg(&b.dir)
+            .arg(&id)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()
+            .unwrap();
+        let out = wait_timeout(child, Duration::from_secs(60)).expect("the start");
+        let delete = || {
+            let _ =
+                Command::new(rt.bin()).arg("--root").arg(&*root).args(["delete", "--force", &id]).status();
+        };
+        if !out.status.success() {
+            delete();
+            panic!("{rt:?} --root run: {}", read_text(b.dir.join("run.stderr")));
+        }
+        let listed = |args: &[&str]| -> Option<Value> {
+            let v: Value = serde_json::from_slice(&usage(args).stdout).expect("usage --json is JSON");
+            v.as_array().expect("a list").iter().find(|c| c["id"] == id.as_str()).cloned()
+        };
+        let dir = root.display().to_string();
+        let given = listed(&["--json", "--state-dir", &dir]);
+        let default = listed(&["--json"]);
+        delete();
+        assert!(default.is_none(), "{rt:?}: listed without --state-dir: {default:?}");
+        let c = given.unwrap_or_else(|| panic!("{rt:?}: not listed with --state-dir {dir}"));
+        assert!(target(&c, "/tmp").is_some() && target(&c, "/dev/shm").is_some(), "{rt:?}: {c}");
+    }
 }
