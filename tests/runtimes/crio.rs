@@ -253,6 +253,83 @@ fn read_only_server_mode_keeps_crios_tmp() {
     r.finish();
 }
 
+/// NRI fails open on CRI-O: with NRI on and no plugin registered (the
+/// plugin down), a read-only pod starts without our mounts: no tmpfs of
+/// ours, `/dev/shm` CRI-O's 64 MiB.
+#[test]
+#[ignore = "needs CRI-O, built from source in sid: tests/run.sh crio"]
+fn nri_plugin_down_pods_start_without_our_mounts() {
+    let mut node = CrioNode::start_with("nri-down", false);
+    let mut r = Report::of("crio", "nri-down");
+    for handler in HANDLERS {
+        let what = format!("{handler}: ro 1Gi, no plugin");
+        let Some(pod) =
+            r.step(&format!("{what}: RunPodSandbox"), node.run_pod("down", handler, &PodOpts::default()))
+        else {
+            continue;
+        };
+        let Some(c) = r.step(&format!("{what}: start"), node.start_container(&pod, &CtrOpts::ro("app", GI)))
+        else {
+            let _ = node.teardown(&pod, &[]);
+            continue;
+        };
+        if let Some(p) = r.step("probe", node.probe(&c)) {
+            r.untouched(&what, &p, SHM_64M);
+        }
+        r.step("stop and remove", node.teardown(&pod, &[&c]));
+    }
+    r.finish();
+}
+
+/// CRI-O's NRI default validator with `nri_validator_reject_oci_hook_adjustment`
+/// refuses what our plugin adjusts (an OCI hook): a read-only pod's
+/// container is not created, and the error names the validator; a
+/// writable-root pod, which the plugin adjusts nothing for, starts. On such
+/// a node the plugin cannot serve: the hooks dir can (docs/engines.md#cri-o).
+#[test]
+#[ignore = "needs CRI-O, built from source in sid: tests/run.sh crio"]
+fn nri_validator_rejecting_oci_hooks_refuses_our_adjustment() {
+    let drop_in = "[crio.nri.default_validator]\nnri_enable_default_validator = true\n\
+                   nri_validator_reject_oci_hook_adjustment = true\n";
+    let mut node = CrioNode::start_configured("nri-validator", false, drop_in);
+    node.start_plugin();
+    let mut r = Report::of("crio", "nri-validator");
+    for handler in HANDLERS {
+        for readonly in [true, false] {
+            let what = format!("{handler}: readOnlyRootFilesystem {readonly}, hooks rejected");
+            let Some(pod) =
+                r.step(&format!("{what}: RunPodSandbox"), node.run_pod("val", handler, &PodOpts::default()))
+            else {
+                continue;
+            };
+            let opts = CtrOpts { readonly, ..CtrOpts::ro("app", GI) };
+            match (node.start_container(&pod, &opts), readonly) {
+                (Err(e), true) => {
+                    r.seen(&what, format!("refused: {e}"));
+                    r.check(
+                        e.to_lowercase().contains("hook"),
+                        format!("{what}: the refusal names no hook: {e}"),
+                    );
+                    r.step("remove", node.teardown(&pod, &[]));
+                }
+                (Ok(c), true) => {
+                    r.check(false, format!("{what}: created, though the validator rejects OCI hooks"));
+                    r.step("stop and remove", node.teardown(&pod, &[&c]));
+                }
+                (Ok(c), false) => {
+                    r.seen(&what, "started");
+                    r.step("stop and remove", node.teardown(&pod, &[&c]));
+                }
+                (Err(e), false) => {
+                    r.check(false, format!("{what}: not started: {e}"));
+                    let _ = node.teardown(&pod, &[]);
+                }
+            }
+        }
+    }
+    r.finish();
+}
+
 /// Through the NRI plugin on CRI-O's NRI socket, no hook in the hooks dir:
 /// a read-only container gets `/tmp` and the grown `/dev/shm` from the hook
 /// the plugin adds at createRuntime.
