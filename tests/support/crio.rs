@@ -22,7 +22,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::cri::*;
-use super::pods::{container_request, hold_namespace, kill_leftovers};
+use super::pods::{container_request, hold_namespace, release_namespace, remove_pods, tail};
 use super::*;
 
 /// The CRI-O build under test: `$OCI_TMPFS_HOOK_CRIO`, the `crio` binary
@@ -398,12 +398,8 @@ impl CrioNode {
 
 impl Drop for CrioNode {
     fn drop(&mut self) {
-        use rustix::process::{kill_process, Pid, Signal};
         if self.daemon.is_some() {
-            for id in std::mem::take(&mut self.pods) {
-                let _ = self.cri("StopPodSandbox", json!({"pod_sandbox_id": id}));
-                let _ = self.cri("RemovePodSandbox", json!({"pod_sandbox_id": id}));
-            }
+            remove_pods(std::mem::take(&mut self.pods), |m, r| self.cri(m, r));
         }
         if let Some(mut child) = self.plugin.take() {
             stop(&mut child, Duration::from_secs(10));
@@ -411,16 +407,10 @@ impl Drop for CrioNode {
         if let Some(mut child) = self.daemon.take() {
             stop(&mut child, Duration::from_secs(30));
         }
-        kill_leftovers(self.holder.id(), &self.cgroup_top);
-        if let Some(pid) = Pid::from_raw(self.holder.id() as i32) {
-            let _ = kill_process(pid, Signal::KILL);
-        }
-        let _ = self.holder.wait();
+        release_namespace(&mut self.holder, &self.cgroup_top);
         if std::thread::panicking() {
-            let log = self.read("crio.log");
-            let tail: Vec<&str> = log.lines().rev().take(60).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            say(&format!("crio {}: crio log (last 60 lines):\n{}", self.case, tail.join("\n")));
+            let log = tail(&self.read("crio.log"), 60);
+            say(&format!("crio {}: crio log (last 60 lines):\n{log}", self.case));
             if self.dir.join("plugin.log").exists() {
                 say(&format!("crio {}: plugin log:\n{}", self.case, self.read("plugin.log")));
             }

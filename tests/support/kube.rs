@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::cri::{cri_call, wait_cri_ready};
-use super::pods::{hold_namespace, kill_leftovers, start_containerd};
+use super::pods::{hold_namespace, release_namespace, remove_pods, start_containerd, tail};
 use super::*;
 
 // ------------------------------------------------------ the static binary
@@ -239,23 +239,14 @@ impl Containerd {
 
 impl Drop for Containerd {
     fn drop(&mut self) {
-        use rustix::process::{kill_process, Pid, Signal};
-        for id in std::mem::take(&mut self.pods) {
-            let _ = self.cri("StopPodSandbox", json!({"pod_sandbox_id": id}));
-            let _ = self.cri("RemovePodSandbox", json!({"pod_sandbox_id": id}));
-        }
+        remove_pods(std::mem::take(&mut self.pods), |m, r| self.cri(m, r));
         if let Some(mut child) = self.daemon.take() {
             stop(&mut child, Duration::from_secs(30));
         }
-        kill_leftovers(self.holder.id(), &self.cgroup_top);
-        if let Some(pid) = Pid::from_raw(self.holder.id() as i32) {
-            let _ = kill_process(pid, Signal::KILL);
-        }
-        let _ = self.holder.wait();
+        release_namespace(&mut self.holder, &self.cgroup_top);
         if std::thread::panicking() {
-            let log = self.read("containerd.log");
-            let tail: Vec<&str> = log.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect();
-            say(&format!("node: containerd log (last 40 lines):\n{}", tail.join("\n")));
+            let log = tail(&self.read("containerd.log"), 40);
+            say(&format!("node: containerd log (last 40 lines):\n{log}"));
         }
     }
 }

@@ -760,26 +760,45 @@ pub fn collect_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
     out.push(dir.to_path_buf());
 }
 
+/// Removes the pods `pods` a node's daemon still runs, through its CRI
+/// (`cri`: method and request), for a node's drop: errors are ignored.
+pub fn remove_pods(pods: Vec<String>, cri: impl Fn(&str, Value) -> Result<Value, String>) {
+    for id in pods {
+        let _ = cri("StopPodSandbox", json!({"pod_sandbox_id": id}));
+        let _ = cri("RemovePodSandbox", json!({"pod_sandbox_id": id}));
+    }
+}
+
+/// Ends a node's mount namespace: what is left in it and in its cgroups
+/// under `cgroup_top` killed ([`kill_leftovers`]), then its holder killed
+/// and reaped.
+pub fn release_namespace(holder: &mut Child, cgroup_top: &str) {
+    use rustix::process::{kill_process, Pid, Signal};
+    kill_leftovers(holder.id(), cgroup_top);
+    if let Some(pid) = Pid::from_raw(holder.id() as i32) {
+        let _ = kill_process(pid, Signal::KILL);
+    }
+    let _ = holder.wait();
+}
+
+/// The last `n` lines of `text`, for a failing test's report.
+pub fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
 impl Drop for Node {
     fn drop(&mut self) {
-        use rustix::process::{kill_process, Pid, Signal};
         // A host config the wrapper refuses would fail every runc call.
         for way in self.ways() {
             let _ = std::fs::write(self.ns_path(way.config_file()), way.mode_line());
         }
         if self.daemon.is_some() {
-            for id in std::mem::take(&mut self.pods) {
-                let _ = self.cri("StopPodSandbox", json!({"pod_sandbox_id": id}));
-                let _ = self.cri("RemovePodSandbox", json!({"pod_sandbox_id": id}));
-            }
+            remove_pods(std::mem::take(&mut self.pods), |m, r| self.cri(m, r));
         }
         self.stop_daemon();
         self.stop_plugin();
-        self.kill_leftovers();
-        if let Some(pid) = Pid::from_raw(self.holder.id() as i32) {
-            let _ = kill_process(pid, Signal::KILL);
-        }
-        let _ = self.holder.wait();
+        release_namespace(&mut self.holder, &self.cgroup_top);
         if std::thread::panicking() {
             // Already unwinding: a second panic here would abort the whole
             // test binary, so a log that cannot be read is said, not raised.
@@ -788,11 +807,9 @@ impl Drop for Node {
                 std::fs::read_to_string(&path)
                     .unwrap_or_else(|e| format!("(reading {}: {e})", path.display()))
             };
-            let log = shown("containerd.log");
-            let tail: Vec<&str> = log.lines().rev().take(40).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
             let suite = self.way.suite();
-            say(&format!("{suite} {}: containerd log (last 40 lines):\n{}", self.case, tail.join("\n")));
+            let log = tail(&shown("containerd.log"), 40);
+            say(&format!("{suite} {}: containerd log (last 40 lines):\n{log}", self.case));
             if self.way == Executor::Nri {
                 say(&format!("{suite} {}: plugin log:\n{}", self.case, shown("plugin.log")));
             }
