@@ -41,6 +41,33 @@ pub fn cri_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cri/cri.py")
 }
 
+/// ExecSync of `cmd` in container `id` through the CRI socket `sock`:
+/// (exit code, stdout, stderr).
+pub fn exec_sync(sock: &Path, id: &str, cmd: &[&str]) -> Result<(i64, String, String), String> {
+    let r = cri_call(sock, "ExecSync", &json!({"container_id": id, "cmd": cmd, "timeout": 100}))?;
+    let out = |k: &str| r[k].as_str().unwrap_or("").to_string();
+    Ok((r["exit_code"].as_i64().unwrap_or(-1), out("stdout"), out("stderr")))
+}
+
+/// StopContainer + RemoveContainer of each of `containers`, then
+/// StopPodSandbox + RemovePodSandbox of `pod`, through `sock`; `pods` (the
+/// node's list of pods to remove on drop) forgets it.
+pub fn teardown_pod(
+    sock: &Path,
+    pods: &mut Vec<String>,
+    pod: &Pod,
+    containers: &[&str],
+) -> Result<(), String> {
+    for id in containers {
+        cri_call(sock, "StopContainer", &json!({"container_id": id, "timeout": 1}))?;
+        cri_call(sock, "RemoveContainer", &json!({"container_id": id}))?;
+    }
+    cri_call(sock, "StopPodSandbox", &json!({"pod_sandbox_id": pod.id}))?;
+    cri_call(sock, "RemovePodSandbox", &json!({"pod_sandbox_id": pod.id}))?;
+    pods.retain(|p| *p != pod.id);
+    Ok(())
+}
+
 /// One CRI call on containerd's socket `sock`: the response, or the gRPC
 /// error as "METHOD: CODE: details" (never a panic: cleanups call it too).
 pub fn cri_call(sock: &Path, method: &str, request: &Value) -> Result<Value, String> {

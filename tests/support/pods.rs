@@ -514,9 +514,7 @@ impl Node {
 
     /// ExecSync: (exit code, stdout, stderr).
     pub fn exec(&self, id: &str, cmd: &[&str]) -> Result<(i64, String, String), String> {
-        let r = self.cri("ExecSync", json!({"container_id": id, "cmd": cmd, "timeout": 100}))?;
-        let out = |k: &str| r[k].as_str().unwrap_or("").to_string();
-        Ok((r["exit_code"].as_i64().unwrap_or(-1), out("stdout"), out("stderr")))
+        exec_sync(&self.sock, id, cmd)
     }
 
     /// What a container sees: PROBE's output.
@@ -542,14 +540,7 @@ impl Node {
 
     /// StopContainer + RemoveContainer, then StopPodSandbox + RemovePodSandbox.
     pub fn teardown(&mut self, pod: &Pod, containers: &[&str]) -> Result<(), String> {
-        for id in containers {
-            self.cri("StopContainer", json!({"container_id": id, "timeout": 1}))?;
-            self.cri("RemoveContainer", json!({"container_id": id}))?;
-        }
-        self.cri("StopPodSandbox", json!({"pod_sandbox_id": pod.id}))?;
-        self.cri("RemovePodSandbox", json!({"pod_sandbox_id": pod.id}))?;
-        self.pods.retain(|p| *p != pod.id);
-        Ok(())
+        teardown_pod(&self.sock, &mut self.pods, pod, containers)
     }
 
     /// The memory cgroup's OOM-kill count of a container (cgroup v1 or v2).
