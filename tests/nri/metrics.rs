@@ -266,11 +266,20 @@ fn metrics_per_container_follow_the_cgroup_and_go_with_the_container() {
     for (_, pod, c) in &started {
         let _ = r.step("teardown", node.teardown(pod, &[c]));
     }
-    if let Some(after) = r.step("scrape after the removal", scrape(addr)) {
-        let left: Vec<&String> =
-            after.keys().filter(|k| k.starts_with("oci_tmpfs_hook_container_")).collect();
-        r.check(left.is_empty(), format!("series left after the containers were removed: {left:?}"));
-    }
+    // The runtime tells the plugin of a removal after RemoveContainer
+    // returns: the series go within a few seconds.
+    let t0 = Instant::now();
+    let left = loop {
+        let Some(after) = r.step("scrape after the removal", scrape(addr)) else { break Vec::new() };
+        let left: Vec<String> =
+            after.into_keys().filter(|k| k.starts_with("oci_tmpfs_hook_container_")).collect();
+        if left.is_empty() || t0.elapsed() > Duration::from_secs(10) {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    r.seen("series gone after the removal", format!("{:.1} s", t0.elapsed().as_secs_f64()));
+    r.check(left.is_empty(), format!("series left 10 s after the containers were removed: {left:?}"));
     r.finish();
 }
 

@@ -47,9 +47,43 @@ const REGISTER_TIMEOUT: Duration = Duration::from_secs(4);
 /// The methods of a ttRPC server, by name.
 pub(super) type Methods = HashMap<String, Box<dyn ttrpc::MethodHandler + Send + Sync>>;
 
-/// The ttRPC service that serves `plugin` on the plugin's conn.
+/// The ttRPC service that serves `plugin` on the plugin's conn: v0.8.0's
+/// methods, and NRI v0.12's `RemoveContainer` ([`RemoveContainer`]).
 pub(super) fn service<P: Plugin>(plugin: &Arc<P>) -> Methods {
-    api_ttrpc::create_plugin(Arc::new(Service(Arc::clone(plugin))))
+    let mut methods = api_ttrpc::create_plugin(Arc::new(Service(Arc::clone(plugin))));
+    methods.insert(REMOVE_CONTAINER.to_string(), Box::new(RemoveContainer(Arc::clone(plugin))));
+    methods
+}
+
+/// NRI v0.12's own call for a removal (`rpc RemoveContainer`), which a
+/// runtime of v0.12 or later (containerd 2.3) sends instead of `StateChange`:
+/// it falls back to `StateChange` only on `Unimplemented`, and a Rust ttRPC
+/// server answers an unknown method `InvalidArgument`.
+const REMOVE_CONTAINER: &str = "/nri.pkg.api.v1alpha1.Plugin/RemoveContainer";
+
+/// [`REMOVE_CONTAINER`] for a [`Plugin`]. Its request, `RemoveContainerRequest
+/// { PodSandbox pod = 1; Container container = 2; }`, has the fields of
+/// v0.8.0's `CreateContainerRequest`, which decodes it; its answer,
+/// `RemoveContainerResponse {}`, is empty, as `Empty` encodes.
+struct RemoveContainer<P>(Arc<P>);
+
+impl<P: Plugin> ttrpc::MethodHandler for RemoveContainer<P> {
+    fn handler(&self, ctx: ttrpc::TtrpcContext, req: ttrpc::Request) -> ttrpc::Result<()> {
+        use protobuf::Message as _;
+        let mut res = ttrpc::Response::new();
+        match api::CreateContainerRequest::parse_from_bytes(&req.payload) {
+            Ok(r) => {
+                if let Some(c) = r.container.as_ref() {
+                    self.0.remove_container(c);
+                }
+                res.set_status(ttrpc::get_status(ttrpc::Code::OK, String::new()));
+                res.payload =
+                    api::Empty::new().write_to_bytes().map_err(|e| ttrpc::Error::Others(e.to_string()))?;
+            }
+            Err(e) => res.set_status(ttrpc::get_status(ttrpc::Code::INVALID_ARGUMENT, e.to_string())),
+        }
+        ttrpc::response_to_channel(ctx.mh.stream_id, res, ctx.res_tx)
+    }
 }
 
 /// `Runtime.RegisterPlugin` over the runtime's conn (`theirs`); the client
