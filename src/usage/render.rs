@@ -91,8 +91,9 @@ pub(crate) fn json(containers: &[Container]) -> String {
     out
 }
 
-/// A Prometheus label value: backslash, double quote and newline escaped.
-fn label(value: &str) -> String {
+/// A Prometheus label value: backslash, double quote and newline escaped
+/// (`usage --prometheus` and the NRI plugin's per-container series).
+pub(crate) fn label(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 

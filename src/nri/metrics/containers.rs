@@ -14,6 +14,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use crate::plan::{Action, Plan};
+use crate::usage::render::label;
 
 /// The series' names.
 pub(crate) const SHMEM: &str = "oci_tmpfs_hook_container_shmem_bytes";
@@ -74,16 +75,11 @@ impl Tracked {
         let [namespace, pod, container, _] = self.parts();
         format!(
             "namespace=\"{}\",pod=\"{}\",container=\"{}\"",
-            escape(namespace),
-            escape(pod),
-            escape(container)
+            label(namespace),
+            label(pod),
+            label(container)
         )
     }
-}
-
-/// A label value as the text format wants it: `\`, `"` and newlines escaped.
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 /// A container id as the table's key: its 64-bit FNV-1a hash (ids are
@@ -167,7 +163,7 @@ fn render(rows: &[(&Tracked, Option<crate::cgroup::Memory>)], out: &mut String) 
     head(out, SIZE, "the size of each tmpfs the plugin planned for the container, by target");
     for (t, _) in &rows {
         for (target, size) in &*t.targets {
-            let _ = writeln!(out, "{SIZE}{{{},target=\"{}\"}} {size}", t.labels(), escape(target));
+            let _ = writeln!(out, "{SIZE}{{{},target=\"{}\"}} {size}", t.labels(), label(target));
         }
     }
 }
