@@ -122,11 +122,22 @@ impl Registrar for Crio {
 
     fn check(&self, ctx: &Context) -> Vec<Check> {
         let engine = Engine::Crio;
-        let dir = crio_config_files(&ctx.root).and_then(|files| crio_hooks_dir(&files));
-        match dir {
-            Ok(d) => {
+        let read = crio_config_files(&ctx.root)
+            .and_then(|files| Ok((crio_hooks_dir(&files)?, crio_read_only(&files)?)));
+        match read {
+            Ok((d, read_only)) => {
                 let dir = rooted(&ctx.root, d.as_deref().unwrap_or(Path::new(HOOKS_DIR)));
-                vec![hooks_dir_check(engine, ctx, &[dir])]
+                let mut checks = vec![hooks_dir_check(engine, ctx, &[dir])];
+                if read_only {
+                    // Not a problem of ours: what containers get, said once.
+                    checks.push(Check::ok(
+                        &engine.to_string(),
+                        "read_only = true: every container gets CRI-O's own /tmp, /var/tmp and /run \
+                         (noexec, no size), which the hook leaves; torch.compile there needs \
+                         TORCHINDUCTOR_CACHE_DIR in a cache of ours (docs/engines.md#cri-o-read-only)",
+                    ));
+                }
+                checks
             }
             Err(e) => {
                 vec![Check::problem(&engine.to_string(), crate::error::chain(&e), "fix CRI-O's config")]
@@ -180,22 +191,45 @@ pub(crate) fn crio_config_files(root: &Path) -> Result<Vec<(PathBuf, String)>, E
 /// # Errors
 /// A file that is not valid TOML, or a `hooks_dir` that is not a list of strings.
 pub(crate) fn crio_hooks_dir(files: &[(PathBuf, String)]) -> Result<Option<PathBuf>, EngineConfigError> {
+    let Some((path, dirs)) = crio_runtime_key(files, "hooks_dir")? else {
+        return Ok(None);
+    };
+    let list = dirs.as_array().ok_or_else(|| EngineConfigError::shape(path, "hooks_dir is not a list"))?;
+    let first = list
+        .iter()
+        .map(|d| d.as_str().ok_or_else(|| EngineConfigError::shape(path, "hooks_dir holds a non-string")))
+        .next()
+        .transpose()?;
+    Ok(first.map(PathBuf::from))
+}
+
+/// CRI-O's `[crio.runtime] read_only` (false when unset): every container's
+/// root read-only, with CRI-O's own tmpfs at `/run`, `/tmp` and `/var/tmp`.
+///
+/// # Errors
+/// As [`crio_hooks_dir`]; a `read_only` that is not a boolean.
+pub(crate) fn crio_read_only(files: &[(PathBuf, String)]) -> Result<bool, EngineConfigError> {
+    match crio_runtime_key(files, "read_only")? {
+        None => Ok(false),
+        Some((path, v)) => {
+            v.as_bool().ok_or_else(|| EngineConfigError::shape(path, "read_only is not a boolean"))
+        }
+    }
+}
+
+/// The value of `[crio.runtime] KEY` in the last of `files` that sets it,
+/// with that file.
+fn crio_runtime_key<'a>(
+    files: &'a [(PathBuf, String)],
+    key: &str,
+) -> Result<Option<(&'a Path, toml::Value)>, EngineConfigError> {
     let mut found = None;
     for (path, text) in files {
         let doc: toml::Table = toml::from_str(text)
             .map_err(|e| EngineConfigError::syntax(path, text, e.span().map(|s| s.start), e.message()))?;
-        let Some(dirs) = doc.get("crio").and_then(|c| c.get("runtime")).and_then(|r| r.get("hooks_dir"))
-        else {
-            continue;
-        };
-        let list =
-            dirs.as_array().ok_or_else(|| EngineConfigError::shape(path, "hooks_dir is not a list"))?;
-        let first = list
-            .iter()
-            .map(|d| d.as_str().ok_or_else(|| EngineConfigError::shape(path, "hooks_dir holds a non-string")))
-            .next()
-            .transpose()?;
-        found = first.map(PathBuf::from);
+        if let Some(v) = doc.get("crio").and_then(|c| c.get("runtime")).and_then(|r| r.get(key)) {
+            found = Some((path.as_path(), v.clone()));
+        }
     }
     Ok(found)
 }
@@ -316,6 +350,39 @@ mod tests {
         assert_eq!(crio_hooks_dir(&[]).unwrap(), None);
         let bad = vec![(PathBuf::from("/etc/crio/crio.conf"), "[crio.runtime\n".to_string())];
         assert!(matches!(crio_hooks_dir(&bad), Err(EngineConfigError::Syntax { line: 1, .. })));
+    }
+
+    #[test]
+    fn crio_read_only_is_read_and_doctor_says_what_it_means() {
+        let file = |name: &str, text: &str| (PathBuf::from(name), text.to_string());
+        let base = file("/etc/crio/crio.conf", "[crio.runtime]\nread_only = true\n");
+        assert!(!crio_read_only(&[]).unwrap(), "unset: false");
+        assert!(crio_read_only(std::slice::from_ref(&base)).unwrap());
+        let off = file("/etc/crio/crio.conf.d/20.conf", "[crio.runtime]\nread_only = false\n");
+        assert!(!crio_read_only(&[base.clone(), off]).unwrap(), "the last file that sets it wins");
+        let bad = file("/etc/crio/crio.conf.d/30.conf", "[crio.runtime]\nread_only = \"yes\"\n");
+        assert!(matches!(crio_read_only(&[base, bad]), Err(EngineConfigError::Shape { .. })));
+
+        let root = std::env::temp_dir().join(format!("oth-crio-ro-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("etc/crio/crio.conf.d")).unwrap();
+        let ctx = Context {
+            root: root.clone(),
+            binary: PathBuf::from("/nonexistent"),
+            config: crate::input::HostConfigSource::new(None, &root),
+            search_path: false,
+        };
+        let said = |ctx: &Context| Crio.check(ctx).iter().map(Check::line).collect::<Vec<_>>();
+        assert!(!said(&ctx).iter().any(|l| l.contains("read_only")), "{:?}", said(&ctx));
+        std::fs::write(root.join("etc/crio/crio.conf.d/50-ro.conf"), "[crio.runtime]\nread_only = true\n")
+            .unwrap();
+        let lines = said(&ctx);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[1].starts_with("ok       crio: read_only = true: every container gets CRI-O's own /tmp")
+        );
+        assert!(lines[1].contains("docs/engines.md#cri-o-read-only"), "{lines:?}");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

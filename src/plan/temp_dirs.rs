@@ -80,8 +80,8 @@ pub(super) fn not_spec_mounted(
     let mut kept = Vec::new();
     for c in candidates {
         let subject = describe(&c);
-        if spec.last_at(c.path.as_str()).is_some() {
-            notes.push(Note::info(subject, "the spec already mounts it"));
+        if let Some(m) = spec.last_at(c.path.as_str()) {
+            notes.push(Note::info(subject, already_mounted(m)));
             continue;
         }
         if let Some(d) = spec.containing(&c.path) {
@@ -105,6 +105,31 @@ pub(super) fn not_spec_mounted(
         kept.push(c);
     }
     kept
+}
+
+/// Why a target the spec mounts is left, with what the container gets
+/// there when it is a tmpfs that will not do for a temp dir: `noexec`
+/// (code built there cannot run: Inductor's kernels) or no `size` (up to
+/// half of RAM, charged to the container). CRI-O's `read_only = true` gives
+/// both (docs/engines.md#cri-o-read-only).
+fn already_mounted(m: &crate::oci::Mount) -> String {
+    let opts: &[String] = m.options().as_deref().unwrap_or_default();
+    if m.typ().as_deref() != Some("tmpfs") {
+        return "the spec already mounts it".to_string();
+    }
+    let noexec = opts.iter().any(|o| o == "noexec");
+    let no_size = !opts.iter().any(|o| o.starts_with("size="));
+    let what = match (noexec, no_size) {
+        (false, false) => return "the spec already mounts it".to_string(),
+        (true, true) => "a noexec tmpfs with no size",
+        (true, false) => "a noexec tmpfs",
+        (false, true) => "a tmpfs with no size",
+    };
+    let mut reason = format!("the spec already mounts it: {what}, left as it is");
+    if noexec {
+        reason.push_str(" (code built there cannot run: point TORCHINDUCTOR_CACHE_DIR at a cache of ours)");
+    }
+    reason
 }
 
 /// How a note names a candidate: `TMPDIR=/x` for one from the environment.
@@ -199,18 +224,26 @@ mod tests {
                 {"destination": "/tmp/", "type": "tmpfs", "source": "tmpfs"},
                 {"destination": "/data", "type": "bind", "source": "/srv", "options": ["rbind"]},
                 {"destination": "/", "type": "bind", "source": "/x"},
-                {"destination": "/scratch/data", "type": "bind", "source": "/vol", "options": ["rbind"]}
+                {"destination": "/scratch/data", "type": "bind", "source": "/vol", "options": ["rbind"]},
+                {"destination": "/run", "type": "tmpfs", "source": "tmpfs",
+                 "options": ["rw", "noexec", "nosuid", "nodev", "tmpcopyup"]},
+                {"destination": "/var/x", "type": "tmpfs", "source": "tmpfs", "options": ["noexec", "size=1m"]},
+                {"destination": "/sized", "type": "tmpfs", "source": "tmpfs", "options": ["size=1m"]}
             ]
         }))
         .unwrap();
         let mounts = SpecMounts::of(&spec);
         let long = format!("/{}", "x".repeat(80));
         let cases = [
-            ("/tmp", false, "already mounts"),
+            ("/tmp", false, "already mounts it: a tmpfs with no size, left as it is"),
             ("/data/tmp", false, "inside the spec's mount at /data"),
             ("/var/tmp", true, ""),
             (long.as_str(), true, "PyTorch"),
             ("/scratch", false, "mounts /scratch/data inside it"),
+            ("/run", false, "already mounts it: a noexec tmpfs with no size, left as it is (code built"),
+            ("/var/x", false, "already mounts it: a noexec tmpfs, left"),
+            ("/sized", false, "the spec already mounts it"),
+            ("/data", false, "the spec already mounts it"),
         ];
         for (path, kept, reason) in cases {
             let mut notes = Vec::new();
@@ -221,6 +254,9 @@ mod tests {
                 !reason.is_empty(),
                 "{path}: {notes:?}"
             );
+            if ["/sized", "/data"].contains(&path) {
+                assert_eq!(notes[0].reason, "the spec already mounts it", "{path}: a sized tmpfs, a volume");
+            }
         }
     }
 

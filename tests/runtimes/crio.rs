@@ -17,6 +17,8 @@ use crate::support::cri::*;
 use crate::support::crio::CrioNode;
 use crate::support::pods::*;
 use crate::support::*;
+use serde_json::json;
+use std::process::Command;
 
 /// The runtime handlers the node's config defines.
 const HANDLERS: [&str; 2] = ["runc", "crun"];
@@ -344,4 +346,145 @@ fn nri_read_only_container_gets_sized_tmp_and_shm() {
 #[ignore = "needs CRI-O, built from source in sid: tests/run.sh crio"]
 fn nri_writable_root_container_is_untouched() {
     each_handler("nri-writable", Way::Nri, writable(Way::Nri));
+}
+
+/// PyTorch (sid's python3-torch 2.x, with g++ for Inductor) in a read-only
+/// pod on a CRI-O node with `read_only = true`, with our hook in the hooks
+/// dir and without: CRI-O's own `/tmp` (noexec, unsized) is the temp dir
+/// either way, since our plan leaves an engine's mount at a target alone.
+/// Measured on runc, each script the container's command:
+/// - `torch.compile` (Inductor, CPU) builds its kernels under
+///   `/tmp/torchinductor_root` and cannot load them ("failed to map segment
+///   from shared object"), with the hook and without;
+/// - with `TORCHINDUCTOR_CACHE_DIR` in `~/.cache/torch`, the HOME cache our
+///   hook mounts, it passes; without the hook that directory is the
+///   read-only image and it fails;
+/// - `share_memory` (torch_shm_manager's socket in `/tmp`, the tensor in
+///   `/dev/shm`) passes either way: CRI-O's `/tmp` is writable.
+#[test]
+#[ignore = "needs CRI-O, built from source in sid: tests/run.sh crio"]
+fn read_only_server_mode_pytorch() {
+    const NOEXEC: &str = "failed to map segment from shared object";
+    const CACHE: (&str, &str) = ("TORCHINDUCTOR_CACHE_DIR", "/root/.cache/torch/inductor");
+    let mut r = Report::of("crio", "read-only-server-pytorch");
+    let scripts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pytorch");
+    let rootfs = torch_image_root();
+    for hooked in [false, true] {
+        let case = if hooked { "torch-hooked" } else { "torch-bare" };
+        let mut node = CrioNode::start_configured(case, hooked, "[crio.runtime]\nread_only = true\n");
+        let image = format!("localhost/{}:latest", unique("crio-torch"));
+        node.import(&rootfs.0, &image);
+        let arms: [Arm; 3] = [
+            ("compile", &[], &[], Err(NOEXEC)),
+            (
+                "compile",
+                &[CACHE],
+                &["/root/.cache/torch"],
+                if hooked { Ok(()) } else { Err("Read-only file system") },
+            ),
+            ("share_memory", &[], &[], Ok(())),
+        ];
+        for (script, env, args, want) in arms {
+            let what = format!("{case}: {script} {env:?}");
+            let out = run_torch(&mut node, &mut r, &image, &scripts, script, env, args);
+            let Some(out) = out else { continue };
+            let line = out.lines().find(|l| l.starts_with("PASS ") || l.starts_with("FAIL ")).unwrap_or("");
+            r.seen(&what, line);
+            match want {
+                Ok(()) => {
+                    r.check(line == format!("PASS {script}"), format!("{what}: want PASS, got:\n{out}"))
+                }
+                Err(e) => r.check(
+                    line.starts_with(&format!("FAIL {script}")) && out.contains(e),
+                    format!("{what}: want FAIL with {e:?}, got:\n{out}"),
+                ),
+            }
+        }
+    }
+    r.finish();
+}
+
+/// One PyTorch run: the script, its environment and arguments, and its
+/// outcome (`Err`: a FAIL line with this in the output).
+type Arm = (
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    &'static [&'static str],
+    Result<(), &'static str>,
+);
+
+/// An image root for PyTorch from the sid root (CRI-O's host here): `/usr`
+/// comes in as a read-only volume, the image has its merged-usr links,
+/// `/etc/passwd` (root's HOME `/root`, empty), `/etc/group`, the loader's
+/// cache and `/etc/alternatives`.
+fn torch_image_root() -> TempDir {
+    let root = TempDir::new("crio-torch-root");
+    for d in ["usr", "etc", "root", "work", "tmp", "var/tmp", "run", "dev", "proc", "sys"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    for (link, to) in [("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64"), ("sbin", "usr/sbin")] {
+        std::os::unix::fs::symlink(to, root.join(link)).unwrap();
+    }
+    std::fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+    std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
+    std::fs::copy("/etc/ld.so.cache", root.join("etc/ld.so.cache")).expect("/etc/ld.so.cache");
+    // libblas.so.3 and friends are links through /etc/alternatives.
+    ok(Command::new("cp").args(["-a", "/etc/alternatives"]).arg(root.join("etc")));
+    root
+}
+
+/// Runs `tests/pytorch/SCRIPT.py ARGS` as the command of a read-only
+/// container (4 GiB) in a pod of its own; its output, once it has exited
+/// (within 300 s), or `None` with the failed step in the report.
+fn run_torch(
+    node: &mut CrioNode,
+    r: &mut Report,
+    image: &str,
+    scripts: &std::path::Path,
+    script: &str,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> Option<String> {
+    let mut env = env.to_vec();
+    env.push(("PATH", "/usr/bin:/bin"));
+    let pod =
+        r.step(&format!("{script}: RunPodSandbox"), node.run_pod("torch", "runc", &PodOpts::default()))?;
+    let mounts = [
+        json!({"container_path": "/usr", "host_path": "/usr", "readonly": true}),
+        json!({"container_path": "/work", "host_path": scripts, "readonly": true}),
+    ];
+    let opts = CtrOpts { env: &env, image: Some(image), mounts: &mounts, ..CtrOpts::ro("torch", 4 * GI) };
+    let mut request = container_request(image, &pod, &opts);
+    let mut command = vec![json!("python3"), json!(format!("/work/{script}.py"))];
+    command.extend(args.iter().map(|a| json!(a)));
+    request["config"]["command"] = json!(command);
+    let logs = std::path::PathBuf::from(pod.config["log_directory"].as_str().expect("log_directory"));
+    std::fs::create_dir_all(logs.join("torch")).unwrap();
+    let started = node.cri("CreateContainer", request).and_then(|c| {
+        let id = c["container_id"].as_str().unwrap_or_default().to_string();
+        node.cri("StartContainer", json!({"container_id": id})).map(|_| id)
+    });
+    let Some(id) = r.step(&format!("{script}: start"), started) else {
+        let _ = node.teardown(&pod, &[]);
+        return None;
+    };
+    let t0 = std::time::Instant::now();
+    let exited = loop {
+        let state = node.cri("ContainerStatus", json!({"container_id": id}));
+        if state.as_ref().is_ok_and(|s| s["status"]["state"] == "CONTAINER_EXITED") {
+            break true;
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(300) {
+            break false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    // CRI's log format: "TIME STREAM TAG text" per line.
+    let log = r.read(&logs.join("torch/0.log"));
+    let out: String =
+        log.lines().map(|l| l.splitn(4, ' ').nth(3).unwrap_or(l)).collect::<Vec<_>>().join("\n");
+    say(&format!("crio {script} ({:.0?}):\n{}", t0.elapsed(), tail(&out, 20)));
+    r.check(exited, format!("{script}: the container did not exit within 300 s"));
+    r.step(&format!("{script}: stop and remove"), node.teardown(&pod, &[&id]));
+    Some(out)
 }

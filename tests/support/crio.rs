@@ -8,13 +8,14 @@
 //! hook in a hooks dir of its own as `setup crio` writes it, NRI on its own
 //! socket, no CNI (host-network pods). The busybox image is put into its
 //! storage with Podman (the same containers/storage library), before CRI-O
-//! starts, and is the pause image too. CRI calls go through the CRI client
+//! starts, and is the pause image too; [`CrioNode::import`] puts another
+//! root in the same way, also while CRI-O runs. CRI calls go through the CRI client
 //! (tests/support/cri.rs), the requests as kubelet sends them
 //! ([`super::pods::container_request`]). Not here: CNI, the wrapper (CRI-O
 //! runs runtimes itself, not through a RuntimeClass binary of ours).
 
 use std::fs::File;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -162,18 +163,20 @@ impl CrioNode {
         ok(&mut setup);
     }
 
-    /// The busybox rootfs as an image in CRI-O's storage: `podman import`
-    /// into the same root and run root (vfs), in the node's namespace,
-    /// before CRI-O starts (entry `sleep`, so it serves as the pause image).
+    /// The busybox rootfs as an image in CRI-O's storage, before CRI-O
+    /// starts (entry `sleep`, so it serves as the pause image).
     fn import_image(&self) {
         let rootfs = Bundle::new("crio-rootfs");
-        let tar = self.dir.join("busybox.tar");
-        ok(Command::new("tar")
-            .args(["--numeric-owner", "-C"])
-            .arg(rootfs.rootfs())
-            .arg("-cf")
-            .arg(&tar)
-            .arg("."));
+        self.import(&rootfs.rootfs(), &self.image);
+    }
+
+    /// Puts the directory `rootfs` into CRI-O's storage as image
+    /// `reference`: `podman import` into the same root and run root (vfs),
+    /// in the node's namespace, entry `sleep`. Also while CRI-O runs: both
+    /// take containers/storage's locks, and CRI-O looks images up there.
+    pub fn import(&self, rootfs: &Path, reference: &str) {
+        let tar = self.dir.join(format!("{}.tar", unique("image")));
+        ok(Command::new("tar").args(["--numeric-owner", "-C"]).arg(rootfs).arg("-cf").arg(&tar).arg("."));
         let mut podman = Command::new("podman");
         podman
             .arg("--root")
@@ -191,8 +194,9 @@ impl CrioNode {
                 r#"ENTRYPOINT ["/bin/sleep", "2147483647"]"#,
             ])
             .arg(&tar)
-            .arg(&self.image);
+            .arg(reference);
         self.ns(&mut podman);
+        let _ = std::fs::remove_file(&tar);
     }
 
     /// CRI-O's config: every path it writes is this node's.
