@@ -295,7 +295,10 @@ fn image_files(holding: &[Holding]) -> Option<String> {
         return None;
     }
     let each: Vec<String> = holding.iter().map(|(real, why)| format!("the image's {real} {why}")).collect();
-    Some(format!("{}: the hook copies it up", each.join("; ")))
+    Some(format!(
+        "{}: the hook copies it up within its bounds, and past them leaves the target alone",
+        each.join("; ")
+    ))
 }
 
 /// The error for a mountpoint directory that cannot be read.
@@ -482,7 +485,10 @@ mod tests {
         root.past.push(("/tmp".into(), "a FIFO at ./fifo".into()));
         let why = hook(place_in(&mut root, &plan(&["/var/tmp", "/tmp"], &[]), None).unwrap());
         assert!(why.starts_with("the image's /tmp holds a FIFO at ./fifo, past"), "{why}");
-        assert!(why.ends_with("the hook copies it up"), "{why}");
+        assert!(
+            why.ends_with("the hook copies it up within its bounds, and past them leaves the target alone"),
+            "{why}"
+        );
         // An empty directory beside it is made and chmodded, as before.
         assert_eq!(root.calls, ["mkdir /var/tmp", "chmod /var/tmp 1777"]);
     }
@@ -574,6 +580,6 @@ mod tests {
         let h = |d: &str, why: &str| (d.to_string(), why.to_string());
         let two =
             image_files(&[h("/tmp", "holds a socket at ./s"), h("/root", "holds files, and youki")]).unwrap();
-        assert_eq!(two, "the image's /tmp holds a socket at ./s; the image's /root holds files, and youki: the hook copies it up");
+        assert_eq!(two, "the image's /tmp holds a socket at ./s; the image's /root holds files, and youki: the hook copies it up within its bounds, and past them leaves the target alone");
     }
 }
