@@ -99,7 +99,7 @@ fn fs_bytes(path: &Path) -> u64 {
 /// RLIMIT_NPROC to 32768 at start (measured: /proc/<podman>/limits shows
 /// 32768 while the calling shell has 96365), and conmon and the runtime
 /// inherit that, so nproc may not be above it.
-fn ulimit_flags() -> Vec<String> {
+pub(crate) fn ulimit_flags() -> Vec<String> {
     use rustix::process::{getrlimit, Resource};
     let mut flags = Vec::new();
     for (name, res, cap) in [("nofile", Resource::Nofile, u64::MAX), ("nproc", Resource::Nproc, 32768)] {
@@ -325,6 +325,11 @@ impl Dockerd {
     /// [`Dockerd::start`] with the wrapper in `mode`, and `runtime` as its
     /// host config's `runtime_path` (none: runc on `PATH`).
     pub(crate) fn start_with(mode: &str, runtime: Option<&Path>) -> Dockerd {
+        Dockerd::start_configured(mode, runtime, "")
+    }
+
+    /// [`Dockerd::start_with`], the wrapper's host config ending with `toml`.
+    pub(crate) fn start_configured(mode: &str, runtime: Option<&Path>, toml: &str) -> Dockerd {
         require_root();
         let dir = TempDir::new("dockerd");
         let wrapper = wrapper_in(&dir.0);
@@ -343,7 +348,7 @@ impl Dockerd {
         std::fs::write(
             &host_config,
             format!(
-                "mode = \"{mode}\"\nlog_level = \"info\"\nlog_file = {:?}\n{}",
+                "mode = \"{mode}\"\nlog_level = \"info\"\nlog_file = {:?}\n{}{toml}",
                 wrapper_log,
                 match runtime {
                     Some(r) => format!("runtime_path = {r:?}\n"),
