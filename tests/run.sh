@@ -25,26 +25,30 @@ cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "tests/run.sh: run as root (the tests start real containers)" >&2; exit 1; }
 envs=${OCI_TMPFS_ENVS:-bookworm,sid}
 
-# The CRI-O suite (tests/runtimes/crio.rs): CRI-O 1.36.3 and conmon built
-# from their source (tests/env/crio.sh, cached), then the `runtimes`
-# binary's `crio::` tests inside the sid root (crio links sid's libraries),
-# --include-ignored, filtered by the arguments (default `crio::`). Exit 3:
-# no source here (a user's clone), nothing run.
+# The CRI-O suite (tests/runtimes/crio.rs and crio_node.rs): CRI-O 1.36.3
+# and conmon built from their source (tests/env/crio.sh, cached), the static
+# binary (the node image's, crio_node.rs) built here, then the `runtimes`
+# binary's `crio::` and `crio_node::` tests inside the sid root (crio links
+# sid's libraries), --include-ignored, filtered by the arguments (default
+# both). Exit 3: no source here (a user's clone), nothing run.
 crio_suite() {
-  local crio crio_status=0 bin crio_dir t0 status=0
+  local crio crio_status=0 bin crio_dir static t0 status=0
   t0=$(date +%s)
   crio=$(tests/env/crio.sh build) || crio_status=$?
   if [ "$crio_status" != 0 ]; then
     echo "tests/run.sh: step crio: tests/env/crio.sh build exited $crio_status" >&2
     return "$([ "$crio_status" = 3 ] && echo 3 || echo 1)"
   fi
+  static=$(packaging/build-static.sh | tail -n 1) && [ -x "$static" ] \
+    || { echo "tests/run.sh: step static: packaging/build-static.sh failed" >&2; return 1; }
   bin=$(cargo test --locked --test runtimes --no-run --message-format=json 2>/dev/null \
     | grep -o '"executable":"[^"]*/deps/runtimes-[0-9a-f]*"' | sed 's/^"executable":"//; s/"$//' | tail -n1)
   [ -n "$bin" ] || { echo "tests/run.sh: step build: cargo test --test runtimes --no-run failed" >&2; return 1; }
   crio_dir=$(dirname "$(dirname "$crio")")
   echo "== CRI-O ${crio_dir##*/crio-} in sid"
-  OCI_TMPFS_SID_BINDS="$crio_dir" OCI_TMPFS_ENV="OCI_TMPFS_HOOK_CRIO=$crio" \
-    tests/env/sid.sh run -- bash -c 'cd "$1"; shift; exec "$@"' bash "$PWD" "$bin" --include-ignored "${@:-crio::}" \
+  if [ $# = 0 ]; then set -- crio:: crio_node::; fi
+  OCI_TMPFS_SID_BINDS="$crio_dir" OCI_TMPFS_ENV="OCI_TMPFS_HOOK_CRIO=$crio OCI_TMPFS_HOOK_STATIC_BIN=$static" \
+    tests/env/sid.sh run -- bash -c 'cd "$1"; shift; exec "$@"' bash "$PWD" "$bin" --include-ignored "$@" \
     || status=$?
   echo "== CRI-O suite took $(( $(date +%s) - t0 ))s"
   return "$status"
@@ -182,7 +186,7 @@ if [[ ,$envs, == *,sid,* ]]; then
     # The package test's Debian root is bound in, for the Docker case's
     # Debian image, which only reads it (engines::docker_runs_the_common_image_*).
     OCI_TMPFS_SID_BINDS="$(tests/env/pkgroot.sh path)" \
-      tests/env/sid.sh run -- bash -c "$in_project" bash "$PWD" "$bin" --include-ignored --skip crio:: "${test_args[@]}" 2>&1 \
+      tests/env/sid.sh run -- bash -c "$in_project" bash "$PWD" "$bin" --include-ignored --skip crio:: --skip crio_node:: "${test_args[@]}" 2>&1 \
       | tee -a "$log" || status=1
     # The CRI cases (RuntimeClass and NRI) against containerd 2.3.4 too, its
     # directory first on PATH (its shim and ctr), and `setup containerd` on

@@ -113,8 +113,8 @@ pub(crate) fn run(args: &SetupArgs) -> Result<ExitCode, Error> {
     }
     change::write(&changes)?;
     if !changes.changes.is_empty() {
-        if let Some(cmd) = args.engine.restart_command() {
-            println!("{}: restart it to load the change: {cmd}", args.engine);
+        if let Some(line) = args.engine.after_change() {
+            println!("{line}");
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -61,6 +61,7 @@ impl Registrar for Containerd {
             binary: "containerd",
             files: vec![PathBuf::from(CONTAINERD_CONFIG)],
             restart: Some("systemctl restart containerd"),
+            reloads: None,
         }
     }
 

@@ -27,6 +27,7 @@ impl Registrar for Docker {
             binary: "dockerd",
             files: vec![PathBuf::from(DAEMON_JSON)],
             restart: Some("systemctl restart docker"),
+            reloads: None,
         }
     }
 

@@ -3,7 +3,8 @@
 //! code so that the installed copies and the template in `hooks/` cannot
 //! drift apart; undo removes it. Podman reads its hooks dirs at every
 //! container start; CRI-O reads `[crio.runtime] hooks_dir` from its config
-//! files at start-up, so the dir is looked up there.
+//! files at start-up, so the dir is looked up there, and watches those dirs:
+//! a new or removed hooks file needs no restart (docs/design.md#crio-hooks-watch).
 //!
 //! Only rendering, choosing the dir and checking here: the write is
 //! [`super::change`]'s.
@@ -59,6 +60,9 @@ pub(crate) struct Podman;
 /// CRI-O: the hook JSON in the first dir of its `hooks_dir`.
 pub(crate) struct Crio;
 
+/// Why CRI-O needs no restart after setup.
+const CRIO_RELOADS: &str = "CRI-O watches its hooks dirs and loads the change";
+
 impl Registrar for Podman {
     fn profile(&self) -> Profile {
         let ours = [HOOKS_DIR, ETC_HOOKS_DIR].map(|d| Path::new(d).join(HOOK_FILE));
@@ -69,6 +73,7 @@ impl Registrar for Podman {
             files: ours.into_iter().chain([PathBuf::from(CONTAINERS_CONF)]).collect(),
             // Podman reads its hooks dirs at every container start.
             restart: None,
+            reloads: None,
         }
     }
 
@@ -87,7 +92,7 @@ impl Registrar for Podman {
 
     fn check(&self, ctx: &Context) -> Vec<Check> {
         let dirs = [HOOKS_DIR, ETC_HOOKS_DIR].map(|d| rooted(&ctx.root, Path::new(d)));
-        vec![hooks_dir_check(Engine::Podman, ctx, &dirs)]
+        vec![hooks_dir_check(Engine::Podman, ctx, &dirs, "Podman's hooks dirs")]
     }
 }
 
@@ -98,7 +103,8 @@ impl Registrar for Crio {
             config_flag: "--hooks-dir",
             binary: "crio",
             files: vec![PathBuf::from(CRIO_CONF), PathBuf::from(CRIO_CONF_D)],
-            restart: Some("systemctl restart crio"),
+            restart: None,
+            reloads: Some(CRIO_RELOADS),
         }
     }
 
@@ -106,10 +112,8 @@ impl Registrar for Crio {
         if let Some(located) = given(site) {
             return Ok(located);
         }
-        Ok(match crio_hooks_dir(&crio_config_files(site.root)?)? {
-            Some(dir) => in_dir(rooted(site.root, &dir), "CRI-O's hooks_dir"),
-            None => in_dir(rooted(site.root, Path::new(HOOKS_DIR)), "CRI-O's default hooks_dir"),
-        })
+        let (dir, why) = crio_dir_and_why(site.root, crio_hooks_dir(&crio_config_files(site.root)?)?);
+        Ok(in_dir(dir, why))
     }
 
     fn add(&self, path: &Path, text: Option<&str>, reg: &Registration<'_>) -> NewText {
@@ -126,8 +130,8 @@ impl Registrar for Crio {
             .and_then(|files| Ok((crio_hooks_dir(&files)?, crio_read_only(&files)?)));
         match read {
             Ok((d, read_only)) => {
-                let dir = rooted(&ctx.root, d.as_deref().unwrap_or(Path::new(HOOKS_DIR)));
-                let mut checks = vec![hooks_dir_check(engine, ctx, &[dir])];
+                let (dir, why) = crio_dir_and_why(&ctx.root, d);
+                let mut checks = vec![hooks_dir_check(engine, ctx, &[dir], why)];
                 if read_only {
                     // Not a problem of ours: what containers get, said once.
                     checks.push(Check::ok(
@@ -143,6 +147,15 @@ impl Registrar for Crio {
                 vec![Check::problem(&engine.to_string(), crate::error::chain(&e), "fix CRI-O's config")]
             }
         }
+    }
+}
+
+/// CRI-O's hooks dir under `root` (the one its config names, else its
+/// default) and which of the two it is.
+fn crio_dir_and_why(root: &Path, configured: Option<PathBuf>) -> (PathBuf, &'static str) {
+    match configured {
+        Some(dir) => (rooted(root, &dir), "CRI-O's hooks_dir"),
+        None => (rooted(root, Path::new(HOOKS_DIR)), "CRI-O's default hooks_dir"),
     }
 }
 
@@ -235,12 +248,17 @@ fn crio_runtime_key<'a>(
 }
 
 /// The hook JSON in the first of `dirs` that has it: valid, at prestart for
-/// every container, running this binary.
-fn hooks_dir_check(engine: Engine, ctx: &Context, dirs: &[PathBuf]) -> Check {
+/// every container, running this binary. `dirs_are` names the dirs (the
+/// engine's default, or the one its config sets) in the report.
+fn hooks_dir_check(engine: Engine, ctx: &Context, dirs: &[PathBuf], dirs_are: &str) -> Check {
     let what = &engine.to_string();
     let Some(path) = dirs.iter().map(|d| d.join(HOOK_FILE)).find(|p| p.exists()) else {
         let names: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-        return Check::problem(what, format!("no {HOOK_FILE} in {}", names.join(" or ")), engine.setup_fix());
+        return Check::problem(
+            what,
+            format!("no {HOOK_FILE} in {} ({dirs_are})", names.join(" or ")),
+            engine.setup_fix(),
+        );
     };
     let text = match read_engine_config(&path) {
         Ok(Some(t)) => t,
@@ -263,7 +281,7 @@ fn hooks_dir_check(engine: Engine, ctx: &Context, dirs: &[PathBuf]) -> Check {
         );
     };
     match ctx.is_this_binary(Path::new(hook_path)) {
-        Ok(()) => Check::ok(what, format!("{} runs this binary at {stage}", path.display())),
+        Ok(()) => Check::ok(what, format!("{} ({dirs_are}) runs this binary at {stage}", path.display())),
         Err(why) => Check::problem(what, format!("{}: {why}", path.display()), engine.setup_fix()),
     }
 }
@@ -382,6 +400,36 @@ mod tests {
             lines[1].starts_with("ok       crio: read_only = true: every container gets CRI-O's own /tmp")
         );
         assert!(lines[1].contains("docs/engines.md#cri-o-read-only"), "{lines:?}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn crio_needs_no_restart_and_doctor_names_the_dir_it_checked() {
+        assert_eq!(Engine::Crio.restart_command(), None);
+        assert_eq!(
+            Engine::Crio.after_change().as_deref(),
+            Some("crio: no restart needed: CRI-O watches its hooks dirs and loads the change")
+        );
+        assert_eq!(Engine::Crio.setup_fix(), "oci-tmpfs-hook setup crio");
+        assert_eq!(Engine::Podman.after_change(), None);
+        let root = std::env::temp_dir().join(format!("oth-crio-doctor-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("etc/crio")).unwrap();
+        std::fs::write(root.join("etc/crio/crio.conf"), "[crio]\n").unwrap();
+        let config = crate::input::HostConfigSource { path: root.join("config.toml"), explicit: false };
+        let ctx = Context { root: root.clone(), binary: PathBuf::from("/x"), config, search_path: false };
+        let lines: Vec<String> = Crio.check(&ctx).iter().map(Check::line).collect();
+        let default = root.join("usr/share/containers/oci/hooks.d");
+        assert_eq!(
+            lines,
+            [format!(
+                "problem  crio: no oci-tmpfs-hook.json in {} (CRI-O's default hooks_dir); fix: oci-tmpfs-hook setup crio",
+                default.display()
+            )]
+        );
+        std::fs::write(root.join("etc/crio/crio.conf"), "[crio.runtime]\nhooks_dir = [\"/h\"]\n").unwrap();
+        let lines: Vec<String> = Crio.check(&ctx).iter().map(Check::line).collect();
+        assert!(lines[0].contains(&format!("{} (CRI-O's hooks_dir)", root.join("h").display())), "{lines:?}");
         std::fs::remove_dir_all(&root).unwrap();
     }
 

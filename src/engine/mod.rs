@@ -150,6 +150,9 @@ pub struct Profile {
     pub files: Vec<PathBuf>,
     /// The command that makes the engine read its new config, if it needs one.
     pub restart: Option<&'static str>,
+    /// Why no restart is needed, where the engine loads a change itself
+    /// (said after a change).
+    pub reloads: Option<&'static str>,
 }
 
 /// The new text of an engine's file: `None` removes it.
@@ -211,6 +214,18 @@ impl Engine {
 
     pub fn restart_command(self) -> Option<&'static str> {
         self.registrar().profile().restart
+    }
+
+    /// What the user is told after a change: the restart command, or why
+    /// none is needed. `None`: nothing to say (Podman reads its hooks dirs
+    /// at every container start).
+    pub fn after_change(self) -> Option<String> {
+        let Profile { restart, reloads, .. } = self.registrar().profile();
+        match (restart, reloads) {
+            (Some(cmd), _) => Some(format!("{self}: restart it to load the change: {cmd}")),
+            (None, Some(why)) => Some(format!("{self}: no restart needed: {why}")),
+            (None, None) => None,
+        }
     }
 
     /// Why the engine looks installed: its binary on PATH (only when

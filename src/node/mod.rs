@@ -323,7 +323,9 @@ fn apply_engine(node: &mut Node<'_>, engine: Engine, plan: &ChangeSet, undo: boo
         node.state.engines.retain(|e| *e != name);
     }
     if !plan.changes.is_empty() && !restart::needs_restart(engine) {
-        node.say(format!("{engine}: no restart needed: CRI-O watches its hooks dirs and loads the change"));
+        if let Some(line) = engine.after_change() {
+            node.say(line);
+        }
     }
     Ok(())
 }

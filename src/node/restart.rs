@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::{cri, state, Node, NodeError, Options, RestartMode, NODE_ENGINES};
-use crate::engine::{containerd, Engine, Way};
+use crate::engine::{containerd, Engine};
 use crate::files;
 use crate::names::{CONTAINERD_CONFIG, DEFAULT_PATH, RUNTIME_NAME};
 
@@ -136,7 +136,7 @@ pub(crate) fn restart_unit(args: &Options) -> Result<std::convert::Infallible, R
 /// Whether a change of `engine`'s config takes a restart (containerd reads
 /// it only at start; CRI-O watches its hooks dirs).
 pub(super) fn needs_restart(engine: Engine) -> bool {
-    engine.restart_command().is_some() && engine.way() != Way::HooksDir
+    engine.restart_command().is_some()
 }
 
 /// The pending-restart key of the pre-registered plugin: its runtime starts

@@ -47,7 +47,7 @@ mod stop;
 mod burst;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -466,7 +466,8 @@ fn case11_plugin_from_the_node_image_as_a_container() {
     let Some(plugin_pod) = r.step("RunPodSandbox (plugin)", node.run_pod("nri-plugin", &opts)) else {
         return r.finish();
     };
-    let config = plugin_container_config(&node, &reference, &hook_dir);
+    let (cm_dir, tmp) = (node.dir.join("cm"), node.dir.join("plugin-tmp"));
+    let config = nri_plugin_container(&reference, Path::new("/var/run/nri"), &hook_dir, &cm_dir, &tmp);
     let created = node.cri(
         "CreateContainer",
         json!({"pod_sandbox_id": plugin_pod.id, "config": config, "sandbox_config": plugin_pod.config}),
@@ -485,37 +486,8 @@ fn case11_plugin_from_the_node_image_as_a_container() {
         .join("logs")
         .join(plugin_pod.config["metadata"]["uid"].as_str().unwrap())
         .join("nri-plugin/0.log");
-    let t0 = Instant::now();
-    let registered = loop {
-        // No file yet: the container has written nothing so far.
-        let text = read_text_if_any(&logs);
-        if text.as_deref().is_some_and(|t| t.contains("nri: registered as"))
-            || t0.elapsed() > Duration::from_secs(15)
-        {
-            break text.unwrap_or_else(|| format!("(no log file {})", logs.display()));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    r.seen(
-        "plugin container registered",
-        format!("{} after {:?}", registered.contains("nri: registered as"), t0.elapsed()),
-    );
-    r.check(
-        registered.contains("nri: registered as"),
-        format!("the plugin's container did not register: {registered}"),
-    );
-    use std::os::unix::fs::PermissionsExt;
-    let mode = |p: &Path| std::fs::metadata(p).map(|m| m.permissions().mode() & 0o7777).unwrap_or(0);
-    let (hb, hc) = (hook_dir.join("oci-tmpfs-hook"), hook_dir.join("config.toml"));
-    r.seen("hook dir", format!("binary {:o}, config {:o}", mode(&hb), mode(&hc)));
-    r.check(
-        std::fs::read(&hb).ok() == std::fs::read(&bin).ok() && mode(&hb) == 0o755,
-        "the hook dir has not this binary, 0755",
-    );
-    r.check(
-        std::fs::read_to_string(&hc).ok().as_deref() == Some(cm) && mode(&hc) == 0o644,
-        "the hook dir has not the ConfigMap's config, 0644",
-    );
+    r.plugin_registered(&logs, Duration::from_secs(15));
+    let (hb, hc) = r.hook_dir_filled(&hook_dir, &bin, cm);
     node.hook = hb.clone();
     let opts = PodOpts { memory: 2 * GI, ..PodOpts::default() };
     if let Some(pod) = r.step("RunPodSandbox", node.run_pod("served", &opts)) {
@@ -540,33 +512,6 @@ fn case11_plugin_from_the_node_image_as_a_container() {
     r.seen("plugin container's log", format!("{lines:?}"));
     r.step("stop the plugin", node.teardown(&plugin_pod, &[&pc]));
     r.finish();
-}
-
-/// The plugin's CRI container config, as the DaemonSet asks for it.
-fn plugin_container_config(node: &Node, reference: &str, hook_dir: &Path) -> Value {
-    json!({
-        "metadata": {"name": "nri-plugin", "attempt": 0},
-        "image": {"image": reference},
-        "args": ["nri", "--socket", "/var/run/nri/nri.sock", "--config", "/etc/oci-tmpfs-hook/config.toml",
-                 "--hook-dir", hook_dir, "--hook-dir-mount", "/host/opt/oci-tmpfs-hook"],
-        "mounts": [
-            {"container_path": "/var/run/nri", "host_path": "/var/run/nri"},
-            {"container_path": "/host/opt/oci-tmpfs-hook", "host_path": hook_dir},
-            {"container_path": "/etc/oci-tmpfs-hook", "host_path": node.dir.join("cm"), "readonly": true},
-            {"container_path": "/tmp", "host_path": node.dir.join("plugin-tmp")},
-        ],
-        "log_path": "nri-plugin/0.log",
-        "linux": {
-            "resources": {"memory_limit_in_bytes": 64 * MI, "cpu_period": 100000, "cpu_shares": 2},
-            "security_context": {
-                "readonly_rootfs": true,
-                "run_as_user": {"value": 0},
-                "capabilities": {"drop_capabilities": ["ALL"]},
-                "seccomp": {"profile_type": "RuntimeDefault"},
-                "namespace_options": {"network": "NODE", "pid": "CONTAINER", "ipc": "POD"},
-            },
-        },
-    })
 }
 
 /// Case 12: The hook binary missing on the node (the hook dir emptied after

@@ -373,7 +373,7 @@ fn read_only_server_mode_pytorch() {
         let case = if hooked { "torch-hooked" } else { "torch-bare" };
         let mut node = CrioNode::start_configured(case, hooked, "[crio.runtime]\nread_only = true\n");
         let image = format!("localhost/{}:latest", unique("crio-torch"));
-        node.import(&rootfs.0, &image);
+        node.import(&rootfs.0, &image, r#"["/usr/bin/python3"]"#);
         let arms: [Arm; 3] = [
             ("compile", &[], &[], Err(NOEXEC)),
             (
@@ -454,37 +454,22 @@ fn run_torch(
         json!({"container_path": "/work", "host_path": scripts, "readonly": true}),
     ];
     let opts = CtrOpts { env: &env, image: Some(image), mounts: &mounts, ..CtrOpts::ro("torch", 4 * GI) };
-    let mut request = container_request(image, &pod, &opts);
+    let mut config = container_request(image, &pod, &opts)["config"].clone();
     let mut command = vec![json!("python3"), json!(format!("/work/{script}.py"))];
     command.extend(args.iter().map(|a| json!(a)));
-    request["config"]["command"] = json!(command);
-    let logs = std::path::PathBuf::from(pod.config["log_directory"].as_str().expect("log_directory"));
-    std::fs::create_dir_all(logs.join("torch")).unwrap();
-    let started = node.cri("CreateContainer", request).and_then(|c| {
-        let id = c["container_id"].as_str().unwrap_or_default().to_string();
-        node.cri("StartContainer", json!({"container_id": id})).map(|_| id)
-    });
-    let Some(id) = r.step(&format!("{script}: start"), started) else {
+    config["command"] = json!(command);
+    let log = node.log_path(&pod, &config);
+    let Some(id) = r.step(&format!("{script}: start"), node.start_config(&pod, config)) else {
         let _ = node.teardown(&pod, &[]);
         return None;
     };
     let t0 = std::time::Instant::now();
-    let exited = loop {
-        let state = node.cri("ContainerStatus", json!({"container_id": id}));
-        if state.as_ref().is_ok_and(|s| s["status"]["state"] == "CONTAINER_EXITED") {
-            break true;
-        }
-        if t0.elapsed() > std::time::Duration::from_secs(300) {
-            break false;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    };
+    let exited = node.wait_exited(&id, std::time::Duration::from_secs(300));
     // CRI's log format: "TIME STREAM TAG text" per line.
-    let log = r.read(&logs.join("torch/0.log"));
     let out: String =
-        log.lines().map(|l| l.splitn(4, ' ').nth(3).unwrap_or(l)).collect::<Vec<_>>().join("\n");
-    say(&format!("crio {script} ({:.0?}):\n{}", t0.elapsed(), tail(&out, 20)));
-    r.check(exited, format!("{script}: the container did not exit within 300 s"));
+        r.read(&log).lines().map(|l| l.splitn(4, ' ').nth(3).unwrap_or(l)).collect::<Vec<_>>().join("\n");
+    say(&format!("crio {script} ({:.0?}, {exited:?}):\n{}", t0.elapsed(), tail(&out, 20)));
+    r.step(&format!("{script}: exit"), exited);
     r.step(&format!("{script}: stop and remove"), node.teardown(&pod, &[&id]));
     Some(out)
 }

@@ -1,5 +1,5 @@
 //! The suites with real runtimes and engines: runc, crun, Podman, Docker,
-//! containerd and its CRI API, CRI-O (sid only). tests/run.sh runs this binary on the host
+//! containerd and its CRI API, CRI-O and what a CRI-O node's admin installs (sid only). tests/run.sh runs this binary on the host
 //! (bookworm) and again inside the sid root, against sid's engines. One test
 //! binary of modules, one per suite; suites that share the host's mount
 //! table take `support::host::hold_host`.
@@ -10,6 +10,7 @@ mod support;
 mod cdi;
 mod cri;
 mod crio;
+mod crio_node;
 mod engines;
 mod home;
 mod home_engines;

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
-use super::{ok, run_with_stdin, text, which, TempDir, GI, TIMEOUT};
+use super::{ok, run_with_stdin, text, which, TempDir, GI, MI, TIMEOUT};
 
 /// The CRI client's python: `$OCI_TMPFS_HOOK_CRI_PYTHON` when set (one that
 /// can import `cri_api`), else the venv of tests/env/venv.sh (created once).
@@ -329,6 +329,45 @@ impl Default for PodOpts<'_> {
             userns: None,
         }
     }
+}
+
+/// The NRI plugin's CRI container config as deploy/kubernetes/daemonset.yaml
+/// asks for it, from image `reference`: its args (the socket in
+/// `/var/run/nri`, the ConfigMap's config, `--hook-dir HOOK_DIR
+/// --hook-dir-mount /host/opt/oci-tmpfs-hook`), hostPath `nri_dir` (the NRI
+/// socket's dir) and `hook_dir`, the ConfigMap dir `config_dir` read-only,
+/// `tmp` at `/tmp`; uid 0, every capability dropped, seccomp
+/// RuntimeDefault, a read-only root, 64 MiB.
+pub fn nri_plugin_container(
+    reference: &str,
+    nri_dir: &Path,
+    hook_dir: &Path,
+    config_dir: &Path,
+    tmp: &Path,
+) -> Value {
+    json!({
+        "metadata": {"name": "nri-plugin", "attempt": 0},
+        "image": {"image": reference, "user_specified_image": reference},
+        "args": ["nri", "--socket", "/var/run/nri/nri.sock", "--config", "/etc/oci-tmpfs-hook/config.toml",
+                 "--hook-dir", hook_dir, "--hook-dir-mount", "/host/opt/oci-tmpfs-hook"],
+        "mounts": [
+            {"container_path": "/var/run/nri", "host_path": nri_dir},
+            {"container_path": "/host/opt/oci-tmpfs-hook", "host_path": hook_dir},
+            {"container_path": "/etc/oci-tmpfs-hook", "host_path": config_dir, "readonly": true},
+            {"container_path": "/tmp", "host_path": tmp},
+        ],
+        "log_path": "nri-plugin/0.log",
+        "linux": {
+            "resources": {"memory_limit_in_bytes": 64 * MI, "cpu_period": 100000, "cpu_shares": 2},
+            "security_context": {
+                "readonly_rootfs": true,
+                "run_as_user": {"value": 0},
+                "capabilities": {"drop_capabilities": ["ALL"]},
+                "seccomp": {"profile_type": "RuntimeDefault"},
+                "namespace_options": {"network": "NODE", "pid": "CONTAINER", "ipc": "POD"},
+            },
+        },
+    })
 }
 
 /// A volume (kubelet's hostPath or emptyDir): CRI's `Mount`. `propagation`

@@ -13,6 +13,16 @@
 //! (tests/support/cri.rs), the requests as kubelet sends them
 //! ([`super::pods::container_request`]). Not here: CNI, the wrapper (CRI-O
 //! runs runtimes itself, not through a RuntimeClass binary of ours).
+//!
+//! [`CrioOpts::host`] makes the namespace a CRI-O host instead, for what a
+//! node's admin runs (install.sh, `setup`, `doctor`, the node installer):
+//! the config at CRI-O's default paths (`/etc/crio/crio.conf` and
+//! `crio.conf.d` in the private `/etc`), no `hooks_dir` (CRI-O's default
+//! `/usr/share/containers/oci/hooks.d`), private tmpfs at `/usr/local`,
+//! `/var/lib` (CRI-O's storage too) and `/usr/share/containers` (sid's
+//! files copied in), no containerd config,
+//! `/` a shared mount (a hostPath `/` mounted HostToContainer). More images
+//! go in with [`CrioNode::import`] (the node image).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -40,6 +50,41 @@ pub fn crio_bin() -> PathBuf {
 
 static NODES: AtomicUsize = AtomicUsize::new(0);
 
+/// CRI-O's default hooks dir, the one a host-like node's CRI-O uses.
+pub const DEFAULT_HOOKS_DIR: &str = "/usr/share/containers/oci/hooks.d";
+
+/// How a node is started.
+#[derive(Default)]
+pub struct CrioOpts<'a> {
+    /// Our hook in the node's own hooks dir, by `setup crio --hooks-dir`.
+    pub hooked: bool,
+    /// A file of CRI-O's `crio.conf.d` (`[crio.runtime]\nread_only = true`, say).
+    pub drop_in: &'a str,
+    /// A CRI-O host (see the module doc): nothing registered; the hooks dir
+    /// is CRI-O's default.
+    pub host: bool,
+}
+
+/// What makes the node's namespace a CRI-O host: the private dirs a node's
+/// installer writes to (`/usr/local`, CRI-O's default hooks dir under
+/// `/usr/share/containers`, with copies of sid's files there, `/var/lib`
+/// for its state file, and so CRI-O's storage too, the tests' dirs under
+/// [`super::fs::CLOSED_BASE`] moved back in), CRI-O's
+/// `/etc/crio`, no containerd config and no host config of ours (whiteouts
+/// in the private `/etc`), `/` shared.
+fn host_namespace_script(dir: &Path) -> String {
+    format!(
+        "cp -a /usr/share/containers {usc}; mount -t tmpfs -o mode=755 crion-usc /usr/share/containers; \
+         cp -a {usc}/. /usr/share/containers/; mount -t tmpfs -o mode=755 crion-local /usr/local; \
+         mkdir /usr/local/bin /usr/local/sbin; mkdir /run/keep; mount --rbind {closed} /run/keep; \
+         mount -t tmpfs -o mode=755 crion-var-lib /var/lib; mkdir -p {closed}; mount --move /run/keep {closed}; \
+         mkdir -p /etc/crio/crio.conf.d; rm -f /etc/containerd/config.toml; rmdir /etc/oci-tmpfs-hook; \
+         mount --make-rshared /;",
+        usc = dir.join("usr-share-containers").display(),
+        closed = super::fs::CLOSED_BASE,
+    )
+}
+
 /// One CRI-O in a private mount namespace, with the busybox image.
 pub struct CrioNode {
     /// The test's files: the config, the hooks dir, logs, the image tarball.
@@ -65,6 +110,8 @@ pub struct CrioNode {
     pub pods: Vec<String>,
     pub case: String,
     pub version: String,
+    /// A CRI-O host ([`CrioOpts::host`]).
+    pub host: bool,
 }
 
 impl CrioNode {
@@ -76,13 +123,24 @@ impl CrioNode {
     /// A node whose hooks dir has our hook (`setup crio`) when `hooked`,
     /// else nothing (a node served by the NRI plugin).
     pub fn start_with(case: &str, hooked: bool) -> CrioNode {
-        CrioNode::start_configured(case, hooked, "")
+        CrioNode::start_opts(case, &CrioOpts { hooked, ..CrioOpts::default() })
     }
 
     /// [`CrioNode::start_with`], with `drop_in` as a file of CRI-O's
     /// `crio.conf.d` (`[crio.runtime]\nread_only = true`, say).
     pub fn start_configured(case: &str, hooked: bool, drop_in: &str) -> CrioNode {
+        CrioNode::start_opts(case, &CrioOpts { hooked, drop_in, host: false })
+    }
+
+    /// A CRI-O host with nothing of ours ([`CrioOpts::host`]).
+    pub fn start_host(case: &str) -> CrioNode {
+        CrioNode::start_opts(case, &CrioOpts { host: true, ..CrioOpts::default() })
+    }
+
+    /// A node started as `opts` says.
+    pub fn start_opts(case: &str, opts: &CrioOpts) -> CrioNode {
         require_root();
+        assert!(!(opts.host && opts.hooked), "a host-like node starts with nothing of ours");
         let bin = crio_bin();
         let version = ok(Command::new(&bin).arg("--version"));
         let version = version
@@ -94,12 +152,13 @@ impl CrioNode {
         let dir = TempDir::closed("crio");
         let n = NODES.fetch_add(1, Ordering::Relaxed);
         let name = format!("crio-t-{}-{n}", std::process::id());
-        let holder = hold_namespace(&dir, "");
+        let holder =
+            hold_namespace(&dir, &if opts.host { host_namespace_script(&dir) } else { String::new() });
         let root = PathBuf::from(format!("/var/lib/{name}"));
         let run = PathBuf::from(format!("/run/{name}"));
         let sock = PathBuf::from(format!("/proc/{}/root{}/crio.sock", holder.id(), run.display()));
         let mut node = CrioNode {
-            hooks_dir: dir.join("hooks.d"),
+            hooks_dir: if opts.host { PathBuf::from(DEFAULT_HOOKS_DIR) } else { dir.join("hooks.d") },
             dir,
             name,
             holder,
@@ -114,19 +173,24 @@ impl CrioNode {
             pods: Vec::new(),
             case: case.to_string(),
             version,
+            host: opts.host,
         };
         for d in ["hooks.d", "cni/conf", "cni/bin", "nri/plugins", "nri/conf.d", "crio.conf.d", "logs"] {
             std::fs::create_dir_all(node.dir.join(d)).unwrap();
         }
-        std::fs::create_dir_all(&node.root).unwrap();
+        if node.host {
+            node.ns(Command::new("mkdir").arg("-p").arg(&node.root));
+        } else {
+            std::fs::create_dir_all(&node.root).unwrap();
+        }
         node.ns(Command::new("mkdir").arg("-p").arg(&node.run));
-        if hooked {
+        if opts.hooked {
             node.register_hook();
         }
         node.import_image();
-        std::fs::write(node.dir.join("crio.conf"), node.config()).unwrap();
-        if !drop_in.is_empty() {
-            std::fs::write(node.dir.join("crio.conf.d/50-test.conf"), drop_in).unwrap();
+        std::fs::write(node.config_file(), node.config()).unwrap();
+        if !opts.drop_in.is_empty() {
+            std::fs::write(node.config_dir().join("50-test.conf"), opts.drop_in).unwrap();
         }
         std::fs::write(node.dir.join("policy.json"), r#"{"default":[{"type":"insecureAcceptAnything"}]}"#)
             .unwrap();
@@ -142,11 +206,42 @@ impl CrioNode {
     }
 
     /// Runs `cmd` in the node's mount namespace; its stdout.
-    fn ns(&self, cmd: &mut Command) -> String {
+    pub fn ns(&self, cmd: &mut Command) -> String {
+        ok(&mut self.in_ns(cmd))
+    }
+
+    /// `cmd` (program and arguments) as a command run in the node's mount namespace.
+    pub fn in_ns(&self, cmd: &Command) -> Command {
         let mut c = Command::new("nsenter");
         c.arg(format!("--mount=/proc/{}/ns/mnt", self.holder.id())).arg("--").arg(cmd.get_program());
         c.args(cmd.get_args());
-        ok(&mut c)
+        c
+    }
+
+    /// `path` of the node's namespace, as this process reaches it (through
+    /// the holder's root).
+    pub fn ns_path(&self, path: impl AsRef<Path>) -> PathBuf {
+        let path = path.as_ref();
+        PathBuf::from(format!("/proc/{}/root", self.holder.id())).join(path.strip_prefix("/").unwrap_or(path))
+    }
+
+    /// CRI-O's main config file, as this process reaches it: the test's
+    /// own, or `/etc/crio/crio.conf` of a host-like node.
+    fn config_file(&self) -> PathBuf {
+        if self.host {
+            self.ns_path("/etc/crio/crio.conf")
+        } else {
+            self.dir.join("crio.conf")
+        }
+    }
+
+    /// CRI-O's drop-in dir, as this process reaches it.
+    fn config_dir(&self) -> PathBuf {
+        if self.host {
+            self.ns_path("/etc/crio/crio.conf.d")
+        } else {
+            self.dir.join("crio.conf.d")
+        }
     }
 
     /// The conmon and pinns built beside crio.
@@ -167,14 +262,13 @@ impl CrioNode {
     /// starts (entry `sleep`, so it serves as the pause image).
     fn import_image(&self) {
         let rootfs = Bundle::new("crio-rootfs");
-        self.import(&rootfs.rootfs(), &self.image);
+        self.import(&rootfs.rootfs(), &self.image, r#"["/bin/sleep", "2147483647"]"#);
     }
 
-    /// Puts the directory `rootfs` into CRI-O's storage as image
-    /// `reference`: `podman import` into the same root and run root (vfs),
-    /// in the node's namespace, entry `sleep`. Also while CRI-O runs: both
-    /// take containers/storage's locks, and CRI-O looks images up there.
-    pub fn import(&self, rootfs: &Path, reference: &str) {
+    /// The tree `rootfs` as image `reference` in CRI-O's storage (`podman
+    /// import`, `PATH=/bin`), its entrypoint `entrypoint` (a JSON array).
+    /// CRI-O finds an image imported while it runs (the same storage).
+    pub fn import(&self, rootfs: &Path, reference: &str, entrypoint: &str) {
         let tar = self.dir.join(format!("{}.tar", unique("image")));
         ok(Command::new("tar").args(["--numeric-owner", "-C"]).arg(rootfs).arg("-cf").arg(&tar).arg("."));
         let mut podman = Command::new("podman");
@@ -186,13 +280,8 @@ impl CrioNode {
             .args(["--storage-driver", "vfs", "--cgroup-manager", "cgroupfs", "--events-backend", "none"])
             .arg("--tmpdir")
             .arg(self.run.join("podman"))
-            .args([
-                "import",
-                "--change",
-                "ENV PATH=/bin",
-                "--change",
-                r#"ENTRYPOINT ["/bin/sleep", "2147483647"]"#,
-            ])
+            .args(["import", "--change", "ENV PATH=/bin", "--change"])
+            .arg(format!("ENTRYPOINT {entrypoint}"))
             .arg(&tar)
             .arg(reference);
         self.ns(&mut podman);
@@ -216,7 +305,7 @@ impl CrioNode {
             "[crio]\nroot = {:?}\nrunroot = {:?}\nstorage_driver = \"vfs\"\nlog_dir = {:?}\n\
              version_file = {:?}\nversion_file_persist = {:?}\nclean_shutdown_file = {:?}\n\n\
              [crio.api]\nlisten = {:?}\nstream_address = \"127.0.0.1\"\nstream_port = \"0\"\n\n\
-             [crio.runtime]\ndefault_runtime = \"runc\"\ncgroup_manager = \"cgroupfs\"\nhooks_dir = [{:?}]\n\
+             [crio.runtime]\ndefault_runtime = \"runc\"\ncgroup_manager = \"cgroupfs\"\n{}\
              namespaces_dir = {:?}\npinns_path = {:?}\ncontainer_exits_dir = {:?}\n\
              container_attach_socket_dir = {:?}\nirqbalance_config_file = {:?}\n\
              irqbalance_config_restore_file = \"\"\n\n{}\n{}\n\
@@ -230,7 +319,8 @@ impl CrioNode {
             root.join("version"),
             root.join("clean.shutdown"),
             run.join("crio.sock"),
-            self.hooks_dir,
+            // A host-like node's CRI-O uses its default hooks dir.
+            if self.host { String::new() } else { format!("hooks_dir = [{:?}]\n", self.hooks_dir) },
             run.join("ns"),
             self.beside("pinns"),
             run.join("exits"),
@@ -251,14 +341,14 @@ impl CrioNode {
     /// Starts CRI-O in the node's namespace and waits for its CRI.
     pub fn start_daemon(&mut self) {
         let log = File::options().create(true).append(true).open(self.dir.join("crio.log")).unwrap();
-        let child = Command::new("nsenter")
-            .arg(format!("--mount=/proc/{}/ns/mnt", self.holder.id()))
-            .arg("--")
-            .arg(&self.bin)
-            .arg("--config")
-            .arg(self.dir.join("crio.conf"))
-            .arg("--config-dir")
-            .arg(self.dir.join("crio.conf.d"))
+        let mut crio = Command::new("nsenter");
+        crio.arg(format!("--mount=/proc/{}/ns/mnt", self.holder.id())).arg("--").arg(&self.bin);
+        if !self.host {
+            // A host-like node's CRI-O reads its default paths.
+            crio.arg("--config").arg(self.dir.join("crio.conf"));
+            crio.arg("--config-dir").arg(self.dir.join("crio.conf.d"));
+        }
+        let child = crio
             .args(["--log-level", "debug"])
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
@@ -303,13 +393,40 @@ impl CrioNode {
 
     /// CreateContainer + StartContainer; the container id.
     pub fn start_container(&self, pod: &Pod, c: &CtrOpts) -> Result<String, String> {
+        self.start_config(pod, container_request(&self.image, pod, c)["config"].clone())
+    }
+
+    /// CreateContainer of CRI container config `config` in `pod`, then
+    /// StartContainer; the container id.
+    pub fn start_config(&self, pod: &Pod, config: Value) -> Result<String, String> {
         // kubelet makes the container's log dir (conmon only opens the file).
-        let logs = pod.config["log_directory"].as_str().expect("log_directory");
-        std::fs::create_dir_all(PathBuf::from(logs).join(c.name)).unwrap();
-        let r = self.cri("CreateContainer", container_request(&self.image, pod, c))?;
+        std::fs::create_dir_all(self.log_path(pod, &config).parent().unwrap()).unwrap();
+        let request = json!({"pod_sandbox_id": pod.id, "config": config, "sandbox_config": pod.config});
+        let r = self.cri("CreateContainer", request)?;
         let id = r["container_id"].as_str().expect("container_id").to_string();
         self.cri("StartContainer", json!({"container_id": id}))?;
         Ok(id)
+    }
+
+    /// The log file of the container of CRI config `config` in `pod`.
+    pub fn log_path(&self, pod: &Pod, config: &Value) -> PathBuf {
+        let logs = pod.config["log_directory"].as_str().expect("log_directory");
+        PathBuf::from(logs).join(config["log_path"].as_str().expect("log_path"))
+    }
+
+    /// Waits up to `timeout` for container `id` to exit; its exit code.
+    pub fn wait_exited(&self, id: &str, timeout: Duration) -> Result<i64, String> {
+        let t0 = std::time::Instant::now();
+        loop {
+            let r = self.cri("ContainerStatus", json!({"container_id": id}))?;
+            if r["status"]["state"] == "CONTAINER_EXITED" {
+                return r["status"]["exit_code"].as_i64().ok_or_else(|| format!("no exit code: {r}"));
+            }
+            if t0.elapsed() > timeout {
+                return Err(format!("container {id} still {} after {timeout:?}", r["status"]["state"]));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// ExecSync: (exit code, stdout, stderr).
@@ -342,12 +459,18 @@ impl CrioNode {
     /// The stages at which container `id`'s final `config.json` runs our
     /// hook (the tested binary, by its path).
     pub fn our_hook_stages(&self, id: &str) -> Result<Vec<String>, String> {
-        let config = self.final_config(id)?;
         let ours = hook_bin().canonicalize().map_err(|e| format!("the hook's binary: {e}"))?;
+        self.hook_stages(id, &ours)
+    }
+
+    /// The stages at which container `id`'s final `config.json` runs the
+    /// hook binary at `path` (as CRI-O's namespace names it).
+    pub fn hook_stages(&self, id: &str, path: &Path) -> Result<Vec<String>, String> {
+        let config = self.final_config(id)?;
         let mut at = Vec::new();
         for (stage, list) in config["hooks"].as_object().into_iter().flatten() {
             let hooks = list.as_array().into_iter().flatten();
-            at.extend(hooks.filter(|h| h["path"] == ours.to_str().unwrap()).map(|_| stage.clone()));
+            at.extend(hooks.filter(|h| h["path"] == path.to_str().unwrap()).map(|_| stage.clone()));
         }
         Ok(at)
     }

@@ -939,6 +939,41 @@ impl Report {
         }
     }
 
+    /// Waits up to `timeout` for the plugin's log at `log` (its container's)
+    /// to say it registered, and checks that it did.
+    pub fn plugin_registered(&mut self, log: &Path, timeout: Duration) {
+        let t0 = Instant::now();
+        let text = loop {
+            // No file yet: the container has written nothing so far.
+            let text = read_text_if_any(log);
+            if text.as_deref().is_some_and(|t| t.contains("nri: registered as")) || t0.elapsed() > timeout {
+                break text.unwrap_or_else(|| format!("(no log file {})", log.display()));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let registered = text.contains("nri: registered as");
+        self.seen("plugin container registered", format!("{registered} after {:?}", t0.elapsed()));
+        self.check(registered, format!("the plugin's container did not register: {text}"));
+    }
+
+    /// Checks that the plugin copied binary `bin` (0755) and the config
+    /// `config` (0644) into `hook_dir`; their paths there.
+    pub fn hook_dir_filled(&mut self, hook_dir: &Path, bin: &Path, config: &str) -> (PathBuf, PathBuf) {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).map(|m| m.permissions().mode() & 0o7777).unwrap_or(0);
+        let (hb, hc) = (hook_dir.join("oci-tmpfs-hook"), hook_dir.join("config.toml"));
+        self.seen("hook dir", format!("binary {:o}, config {:o}", mode(&hb), mode(&hc)));
+        self.check(
+            std::fs::read(&hb).ok() == std::fs::read(bin).ok() && mode(&hb) == 0o755,
+            "the hook dir has not this binary, 0755",
+        );
+        self.check(
+            std::fs::read_to_string(&hc).ok().as_deref() == Some(config) && mode(&hc) == 0o644,
+            "the hook dir has not the ConfigMap's config, 0644",
+        );
+        (hb, hc)
+    }
+
     /// Checks a container's `/tmp` (ours, `tmp` bytes, nosuid/nodev,
     /// writable) and `/dev/shm` (`shm` bytes, writable) from PROBE's output.
     pub fn served(&mut self, what: &str, probe: &str, tmp: u64, shm: u64) {
