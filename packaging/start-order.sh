@@ -10,9 +10,9 @@
 # up to its exec of the runtime on the common image (root, /root holding
 # dotfiles, HOME from /etc/passwd, as bench/spec_floor.sh): first on a bundle
 # it edited, then on a fresh config.json. The runtime is a no-op that answers
-# `--version` as crun, so the plan takes the spec path with tmpcopyup. The
-# list keeps each function once, edited path first, demangled and without
-# crate hashes, so that it survives a rebuild.
+# `--version` as crun, so the plan takes the spec path (its tmpfs entries
+# in config.json). The list keeps each function once, edited path first,
+# demangled and without crate hashes, so that it survives a rebuild.
 set -Eeuo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -46,7 +46,7 @@ cg edited
 EOF
 chmod +x "$run/count.sh"
 tests/env/sid.sh run -- "$run/count.sh" >/dev/null
-grep -q tmpcopyup "$b/config.json" || { echo "start-order.sh: the wrapper did not write its edit" >&2; exit 1; }
+grep -q '"oci-tmpfs-hook"' "$b/config.json" || { echo "start-order.sh: the wrapper did not write its edit" >&2; exit 1; }
 # The dumps before each exec (`.1`): the edited bundle's functions, then
 # those only the fresh config.json runs; each part sorted, so the list is
 # the same from run to run (callgrind's own order is not).
