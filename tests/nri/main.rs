@@ -108,6 +108,13 @@ fn case9_containerd_restart_keeps_pods_served() {
     each_way(Node::nri("case9"), cases::case9);
 }
 
+/// `usage` on the node: what a pod's container wrote into `/dev/shm`,
+/// `/tmp` and `~/.cache`, at their sizes, its shmem and limit.
+#[test]
+fn usage_shows_what_a_pod_wrote() {
+    each_way(Node::nri("usage"), cases::usage);
+}
+
 /// `HOME` through the plugin (tests/support/home.rs's pod case): root's
 /// `/root` our tmpfs with the image's `.profile`; uid 1000 without a passwd
 /// entry keeps `HOME=/`, unwritable, with the hook's warning (the plugin's

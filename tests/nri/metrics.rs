@@ -10,7 +10,6 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::*;
@@ -235,7 +234,8 @@ fn metrics_per_container_follow_the_cgroup_and_go_with_the_container() {
     let pod_name = |pod: &Pod| pod.config["metadata"]["name"].as_str().expect("the pod's name").to_string();
     let fill = node.exec(ro, &["dd", "if=/dev/zero", "of=/dev/shm/fill", "bs=1M", "count=100"]);
     r.check(matches!(fill, Ok((0, _, _))), format!("writing 100 MiB into /dev/shm: {fill:?}"));
-    usage_sees(&mut r, &node, ro, &pod_name(ro_pod));
+    let shm = [("/dev/shm", 512 * MI, 100 * MI), ("/tmp", 256 * MI, 0)];
+    cases::usage_sees(&mut r, &node, ro, &pod_name(ro_pod), &shm, (0, 0));
     let Some(m) = r.step("scrape", scrape(addr)) else { return r.finish() };
     let text = raw(addr, b"GET /metrics HTTP/1.1\r\n\r\n").unwrap_or_default();
     r.seen(
@@ -281,46 +281,6 @@ fn metrics_per_container_follow_the_cgroup_and_go_with_the_container() {
     r.seen("series gone after the removal", format!("{:.1} s", t0.elapsed().as_secs_f64()));
     r.check(left.is_empty(), format!("series left 10 s after the containers were removed: {left:?}"));
     r.finish();
-}
-
-/// `oci-tmpfs-hook usage --json` on the node (in the mount namespace its
-/// containerd runs in) shows the container `id` of `pod` by its CRI name,
-/// its 100 MiB in `/dev/shm` (within 1 MiB), its `/tmp` at its size, its
-/// cgroup's shmem and its limit.
-fn usage_sees(r: &mut Report, node: &Node, id: &str, pod: &str) {
-    let out = Command::new("nsenter")
-        .arg(format!("--mount=/proc/{}/ns/mnt", node.holder.id()))
-        .arg("--")
-        .arg(hook_bin())
-        .args(["usage", "--json"])
-        .output();
-    let Some(out) = r.step("usage --json", out.map_err(|e| e.to_string())) else { return };
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    r.check(
-        out.status.success(),
-        format!("usage --json: {:?}: {}", out.status, String::from_utf8_lossy(&out.stderr)),
-    );
-    let doc: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-    let Some(c) = doc.as_array().and_then(|a| a.iter().find(|c| c["id"] == id)) else {
-        return r.check(false, format!("usage --json does not list {id}: {text}"));
-    };
-    r.seen("usage --json", c);
-    let target = |path: &str| c["targets"].as_array().and_then(|t| t.iter().find(|t| t["path"] == path));
-    let near = |v: &serde_json::Value, want: u64| v.as_u64().is_some_and(|b| b.abs_diff(want) <= MI);
-    r.check(c["name"] == format!("default/{pod}/app"), format!("usage's name {}", c["name"]));
-    r.check(
-        target("/dev/shm").is_some_and(|t| near(&t["used_bytes"], 100 * MI) && t["size_bytes"] == 512 * MI),
-        format!("usage's /dev/shm {:?}", target("/dev/shm")),
-    );
-    r.check(
-        target("/tmp").is_some_and(|t| t["size_bytes"] == 256 * MI),
-        format!("usage's /tmp {:?}", target("/tmp")),
-    );
-    r.check(
-        c["shmem_bytes"].as_u64().is_some_and(|b| b >= 100 * MI),
-        format!("usage's shmem {}", c["shmem_bytes"]),
-    );
-    r.check(c["memory_limit_bytes"] == GI, format!("usage's limit {}", c["memory_limit_bytes"]));
 }
 
 /// Malformed requests get a 4xx; slowloris clients, holding every client

@@ -116,6 +116,13 @@ fn case9_containerd_restart_keeps_pods_served() {
 /// memory volume, a volume at or through a symlink into `/tmp/data`, in a
 /// pod each, through both wrapper modes: the volume always wins and stays
 /// on top, nothing of ours reaches any host table, one warning says why.
+/// `usage` on the node: what a pod's container wrote into `/dev/shm`,
+/// `/tmp` and `~/.cache`, at their sizes, its shmem and limit.
+#[test]
+fn usage_shows_what_a_pod_wrote() {
+    each_way(Node::wrapper("usage"), cases::usage);
+}
+
 #[test]
 fn hostile_layouts_with_a_volume() {
     each_way(Node::wrapper("layouts-volume"), |node, r| {

@@ -347,3 +347,104 @@ pub fn case9(node: &mut Node, r: &mut Report) {
     r.check(sa == Some(GI), format!("the first container sees /dev/shm {}, want 1Gi", sz(sa)));
     r.step("stop and remove", node.teardown(&pod, &[&a, &b]));
 }
+
+/// What a container writes for `usage`: 100 MiB into `/dev/shm`, 30 MiB
+/// into `/tmp` and 5 MiB into `$HOME/.cache`.
+pub const USAGE_FILL: &str = "dd if=/dev/zero of=/dev/shm/fill bs=1M count=100 2>/dev/null && \
+    dd if=/dev/zero of=/tmp/fill bs=1M count=30 2>/dev/null && \
+    dd if=/dev/zero of=\"$HOME/.cache/fill\" bs=1M count=5 2>/dev/null && echo FILLED";
+
+/// Case usage: a read-only container with a 1 GiB limit (root, `HOME`
+/// `/root`) writes
+/// [`USAGE_FILL`]; `oci-tmpfs-hook usage --json` on the node lists it by
+/// its CRI name with each target within 1 MiB of what was written, at its
+/// planned size (`/tmp` 256 MiB, `/dev/shm` 512 MiB, `~/.cache` one fifth
+/// of the 256 MiB `home_size`, whole MiB), the cgroup's shmem at least their
+/// sum, and the limit.
+pub fn usage(node: &mut Node, r: &mut Report) {
+    let Some(pod) = r.step("RunPodSandbox", node.run_pod("usage", &PodOpts::default())) else {
+        return;
+    };
+    // root's HOME `/root`, empty: its caches get a tmpfs each.
+    let image = node.image("usage", |root| {
+        std::fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+        std::fs::create_dir_all(root.join("root")).unwrap();
+    });
+    let opts = CtrOpts { image: Some(&image), ..CtrOpts::ro("app", GI) };
+    let Some(c) = r.step("start ro 1Gi", node.start_container(&pod, &opts)) else {
+        return;
+    };
+    let fill = node.exec(&c, &["sh", "-c", USAGE_FILL]);
+    r.check(
+        matches!(&fill, Ok((0, out, _)) if out.contains("FILLED")),
+        format!("writing 100, 30 and 5 MiB: {fill:?}"),
+    );
+    let pod_name = pod.config["metadata"]["name"].as_str().expect("the pod's name").to_string();
+    let cache = (51 * MI, 5 * MI);
+    usage_sees(
+        r,
+        node,
+        &c,
+        &pod_name,
+        &[("/dev/shm", 512 * MI, 100 * MI), ("/tmp", 256 * MI, 30 * MI)],
+        cache,
+    );
+    r.step("stop and remove", node.teardown(&pod, &[&c]));
+}
+
+/// `oci-tmpfs-hook usage --json` on `node` (in the mount namespace its
+/// containerd runs in) lists container `id` of `pod` by its CRI name,
+/// each of `targets` (path, size, bytes written) at its size and within
+/// 1 MiB of what was written, the target under `HOME` ending in `/.cache`
+/// likewise (`cache`: size, written; none when zero written), the cgroup's
+/// shmem at least all that, and the 1 GiB limit.
+pub fn usage_sees(
+    r: &mut Report,
+    node: &Node,
+    id: &str,
+    pod: &str,
+    targets: &[(&str, u64, u64)],
+    cache: (u64, u64),
+) {
+    let out = Command::new("nsenter")
+        .arg(format!("--mount=/proc/{}/ns/mnt", node.holder.id()))
+        .arg("--")
+        .arg(hook_bin())
+        .args(["usage", "--json"])
+        .output();
+    let Some(out) = r.step("usage --json", out.map_err(|e| e.to_string())) else { return };
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    r.check(
+        out.status.success(),
+        format!("usage --json: {:?}: {}", out.status, String::from_utf8_lossy(&out.stderr)),
+    );
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let Some(c) = doc.as_array().and_then(|a| a.iter().find(|c| c["id"] == id)) else {
+        return r.check(false, format!("usage --json does not list {id}: {text}"));
+    };
+    r.seen("usage --json", c);
+    let listed = c["targets"].as_array().cloned().unwrap_or_default();
+    let near = |v: &serde_json::Value, want: u64| v.as_u64().is_some_and(|b| b.abs_diff(want) <= MI);
+    r.check(c["name"] == format!("default/{pod}/app"), format!("usage's name {}", c["name"]));
+    let mut wrote = 0;
+    let cache_target = listed.iter().find(|t| t["path"].as_str().is_some_and(|p| p.ends_with("/.cache")));
+    let mut expect: Vec<(String, Option<&serde_json::Value>, u64, u64)> = targets
+        .iter()
+        .map(|(p, size, w)| (p.to_string(), listed.iter().find(|t| t["path"] == *p), *size, *w))
+        .collect();
+    if cache.1 > 0 {
+        expect.push(("$HOME/.cache".to_string(), cache_target, cache.0, cache.1));
+    }
+    for (path, t, size, w) in expect {
+        wrote += w;
+        r.check(
+            t.is_some_and(|t| near(&t["used_bytes"], w) && t["size_bytes"] == size),
+            format!("usage's {path} {t:?}, want {size} bytes with {w} used"),
+        );
+    }
+    r.check(
+        c["shmem_bytes"].as_u64().is_some_and(|b| b >= wrote),
+        format!("usage's shmem {}, want at least {wrote}", c["shmem_bytes"]),
+    );
+    r.check(c["memory_limit_bytes"] == GI, format!("usage's limit {}", c["memory_limit_bytes"]));
+}
