@@ -8,8 +8,8 @@
 //! served:
 //! - `install.sh --engines crio`, `setup`'s lines and `doctor`'s;
 //! - the node installer (deploy/kubernetes/runtimeclass/daemonset.yaml's
-//!   container) from the node image, as a privileged CRI-O container with
-//!   the node's root at `/host`;
+//!   container) from the node image, as a CRI-O container with the node's
+//!   root at `/host` (not privileged: see `installer`);
 //! - the NRI plugin (deploy/kubernetes/daemonset.yaml's container) from the
 //!   node image as a CRI-O container: it registers with CRI-O's NRI, fills
 //!   its hook dir, and a read-only pod runs the hook from there.
@@ -35,7 +35,8 @@ use crate::support::*;
 
 /// Where install.sh and the node installer put the binary on the host.
 const HOOK: &str = "/usr/local/bin/oci-tmpfs-hook";
-/// The runtime handler of the pods here.
+/// The runtime handler of the installer's and the plugin's pods (the
+/// read-only pods run on both: [`read_only_pod`]).
 const HANDLER: &str = "runc";
 
 /// The static binary tests/run.sh built for the node image
@@ -77,13 +78,28 @@ fn host_files(node: &CrioNode) -> BTreeMap<PathBuf, String> {
     all
 }
 
-/// A read-only pod with a 1 GiB limit on `node`: served by the hook at
+/// [`read_only_pod_on`] once on each runtime handler, runc and crun.
+fn read_only_pod(r: &mut Report, node: &mut CrioNode, what: &str, hook: &Path, served: bool) {
+    for handler in ["runc", "crun"] {
+        read_only_pod_on(r, node, handler, what, hook, served);
+    }
+}
+
+/// A read-only pod with a 1 GiB limit on `node`, on runtime `handler`: served by the hook at
 /// `hook` (our 256 MiB `/tmp`, `/dev/shm` grown to 512 MiB, that hook in its
 /// final `config.json` at createRuntime) when `served`, else untouched (no
 /// mount of ours, CRI-O's 64 MiB `/dev/shm`, no such hook).
-fn read_only_pod(r: &mut Report, node: &mut CrioNode, what: &str, hook: &Path, served: bool) {
+fn read_only_pod_on(
+    r: &mut Report,
+    node: &mut CrioNode,
+    handler: &str,
+    what: &str,
+    hook: &Path,
+    served: bool,
+) {
+    let what = &format!("{handler}: {what}");
     let Some(pod) =
-        r.step(&format!("{what}: RunPodSandbox"), node.run_pod("ro", HANDLER, &PodOpts::default()))
+        r.step(&format!("{what}: RunPodSandbox"), node.run_pod("ro", handler, &PodOpts::default()))
     else {
         return;
     };
