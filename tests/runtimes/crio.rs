@@ -37,8 +37,18 @@ enum Way {
 
 /// Runs `case` once per handler on a fresh node served `way`, and fails
 /// with every failed check of both.
-fn each_handler(case: &str, way: Way, mut run: impl FnMut(&mut CrioNode, &mut Report, &str)) {
-    let mut node = CrioNode::start_with(case, way == Way::HooksDir);
+fn each_handler(case: &str, way: Way, run: impl FnMut(&mut CrioNode, &mut Report, &str)) {
+    each_handler_configured(case, way, "", run);
+}
+
+/// [`each_handler`] on a node with `drop_in` in CRI-O's `crio.conf.d`.
+fn each_handler_configured(
+    case: &str,
+    way: Way,
+    drop_in: &str,
+    mut run: impl FnMut(&mut CrioNode, &mut Report, &str),
+) {
+    let mut node = CrioNode::start_configured(case, way == Way::HooksDir, drop_in);
     if way == Way::Nri {
         node.start_plugin();
     }
@@ -124,43 +134,57 @@ fn writable_root_container_is_untouched() {
 #[test]
 #[ignore = "needs CRI-O, built from source in sid: tests/run.sh crio"]
 fn host_path_volume_at_tmp_wins() {
-    each_handler("volume", Way::HooksDir, |node, r, handler| {
-        let volume = node.dir.join(format!("volume-{handler}"));
-        std::fs::create_dir_all(&volume).unwrap();
-        let Some(pod) = r.step("RunPodSandbox", node.run_pod("vol", handler, &PodOpts::default())) else {
-            return;
-        };
-        let mounts = [vol("/tmp", &volume, "PROPAGATION_PRIVATE")];
-        let opts = CtrOpts { mounts: &mounts, ..CtrOpts::ro("app", GI) };
-        let Some(c) = r.step("start ro with /tmp volume", node.start_container(&pod, &opts)) else {
-            return;
-        };
-        let what = format!("{handler}: /tmp volume");
-        if let Some(p) = r.step("probe", node.probe(&c)) {
-            let mounts = parse_mountinfo(&p);
-            let ours: Vec<String> = mounts.iter().filter(|m| m.source == OURS).map(mount_line).collect();
-            let tmp = mount_at(&mounts, "/tmp");
-            let shm = mount_at(&mounts, "/dev/shm").and_then(MountInfo::size);
-            r.seen(
-                &what,
-                format!("/tmp {:?}, /dev/shm {}, mounts of ours {ours:?}", tmp.map(mount_line), sz(shm)),
-            );
-            r.check(!mounts.is_empty(), format!("{what}: no mount table"));
-            r.check(
-                tmp.is_some_and(|t| t.source != OURS && t.fstype != "tmpfs"),
-                format!("{what}: /tmp is not the volume: {tmp:?}"),
-            );
-            r.check(ours.is_empty(), format!("{what}: mounts of ours: {ours:?}"));
-            r.check(p.contains("TMP-WRITABLE"), format!("{what}: /tmp (the volume) is not writable"));
-            r.check(shm == Some(512 * MI), format!("{what}: /dev/shm is {}, want 512Mi", sz(shm)));
-            r.check(
-                volume.join("probe").is_file(),
-                format!("{what}: /tmp/probe did not land in the volume {}", volume.display()),
-            );
-        }
-        check_stages(r, node, &what, &c, Way::HooksDir, true);
-        r.step("stop and remove", node.teardown(&pod, &[&c]));
-    });
+    each_handler("volume", Way::HooksDir, volume_at_tmp);
+}
+
+/// The same under CRI-O's `read_only = true`: the volume wins over CRI-O's
+/// own `/tmp` tmpfs and ours.
+#[test]
+#[ignore = "needs CRI-O, built from source in sid: tests/run.sh crio"]
+fn host_path_volume_at_tmp_wins_under_read_only_mode() {
+    each_handler_configured("volume-ro", Way::HooksDir, READ_ONLY_MODE, volume_at_tmp);
+}
+
+/// CRI-O's server-wide read-only mode, as a `crio.conf.d` file.
+const READ_ONLY_MODE: &str = "[crio.runtime]\nread_only = true\n";
+
+/// [`host_path_volume_at_tmp_wins`]'s pod on `handler`.
+fn volume_at_tmp(node: &mut CrioNode, r: &mut Report, handler: &str) {
+    let volume = node.dir.join(format!("volume-{handler}"));
+    std::fs::create_dir_all(&volume).unwrap();
+    let Some(pod) = r.step("RunPodSandbox", node.run_pod("vol", handler, &PodOpts::default())) else {
+        return;
+    };
+    let mounts = [vol("/tmp", &volume, "PROPAGATION_PRIVATE")];
+    let opts = CtrOpts { mounts: &mounts, ..CtrOpts::ro("app", GI) };
+    let Some(c) = r.step("start ro with /tmp volume", node.start_container(&pod, &opts)) else {
+        return;
+    };
+    let what = format!("{handler}: /tmp volume");
+    if let Some(p) = r.step("probe", node.probe(&c)) {
+        let mounts = parse_mountinfo(&p);
+        let ours: Vec<String> = mounts.iter().filter(|m| m.source == OURS).map(mount_line).collect();
+        let tmp = mount_at(&mounts, "/tmp");
+        let shm = mount_at(&mounts, "/dev/shm").and_then(MountInfo::size);
+        r.seen(
+            &what,
+            format!("/tmp {:?}, /dev/shm {}, mounts of ours {ours:?}", tmp.map(mount_line), sz(shm)),
+        );
+        r.check(!mounts.is_empty(), format!("{what}: no mount table"));
+        r.check(
+            tmp.is_some_and(|t| t.source != OURS && t.fstype != "tmpfs"),
+            format!("{what}: /tmp is not the volume: {tmp:?}"),
+        );
+        r.check(ours.is_empty(), format!("{what}: mounts of ours: {ours:?}"));
+        r.check(p.contains("TMP-WRITABLE"), format!("{what}: /tmp (the volume) is not writable"));
+        r.check(shm == Some(512 * MI), format!("{what}: /dev/shm is {}, want 512Mi", sz(shm)));
+        r.check(
+            volume.join("probe").is_file(),
+            format!("{what}: /tmp/probe did not land in the volume {}", volume.display()),
+        );
+    }
+    check_stages(r, node, &what, &c, Way::HooksDir, true);
+    r.step("stop and remove", node.teardown(&pod, &[&c]));
 }
 
 /// CRI-O's own `shm-size.crio.io` (allowed for both handlers) beside our
@@ -209,7 +233,7 @@ fn shm_size_annotation_and_ours_the_larger_wins() {
 #[test]
 #[ignore = "needs CRI-O, built from source in sid: tests/run.sh crio"]
 fn read_only_server_mode_keeps_crios_tmp() {
-    let mut node = CrioNode::start_configured("read-only-server", true, "[crio.runtime]\nread_only = true\n");
+    let mut node = CrioNode::start_configured("read-only-server", true, READ_ONLY_MODE);
     let mut r = Report::of("crio", "read-only-server");
     for handler in HANDLERS {
         for readonly in [true, false] {
@@ -371,7 +395,7 @@ fn read_only_server_mode_pytorch() {
     let rootfs = torch_image_root();
     for hooked in [false, true] {
         let case = if hooked { "torch-hooked" } else { "torch-bare" };
-        let mut node = CrioNode::start_configured(case, hooked, "[crio.runtime]\nread_only = true\n");
+        let mut node = CrioNode::start_configured(case, hooked, READ_ONLY_MODE);
         let image = format!("localhost/{}:latest", unique("crio-torch"));
         node.import(&rootfs.0, &image, r#"["/usr/bin/python3"]"#);
         let arms: [Arm; 3] = [
