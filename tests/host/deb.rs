@@ -240,7 +240,7 @@ fn deb_installs_runs_a_container_and_purges_to_nothing() {
         text(&doctor.stderr)
     ));
     let hook_line =
-        "ok       podman: /usr/share/containers/oci/hooks.d/oci-tmpfs-hook.json runs this binary at prestart";
+        "ok       podman: /usr/share/containers/oci/hooks.d/oci-tmpfs-hook.json (Podman's hooks dirs) runs this binary at prestart";
     assert!(report.lines().any(|l| l == hook_line), "doctor: {report}");
     assert!(report.contains("ok       config: /etc/oci-tmpfs-hook/config.toml parsed"), "doctor: {report}");
 
