@@ -114,11 +114,9 @@ pub(super) fn not_spec_mounted(
 /// both (docs/engines.md#cri-o-read-only).
 fn already_mounted(m: &crate::oci::Mount) -> String {
     let opts: &[String] = m.options().as_deref().unwrap_or_default();
-    if m.typ().as_deref() != Some("tmpfs") {
-        return "the spec already mounts it".to_string();
-    }
-    let noexec = opts.iter().any(|o| o == "noexec");
-    let no_size = !opts.iter().any(|o| o.starts_with("size="));
+    let tmpfs = m.typ().as_deref() == Some("tmpfs");
+    let noexec = tmpfs && opts.iter().any(|o| o == "noexec");
+    let no_size = tmpfs && !opts.iter().any(|o| o.starts_with("size="));
     let what = match (noexec, no_size) {
         (false, false) => return "the spec already mounts it".to_string(),
         (true, true) => "a noexec tmpfs with no size",
