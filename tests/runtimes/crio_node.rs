@@ -116,11 +116,7 @@ fn read_only_pod_on(
             r.untouched(what, &p, SHM_64M);
         }
     }
-    if let Some(at) = r.step(&format!("{what}: the final config.json"), node.hook_stages(&c, hook)) {
-        let want: &[&str] = if served { &["createRuntime"] } else { &[] };
-        r.seen(what, format!("{} in config.json at {at:?}", hook.display()));
-        r.check(at == want, format!("{what}: {} at {at:?} in config.json, want {want:?}", hook.display()));
-    }
+    node.check_hook_stages(r, what, &c, hook, served);
     r.step(&format!("{what}: stop and remove"), node.teardown(&pod, &[&c]));
 }
 
@@ -258,18 +254,6 @@ fn installer(image: &str, name: &str, args: &[&str]) -> Value {
     })
 }
 
-/// Waits up to `timeout` for `needle` in the file at `path`; its text.
-fn wait_for(path: &Path, needle: &str, timeout: Duration) -> String {
-    let t0 = std::time::Instant::now();
-    loop {
-        let text = read_text_if_any(path).unwrap_or_default();
-        if text.contains(needle) || t0.elapsed() > timeout {
-            return text;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// The node installer from the node image on a CRI-O node, as
 /// runtimeclass/daemonset.yaml runs it but with `--restart-mode none` (CRI-O
 /// is never restarted, so no hostPID) and not privileged (see [`installer`]):
@@ -296,7 +280,7 @@ fn node_installer_from_the_node_image_on_a_crio_node() {
     let config = installer(&image, "install", &args);
     let log = node.log_path(&pod, &config);
     let installer_id = node.start_config(&pod, config).expect("the installer's container");
-    let out = wait_for(&log, "node: waiting for SIGTERM", Duration::from_secs(30));
+    let out = wait_for_text(&log, "node: waiting for SIGTERM", Duration::from_secs(30)).unwrap_or_default();
     r.seen("node install --wait", format!("\n{out}"));
     for want in [
         "node: waiting for SIGTERM",

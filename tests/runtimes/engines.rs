@@ -162,7 +162,7 @@ impl Podman {
         &self.dir.0
     }
 
-    fn cmd(&self) -> Command {
+    pub(crate) fn cmd(&self) -> Command {
         crate::support::daemons::private_podman(&self.dir, self.runtime)
     }
 
@@ -184,14 +184,15 @@ impl Podman {
     }
 }
 
-struct PodmanGuard<'a> {
-    podman: &'a Podman,
-    name: String,
+/// Removes the Podman container `name` on drop, at once.
+pub(crate) struct PodmanGuard<'a> {
+    pub(crate) podman: &'a Podman,
+    pub(crate) name: String,
 }
 
 impl Drop for PodmanGuard<'_> {
     fn drop(&mut self) {
-        let _ = output(self.podman.cmd().args(["rm", "--force", "--ignore", &self.name]));
+        let _ = output(self.podman.cmd().args(["rm", "--force", "--ignore", "--time=0", &self.name]));
     }
 }
 

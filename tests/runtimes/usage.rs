@@ -29,8 +29,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::engines::{ulimit_flags, DockerGuard, Dockerd, Podman};
-use crate::support::daemons::private_podman;
+use crate::engines::{ulimit_flags, DockerGuard, Dockerd, Podman, PodmanGuard};
 use crate::support::*;
 use oci_tmpfs_hook::process::logger::LOG_ENV;
 
@@ -483,22 +482,6 @@ fn usage_of_a_docker_container() {
     assert_eq!(entry(&id), None, "not under the default /run/docker");
 }
 
-/// Removes a Podman container on drop, at once.
-struct PodmanRm<'a> {
-    podman: &'a Podman,
-    runtime: Runtime,
-    name: String,
-}
-
-impl Drop for PodmanRm<'_> {
-    fn drop(&mut self) {
-        let _ = output(
-            private_podman(self.podman.dir(), self.runtime)
-                .args(["rm", "--force", "--ignore", "--time=0", &self.name]),
-        );
-    }
-}
-
 /// Podman (`--read-only --read-only-tmpfs=false --memory=512m`, our hook
 /// from its hooks dir with [`HOST_CONFIG`]'s sizes): what [`FILL`] wrote,
 /// read from the runtime's default state directory with no flag; no name
@@ -509,8 +492,8 @@ fn podman_usage(runtime: Runtime) {
     podman.host_config(HOST_CONFIG);
     let image = engine_image();
     let name = unique("usage-podman");
-    let _guard = PodmanRm { podman: &podman, runtime, name: name.clone() };
-    let mut run = private_podman(podman.dir(), runtime);
+    let _guard = PodmanGuard { podman: &podman, name: name.clone() };
+    let mut run = podman.cmd();
     run.args(["run", "-d", "--name", &name, "--network=none"]).args(ulimit_flags());
     run.args(["--read-only", "--read-only-tmpfs=false", "--memory=512m", "--rootfs"]).arg(image.rootfs());
     let id = ok(run.args(["sh", "-c", FILL])).trim().to_string();

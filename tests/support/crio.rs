@@ -33,7 +33,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::cri::*;
-use super::pods::{container_request, hold_namespace, release_namespace, remove_pods, tail};
+use super::pods::{container_request, hold_namespace, release_namespace, remove_pods, tail, Report};
 use super::*;
 
 /// The CRI-O build under test: `$OCI_TMPFS_HOOK_CRIO`, the `crio` binary
@@ -341,15 +341,14 @@ impl CrioNode {
     /// Starts CRI-O in the node's namespace and waits for its CRI.
     pub fn start_daemon(&mut self) {
         let log = File::options().create(true).append(true).open(self.dir.join("crio.log")).unwrap();
-        let mut crio = Command::new("nsenter");
-        crio.arg(format!("--mount=/proc/{}/ns/mnt", self.holder.id())).arg("--").arg(&self.bin);
+        let mut crio = Command::new(&self.bin);
         if !self.host {
             // A host-like node's CRI-O reads its default paths.
             crio.arg("--config").arg(self.dir.join("crio.conf"));
             crio.arg("--config-dir").arg(self.dir.join("crio.conf.d"));
         }
-        let child = crio
-            .args(["--log-level", "debug"])
+        let child = self
+            .in_ns(crio.args(["--log-level", "debug"]))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -447,20 +446,20 @@ impl CrioNode {
     /// The final `config.json` of container `id`, as CRI-O handed it to the
     /// runtime (in its run root, in the node's namespace).
     pub fn final_config(&self, id: &str) -> Result<Value, String> {
-        let path = PathBuf::from(format!(
-            "/proc/{}/root{}/storage/vfs-containers/{id}/userdata/config.json",
-            self.holder.id(),
-            self.run.display()
-        ));
+        let path = self.ns_path(self.run.join(format!("storage/vfs-containers/{id}/userdata/config.json")));
         let text = std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
         serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 
-    /// The stages at which container `id`'s final `config.json` runs our
-    /// hook (the tested binary, by its path).
-    pub fn our_hook_stages(&self, id: &str) -> Result<Vec<String>, String> {
-        let ours = hook_bin().canonicalize().map_err(|e| format!("the hook's binary: {e}"))?;
-        self.hook_stages(id, &ours)
+    /// Checks in `r` that container `id`'s final `config.json` runs the hook
+    /// binary at `hook` at createRuntime when `runs`, else at no stage.
+    pub fn check_hook_stages(&self, r: &mut Report, what: &str, id: &str, hook: &Path, runs: bool) {
+        let Some(at) = r.step(&format!("{what}: the final config.json"), self.hook_stages(id, hook)) else {
+            return;
+        };
+        let want: &[&str] = if runs { &["createRuntime"] } else { &[] };
+        r.seen(what, format!("{} in config.json at {at:?}", hook.display()));
+        r.check(at == want, format!("{what}: {} at {at:?} in config.json, want {want:?}", hook.display()));
     }
 
     /// The stages at which container `id`'s final `config.json` runs the
@@ -479,13 +478,10 @@ impl CrioNode {
     /// CRI-O's NRI socket, and waits up to 10 s until it has registered.
     pub fn start_plugin(&mut self) {
         let log = File::options().create(true).append(true).open(self.dir.join("plugin.log")).unwrap();
-        let child = Command::new("nsenter")
-            .arg(format!("--mount=/proc/{}/ns/mnt", self.holder.id()))
-            .arg("--")
-            .arg(hook_bin().canonicalize().expect("the hook's binary"))
-            .arg("nri")
-            .arg("--socket")
-            .arg(self.run.join("nri.sock"))
+        let mut plugin = Command::new(hook_bin().canonicalize().expect("the hook's binary"));
+        plugin.arg("nri").arg("--socket").arg(self.run.join("nri.sock"));
+        let child = self
+            .in_ns(&plugin)
             .env("OCI_TMPFS_HOOK_LOG", "debug")
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())

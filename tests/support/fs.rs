@@ -152,6 +152,19 @@ pub fn read_text(path: impl AsRef<Path>) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
+/// Waits up to `timeout` for the file at `path` to hold `needle`; its text
+/// then or at the deadline, `None` while there is no file.
+pub fn wait_for_text(path: &Path, needle: &str, timeout: std::time::Duration) -> Option<String> {
+    let t0 = std::time::Instant::now();
+    loop {
+        let text = read_text_if_any(path);
+        if text.as_deref().is_some_and(|t| t.contains(needle)) || t0.elapsed() > timeout {
+            return text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// The text of the file at `path`, or `None` when there is no file there
 /// (a log that nothing of ours has opened, a file a wait polls for); any
 /// other error panics naming the path.

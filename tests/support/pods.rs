@@ -943,14 +943,9 @@ impl Report {
     /// to say it registered, and checks that it did.
     pub fn plugin_registered(&mut self, log: &Path, timeout: Duration) {
         let t0 = Instant::now();
-        let text = loop {
-            // No file yet: the container has written nothing so far.
-            let text = read_text_if_any(log);
-            if text.as_deref().is_some_and(|t| t.contains("nri: registered as")) || t0.elapsed() > timeout {
-                break text.unwrap_or_else(|| format!("(no log file {})", log.display()));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        // No file: the container has written nothing.
+        let text = wait_for_text(log, "nri: registered as", timeout)
+            .unwrap_or_else(|| format!("(no log file {})", log.display()));
         let registered = text.contains("nri: registered as");
         self.seen("plugin container registered", format!("{registered} after {:?}", t0.elapsed()));
         self.check(registered, format!("the plugin's container did not register: {text}"));
